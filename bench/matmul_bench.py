@@ -1,0 +1,269 @@
+#!/usr/bin/env python3
+"""Benchmark tilesmith's matmul against cuBLAS (torch.matmul), same run, side by side.
+
+usage: matmul_bench.py [--shapes MxNxK,...] [--dtype bf16|f16] [--out-dtype bf16|f16|f32]
+                       [--lib PATH] [--db PATH] [--csv FILE] [--json FILE]
+                       [--warmup-ms MS] [--rep-ms MS]
+
+Every shape is first verified (NaN-poisoned output, relative Frobenius error against an fp32
+reference), then timed. Exit status: 0 all verified, 1 a verification failure, 2 setup problem.
+"""
+import argparse, ctypes, csv, inspect, json, math, os, sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DTYPE_CODES = {"f16": 0, "bf16": 1, "f32": 2}  # enum tilesmith_dtype in tilesmith.h
+TOLERANCE = {"bf16": 1e-2, "f16": 2e-3, "f32": 5e-4}  # by the output dtype's precision
+
+
+def setup_error(message):
+    print(f"matmul_bench: setup error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def load_lib(path):
+    """Loads libtilesmith and declares every C signature: without argtypes ctypes would pass
+    Python ints as 32-bit C ints, silently truncating 64-bit device pointers and sizes."""
+    if not os.path.isfile(path):
+        setup_error(f"{path} not found (build it, or pass --lib)")
+    try:
+        lib = ctypes.CDLL(path)
+    except OSError as error:
+        setup_error(f"cannot load {path}: {error}")
+    vp, i64, c_int = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
+    lib.tilesmith_runtime_create.argtypes = [ctypes.c_char_p, c_int, ctypes.POINTER(vp)]
+    lib.tilesmith_runtime_create.restype = c_int
+    lib.tilesmith_runtime_destroy.argtypes = [vp]
+    lib.tilesmith_runtime_destroy.restype = None
+    lib.tilesmith_matmul.argtypes = [vp, vp, vp, vp, i64, i64, i64, c_int, c_int, vp]
+    lib.tilesmith_matmul.restype = c_int
+    lib.tilesmith_matmul_config.argtypes = [vp, i64, i64, i64, c_int, c_int, ctypes.c_char_p,
+                                            c_int, ctypes.POINTER(c_int)]
+    lib.tilesmith_matmul_config.restype = c_int
+    lib.tilesmith_last_error.argtypes = []
+    lib.tilesmith_last_error.restype = ctypes.c_char_p
+    return lib
+
+
+def check(lib, status, what):
+    if status != 0:
+        message = (lib.tilesmith_last_error() or b"").decode(errors="replace")
+        raise RuntimeError(f"{what} failed (status {status}): {message}")
+
+
+def create_runtime(lib, db):
+    handle = ctypes.c_void_p()
+    check(lib, lib.tilesmith_runtime_create(db.encode() if db else None, 0, ctypes.byref(handle)),
+          "tilesmith_runtime_create")
+    return handle
+
+
+def parse_shapes(text):
+    shapes = []
+    for item in text.split(","):
+        try:
+            m, n, k = (int(x) for x in item.strip().lower().split("x"))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"bad shape {item!r}: want MxNxK")
+        if min(m, n, k) <= 0:
+            raise argparse.ArgumentTypeError(f"bad shape {item!r}: sizes must be positive")
+        shapes.append((m, n, k))
+    return shapes
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--shapes", type=parse_shapes,
+                   default=parse_shapes("4096x4096x4096,8192x8192x8192,4093x4093x4093,16x4096x4096"))
+    p.add_argument("--dtype", choices=["bf16", "f16"], default="bf16")
+    p.add_argument("--out-dtype", choices=["bf16", "f16", "f32"], default=None,
+                   help="default: --dtype")
+    p.add_argument("--lib", default=os.path.join(REPO, "build", "libtilesmith.so"))
+    p.add_argument("--db", default=os.environ.get("TILESMITH_DB"),
+                   help="tuning database (default: $TILESMITH_DB, else the library default)")
+    p.add_argument("--csv", help="also write the table as CSV")
+    p.add_argument("--json", help="also write header and results as JSON")
+    p.add_argument("--warmup-ms", type=float, default=25.0)
+    p.add_argument("--rep-ms", type=float, default=200.0)
+    args = p.parse_args(argv)
+    if args.out_dtype is None:
+        args.out_dtype = args.dtype
+    if args.out_dtype not in (args.dtype, "f32"):
+        p.error("--out-dtype must be --dtype or f32")
+    return args
+
+
+def peak_tflops(name):
+    """Dense bf16/f16 tensor-core peak from the data sheets (no sparsity)."""
+    if "H100" in name:
+        return 756.0 if "PCIe" in name else 835.0 if "NVL" in name else 989.0
+    return 989.0 if "H200" in name else None
+
+
+def cublas_version():
+    """cuBLAS has no torch API for its version: ask the libcublas torch already loaded."""
+    try:
+        paths = sorted({l.split()[-1] for l in open("/proc/self/maps") if "libcublas.so" in l})
+        lib = ctypes.CDLL(paths[0])
+        lib.cublasGetProperty.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
+        parts = [ctypes.c_int() for _ in range(3)]  # MAJOR_VERSION, MINOR_VERSION, PATCH_LEVEL
+        if any(lib.cublasGetProperty(i, ctypes.byref(v)) != 0 for i, v in enumerate(parts)):
+            return "unknown"
+        return ".".join(str(v.value) for v in parts)
+    except Exception:
+        return "unknown"
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    try:
+        import torch, triton, triton.testing
+    except Exception as error:  # ImportError, or a broken install failing at import
+        setup_error(f"{error} (this benchmark needs torch and triton)")
+    if not torch.cuda.is_available():
+        setup_error("torch sees no CUDA device")
+    lib = load_lib(args.lib)
+    try:
+        rt = create_runtime(lib, args.db)
+    except RuntimeError as error:
+        setup_error(str(error))
+    tdt = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
+    in_dt, out_dt = tdt[args.dtype], tdt[args.out_dtype]
+    torch.backends.cuda.matmul.allow_tf32 = False  # the fp32 reference must really be fp32
+    torch.manual_seed(0)
+
+    # triton's do_bench zeroes its own 256 MB buffer before every rep to flush L2 (else A and B
+    # stay cache-resident between reps and small shapes look faster than in real use), times
+    # with CUDA events, and here reports the median so stray slow reps do not move the result.
+    use_mode = "return_mode" in inspect.signature(triton.testing.do_bench).parameters
+    def bench(fn):
+        if use_mode:
+            return float(triton.testing.do_bench(fn, warmup=args.warmup_ms, rep=args.rep_ms,
+                                                 return_mode="median"))
+        r = triton.testing.do_bench(fn, warmup=args.warmup_ms, rep=args.rep_ms, quantiles=[0.5])
+        return float(r[0] if isinstance(r, (list, tuple)) else r)
+
+    # Copy bandwidth: a 1 GiB device-to-device copy reads and writes, so 2 GiB move.
+    src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    copy_gbs = 2 * src.numel() / (bench(lambda: dst.copy_(src)) * 1e-3) / 1e9
+    del src, dst
+    torch.cuda.empty_cache()
+    torch.matmul(torch.ones(8, 8, device="cuda", dtype=in_dt),
+                 torch.ones(8, 8, device="cuda", dtype=in_dt))  # so cuBLAS is loaded to ask
+    gpu = torch.cuda.get_device_name()
+    peak = peak_tflops(gpu)
+    header = {"gpu": gpu, "torch": torch.__version__, "cuda": torch.version.cuda,
+              "triton": triton.__version__, "cublas": cublas_version(), "copy_GBps": copy_gbs,
+              "peak_TFLOPs": peak, "dtype": args.dtype, "out_dtype": args.out_dtype,
+              "db": args.db or "(library default)", "timing": "median of do_bench medians"
+              f" (warmup {args.warmup_ms} ms, rep {args.rep_ms} ms), L2 flushed"}
+    for key, value in header.items():
+        shown = f"{value:.1f}" if isinstance(value, float) else value
+        print(f"{key:>11}: {'unknown' if shown is None else shown}")
+    if args.out_dtype != args.dtype:
+        print(f"{'note':>11}: cuBLAS anchor torch.matmul(A, B) writes {args.dtype}, "
+              f"tilesmith writes {args.out_dtype}")
+
+    stream = torch.cuda.current_stream().cuda_stream
+    d_in, d_out = DTYPE_CODES[args.dtype], DTYPE_CODES[args.out_dtype]
+    rows, failed = [], False
+    for index, (m, n, k) in enumerate(args.shapes):
+        row = {"shape": f"{m}x{n}x{k}", "ts_ms": None, "ts_spread": None, "cb_ms": None,
+               "cb_spread": None, "tuned": None, "config": "", "rel_err": None, "status": "ok"}
+        rows.append(row)
+        try:
+            buf, tuned = ctypes.create_string_buffer(1024), ctypes.c_int(0)
+            check(lib, lib.tilesmith_matmul_config(rt, m, n, k, d_in, d_out, buf, len(buf),
+                                                   ctypes.byref(tuned)), "tilesmith_matmul_config")
+            row["config"], row["tuned"] = buf.value.decode(), bool(tuned.value)
+            # Random normal inputs: zeros (or ones) would hide wrong indexing and a missing K tail.
+            a = torch.randn(m, k, device="cuda", dtype=in_dt)
+            b = torch.randn(k, n, device="cuda", dtype=in_dt)
+            # NaN-poisoned output: an element the kernel never writes stays NaN and is caught,
+            # where zeros could pass for a correct result (e.g. an unstored edge tile).
+            c = torch.full((m, n), float("nan"), device="cuda", dtype=out_dt)
+            def run_ts():
+                check(lib, lib.tilesmith_matmul(rt, a.data_ptr(), b.data_ptr(), c.data_ptr(),
+                                                m, n, k, d_in, d_out, stream), "tilesmith_matmul")
+            run_ts()  # also the first-call lookup / NVRTC compile, outside the timing
+            torch.cuda.synchronize()
+            bad = int((~torch.isfinite(c)).sum())
+            ref = torch.matmul(a.float(), b.float())
+            row["rel_err"] = float(torch.linalg.vector_norm(c.float() - ref)
+                                   / torch.linalg.vector_norm(ref))
+            del ref
+            if bad:
+                row["status"], failed = f"FAIL {bad} non-finite", True
+            elif not row["rel_err"] <= TOLERANCE[args.out_dtype]:
+                row["status"], failed = f"FAIL err>{TOLERANCE[args.out_dtype]:g}", True
+            # Interleave the two, swapping who goes first on every other shape, so clock or
+            # thermal drift hits both alike; two medians each make run-to-run noise visible.
+            run_cb = lambda: torch.matmul(a, b)
+            order = [("ts", run_ts), ("cb", run_cb)]
+            times = {"ts": [], "cb": []}
+            for key, fn in (order if index % 2 == 0 else order[::-1]) * 2:
+                times[key].append(bench(fn))
+            for key, (t1, t2) in times.items():
+                row[f"{key}_ms"] = (t1 + t2) / 2  # the median of two values
+                row[f"{key}_spread"] = abs(t1 - t2) / row[f"{key}_ms"] * 100
+            a = b = c = None  # free this shape's tensors before the next one's
+            torch.cuda.empty_cache()
+        except Exception as error:  # report it and go on with the other shapes
+            row["status"], failed = f"ERROR {error}".replace("\n", " ")[:120], True
+            a = b = c = None
+    lib.tilesmith_runtime_destroy(rt)
+
+    def tflops(ms, shape):
+        m, n, k = shape
+        return 2 * m * n * k / (ms * 1e-3) / 1e12 if ms else None
+    in_size, out_size = in_dt.itemsize, out_dt.itemsize
+    for row, (m, n, k) in zip(rows, args.shapes):
+        row["ratio"] = row["cb_ms"] / row["ts_ms"] if row["ts_ms"] and row["cb_ms"] else None
+        row["ts_tflops"] = tflops(row["ts_ms"], (m, n, k))
+        row["cb_tflops"] = tflops(row["cb_ms"], (m, n, k))
+        row["pct_peak"] = row["ts_tflops"] / peak * 100 if peak and row["ts_tflops"] else None
+        moved = in_size * (m * k + k * n) + out_size * m * n
+        row["floor_ms"] = (max(2 * m * n * k / (peak * 1e12), moved / (copy_gbs * 1e9)) * 1e3
+                           if peak else None)
+    for row in rows:  # configs here: too wide for the table, which must come last
+        kind = {True: "tuned", False: "default", None: "?"}[row["tuned"]]
+        print(f"config {row['shape']:>16} ({kind}): {row['config'] or '-'}")
+
+    if args.csv:
+        with open(args.csv, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+    if args.json:
+        with open(args.json, "w") as f:
+            clean = [{key: None if isinstance(v, float) and not math.isfinite(v) else v
+                      for key, v in row.items()} for row in rows]  # strict JSON has no NaN
+            json.dump({"header": header, "rows": clean}, f, indent=2)
+
+    def fmt(value, spec, spread=None):
+        if value is None:
+            return "-"
+        return f"{value:{spec}}" + (f" ±{spread:.1f}%" if spread is not None else "")
+    cols = [("shape", 16), ("tilesmith ms", 16), ("cuBLAS ms", 16), ("ratio", 6),
+            ("ts TFLOP/s", 10), ("cuBLAS TFLOP/s", 14), ("% peak", 6), ("floor ms", 9),
+            ("tuned", 5), ("rel err", 8), ("status", 0)]
+    print()
+    print(" | ".join(f"{name:>{w}}" for name, w in cols))
+    print("-+-".join("-" * max(w, len(name)) for name, w in cols))
+    for r in rows:
+        cells = [r["shape"], fmt(r["ts_ms"], ".4f", r["ts_spread"]),
+                 fmt(r["cb_ms"], ".4f", r["cb_spread"]), fmt(r["ratio"], ".3f"),
+                 fmt(r["ts_tflops"], ".1f"), fmt(r["cb_tflops"], ".1f"),
+                 fmt(r["pct_peak"], ".1f"), fmt(r["floor_ms"], ".4f"),
+                 {True: "yes", False: "no", None: "-"}[r["tuned"]], fmt(r["rel_err"], ".2e"),
+                 r["status"]]
+        print(" | ".join(f"{cell:>{w}}" for cell, (_, w) in zip(cells, cols)))
+    ratios = [r["ratio"] for r in rows if r["ratio"] and r["status"] == "ok"]
+    geomean = math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else float("nan")
+    print(f"geomean ratio (cuBLAS ms / tilesmith ms, >1: tilesmith faster) over "
+          f"{len(ratios)} verified shape(s): {geomean:.3f}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

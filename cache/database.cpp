@@ -1,0 +1,982 @@
+#include "cache/database.hpp"
+
+#include <sqlite3.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <span>
+#include <string_view>
+#include <system_error>
+#include <thread>
+#include <utility>
+
+namespace tilesmith::cache {
+namespace {
+
+// PRAGMA application_id of every tilesmith database: "TSMT". A file with another id belongs to
+// some other program and is never touched.
+constexpr std::int32_t kApplicationId = 0x54534D54;
+
+// How long a call waits for another connection's write lock before failing.
+constexpr std::chrono::milliseconds kBusyTimeout{10000};
+
+constexpr const char* kAbandonedDetail =
+    "left running by an earlier sweep that stopped mid-candidate";
+
+// One forward step of the schema: applied to a file at version `to_version - 1`, in one
+// transaction together with the user_version bump, so a file is always at exactly one version.
+struct Migration {
+  int to_version;
+  const char* description;
+  const char* sql;
+};
+
+// Timestamps are written by SQLite as UTC ISO 8601 ("2025-01-31T12:00:00Z"); every table's
+// DEFAULT uses this expression.
+#define TILESMITH_NOW "strftime('%Y-%m-%dT%H:%M:%SZ', 'now')"
+
+// REAL columns that a measurement may leave as NaN are nullable: SQLite stores a bound NaN as
+// NULL, and NULL reads back as NaN (see Statement::bind and Statement::real).
+constexpr Migration kMigrations[] = {
+    {1, "create the schema", R"sql(
+CREATE TABLE gpus (
+  id        INTEGER PRIMARY KEY,
+  model_key TEXT NOT NULL UNIQUE,  -- DeviceTarget::model_key(): name | sm_XY | N SMs
+  name      TEXT NOT NULL,
+  cc_major  INTEGER NOT NULL,
+  cc_minor  INTEGER NOT NULL,
+  sm_count  INTEGER NOT NULL
+);
+
+CREATE TABLE toolchains (
+  gpu_id         INTEGER NOT NULL REFERENCES gpus(id),
+  driver_version TEXT NOT NULL,
+  nvrtc_version  TEXT NOT NULL,
+  first_seen     TEXT NOT NULL DEFAULT ()sql" TILESMITH_NOW R"sql(),
+  last_seen      TEXT NOT NULL DEFAULT ()sql" TILESMITH_NOW R"sql(),
+  UNIQUE (gpu_id, driver_version, nvrtc_version)
+);
+
+CREATE TABLE problems (
+  id        INTEGER PRIMARY KEY,
+  key       TEXT NOT NULL UNIQUE,  -- Problem::key()
+  op        TEXT NOT NULL,
+  dtype     TEXT NOT NULL,         -- dtype_name()
+  out_dtype TEXT NOT NULL,
+  shape     TEXT NOT NULL          -- Problem::shape_text()
+);
+
+CREATE TABLE trials (
+  id                INTEGER PRIMARY KEY,
+  gpu_id            INTEGER NOT NULL REFERENCES gpus(id),
+  problem_id        INTEGER NOT NULL REFERENCES problems(id),
+  template_hash     TEXT NOT NULL,
+  config            TEXT NOT NULL,  -- canonical JSON object: {"block_k":32,"block_m":128,...}
+  source_hash       TEXT NOT NULL,
+  status            TEXT NOT NULL,  -- status_name()
+  detail            TEXT NOT NULL,
+  median_ms         REAL,           -- NULL: NaN
+  min_ms            REAL,
+  spread            REAL,
+  repetitions       INTEGER NOT NULL,
+  rel_error         REAL,
+  registers         INTEGER NOT NULL,  -- -1: not reported
+  static_smem_bytes INTEGER NOT NULL,
+  stack_frame_bytes INTEGER NOT NULL,
+  spill_store_bytes INTEGER NOT NULL,
+  spill_load_bytes  INTEGER NOT NULL,
+  compile_seconds   REAL,
+  driver_version    TEXT NOT NULL,
+  nvrtc_version     TEXT NOT NULL,
+  created_at        TEXT NOT NULL DEFAULT ()sql" TILESMITH_NOW R"sql()
+);
+CREATE INDEX trials_by_key ON trials (gpu_id, problem_id, template_hash);
+
+CREATE TABLE winners (
+  gpu_id        INTEGER NOT NULL REFERENCES gpus(id),
+  problem_id    INTEGER NOT NULL REFERENCES problems(id),
+  template_hash TEXT NOT NULL,
+  trial_id      INTEGER NOT NULL REFERENCES trials(id),
+  config        TEXT NOT NULL,
+  source_hash   TEXT NOT NULL,
+  median_ms     REAL NOT NULL,
+  spread        REAL,
+  updated_at    TEXT NOT NULL DEFAULT ()sql" TILESMITH_NOW R"sql(),
+  PRIMARY KEY (gpu_id, problem_id, template_hash)
+);
+
+CREATE TABLE cubins (
+  source_hash       TEXT NOT NULL,
+  arch              TEXT NOT NULL,
+  nvrtc_version     TEXT NOT NULL,
+  lowered_name      TEXT NOT NULL,
+  cubin             BLOB NOT NULL,
+  registers         INTEGER NOT NULL,
+  static_smem_bytes INTEGER NOT NULL,
+  stack_frame_bytes INTEGER NOT NULL,
+  spill_store_bytes INTEGER NOT NULL,
+  spill_load_bytes  INTEGER NOT NULL,
+  compile_seconds   REAL,
+  log               TEXT NOT NULL,
+  created_at        TEXT NOT NULL DEFAULT ()sql" TILESMITH_NOW R"sql(),
+  PRIMARY KEY (source_hash, arch, nvrtc_version)
+);
+)sql"},
+};
+static_assert(std::size(kMigrations) == kSchemaVersion,
+              "every schema version needs exactly one migration step leading to it");
+
+// The path SQLite has open, for error messages.
+std::string db_path(sqlite3* db) {
+  const char* name = sqlite3_db_filename(db, "main");
+  return name && *name ? name : "<unnamed database>";
+}
+
+[[noreturn]] void throw_sqlite(sqlite3* db, int rc, std::string_view purpose) {
+  throw Error("cache " + db_path(db) + ": " + std::string(purpose) +
+              " failed: " + sqlite3_errmsg(db) + " (" + sqlite3_errstr(rc) + ")");
+}
+
+// Runs constant SQL (schema steps, transaction control): never anything built from user input.
+void exec(sqlite3* db, const char* sql, std::string_view purpose) {
+  int rc = sqlite3_exec(db, sql, nullptr, nullptr, nullptr);
+  if (rc != SQLITE_OK) throw_sqlite(db, rc, purpose);
+}
+
+// A prepared statement with named parameters (":gpu"). Every sqlite3 return code is checked;
+// failures throw Error naming the database, the statement's purpose and SQLite's message.
+class Statement {
+ public:
+  Statement(sqlite3* db, std::string_view sql, std::string_view purpose)
+      : db_(db), purpose_(purpose) {
+    int rc = sqlite3_prepare_v2(db, sql.data(), static_cast<int>(sql.size()), &stmt_, nullptr);
+    if (rc != SQLITE_OK) throw_sqlite(db_, rc, purpose_);
+  }
+  ~Statement() { sqlite3_finalize(stmt_); }
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+
+  // Text and blobs are copied (SQLITE_TRANSIENT): callers may bind temporaries.
+  Statement& bind(const char* name, std::string_view value) {
+    return check_bind(sqlite3_bind_text64(stmt_, index(name), value.data(), value.size(),
+                                          SQLITE_TRANSIENT, SQLITE_UTF8));
+  }
+  Statement& bind(const char* name, const char* value) {
+    return bind(name, std::string_view(value));
+  }
+  Statement& bind(const char* name, std::int64_t value) {
+    return check_bind(sqlite3_bind_int64(stmt_, index(name), value));
+  }
+  Statement& bind(const char* name, int value) {
+    return check_bind(sqlite3_bind_int(stmt_, index(name), value));
+  }
+  // SQLite would silently turn NaN into NULL; do it on purpose so real() can turn it back.
+  Statement& bind(const char* name, double value) {
+    if (std::isnan(value)) return check_bind(sqlite3_bind_null(stmt_, index(name)));
+    return check_bind(sqlite3_bind_double(stmt_, index(name), value));
+  }
+  Statement& bind_blob(const char* name, std::span<const char> bytes) {
+    // A null data pointer would bind NULL, not an empty blob.
+    if (bytes.empty()) return check_bind(sqlite3_bind_zeroblob(stmt_, index(name), 0));
+    return check_bind(
+        sqlite3_bind_blob64(stmt_, index(name), bytes.data(), bytes.size(), SQLITE_TRANSIENT));
+  }
+  Statement& bind_null(const char* name) {
+    return check_bind(sqlite3_bind_null(stmt_, index(name)));
+  }
+
+  // True when a row is available, false when the statement is done.
+  bool step() {
+    int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    throw_sqlite(db_, rc, purpose_);
+  }
+  // For statements that return no rows (INSERT, UPDATE, DELETE).
+  void run() {
+    if (step()) throw Error("cache " + db_path(db_) + ": " + purpose_ + ": unexpected result row");
+  }
+
+  bool is_null(int column) const { return sqlite3_column_type(stmt_, column) == SQLITE_NULL; }
+  std::int64_t int64(int column) const { return sqlite3_column_int64(stmt_, column); }
+  int integer(int column) const { return sqlite3_column_int(stmt_, column); }
+  double real(int column) const {
+    return is_null(column) ? std::numeric_limits<double>::quiet_NaN()
+                           : sqlite3_column_double(stmt_, column);
+  }
+  std::string text(int column) const {
+    const unsigned char* data = sqlite3_column_text(stmt_, column);
+    if (!data) return {};
+    return std::string(reinterpret_cast<const char*>(data),
+                       static_cast<std::size_t>(sqlite3_column_bytes(stmt_, column)));
+  }
+  std::vector<char> blob(int column) const {
+    const char* data = static_cast<const char*>(sqlite3_column_blob(stmt_, column));
+    const int size = sqlite3_column_bytes(stmt_, column);
+    if (!data || size <= 0) return {};
+    return std::vector<char>(data, data + size);
+  }
+
+ private:
+  int index(const char* name) const {
+    int i = sqlite3_bind_parameter_index(stmt_, name);
+    if (i == 0)
+      throw Error("cache " + db_path(db_) + ": " + purpose_ + ": the statement has no parameter " +
+                  name);
+    return i;
+  }
+  Statement& check_bind(int rc) {
+    if (rc != SQLITE_OK) throw_sqlite(db_, rc, purpose_);
+    return *this;
+  }
+
+  sqlite3* db_;
+  std::string purpose_;
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+// BEGIN IMMEDIATE takes the write lock up front (waiting out the busy timeout), so a writer
+// never has to upgrade a read snapshot that another connection has made stale. Rolls back unless
+// committed.
+class Transaction {
+ public:
+  Transaction(sqlite3* db, std::string_view purpose) : db_(db), purpose_(purpose) {
+    exec(db_, "BEGIN IMMEDIATE", "starting a transaction for " + purpose_);
+  }
+  ~Transaction() {
+    // Never throws: a failed rollback leaves nothing more to undo.
+    if (!committed_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+  Transaction(const Transaction&) = delete;
+  Transaction& operator=(const Transaction&) = delete;
+
+  void commit() {
+    exec(db_, "COMMIT", "committing " + purpose_);
+    committed_ = true;
+  }
+
+ private:
+  sqlite3* db_;
+  std::string purpose_;
+  bool committed_ = false;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Identity of a file: whether it is ours to write.
+
+struct Identity {
+  std::int32_t application_id = 0;
+  int user_version = 0;
+  std::vector<std::string> tables;  // user tables, not sqlite_*
+};
+
+std::string hex32(std::int32_t value) {
+  char buffer[16];
+  std::snprintf(buffer, sizeof buffer, "0x%08X", static_cast<std::uint32_t>(value));
+  return buffer;
+}
+
+// Reads only: safe on any SQLite file. One statement, so one snapshot: separate reads could see
+// the application_id from before another process created the schema and the tables from after.
+// One row per user table, or a single row with a NULL name when there are none.
+Identity read_identity(sqlite3* db) {
+  Statement query(db, R"sql(
+SELECT a.application_id, v.user_version, t.name
+  FROM pragma_application_id AS a
+ CROSS JOIN pragma_user_version AS v
+  LEFT JOIN (SELECT name FROM sqlite_master
+              WHERE type = 'table' AND name NOT LIKE 'sqlite\_%' ESCAPE '\') AS t
+ ORDER BY t.name
+)sql",
+                  "reading the database's identity");
+  Identity identity;
+  while (query.step()) {
+    identity.application_id = query.integer(0);
+    identity.user_version = query.integer(1);
+    if (!query.is_null(2)) identity.tables.push_back(query.text(2));
+  }
+  return identity;
+}
+
+std::string refusal(const std::string& path, const std::string& what) {
+  return "cache " + path + ": " + what + "; refusing to modify it";
+}
+
+// Throws unless the file is tilesmith's at a version this build can use or migrate, or an empty
+// database that is ours to initialize.
+void check_identity(const Identity& identity, const std::string& path) {
+  const std::string foreign = "not a tilesmith database";
+  if (identity.application_id != kApplicationId) {
+    if (identity.application_id != 0) {
+      throw Error(refusal(path, foreign + " (application_id " + hex32(identity.application_id) +
+                                    ", tilesmith's is " + hex32(kApplicationId) + ")"));
+    }
+    if (!identity.tables.empty()) {
+      std::string names;
+      for (std::size_t i = 0; i < identity.tables.size() && i < 5; ++i)
+        names += (i ? ", " : "") + identity.tables[i];
+      if (identity.tables.size() > 5) names += ", ...";
+      throw Error(
+          refusal(path, foreign + " (application_id 0, and it holds other tables: " + names + ")"));
+    }
+    if (identity.user_version != 0) {
+      const std::string version = std::to_string(identity.user_version);
+      throw Error(refusal(path, foreign + " (application_id 0, and user_version " + version + ")"));
+    }
+    return;  // an empty SQLite database (or a new file): ours to initialize
+  }
+  if (identity.user_version > kSchemaVersion) {
+    const std::string found = std::to_string(identity.user_version);
+    const std::string known = std::to_string(kSchemaVersion);
+    throw Error(refusal(path, "written by a newer tilesmith (schema version " + found +
+                                  ", this build knows up to " + known +
+                                  "); upgrade tilesmith or point TILESMITH_DB at another file"));
+  }
+  if (identity.user_version == 0 && !identity.tables.empty())
+    throw Error(refusal(path,
+                        "inconsistent tilesmith database (schema version 0, yet it has "
+                        "tables)"));
+}
+
+// The first read of a file: maps "this is not a database at all" to a clear message.
+void probe_readable(sqlite3* db, const std::string& path) {
+  int rc = sqlite3_exec(db, "SELECT count(*) FROM sqlite_master", nullptr, nullptr, nullptr);
+  if (rc == SQLITE_OK) return;
+  const int primary = rc & 0xff;
+  if (primary == SQLITE_NOTADB)
+    throw Error(
+        refusal(path, "not an SQLite database (SQLite: " + std::string(sqlite3_errmsg(db)) + ")"));
+  if (primary == SQLITE_CORRUPT)
+    throw Error(refusal(
+        path, "a corrupt SQLite database (SQLite: " + std::string(sqlite3_errmsg(db)) + ")"));
+  throw_sqlite(db, rc, "reading the database header");
+}
+
+// Switching to WAL needs an exclusive lock, and SQLite does not call the busy handler for it: a
+// second process opening a new file at the same moment gets SQLITE_BUSY at once. Retry for as
+// long as the busy timeout would have waited. Once a file is in WAL mode this is a no-op.
+// On file systems without shared memory SQLite keeps the old mode; the busy timeout still
+// serializes writers then, so that is slower but correct.
+void enable_wal(sqlite3* db) {
+  const auto give_up = std::chrono::steady_clock::now() + kBusyTimeout;
+  for (;;) {
+    const int rc = sqlite3_exec(db, "PRAGMA journal_mode = WAL", nullptr, nullptr, nullptr);
+    if (rc == SQLITE_OK) return;
+    const int primary = rc & 0xff;
+    if ((primary != SQLITE_BUSY && primary != SQLITE_LOCKED) ||
+        std::chrono::steady_clock::now() > give_up)
+      throw_sqlite(db, rc, "switching to write-ahead logging");
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+void migrate(sqlite3* db, const std::string& path) {
+  for (;;) {
+    Transaction transaction(db, "migrating the schema");
+    // Re-read under the write lock: another process may have migrated (or created) it meanwhile.
+    const Identity identity = read_identity(db);
+    check_identity(identity, path);
+    if (identity.user_version >= kSchemaVersion) return;  // rolls back an empty transaction
+    const Migration& step = kMigrations[identity.user_version];
+    exec(db, step.sql,
+         "migrating the schema to version " + std::to_string(step.to_version) + " (" +
+             step.description + ")");
+    // Constants of this build, not input: the pragmas take no bound parameters.
+    exec(db, ("PRAGMA user_version = " + std::to_string(step.to_version)).c_str(),
+         "setting the schema version");
+    exec(db, ("PRAGMA application_id = " + std::to_string(kApplicationId)).c_str(),
+         "setting the application_id");
+    transaction.commit();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Conversions between the stored columns and the C++ types.
+
+std::string config_json(const Config& config) {
+  // nlohmann::json objects are std::maps: keys come out sorted, so the text is canonical.
+  nlohmann::json object = nlohmann::json::object();
+  for (const auto& [name, value] : config.values) object[name] = value;
+  try {
+    return object.dump();
+  } catch (const nlohmann::json::exception& error) {  // a name that is not valid UTF-8
+    throw Error("cache: config '" + config.text() + "' cannot be stored: " + error.what());
+  }
+}
+
+Config parse_config_json(const std::string& text, sqlite3* db) {
+  Config config;
+  nlohmann::json object = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!object.is_object())
+    throw Error("cache " + db_path(db) + ": stored config '" + text + "' is not a JSON object");
+  for (const auto& [name, value] : object.items()) {
+    if (!value.is_number_integer())
+      throw Error("cache " + db_path(db) + ": stored config '" + text + "': parameter '" + name +
+                  "' is not an integer");
+    config.values[name] = value.get<int>();
+  }
+  return config;
+}
+
+Problem problem_from_columns(const Statement& row, int first_column) {
+  Problem problem;
+  problem.op = row.text(first_column);
+  problem.dtype = parse_dtype(row.text(first_column + 1));
+  problem.out_dtype = parse_dtype(row.text(first_column + 2));
+  const std::string shape = row.text(first_column + 3);
+  if (!shape.empty()) problem.shape = parse_shape(shape);
+  return problem;
+}
+
+// Binds everything a trial learns while it runs: shared by record, start and finish.
+void bind_outcome(Statement& statement, const Trial& trial, TrialStatus status) {
+  statement.bind(":status", status_name(status))
+      .bind(":detail", trial.detail)
+      .bind(":median_ms", trial.median_ms)
+      .bind(":min_ms", trial.min_ms)
+      .bind(":spread", trial.spread)
+      .bind(":repetitions", trial.repetitions)
+      .bind(":rel_error", trial.rel_error)
+      .bind(":registers", trial.resources.registers)
+      .bind(":static_smem_bytes", trial.resources.static_smem_bytes)
+      .bind(":stack_frame_bytes", trial.resources.stack_frame_bytes)
+      .bind(":spill_store_bytes", trial.resources.spill_store_bytes)
+      .bind(":spill_load_bytes", trial.resources.spill_load_bytes)
+      .bind(":compile_seconds", trial.compile_seconds)
+      .bind(":driver_version", trial.toolchain.driver_version)
+      .bind(":nvrtc_version", trial.toolchain.nvrtc_version);
+}
+
+constexpr const char* kTrialColumns =
+    "t.id, t.config, t.source_hash, t.status, t.detail, t.median_ms, t.min_ms, t.spread,"
+    " t.repetitions, t.rel_error, t.registers, t.static_smem_bytes, t.stack_frame_bytes,"
+    " t.spill_store_bytes, t.spill_load_bytes, t.compile_seconds, t.driver_version,"
+    " t.nvrtc_version, t.created_at";
+
+Trial trial_from_row(const Statement& row, sqlite3* db) {
+  Trial trial;
+  trial.id = row.int64(0);
+  trial.config = parse_config_json(row.text(1), db);
+  trial.source_hash = row.text(2);
+  trial.status = parse_status(row.text(3));
+  trial.detail = row.text(4);
+  trial.median_ms = row.real(5);
+  trial.min_ms = row.real(6);
+  trial.spread = row.real(7);
+  trial.repetitions = row.integer(8);
+  trial.rel_error = row.real(9);
+  trial.resources.registers = row.integer(10);
+  trial.resources.static_smem_bytes = row.integer(11);
+  trial.resources.stack_frame_bytes = row.integer(12);
+  trial.resources.spill_store_bytes = row.integer(13);
+  trial.resources.spill_load_bytes = row.integer(14);
+  trial.compile_seconds = row.real(15);
+  trial.toolchain.driver_version = row.text(16);
+  trial.toolchain.nvrtc_version = row.text(17);
+  trial.created_at = row.text(18);
+  return trial;
+}
+
+// Selects a winner with its GPU, problem and trial counts; callers append WHERE/ORDER BY.
+constexpr const char* kWinnerSelect = R"sql(
+SELECT g.model_key, g.name, p.op, p.dtype, p.out_dtype, p.shape, w.template_hash, w.config,
+       w.source_hash, w.median_ms, w.spread, w.updated_at,
+       (SELECT count(*) FROM trials t
+         WHERE t.gpu_id = w.gpu_id AND t.problem_id = w.problem_id
+           AND t.template_hash = w.template_hash AND t.status = 'ok'),
+       (SELECT count(*) FROM trials t
+         WHERE t.gpu_id = w.gpu_id AND t.problem_id = w.problem_id
+           AND t.template_hash = w.template_hash)
+  FROM winners w
+  JOIN gpus g ON g.id = w.gpu_id
+  JOIN problems p ON p.id = w.problem_id
+)sql";
+
+Winner winner_from_row(const Statement& row, sqlite3* db) {
+  Winner winner;
+  winner.gpu_model = row.text(0);
+  winner.gpu_name = row.text(1);
+  winner.problem = problem_from_columns(row, 2);
+  winner.template_hash = row.text(6);
+  winner.config = parse_config_json(row.text(7), db);
+  winner.source_hash = row.text(8);
+  winner.median_ms = row.real(9);
+  winner.spread = row.real(10);
+  winner.updated_at = row.text(11);
+  winner.trials_ok = row.integer(12);
+  winner.trials_total = row.integer(13);
+  return winner;
+}
+
+// The trials under a key: ok ones fastest first, then everything else in the order it was
+// recorded. An ok trial whose median is NaN (stored NULL) sorts after the timed ones.
+constexpr const char* kTrialsByKey = R"sql(
+  FROM trials t
+  JOIN gpus g ON g.id = t.gpu_id
+  JOIN problems p ON p.id = t.problem_id
+ WHERE g.model_key = :gpu AND p.key = :problem AND t.template_hash = :template_hash
+ ORDER BY t.status <> 'ok',
+          CASE WHEN t.status = 'ok' THEN t.median_ms IS NULL END,
+          CASE WHEN t.status = 'ok' THEN t.median_ms END,
+          t.id
+ LIMIT :limit
+)sql";
+
+std::optional<std::int64_t> find_gpu_id(sqlite3* db, const std::string& model_key) {
+  Statement query(db, "SELECT id FROM gpus WHERE model_key = :gpu", "looking up a GPU");
+  query.bind(":gpu", model_key);
+  if (!query.step()) return std::nullopt;
+  return query.int64(0);
+}
+
+std::int64_t require_gpu_id(sqlite3* db, const std::string& model_key) {
+  if (auto id = find_gpu_id(db, model_key)) return *id;
+  throw Error("cache " + db_path(db) + ": GPU model '" + model_key +
+              "' has not been recorded; record_gpu must come before its trials");
+}
+
+std::optional<std::int64_t> find_problem_id(sqlite3* db, const Problem& problem) {
+  Statement query(db, "SELECT id FROM problems WHERE key = :key", "looking up a problem");
+  query.bind(":key", problem.key());
+  if (!query.step()) return std::nullopt;
+  return query.int64(0);
+}
+
+std::int64_t ensure_problem_id(sqlite3* db, const Problem& problem) {
+  if (auto id = find_problem_id(db, problem)) return *id;
+  Statement insert(db,
+                   "INSERT INTO problems (key, op, dtype, out_dtype, shape)"
+                   " VALUES (:key, :op, :dtype, :out_dtype, :shape)",
+                   "recording a problem");
+  insert.bind(":key", problem.key())
+      .bind(":op", problem.op)
+      .bind(":dtype", dtype_name(problem.dtype))
+      .bind(":out_dtype", dtype_name(problem.out_dtype))
+      .bind(":shape", problem.shape_text());
+  insert.run();
+  return sqlite3_last_insert_rowid(db);
+}
+
+std::int64_t insert_trial(sqlite3* db, const TrialKey& key, const Trial& trial,
+                          TrialStatus status) {
+  // The problem row may be created before the GPU check fails: the caller's transaction then
+  // rolls it back with everything else.
+  const std::int64_t problem_id = ensure_problem_id(db, key.problem);
+  const std::int64_t gpu_id = require_gpu_id(db, key.gpu_model);
+  Statement insert(db, R"sql(
+INSERT INTO trials (gpu_id, problem_id, template_hash, config, source_hash, status, detail,
+                    median_ms, min_ms, spread, repetitions, rel_error, registers,
+                    static_smem_bytes, stack_frame_bytes, spill_store_bytes, spill_load_bytes,
+                    compile_seconds, driver_version, nvrtc_version)
+VALUES (:gpu_id, :problem_id, :template_hash, :config, :source_hash, :status, :detail,
+        :median_ms, :min_ms, :spread, :repetitions, :rel_error, :registers,
+        :static_smem_bytes, :stack_frame_bytes, :spill_store_bytes, :spill_load_bytes,
+        :compile_seconds, :driver_version, :nvrtc_version)
+)sql",
+                   "recording a trial");
+  insert.bind(":gpu_id", gpu_id)
+      .bind(":problem_id", problem_id)
+      .bind(":template_hash", key.template_hash)
+      .bind(":config", config_json(trial.config))
+      .bind(":source_hash", trial.source_hash);
+  bind_outcome(insert, trial, status);
+  insert.run();
+  return sqlite3_last_insert_rowid(db);
+}
+
+std::optional<Winner> read_winner(sqlite3* db, const TrialKey& key) {
+  Statement query(db,
+                  std::string(kWinnerSelect) +
+                      " WHERE g.model_key = :gpu AND p.key = :problem"
+                      " AND w.template_hash = :template_hash",
+                  "reading a winner");
+  query.bind(":gpu", key.gpu_model)
+      .bind(":problem", key.problem.key())
+      .bind(":template_hash", key.template_hash);
+  if (!query.step()) return std::nullopt;
+  return winner_from_row(query, db);
+}
+
+std::filesystem::path env_path(const char* name) {
+  const char* value = std::getenv(name);
+  return value && *value ? std::filesystem::path(value) : std::filesystem::path();
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+
+std::string_view status_name(TrialStatus status) {
+  switch (status) {
+    case TrialStatus::running:
+      return "running";
+    case TrialStatus::ok:
+      return "ok";
+    case TrialStatus::wrong:
+      return "wrong";
+    case TrialStatus::compile_failed:
+      return "compile_failed";
+    case TrialStatus::launch_failed:
+      return "launch_failed";
+    case TrialStatus::fault:
+      return "fault";
+    case TrialStatus::timeout:
+      return "timeout";
+    case TrialStatus::abandoned:
+      return "abandoned";
+    case TrialStatus::pruned_early:
+      return "pruned_early";
+  }
+  throw Error("invalid TrialStatus value " + std::to_string(static_cast<int>(status)));
+}
+
+TrialStatus parse_status(std::string_view name) {
+  for (TrialStatus status :
+       {TrialStatus::running, TrialStatus::ok, TrialStatus::wrong, TrialStatus::compile_failed,
+        TrialStatus::launch_failed, TrialStatus::fault, TrialStatus::timeout,
+        TrialStatus::abandoned, TrialStatus::pruned_early})
+    if (status_name(status) == name) return status;
+  throw Error("unknown trial status '" + std::string(name) +
+              "' (expected running, ok, wrong, compile_failed, launch_failed, fault, timeout, "
+              "abandoned or pruned_early)");
+}
+
+std::filesystem::path Database::default_path() {
+  if (auto explicit_path = env_path("TILESMITH_DB"); !explicit_path.empty()) return explicit_path;
+  // The XDG spec says a relative XDG_CACHE_HOME is invalid and must be ignored.
+  if (auto xdg = env_path("XDG_CACHE_HOME"); !xdg.empty() && xdg.is_absolute())
+    return xdg / "tilesmith" / "tilesmith.db";
+  if (auto home = env_path("HOME"); !home.empty())
+    return home / ".cache" / "tilesmith" / "tilesmith.db";
+  throw Error(
+      "cache: no location for the tuning database: set TILESMITH_DB (or XDG_CACHE_HOME or HOME)");
+}
+
+Database::Database(const std::filesystem::path& path) : path_(path) {
+  const std::string name = path.string();
+  if (name.empty()) throw Error("cache: empty database path");
+  if (path.has_parent_path()) {
+    std::error_code error;
+    std::filesystem::create_directories(path.parent_path(), error);
+    if (error)
+      throw Error("cache " + name + ": cannot create folder " + path.parent_path().string() + ": " +
+                  error.message());
+  }
+
+  const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
+  int rc = sqlite3_open_v2(name.c_str(), &db_, flags, nullptr);
+  try {
+    if (rc != SQLITE_OK) {
+      if (!db_) throw Error("cache " + name + ": cannot open: out of memory");
+      throw Error("cache " + name + ": cannot open: " + sqlite3_errmsg(db_));
+    }
+    sqlite3_extended_result_codes(db_, 1);
+    // Another process may hold the write lock for a while (a sweep committing a trial).
+    rc = sqlite3_busy_timeout(db_, static_cast<int>(kBusyTimeout.count()));
+    if (rc != SQLITE_OK) throw_sqlite(db_, rc, "setting the busy timeout");
+
+    // Everything up to here only read the file. Nothing below writes unless the file is ours:
+    // PRAGMA journal_mode=WAL alone would rewrite the header of a foreign database.
+    probe_readable(db_, name);
+    const Identity identity = read_identity(db_);
+    check_identity(identity, name);
+
+    enable_wal(db_);
+    exec(db_, "PRAGMA foreign_keys = ON", "enabling foreign keys");
+    if (identity.user_version < kSchemaVersion) migrate(db_, name);
+  } catch (...) {
+    sqlite3_close_v2(db_);
+    db_ = nullptr;
+    throw;
+  }
+}
+
+Database::~Database() { sqlite3_close_v2(db_); }
+
+void Database::record_gpu(const DeviceTarget& device, const Toolchain& toolchain) {
+  std::lock_guard lock(mutex_);
+  Transaction transaction(db_, "recording a GPU");
+  Statement upsert_gpu(db_, R"sql(
+INSERT INTO gpus (model_key, name, cc_major, cc_minor, sm_count)
+VALUES (:model_key, :name, :cc_major, :cc_minor, :sm_count)
+ON CONFLICT (model_key) DO UPDATE
+   SET name = excluded.name, cc_major = excluded.cc_major, cc_minor = excluded.cc_minor,
+       sm_count = excluded.sm_count
+)sql",
+                       "recording a GPU");
+  upsert_gpu.bind(":model_key", device.model_key())
+      .bind(":name", device.name)
+      .bind(":cc_major", device.cc_major)
+      .bind(":cc_minor", device.cc_minor)
+      .bind(":sm_count", device.sm_count);
+  upsert_gpu.run();
+  const std::int64_t gpu_id = require_gpu_id(db_, device.model_key());
+
+  Statement upsert_toolchain(db_, R"sql(
+INSERT INTO toolchains (gpu_id, driver_version, nvrtc_version)
+VALUES (:gpu_id, :driver_version, :nvrtc_version)
+ON CONFLICT (gpu_id, driver_version, nvrtc_version) DO UPDATE
+   SET last_seen = )sql" TILESMITH_NOW R"sql(
+)sql",
+                             "recording a toolchain");
+  upsert_toolchain.bind(":gpu_id", gpu_id)
+      .bind(":driver_version", toolchain.driver_version)
+      .bind(":nvrtc_version", toolchain.nvrtc_version);
+  upsert_toolchain.run();
+  transaction.commit();
+}
+
+std::vector<GpuInfo> Database::gpus() const {
+  std::lock_guard lock(mutex_);
+  Statement query(db_, R"sql(
+SELECT g.model_key, g.name, g.cc_major, g.cc_minor, g.sm_count, t.driver_version, t.nvrtc_version
+  FROM gpus g
+  LEFT JOIN toolchains t ON t.gpu_id = g.id
+ ORDER BY g.model_key, t.first_seen, t.rowid
+)sql",
+                  "listing GPUs");
+  std::vector<GpuInfo> gpus;
+  while (query.step()) {
+    const std::string model_key = query.text(0);
+    if (gpus.empty() || gpus.back().model_key != model_key) {
+      GpuInfo& gpu = gpus.emplace_back();
+      gpu.model_key = model_key;
+      gpu.name = query.text(1);
+      gpu.cc_major = query.integer(2);
+      gpu.cc_minor = query.integer(3);
+      gpu.sm_count = query.integer(4);
+    }
+    if (!query.is_null(5)) gpus.back().toolchains_seen.push_back({query.text(5), query.text(6)});
+  }
+  return gpus;
+}
+
+std::int64_t Database::start_trial(const TrialKey& key, const Trial& trial) {
+  std::lock_guard lock(mutex_);
+  Transaction transaction(db_, "starting a trial");
+  // Whatever status the caller filled in, a started trial is running until finish_trial.
+  const std::int64_t id = insert_trial(db_, key, trial, TrialStatus::running);
+  transaction.commit();
+  return id;
+}
+
+void Database::finish_trial(std::int64_t trial_id, const Trial& trial) {
+  if (trial.status == TrialStatus::running)
+    throw Error("cache " + path_.string() + ": finishing trial " + std::to_string(trial_id) +
+                " with status 'running'; a finished trial needs its outcome");
+  std::lock_guard lock(mutex_);
+  Transaction transaction(db_, "finishing a trial");
+  Statement update(db_, R"sql(
+UPDATE trials
+   SET status = :status, detail = :detail, median_ms = :median_ms, min_ms = :min_ms,
+       spread = :spread, repetitions = :repetitions, rel_error = :rel_error,
+       registers = :registers, static_smem_bytes = :static_smem_bytes,
+       stack_frame_bytes = :stack_frame_bytes, spill_store_bytes = :spill_store_bytes,
+       spill_load_bytes = :spill_load_bytes, compile_seconds = :compile_seconds,
+       driver_version = :driver_version, nvrtc_version = :nvrtc_version
+ WHERE id = :id
+)sql",
+                   "finishing a trial");
+  bind_outcome(update, trial, trial.status);
+  update.bind(":id", trial_id);
+  update.run();
+  if (sqlite3_changes(db_) != 1)
+    throw Error("cache " + path_.string() + ": finishing trial " + std::to_string(trial_id) +
+                ": no such trial");
+  transaction.commit();
+}
+
+std::int64_t Database::record_trial(const TrialKey& key, const Trial& trial) {
+  std::lock_guard lock(mutex_);
+  Transaction transaction(db_, "recording a trial");
+  const std::int64_t id = insert_trial(db_, key, trial, trial.status);
+  transaction.commit();
+  return id;
+}
+
+int Database::abandon_running(const TrialKey& key) {
+  std::lock_guard lock(mutex_);
+  Transaction transaction(db_, "abandoning running trials");
+  Statement update(db_, R"sql(
+UPDATE trials
+   SET status = 'abandoned', detail = :detail
+ WHERE status = 'running'
+   AND gpu_id = (SELECT id FROM gpus WHERE model_key = :gpu)
+   AND problem_id = (SELECT id FROM problems WHERE key = :problem)
+   AND template_hash = :template_hash
+)sql",
+                   "abandoning running trials");
+  update.bind(":detail", kAbandonedDetail)
+      .bind(":gpu", key.gpu_model)
+      .bind(":problem", key.problem.key())
+      .bind(":template_hash", key.template_hash);
+  update.run();
+  const int abandoned = sqlite3_changes(db_);
+  transaction.commit();
+  return abandoned;
+}
+
+std::vector<Trial> Database::trials(const TrialKey& key) const {
+  return top_trials(key, -1);  // SQLite: a negative LIMIT is no limit
+}
+
+std::vector<Trial> Database::top_trials(const TrialKey& key, int limit) const {
+  std::vector<Trial> trials;
+  std::lock_guard lock(mutex_);
+  if (limit == 0) return trials;
+  Statement query(db_, std::string("SELECT ") + kTrialColumns + kTrialsByKey, "listing trials");
+  query.bind(":gpu", key.gpu_model)
+      .bind(":problem", key.problem.key())
+      .bind(":template_hash", key.template_hash)
+      .bind(":limit", limit < 0 ? -1 : limit);
+  while (query.step()) trials.push_back(trial_from_row(query, db_));
+  return trials;
+}
+
+std::optional<Winner> Database::refresh_winner(const TrialKey& key) {
+  std::lock_guard lock(mutex_);
+  Transaction transaction(db_, "refreshing a winner");
+  const auto gpu_id = find_gpu_id(db_, key.gpu_model);
+  const auto problem_id = find_problem_id(db_, key.problem);
+  if (!gpu_id || !problem_id) return std::nullopt;  // nothing was ever tried under this key
+
+  Statement best(db_, R"sql(
+SELECT id, config, source_hash, median_ms, spread
+  FROM trials
+ WHERE gpu_id = :gpu_id AND problem_id = :problem_id AND template_hash = :template_hash
+   AND status = 'ok' AND median_ms IS NOT NULL
+ ORDER BY median_ms, id
+ LIMIT 1
+)sql",
+                 "finding the fastest ok trial");
+  best.bind(":gpu_id", *gpu_id)
+      .bind(":problem_id", *problem_id)
+      .bind(":template_hash", key.template_hash);
+
+  if (!best.step()) {
+    Statement remove(db_,
+                     "DELETE FROM winners WHERE gpu_id = :gpu_id AND problem_id = :problem_id"
+                     " AND template_hash = :template_hash",
+                     "removing a winner without ok trials");
+    remove.bind(":gpu_id", *gpu_id)
+        .bind(":problem_id", *problem_id)
+        .bind(":template_hash", key.template_hash);
+    remove.run();
+    transaction.commit();
+    return std::nullopt;
+  }
+
+  // updated_at moves only when the winner changes, so it says when the result last improved.
+  Statement upsert(db_, R"sql(
+INSERT INTO winners (gpu_id, problem_id, template_hash, trial_id, config, source_hash, median_ms,
+                     spread)
+VALUES (:gpu_id, :problem_id, :template_hash, :trial_id, :config, :source_hash, :median_ms,
+        :spread)
+ON CONFLICT (gpu_id, problem_id, template_hash) DO UPDATE
+   SET trial_id = excluded.trial_id, config = excluded.config,
+       source_hash = excluded.source_hash, median_ms = excluded.median_ms,
+       spread = excluded.spread,
+       updated_at = CASE WHEN winners.trial_id = excluded.trial_id
+                          AND winners.median_ms = excluded.median_ms
+                         THEN winners.updated_at ELSE excluded.updated_at END
+)sql",
+                   "storing a winner");
+  upsert.bind(":gpu_id", *gpu_id)
+      .bind(":problem_id", *problem_id)
+      .bind(":template_hash", key.template_hash)
+      .bind(":trial_id", best.int64(0))
+      .bind(":config", best.text(1))
+      .bind(":source_hash", best.text(2))
+      .bind(":median_ms", best.real(3))
+      .bind(":spread", best.real(4));
+  upsert.run();
+  std::optional<Winner> winner = read_winner(db_, key);
+  transaction.commit();
+  return winner;
+}
+
+std::optional<Winner> Database::winner(const TrialKey& key) const {
+  std::lock_guard lock(mutex_);
+  return read_winner(db_, key);
+}
+
+std::vector<Winner> Database::winners(const std::optional<std::string>& gpu_model) const {
+  std::lock_guard lock(mutex_);
+  Statement query(db_,
+                  std::string(kWinnerSelect) +
+                      " WHERE :gpu IS NULL OR g.model_key = :gpu"
+                      " ORDER BY g.model_key, p.op, p.key, w.template_hash",
+                  "listing winners");
+  if (gpu_model)
+    query.bind(":gpu", *gpu_model);
+  else
+    query.bind_null(":gpu");
+  std::vector<Winner> winners;
+  while (query.step()) winners.push_back(winner_from_row(query, db_));
+  return winners;
+}
+
+void Database::put_cubin(const CompiledKernel& kernel) {
+  std::lock_guard lock(mutex_);
+  Transaction transaction(db_, "storing a cubin");
+  Statement insert(db_, R"sql(
+INSERT OR REPLACE INTO cubins (source_hash, arch, nvrtc_version, lowered_name, cubin, registers,
+                               static_smem_bytes, stack_frame_bytes, spill_store_bytes,
+                               spill_load_bytes, compile_seconds, log)
+VALUES (:source_hash, :arch, :nvrtc_version, :lowered_name, :cubin, :registers,
+        :static_smem_bytes, :stack_frame_bytes, :spill_store_bytes, :spill_load_bytes,
+        :compile_seconds, :log)
+)sql",
+                   "storing a cubin");
+  insert.bind(":source_hash", kernel.source_hash)
+      .bind(":arch", kernel.arch)
+      .bind(":nvrtc_version", kernel.nvrtc_version)
+      .bind(":lowered_name", kernel.lowered_name)
+      .bind_blob(":cubin", kernel.cubin.bytes)
+      .bind(":registers", kernel.resources.registers)
+      .bind(":static_smem_bytes", kernel.resources.static_smem_bytes)
+      .bind(":stack_frame_bytes", kernel.resources.stack_frame_bytes)
+      .bind(":spill_store_bytes", kernel.resources.spill_store_bytes)
+      .bind(":spill_load_bytes", kernel.resources.spill_load_bytes)
+      .bind(":compile_seconds", kernel.compile_seconds)
+      .bind(":log", kernel.log);
+  insert.run();
+  transaction.commit();
+}
+
+std::optional<CompiledKernel> Database::cubin(const std::string& source_hash,
+                                              const std::string& arch,
+                                              const std::string& nvrtc_version) const {
+  std::lock_guard lock(mutex_);
+  Statement query(db_, R"sql(
+SELECT lowered_name, cubin, registers, static_smem_bytes, stack_frame_bytes, spill_store_bytes,
+       spill_load_bytes, compile_seconds, log
+  FROM cubins
+ WHERE source_hash = :source_hash AND arch = :arch AND nvrtc_version = :nvrtc_version
+)sql",
+                  "looking up a cubin");
+  query.bind(":source_hash", source_hash).bind(":arch", arch).bind(":nvrtc_version", nvrtc_version);
+  if (!query.step()) return std::nullopt;
+  CompiledKernel kernel;
+  kernel.source_hash = source_hash;
+  kernel.arch = arch;
+  kernel.nvrtc_version = nvrtc_version;
+  kernel.lowered_name = query.text(0);
+  kernel.cubin.bytes = query.blob(1);
+  kernel.resources.registers = query.integer(2);
+  kernel.resources.static_smem_bytes = query.integer(3);
+  kernel.resources.stack_frame_bytes = query.integer(4);
+  kernel.resources.spill_store_bytes = query.integer(5);
+  kernel.resources.spill_load_bytes = query.integer(6);
+  kernel.compile_seconds = query.real(7);
+  kernel.log = query.text(8);
+  return kernel;
+}
+
+}  // namespace tilesmith::cache
+
+#undef TILESMITH_NOW

@@ -1,0 +1,134 @@
+// The one place that talks to SQLite: every trial, the winner per (GPU model, problem, template
+// hash), the GPUs and toolchains seen, and cubins. Every write runs in a transaction; every query
+// is a prepared statement.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "generator/compiled_kernel.hpp"
+#include "templates/problem.hpp"
+
+struct sqlite3;
+
+namespace tilesmith::cache {
+
+// The schema version this build writes (PRAGMA user_version); older files are migrated forward.
+constexpr int kSchemaVersion = 1;
+
+struct Toolchain {
+  std::string driver_version;  // "13.0" (cuDriverGetVersion), "none" without a GPU
+  std::string nvrtc_version;   // "13.0"
+};
+
+// What a trial ended as. Only `ok` trials can win.
+enum class TrialStatus {
+  running,         // written before the GPU worker starts it; left behind by a crash
+  ok,              // verified and timed
+  wrong,           // ran but failed verification
+  compile_failed,  // NVRTC rejected it
+  launch_failed,   // the driver refused the launch (resources)
+  fault,           // the kernel faulted (illegal address...) and took the worker down
+  timeout,         // the watchdog killed the worker
+  abandoned,       // a `running` trial found on resume: it crashed an earlier sweep
+  pruned_early,    // stopped early: far behind the best
+};
+std::string_view status_name(TrialStatus status);
+TrialStatus parse_status(std::string_view name);  // throws Error
+
+struct TrialKey {
+  std::string gpu_model;  // DeviceTarget::model_key()
+  Problem problem;
+  std::string template_hash;
+};
+
+struct Trial {
+  std::int64_t id = 0;
+  Config config;
+  std::string source_hash;
+  TrialStatus status = TrialStatus::running;
+  std::string detail;  // the failure reason, or "" when ok
+  double median_ms = 0, min_ms = 0;
+  double spread = 0;  // (p90 - p10) / median of the repetitions
+  int repetitions = 0;
+  double rel_error = 0;
+  ResourceUsage resources;
+  double compile_seconds = 0;
+  Toolchain toolchain;
+  std::string created_at;  // UTC, ISO 8601; set by the database
+};
+
+struct Winner {
+  std::string gpu_model;
+  std::string gpu_name;
+  Problem problem;
+  std::string template_hash;
+  Config config;
+  std::string source_hash;
+  double median_ms = 0;
+  double spread = 0;
+  int trials_ok = 0;     // ok trials under this key
+  int trials_total = 0;  // all trials under this key
+  std::string updated_at;
+};
+
+struct GpuInfo {
+  std::string model_key, name;
+  int cc_major = 0, cc_minor = 0, sm_count = 0;
+  std::vector<Toolchain> toolchains_seen;
+};
+
+// One connection to the file. Calls may come from several threads: they are serialized.
+class Database {
+ public:
+  // $TILESMITH_DB, else $XDG_CACHE_HOME/tilesmith/tilesmith.db, else ~/.cache/tilesmith/tilesmith.db
+  static std::filesystem::path default_path();
+
+  // Opens or creates the file (and its parent folder), WAL mode, busy timeout, migrations.
+  // Throws Error, leaving the file untouched, when it is not SQLite, not tilesmith's
+  // (application_id), or has a newer schema than this build knows.
+  explicit Database(const std::filesystem::path& path);
+  ~Database();
+  Database(const Database&) = delete;
+  Database& operator=(const Database&) = delete;
+
+  const std::filesystem::path& path() const { return path_; }
+
+  void record_gpu(const DeviceTarget& device, const Toolchain& toolchain);
+  std::vector<GpuInfo> gpus() const;
+
+  // A trial is started (status running) before its GPU work begins and finished after, so a
+  // sweep that dies mid-candidate leaves evidence and its resume does not retry that config.
+  std::int64_t start_trial(const TrialKey& key, const Trial& trial);
+  void finish_trial(std::int64_t trial_id, const Trial& trial);
+  // Records a finished trial in one step (compile failures, pruned configs).
+  std::int64_t record_trial(const TrialKey& key, const Trial& trial);
+  // Marks trials left `running` under this key as `abandoned`; returns how many.
+  int abandon_running(const TrialKey& key);
+
+  std::vector<Trial> trials(const TrialKey& key) const;  // all, best ok first
+  std::vector<Trial> top_trials(const TrialKey& key, int limit) const;
+
+  // Recomputes the winner for the key from its ok trials (fastest median) and stores it.
+  std::optional<Winner> refresh_winner(const TrialKey& key);
+  std::optional<Winner> winner(const TrialKey& key) const;
+  // All winners, optionally restricted to one GPU model; ordered by gpu, op, problem key.
+  std::vector<Winner> winners(const std::optional<std::string>& gpu_model = std::nullopt) const;
+
+  void put_cubin(const CompiledKernel& kernel);
+  std::optional<CompiledKernel> cubin(const std::string& source_hash, const std::string& arch,
+                                      const std::string& nvrtc_version) const;
+
+ private:
+  std::filesystem::path path_;
+  sqlite3* db_ = nullptr;
+  // A transaction spans several calls into SQLite; two threads must not interleave them.
+  mutable std::mutex mutex_;
+};
+
+}  // namespace tilesmith::cache

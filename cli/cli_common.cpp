@@ -1,0 +1,169 @@
+#include "cli/cli_common.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+
+#include "cache/database.hpp"
+#include "driver/cuda_driver.hpp"
+#include "generator/rendered_source.hpp"
+#include "templates/registry.hpp"
+
+namespace tilesmith::cli {
+
+bool parse_arguments(const CommandHelp& help, po::options_description& options,
+                     const std::vector<std::string>& args, po::variables_map& values) {
+  options.add_options()("help,h", "show this help");
+  // No subcommand takes positional arguments: an empty description makes a stray word an error.
+  po::store(po::command_line_parser(args)
+                .options(options)
+                .positional(po::positional_options_description())
+                .run(),
+            values);
+  if (values.count("help")) {
+    std::cout << "usage: tilesmith " << help.name << " " << help.usage << "\n\n"
+              << help.summary << "\n\n"
+              << options;
+    if (!help.examples.empty()) std::cout << "\nexamples:\n" << help.examples;
+    return false;
+  }
+  po::notify(values);  // after --help, so that --help works without the required options
+  return true;
+}
+
+void add_database_option(po::options_description& options, std::string& database_flag) {
+  options.add_options()(
+      "db", po::value(&database_flag)->value_name("PATH"),
+      "database file (default: $TILESMITH_DB, else "
+      "$XDG_CACHE_HOME/tilesmith/tilesmith.db or ~/.cache/tilesmith/tilesmith.db)");
+}
+
+std::filesystem::path database_path(const std::string& database_flag) {
+  // default_path() reads $TILESMITH_DB, then the XDG cache folder.
+  if (database_flag.empty()) return cache::Database::default_path();
+  return database_flag;
+}
+
+std::filesystem::path existing_database_path(const std::string& database_flag) {
+  std::filesystem::path path = database_path(database_flag);
+  if (!std::filesystem::exists(path))
+    throw Error("no database at " + path.string() +
+                " (nothing was tuned there yet: 'tilesmith tune' creates it)");
+  return path;
+}
+
+void add_problem_options(po::options_description& options, ProblemArgs& args, bool many_shapes) {
+  po::value_semantic* shapes = nullptr;
+  if (many_shapes)
+    shapes = po::value(&args.shapes)->composing()->required()->value_name("MxNxK");
+  else  // a scalar option, so that a second --shape is an error rather than silently dropped
+    shapes = po::value<std::string>()
+                 ->notifier([&args](const std::string& shape) { args.shapes = {shape}; })
+                 ->required()
+                 ->value_name("MxNxK");
+  // clang-format off
+  options.add_options()
+      ("op", po::value(&args.op)->required()->value_name("OP"), "operation: matmul")
+      ("dtype", po::value(&args.dtype)->required()->value_name("T"), "input element type: bf16, f16")
+      ("out-dtype", po::value(&args.out_dtype)->value_name("T"),
+       "output element type: the input type (default) or f32")
+      ("shape", shapes, many_shapes ? "problem shape, e.g. 4096x4096x4096 (repeatable)"
+                                    : "problem shape, e.g. 4096x4096x4096");
+  // clang-format on
+}
+
+Problem make_problem(const ProblemArgs& args, const std::string& shape) {
+  Problem problem;
+  problem.op = args.op;
+  problem.dtype = parse_dtype(args.dtype);
+  problem.out_dtype = args.out_dtype.empty() ? problem.dtype : parse_dtype(args.out_dtype);
+  problem.shape = parse_shape(shape);
+  find_family(problem.op).validate(problem);
+  return problem;
+}
+
+LocalGpu local_gpu(int ordinal) {
+  LocalGpu gpu;
+  if (!driver::gpu_available(&gpu.why_not)) return gpu;
+  int count = driver::device_count();
+  if (ordinal < 0 || ordinal >= count)
+    throw Error("no GPU with ordinal " + std::to_string(ordinal) + " (" + std::to_string(count) +
+                " visible)");
+  gpu.device = driver::describe_device(ordinal);
+  return gpu;
+}
+
+namespace {
+const Family* known_family(const std::string& op) {
+  for (const Family* family : all_families())
+    if (family->name() == op) return family;
+  return nullptr;
+}
+}  // namespace
+
+std::optional<double> tflops(const Problem& problem, double milliseconds) {
+  const Family* family = known_family(problem.op);
+  if (!family || milliseconds <= 0) return std::nullopt;
+  return family->work(problem).flops / (milliseconds * 1e9);
+}
+
+std::string timing_text(const Problem& problem, double median_ms, double spread) {
+  return fixed(median_ms, 4) + " ms median, spread " + fixed(spread * 100, 1) + "%, " +
+         fixed(tflops(problem, median_ms), 1) + " TFLOP/s";
+}
+
+std::optional<std::string> current_template_hash(const std::string& op) {
+  const Family* family = known_family(op);
+  if (!family) return std::nullopt;
+  return template_hash(*family);
+}
+
+std::string fixed(double value, int decimals) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.*f", decimals, value);
+  return text;
+}
+
+std::string fixed(const std::optional<double>& value, int decimals) {
+  return value ? fixed(*value, decimals) : "-";
+}
+
+Table::Table(std::vector<Column> columns) : columns_(std::move(columns)) {}
+
+void Table::add_row(std::vector<std::string> cells) {
+  cells.resize(columns_.size());
+  rows_.push_back(std::move(cells));
+}
+
+void Table::print(std::ostream& out) const {
+  std::vector<std::size_t> widths;
+  for (const Column& column : columns_) widths.push_back(column.title.size());
+  for (const auto& row : rows_)
+    for (std::size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+
+  auto print_line = [&](const std::vector<std::string>& cells) {
+    std::string line;
+    for (std::size_t i = 0; i < cells.size(); ++i) {
+      std::string padding(widths[i] - cells[i].size(), ' ');
+      bool last = i + 1 == cells.size();
+      if (i) line += "  ";
+      if (columns_[i].right_aligned)
+        line += padding + cells[i];
+      else
+        line += last ? cells[i] : cells[i] + padding;
+    }
+    line.erase(line.find_last_not_of(' ') + 1);  // an empty last cell leaves no trailing blanks
+    out << line << '\n';
+  };
+
+  std::vector<std::string> titles, rules;
+  for (std::size_t i = 0; i < columns_.size(); ++i) {
+    titles.push_back(columns_[i].title);
+    rules.push_back(std::string(widths[i], '-'));
+  }
+  print_line(titles);
+  print_line(rules);
+  for (const auto& row : rows_) print_line(row);
+}
+
+}  // namespace tilesmith::cli

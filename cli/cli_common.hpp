@@ -1,0 +1,85 @@
+// What every subcommand shares: argument parsing with --help, the database path, the problem
+// options, the local GPU, number formatting and plain-text tables.
+#pragma once
+
+#include <boost/program_options.hpp>
+#include <filesystem>
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "templates/family.hpp"
+#include "templates/problem.hpp"
+
+namespace tilesmith::cli {
+
+namespace po = boost::program_options;
+
+// A subcommand's help: "tilesmith <name> <usage>", a paragraph, then its options.
+struct CommandHelp {
+  std::string name;      // "tune"
+  std::string usage;     // "--op OP --dtype T --shape MxNxK [options]"
+  std::string summary;   // what the command does, one paragraph
+  std::string examples;  // optional lines shown after the options
+};
+
+// Adds --help, parses `args` against `options` and checks required options. Returns false when
+// --help was asked for (the help is then printed). Throws po::error for bad arguments.
+bool parse_arguments(const CommandHelp& help, po::options_description& options,
+                     const std::vector<std::string>& args, po::variables_map& values);
+
+// --db PATH; the path it resolves to: --db, else $TILESMITH_DB, else the user's cache folder.
+void add_database_option(po::options_description& options, std::string& database_flag);
+std::filesystem::path database_path(const std::string& database_flag);
+// The same path for commands that only read: throws Error when no database is there, so that a
+// mistyped --db says so instead of creating an empty database and reporting nothing.
+std::filesystem::path existing_database_path(const std::string& database_flag);
+
+// --op, --dtype, --out-dtype and --shape (repeatable when `many_shapes`).
+struct ProblemArgs {
+  std::string op;
+  std::string dtype;
+  std::string out_dtype;  // empty: the input dtype
+  std::vector<std::string> shapes;
+};
+void add_problem_options(po::options_description& options, ProblemArgs& args, bool many_shapes);
+// The problem for one shape, validated by its family.
+Problem make_problem(const ProblemArgs& args, const std::string& shape);
+
+// The GPU at `ordinal`, or nothing with the reason (no driver, no GPU).
+struct LocalGpu {
+  std::optional<DeviceTarget> device;
+  std::string why_not;  // set when there is no device
+};
+LocalGpu local_gpu(int ordinal = 0);
+
+// FLOP rate of `problem` done in `milliseconds`; nothing for an unknown op or a zero time.
+std::optional<double> tflops(const Problem& problem, double milliseconds);
+// "0.2031 ms median, spread 1.2%, 676.7 TFLOP/s": how a winner or trial performed.
+std::string timing_text(const Problem& problem, double median_ms, double spread);
+// The current template hash of `op`'s family; nothing when this build does not know the op.
+std::optional<std::string> current_template_hash(const std::string& op);
+
+// printf-style "%.<decimals>f"; "-" for a missing value.
+std::string fixed(double value, int decimals);
+std::string fixed(const std::optional<double>& value, int decimals);
+
+// A plain-text table with aligned columns: header, a rule, rows.
+class Table {
+ public:
+  struct Column {
+    std::string title;
+    bool right_aligned = false;  // numbers
+  };
+  explicit Table(std::vector<Column> columns);
+  void add_row(std::vector<std::string> cells);
+  bool empty() const { return rows_.empty(); }
+  void print(std::ostream& out) const;
+
+ private:
+  std::vector<Column> columns_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+}  // namespace tilesmith::cli

@@ -1,0 +1,152 @@
+// `tilesmith export`: the winners as JSON or CSV, each entry carrying what it was made with
+// (template and source hashes) so a consumer can judge entries one by one.
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cache/database.hpp"
+#include "cli/cli_common.hpp"
+#include "cli/commands.hpp"
+
+namespace tilesmith::cli {
+namespace {
+
+std::string shortest(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.6g", value);
+  return text;
+}
+
+std::string to_json(const std::vector<cache::Winner>& winners) {
+  nlohmann::ordered_json entries = nlohmann::ordered_json::array();
+  for (const cache::Winner& winner : winners) {
+    nlohmann::ordered_json config = nlohmann::ordered_json::object();
+    for (const auto& [name, value] : winner.config.values) config[name] = value;
+    std::optional<double> rate = tflops(winner.problem, winner.median_ms);
+    entries.push_back({{"gpu_model", winner.gpu_model},
+                       {"gpu_name", winner.gpu_name},
+                       {"op", winner.problem.op},
+                       {"dtype", std::string(dtype_name(winner.problem.dtype))},
+                       {"out_dtype", std::string(dtype_name(winner.problem.out_dtype))},
+                       {"shape", winner.problem.shape},
+                       {"config", config},
+                       {"median_ms", winner.median_ms},
+                       {"spread", winner.spread},
+                       {"tflops", rate ? nlohmann::ordered_json(*rate) : nlohmann::ordered_json()},
+                       {"trials_ok", winner.trials_ok},
+                       {"trials_total", winner.trials_total},
+                       {"template_hash", winner.template_hash},
+                       {"source_hash", winner.source_hash},
+                       {"updated_at", winner.updated_at}});
+  }
+  nlohmann::ordered_json document = {{"tilesmith_export_version", 1}, {"winners", entries}};
+  return document.dump(2) + "\n";
+}
+
+// RFC 4180: quoted when it holds a separator, a quote or a line break; quotes doubled.
+std::string csv_field(const std::string& text) {
+  if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
+  std::string quoted = "\"";
+  for (char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return quoted + "\"";
+}
+
+std::string to_csv(const std::vector<cache::Winner>& winners) {
+  std::ostringstream out;
+  out << "gpu_model,gpu_name,op,dtype,out_dtype,shape,config,median_ms,tflops,template_hash,"
+         "source_hash,updated_at\n";
+  for (const cache::Winner& winner : winners) {
+    std::string config;
+    for (const auto& [name, value] : winner.config.values)
+      config += (config.empty() ? "" : ";") + name + "=" + std::to_string(value);
+    std::optional<double> rate = tflops(winner.problem, winner.median_ms);
+    const std::vector<std::string> fields = {winner.gpu_model,
+                                             winner.gpu_name,
+                                             winner.problem.op,
+                                             std::string(dtype_name(winner.problem.dtype)),
+                                             std::string(dtype_name(winner.problem.out_dtype)),
+                                             winner.problem.shape_text(),
+                                             config,
+                                             shortest(winner.median_ms),
+                                             rate ? shortest(*rate) : "",
+                                             winner.template_hash,
+                                             winner.source_hash,
+                                             winner.updated_at};
+    for (std::size_t i = 0; i < fields.size(); ++i) out << (i ? "," : "") << csv_field(fields[i]);
+    out << "\n";
+  }
+  return out.str();
+}
+
+// A reader of `path` sees the old file or the new one, never half of one.
+void write_atomically(const std::filesystem::path& path, const std::string& text) {
+  std::filesystem::path temporary = path;
+  temporary += ".tmp-" + std::to_string(getpid());
+  {
+    std::ofstream file(temporary, std::ios::binary | std::ios::trunc);
+    file << text;
+    file.flush();
+    if (!file) {
+      int error = errno;
+      std::filesystem::remove(temporary);
+      throw Error("cannot write " + path.string() + ": " + std::strerror(error));
+    }
+  }
+  std::error_code error;
+  std::filesystem::rename(temporary, path, error);
+  if (error) {
+    std::filesystem::remove(temporary);
+    throw Error("cannot replace " + path.string() + ": " + error.message());
+  }
+}
+
+}  // namespace
+
+int run_export(const std::vector<std::string>& args) {
+  const CommandHelp help{
+      "export", "[--format json|csv] [--out FILE] [--gpu MODEL_KEY] [--include-old] [--db PATH]",
+      "Exports the best config per GPU model and problem: GPU, problem, config, median time,\n"
+      "FLOP rate, and the template and source hashes it was tuned with. Only winners of this\n"
+      "build's templates unless --include-old. Writes to stdout, or atomically to --out.",
+      "  tilesmith export --format json --out winners.json\n"
+      "  tilesmith export --format csv --gpu 'NVIDIA H100 80GB HBM3 | sm_90 | 132 SMs'\n"};
+  std::string database_flag, format = "json", out, gpu_model;
+  po::options_description options("options", 100);
+  // clang-format off
+  options.add_options()
+      ("format", po::value(&format)->default_value(format)->value_name("json|csv"), "output format")
+      ("out", po::value(&out)->value_name("FILE"), "write to FILE (atomically) instead of stdout")
+      ("gpu", po::value(&gpu_model)->value_name("MODEL_KEY"), "only this GPU model")
+      ("include-old", po::bool_switch(), "also winners tuned with older templates");
+  // clang-format on
+  add_database_option(options, database_flag);
+  po::variables_map values;
+  if (!parse_arguments(help, options, args, values)) return 0;
+  if (format != "json" && format != "csv")
+    throw Error("unknown --format '" + format + "' (expected json or csv)");
+
+  cache::Database database(existing_database_path(database_flag));
+  std::vector<cache::Winner> winners;
+  for (cache::Winner& winner :
+       database.winners(gpu_model.empty() ? std::nullopt : std::optional(gpu_model)))
+    if (values["include-old"].as<bool>() ||
+        current_template_hash(winner.problem.op) == winner.template_hash)
+      winners.push_back(std::move(winner));
+
+  std::string text = format == "json" ? to_json(winners) : to_csv(winners);
+  if (out.empty()) {
+    std::cout << text;
+  } else {
+    write_atomically(out, text);
+    std::cout << "wrote " << winners.size() << " winners to " << out << "\n";
+  }
+  return 0;
+}
+
+}  // namespace tilesmith::cli

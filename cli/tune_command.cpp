@@ -1,0 +1,243 @@
+// `tilesmith tune`: one sweep per shape on the local GPU; without a GPU the pruned space is
+// rendered and compiled, which checks the templates but times nothing.
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <charconv>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <mutex>
+
+#include "cli/cli_common.hpp"
+#include "cli/commands.hpp"
+#include "generator/rendered_source.hpp"
+#include "templates/registry.hpp"
+#include "tuner/sweep.hpp"
+
+namespace tilesmith::cli {
+namespace {
+
+// "50": at most 50 candidates; "30s": at most 30 seconds.
+void apply_budget(const std::string& text, tuner::SweepOptions& options) {
+  if (text.empty()) return;
+  const char* first = text.data();
+  const char* last = text.data() + text.size();
+  bool in_seconds = text.back() == 's';
+  if (in_seconds) --last;
+  if (in_seconds) {
+    double seconds = 0;
+    auto [end, ec] = std::from_chars(first, last, seconds);
+    if (ec == std::errc() && end == last && first != last && seconds > 0) {
+      options.max_seconds = seconds;
+      return;
+    }
+  } else {
+    int candidates = 0;
+    auto [end, ec] = std::from_chars(first, last, candidates);
+    if (ec == std::errc() && end == last && candidates > 0) {
+      options.max_candidates = candidates;
+      return;
+    }
+  }
+  throw Error("bad --budget '" + text +
+              "': expected a number of candidates (e.g. 50) or of seconds (e.g. 30s)");
+}
+
+// One progress line per ~10 candidates, or a single line redrawn in place on a terminal. The
+// tuner may report from its own threads, hence the lock.
+class ProgressPrinter {
+ public:
+  // Without a GPU a finished candidate is a compiled one: nothing is timed.
+  ProgressPrinter(const Problem& problem, bool timed)
+      : problem_(problem),
+        done_word_(timed ? "ok" : "compiled"),
+        terminal_(isatty(STDOUT_FILENO) == 1) {}
+
+  void update(const tuner::Progress& progress) {
+    std::lock_guard lock(mutex_);
+    bool last = progress.done >= progress.total;
+    if (!terminal_ && progress.done < printed_done_ + 10 && !last) return;
+    printed_done_ = progress.done;
+    std::string line = format(progress);
+    if (terminal_) {
+      winsize size{};
+      if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 1 &&
+          line.size() >= size.ws_col)
+        line.resize(size.ws_col - 1);  // a wrapped line cannot be redrawn with \r
+      std::cout << '\r' << line << "\x1b[K" << std::flush;
+      line_open_ = true;
+    } else {
+      std::cout << line << '\n' << std::flush;
+    }
+  }
+
+  // Ends the line a terminal was redrawing.
+  void finish() {
+    std::lock_guard lock(mutex_);
+    if (line_open_) std::cout << '\n';
+    line_open_ = false;
+  }
+
+ private:
+  std::string format(const tuner::Progress& progress) const {
+    char counter[64];
+    std::snprintf(counter, sizeof counter, "[%*d/%d] %s %d  failed %d",
+                  static_cast<int>(std::to_string(progress.total).size()), progress.done,
+                  progress.total, done_word_, progress.ok, progress.failed);
+    std::string line = counter;
+    if (progress.best_ms > 0)
+      line += "  best " + fixed(progress.best_ms, 3) + " ms (" +
+              fixed(tflops(problem_, progress.best_ms), 1) + " TFLOP/s) " + progress.best_config;
+    return line;
+  }
+
+  const Problem& problem_;
+  const char* const done_word_;
+  const bool terminal_;
+  std::mutex mutex_;
+  int printed_done_ = 0;
+  bool line_open_ = false;
+};
+
+void print_space(const tuner::SweepReport& report) {
+  std::cout << "  space     " << report.space_size << " configs, " << report.pruned
+            << " pruned by constraints";
+  if (report.skipped_done > 0)
+    std::cout << ", " << report.skipped_done << " already in the database";
+  if (report.abandoned > 0)
+    std::cout << ", " << report.abandoned << " abandoned (crashed an earlier sweep; not retried)";
+  std::cout << "\n";
+  const tuner::ResourceSummary& resources = report.resources;
+  std::cout << "  compiled  " << resources.compiled << " kernels, " << report.compile_failed
+            << " compile failures; registers ";
+  if (resources.compiled > 0)
+    std::cout << resources.min_registers << ".." << resources.max_registers;
+  else
+    std::cout << "-";
+  std::cout << ", " << resources.spilling << " spilling; NVRTC "
+            << fixed(resources.compile_seconds_total, 1) << " s in "
+            << fixed(resources.wall_seconds, 1) << " s of wall time\n";
+}
+
+// Counts of every trial the database holds for this key, this sweep's and earlier ones'.
+void print_trial_counts(cache::Database& database, const cache::TrialKey& key) {
+  std::map<cache::TrialStatus, int> by_status;
+  for (const cache::Trial& trial : database.trials(key)) ++by_status[trial.status];
+  std::string counts;
+  for (const auto& [status, count] : by_status)
+    counts += (counts.empty() ? "" : ", ") + std::string(cache::status_name(status)) + " " +
+              std::to_string(count);
+  std::cout << "  trials    " << (counts.empty() ? "none" : counts)
+            << " (all in the database for this key)\n";
+}
+
+void print_winner(const cache::Winner& winner, const Problem& problem, const DeviceTarget& device) {
+  std::cout << "  winner    " << winner.config.text() << "\n            "
+            << timing_text(problem, winner.median_ms, winner.spread);
+  std::optional<double> rate = tflops(problem, winner.median_ms);
+  std::optional<double> peak = tuner::tensor_peak_tflops(device);
+  if (peak && rate)
+    std::cout << ", " << fixed(100 * *rate / *peak, 1) << "% of the " << fixed(*peak, 0)
+              << " TFLOP/s dense tensor peak";
+  else
+    std::cout << " (the tensor peak of this GPU is unknown)";
+  std::cout << "\n";
+}
+
+}  // namespace
+
+int run_tune(const std::vector<std::string>& args) {
+  const CommandHelp help{
+      "tune", "--op OP --dtype T --shape MxNxK [--shape ...] [options]",
+      "Tunes each shape on the local GPU: enumerates the family's configs, prunes them by its\n"
+      "constraints, compiles the rest with NVRTC in a pool of processes, verifies every candidate\n"
+      "against the reference, times it, and stores every trial and the winner in the database.\n"
+      "An interrupted sweep resumes where it stopped. Without a GPU it renders and compiles the\n"
+      "pruned space for --arch and says that timing needs a GPU.",
+      "  tilesmith tune --op matmul --dtype bf16 --shape 4096x4096x4096\n"
+      "  tilesmith tune --op matmul --dtype f16 --out-dtype f32 --shape 1024x1024x1024 \\\n"
+      "                 --shape 16x4096x4096 --strategy random --budget 60s\n"};
+  tuner::SweepOptions sweep;
+  ProblemArgs problem_args;
+  std::string database_flag, budget;
+  po::options_description options("options", 100);
+  add_problem_options(options, problem_args, /*many_shapes=*/true);
+  // clang-format off
+  options.add_options()
+      ("strategy", po::value(&sweep.strategy)->default_value(sweep.strategy)->value_name("NAME"),
+       "exhaustive or random")
+      ("budget", po::value(&budget)->value_name("N|Ns"),
+       "stop after N candidates, or after N seconds (e.g. 30s); default: no limit")
+      ("seed", po::value(&sweep.seed)->default_value(sweep.seed)->value_name("N"),
+       "random order and input data")
+      ("jobs", po::value(&sweep.compile_processes)->value_name("N"),
+       "compile processes (default: one per core, at most 16)")
+      ("timeout", po::value(&sweep.candidate_timeout_s)->default_value(sweep.candidate_timeout_s)
+                      ->value_name("S"),
+       "watchdog for one candidate's GPU work, in seconds")
+      ("device", po::value(&sweep.device_ordinal)->default_value(sweep.device_ordinal)
+                     ->value_name("N"),
+       "GPU ordinal to tune on")
+      ("arch", po::value(&sweep.offline_arch)->default_value(sweep.offline_arch)->value_name("ARCH"),
+       "architecture to compile for when there is no GPU (sm_80, sm_90a, ...)")
+      ("retune", po::bool_switch(&sweep.retune), "try configs again even if the database has them");
+  // clang-format on
+  add_database_option(options, database_flag);
+  po::variables_map values;
+  if (!parse_arguments(help, options, args, values)) return 0;
+
+  if (sweep.strategy != "exhaustive" && sweep.strategy != "random")
+    throw Error("unknown --strategy '" + sweep.strategy + "' (expected exhaustive or random)");
+  apply_budget(budget, sweep);
+  if (sweep.compile_processes < 0) throw Error("--jobs must be 0 (automatic) or more");
+  if (sweep.candidate_timeout_s <= 0) throw Error("--timeout must be a positive number of seconds");
+  DeviceTarget::assumed_for_arch(sweep.offline_arch);  // rejects a malformed --arch now
+
+  // Every shape is checked before the first sweep starts: a typo should not cost a sweep.
+  const Family& family = find_family(problem_args.op);
+  std::vector<Problem> problems;
+  for (const std::string& shape : problem_args.shapes)
+    problems.push_back(make_problem(problem_args, shape));
+
+  LocalGpu gpu = local_gpu(sweep.device_ordinal);
+  if (gpu.device && !values["arch"].defaulted() && sweep.offline_arch != gpu.device->arch())
+    std::cerr << "tilesmith: note: --arch is used only without a GPU; tuning for the local "
+              << gpu.device->arch() << "\n";
+  cache::Database database(database_path(database_flag));
+  std::cout << "database: " << database.path().string() << "\n";
+
+  int without_winner = 0;
+  for (const Problem& problem : problems) {
+    std::cout << "\n"
+              << problem.key()
+              << (gpu.device ? " on " + gpu.device->model_key()
+                             : ", no GPU: compiling for " + sweep.offline_arch)
+              << "\n";
+    ProgressPrinter printer(problem, gpu.device.has_value());
+    tuner::SweepReport report =
+        tuner::run_sweep(family, problem, database, sweep,
+                         [&printer](const tuner::Progress& progress) { printer.update(progress); });
+    printer.finish();
+
+    print_space(report);
+    if (!report.timed) {
+      std::cout << "  timing needs a GPU: " << report.no_gpu_reason << "; rendered and compiled "
+                << report.resources.compiled << " configs for " << sweep.offline_arch << "\n";
+      continue;
+    }
+    print_trial_counts(database, {report.gpu_model, problem, template_hash(family)});
+    if (report.winner && gpu.device) {
+      print_winner(*report.winner, problem, *gpu.device);
+    } else {
+      std::cout << "  winner    none: no config passed verification\n";
+      ++without_winner;
+    }
+  }
+  if (without_winner > 0)
+    throw Error(std::to_string(without_winner) + " of " + std::to_string(problems.size()) +
+                " problems have no verified config (see the trial counts above)");
+  return 0;
+}
+
+}  // namespace tilesmith::cli

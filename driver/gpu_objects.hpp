@@ -1,0 +1,107 @@
+// Owned driver objects: device memory, a loaded module (stage 3 of the flow: a cubin in the
+// driver) and a launchable kernel (stage 4), events and streams. Each frees itself; none throws
+// from its destructor.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "driver/cuda_driver.hpp"
+#include "generator/compiled_kernel.hpp"
+#include "templates/family.hpp"
+
+namespace tilesmith::driver {
+
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(std::size_t bytes, const std::string& what);
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& other) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  CUdeviceptr address() const { return address_; }
+  std::size_t bytes() const { return bytes_; }
+
+ private:
+  CUdeviceptr address_ = 0;
+  std::size_t bytes_ = 0;
+};
+
+// A kernel ready to launch: its function in a loaded module, with the dynamic shared memory
+// limit raised as far as the launch rule needs.
+class LaunchableKernel {
+ public:
+  LaunchableKernel(CUfunction function, std::string description)
+      : function_(function), description_(std::move(description)) {}
+  // Throws Error naming the kernel on any launch error (sticky or not).
+  void launch(const LaunchGeometry& geometry, const KernelArgs& args, CUstream stream) const;
+  // Returns the driver's result instead of throwing (the tuner classifies failures).
+  CUresult try_launch(const LaunchGeometry& geometry, const KernelArgs& args, CUstream stream) const;
+  void allow_dynamic_smem(unsigned bytes) const;
+  int registers() const;
+  const std::string& description() const { return description_; }
+
+ private:
+  CUfunction function_;
+  std::string description_;
+};
+
+class LoadedModule {
+ public:
+  // Loads the cubin into the current context (cuModuleLoadData: ~0.1 ms).
+  explicit LoadedModule(const CompiledKernel& kernel);
+  ~LoadedModule();
+  LoadedModule(const LoadedModule&) = delete;
+  LoadedModule& operator=(const LoadedModule&) = delete;
+
+  LaunchableKernel kernel(const std::string& description) const;
+
+ private:
+  CUmodule module_ = nullptr;
+  std::string lowered_name_;
+  std::string description_;
+};
+
+class Event {
+ public:
+  Event();
+  ~Event();
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  CUevent get() const { return event_; }
+  void record(CUstream stream) const;
+  // Milliseconds from `start` to this event, after this event completed.
+  float since(const Event& start) const;
+
+ private:
+  CUevent event_ = nullptr;
+};
+
+class Stream {
+ public:
+  Stream();
+  ~Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  CUstream get() const { return stream_; }
+  void synchronize(const std::string& what) const;
+
+ private:
+  CUstream stream_ = nullptr;
+};
+
+// A compiled kernel loaded into the current context with its dynamic shared memory limit
+// raised for `dynamic_smem_bytes`. Shared by the tuner's GPU worker and the runtime.
+struct ReadyKernel {
+  std::unique_ptr<LoadedModule> module;
+  std::unique_ptr<LaunchableKernel> kernel;
+};
+ReadyKernel load_kernel(const CompiledKernel& compiled, unsigned dynamic_smem_bytes,
+                        const std::string& description);
+
+}  // namespace tilesmith::driver

@@ -1,0 +1,71 @@
+// tilesmith's runtime: launches the tuned kernel for this GPU and shape.
+//
+//   tilesmith::Runtime runtime;                      // database at the default path
+//   runtime.matmul({.a = a, .b = b, .c = c, .m = m, .n = n, .k = k,
+//                   .dtype = tilesmith::DType::bf16}, stream);
+//
+// Lookup: in-memory map (no allocation, no SQL on the hot path) -> the database's winner for
+// (GPU model, problem, template hash), its cubin loaded without NVRTC -> the family's default
+// config, compiled with NVRTC once and stored in the database for next time.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "tilesmith/types.hpp"
+
+namespace tilesmith {
+
+struct RuntimeOptions {
+  // Database file; empty: $TILESMITH_DB, else the user's cache directory.
+  std::filesystem::path database;
+  int device_ordinal = 0;
+};
+
+// C[m x n] = A[m x k] * B[k x n], row-major, contiguous; device pointers 16-byte aligned.
+struct MatmulArgs {
+  const void* a = nullptr;
+  const void* b = nullptr;
+  void* c = nullptr;
+  std::int64_t m = 0, n = 0, k = 0;
+  DType dtype = DType::bf16;                // A and B
+  std::optional<DType> out_dtype;           // C: dtype (default) or f32
+};
+
+// Where the kernel a call used came from.
+enum class KernelSource { memory, database_winner, default_compiled, default_cached };
+
+struct DispatchInfo {
+  KernelSource source;
+  std::string config;  // "block_k=32,block_m=128,..."
+  bool tuned;          // a sweep's winner for this exact shape
+};
+
+class Runtime {
+ public:
+  // Throws Error("no CUDA driver/GPU found: ...") without a GPU, or for an unusable database.
+  explicit Runtime(RuntimeOptions options = {});
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  // Enqueues the matmul on `stream` (a CUstream / cudaStream_t; nullptr: the legacy default
+  // stream). Thread-safe. Throws Error for bad shapes, null or misaligned pointers, unsupported
+  // dtypes, and launch failures.
+  void matmul(const MatmulArgs& args, void* stream = nullptr);
+
+  // What the last lookup for these arguments resolved to (loads it if needed).
+  DispatchInfo describe_matmul(const MatmulArgs& args);
+
+  // Counts NVRTC compilations this runtime has done (0 on a warm database).
+  int compilations() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tilesmith

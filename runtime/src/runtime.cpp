@@ -1,0 +1,163 @@
+#include "tilesmith/runtime.hpp"
+
+#include <array>
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
+
+#include "cache/database.hpp"
+#include "driver/cuda_driver.hpp"
+#include "driver/gpu_objects.hpp"
+#include "generator/compiled_kernel.hpp"
+#include "templates/registry.hpp"
+
+namespace tilesmith {
+namespace {
+
+// The in-memory key: plain values, so a hit hashes and compares without allocating.
+struct DispatchKey {
+  const Family* family;
+  DType dtype, out_dtype;
+  std::array<std::int64_t, 4> shape;
+  bool operator==(const DispatchKey&) const = default;
+};
+
+struct DispatchKeyHash {
+  std::size_t operator()(const DispatchKey& key) const {
+    std::size_t h = std::hash<const void*>()(key.family);
+    auto mix = [&h](std::int64_t v) { h ^= std::hash<std::int64_t>()(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); };
+    mix(static_cast<int>(key.dtype));
+    mix(static_cast<int>(key.out_dtype));
+    for (auto d : key.shape) mix(d);
+    return h;
+  }
+};
+
+struct Entry {
+  driver::ReadyKernel kernel;
+  LaunchGeometry geometry;
+  Problem problem;
+  DispatchInfo info;
+};
+
+void require_pointer(const void* pointer, const char* name) {
+  if (!pointer) throw Error(std::string("matmul: ") + name + " is a null pointer");
+  // cp.async moves 16-byte chunks: every tile row starts on a 16-byte boundary.
+  if (reinterpret_cast<std::uintptr_t>(pointer) % 16)
+    throw Error(std::string("matmul: ") + name + " is not 16-byte aligned");
+}
+
+}  // namespace
+
+struct Runtime::Impl {
+  RuntimeOptions options;
+  DeviceTarget device;
+  std::string arch, nvrtc;
+  std::unique_ptr<cache::Database> database;
+  const Family& matmul_family = find_family("matmul");
+  std::shared_mutex mutex;
+  std::unordered_map<DispatchKey, std::unique_ptr<Entry>, DispatchKeyHash> entries;
+  std::atomic<int> compilations{0};
+
+  // The slow path, under the exclusive lock: database winner, else the default config.
+  std::unique_ptr<Entry> resolve(const Family& family, const Problem& problem) {
+    family.validate(problem);
+    auto entry = std::make_unique<Entry>();
+    entry->problem = problem;
+    cache::TrialKey key{device.model_key(), problem, template_hash(family)};
+    std::optional<cache::Winner> winner = database->winner(key);
+    Config config;
+    if (winner && !family.reject(winner->config, problem, device)) {
+      config = winner->config;
+      entry->info = {KernelSource::database_winner, config.text(), true};
+    } else {
+      config = family.default_config(problem, device);
+      entry->info = {KernelSource::default_cached, config.text(), false};
+    }
+    RenderedSource source = render(family, config, problem);
+    std::optional<CompiledKernel> compiled = database->cubin(source.hash, arch, nvrtc);
+    if (!compiled) {
+      // A new NVRTC version or an untuned shape: compile once, keep the cubin for next time.
+      compiled = compile(source, arch);
+      ++compilations;
+      database->put_cubin(*compiled);
+      if (!entry->info.tuned) entry->info.source = KernelSource::default_compiled;
+    }
+    entry->geometry = family.launch(config, problem);
+    entry->kernel = driver::load_kernel(*compiled, entry->geometry.dynamic_smem_bytes,
+                                        family.name() + " " + problem.key() + " [" + config.text() + "]");
+    return entry;
+  }
+
+  const Entry& lookup(const Family& family, const Problem& problem, DispatchInfo* info) {
+    DispatchKey key{&family, problem.dtype, problem.out_dtype, {}};
+    if (problem.shape.size() > key.shape.size()) throw Error(family.name() + ": too many dimensions");
+    std::copy(problem.shape.begin(), problem.shape.end(), key.shape.begin());
+    {
+      std::shared_lock lock(mutex);
+      auto it = entries.find(key);
+      if (it != entries.end()) {
+        if (info) *info = {KernelSource::memory, it->second->info.config, it->second->info.tuned};
+        return *it->second;
+      }
+    }
+    std::unique_lock lock(mutex);
+    auto it = entries.find(key);  // another thread may have resolved it meanwhile
+    if (it == entries.end()) it = entries.emplace(key, resolve(family, problem)).first;
+    if (info) *info = it->second->info;
+    return *it->second;
+  }
+};
+
+Runtime::Runtime(RuntimeOptions options) : impl_(std::make_unique<Impl>()) {
+  impl_->options = options;
+  driver::make_current(options.device_ordinal);  // throws "no CUDA driver/GPU found" plainly
+  impl_->device = driver::describe_device(options.device_ordinal);
+  impl_->arch = impl_->device.arch();
+  impl_->nvrtc = nvrtc_version();
+  impl_->database = std::make_unique<cache::Database>(
+      options.database.empty() ? cache::Database::default_path() : options.database);
+}
+
+Runtime::~Runtime() = default;
+
+namespace {
+Problem matmul_problem(const MatmulArgs& args) {
+  Problem problem;
+  problem.op = "matmul";
+  problem.dtype = args.dtype;
+  problem.out_dtype = args.out_dtype.value_or(args.dtype);
+  problem.shape = {args.m, args.n, args.k};
+  return problem;
+}
+}  // namespace
+
+void Runtime::matmul(const MatmulArgs& args, void* stream) {
+  require_pointer(args.a, "A");
+  require_pointer(args.b, "B");
+  require_pointer(args.c, "C");
+  if (args.m <= 0 || args.n <= 0 || args.k <= 0)
+    throw Error("matmul: shape " + std::to_string(args.m) + "x" + std::to_string(args.n) + "x" +
+                std::to_string(args.k) + " has a non-positive dimension");
+  driver::make_current(impl_->options.device_ordinal);
+  const Problem problem = matmul_problem(args);
+  const Entry& entry = impl_->lookup(impl_->matmul_family, problem, nullptr);
+  const std::uint64_t addresses[3] = {reinterpret_cast<std::uint64_t>(args.a),
+                                      reinterpret_cast<std::uint64_t>(args.b),
+                                      reinterpret_cast<std::uint64_t>(args.c)};
+  entry.kernel.kernel->launch(entry.geometry, impl_->matmul_family.args(problem, addresses),
+                              static_cast<CUstream>(stream));
+}
+
+DispatchInfo Runtime::describe_matmul(const MatmulArgs& args) {
+  driver::make_current(impl_->options.device_ordinal);
+  DispatchInfo info;
+  impl_->lookup(impl_->matmul_family, matmul_problem(args), &info);
+  return info;
+}
+
+int Runtime::compilations() const { return impl_->compilations.load(); }
+
+}  // namespace tilesmith

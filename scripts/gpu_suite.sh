@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The GPU machine's run, through the device tool: the GPU test suite, tuning sweeps for the
+# benchmark shapes, then the benchmark beside cuBLAS (torch) in the same run. Full logs and the
+# database go to $OUT; a short table is printed last.
+#
+#   scripts/gpu_suite.sh                  # everything
+#   SUITE_STEPS="tests" scripts/gpu_suite.sh
+#   SUITE_STEPS="tune bench" TUNE_4096=200 scripts/gpu_suite.sh
+#
+# Build here (scripts/setup.sh) and carry the build folder: the GPU machine has no Boost or
+# sqlite3.h, and the binaries link both statically.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$(mktemp -d)}
+BUILD=${BUILD_DIR:-build}
+STEPS=${SUITE_STEPS:-"tests tune bench"}
+export TILESMITH_DB=${TILESMITH_DB:-$OUT/tilesmith.db}
+export PYTHONUNBUFFERED=1
+# Budgets per tuned shape ("N" candidates or "Ns" seconds; "all" = exhaustive).
+TUNE_4096=${TUNE_4096:-all}
+TUNE_8192=${TUNE_8192:-150s}
+TUNE_4093=${TUNE_4093:-90s}
+TUNE_DECODE=${TUNE_DECODE:-90s}
+summary=()
+has_step() { [[ " $STEPS " == *" $1 "* ]]; }
+
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,power.draw,temperature.gpu \
+  --format=csv > "$OUT/gpu.txt" 2>&1
+cat "$OUT/gpu.txt"
+"$BUILD/tilesmith" devices | tee "$OUT/devices.txt"
+
+if has_step tests; then
+  echo "== GPU tests"
+  "$BUILD/tests/tilesmith_tests" --gtest_filter='Gpu*' 2>&1 | tee "$OUT/gpu_tests.log" | grep -E '^\[ +(OK|FAILED|SKIPPED) +\]|Failure|error' 
+  summary+=("gpu tests: $(grep -E '^\[  PASSED  \]' "$OUT/gpu_tests.log" | sed 's/\[  PASSED  \] //') passed; failed: $(grep -cE '^\[  FAILED  \] [A-Za-z]' "$OUT/gpu_tests.log")")
+  echo "== all tests (CPU ones too)"
+  "$BUILD/tests/tilesmith_tests" > "$OUT/all_tests.log" 2>&1
+  summary+=("all tests: $(grep -E '^\[  PASSED  \]' "$OUT/all_tests.log" | sed 's/\[  PASSED  \] //') passed; $(grep -E '^\[  SKIPPED \] [0-9]' "$OUT/all_tests.log" | sed 's/\[  SKIPPED \] //') skipped; failed: $(grep -cE '^\[  FAILED  \] [A-Za-z]' "$OUT/all_tests.log")")
+fi
+
+tune() {  # shape budget
+  local budget=()
+  [[ "$2" != all ]] && budget=(--budget "$2")
+  echo "== tune $1 (${2})"
+  "$BUILD/tilesmith" tune --op matmul --dtype bf16 --shape "$1" "${budget[@]}" 2>&1 | tee -a "$OUT/tune.log" | grep -vE '^\[ *[0-9]+/' | tail -12
+}
+if has_step tune; then
+  tune 4096x4096x4096 "$TUNE_4096"
+  tune 8192x8192x8192 "$TUNE_8192"
+  tune 4093x4093x4093 "$TUNE_4093"
+  tune 16x4096x4096 "$TUNE_DECODE"
+  "$BUILD/tilesmith" show --op matmul --dtype bf16 --shape 4096x4096x4096 --top 10 | tee "$OUT/show_4096.txt"
+  "$BUILD/tilesmith" export --format json --out "$OUT/winners.json"
+  "$BUILD/tilesmith" export --format csv | tee "$OUT/winners.csv"
+  "$BUILD/tilesmith" list | tee "$OUT/list.txt"
+fi
+
+if has_step bench; then
+  echo "== bench (tilesmith runtime vs cuBLAS via torch.matmul, same process)"
+  python3 bench/matmul_bench.py --lib "$BUILD/libtilesmith.so" --db "$TILESMITH_DB" \
+    --csv "$OUT/bench.csv" > "$OUT/bench.log" 2>&1
+  summary+=("bench exit status: $?")
+fi
+
+echo
+echo "================ summary ================"
+for line in "${summary[@]}"; do echo "$line"; done
+if has_step tune; then echo; cat "$OUT/list.txt"; fi
+if has_step bench; then echo; tail -n 25 "$OUT/bench.log"; fi

@@ -1,0 +1,95 @@
+// Device-side vocabulary shared by the templates: element storage, conversions, async copies
+// into shared memory, ldmatrix and the m16n8k16 tensor-core MMA. Named once here so kernels read
+// like the algorithm. No CUDA headers are included: NVRTC compiles this in well under a second,
+// and cuda_fp16.h / cuda_bf16.h alone would cost more than the kernel.
+#pragma once
+
+namespace tilesmith {
+
+// 16-bit floats are carried as raw bits; the tensor cores and PTX cvt do the arithmetic.
+typedef unsigned short half_bits;
+enum ElementKind { kF16 = 0, kBF16 = 1, kF32 = 2 };
+
+__device__ __forceinline__ float to_float(half_bits bits, int kind) {
+  if (kind == kBF16) return __uint_as_float(static_cast<unsigned>(bits) << 16);
+  float value;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(value) : "h"(bits));
+  return value;
+}
+
+template <int KIND>
+__device__ __forceinline__ half_bits from_float(float value) {
+  half_bits bits;
+  if (KIND == kBF16)
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(bits) : "f"(value));
+  else
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(bits) : "f"(value));
+  return bits;
+}
+
+// Two floats packed into one 32-bit register of 16-bit elements (low half = first).
+template <int KIND>
+__device__ __forceinline__ unsigned pack2(float first, float second) {
+  unsigned packed;
+  if (KIND == kBF16)
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(packed) : "f"(second), "f"(first));
+  else
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(packed) : "f"(second), "f"(first));
+  return packed;
+}
+
+__device__ __forceinline__ unsigned smem_address(const void* pointer) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(pointer));
+}
+
+// 16-byte global -> shared copy that bypasses registers; `bytes_valid` 0 zero-fills the
+// destination (out-of-range tiles) without reading global memory.
+__device__ __forceinline__ void cp_async_16(unsigned smem_dst, const void* global_src,
+                                            bool valid) {
+  int src_bytes = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_dst),
+               "l"(global_src), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int PENDING>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING));
+}
+
+__device__ __forceinline__ void store_shared_16(unsigned smem_dst, unsigned x, unsigned y,
+                                                unsigned z, unsigned w) {
+  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(smem_dst), "r"(x), "r"(y),
+               "r"(z), "r"(w));
+}
+
+// Four 8x8 matrices of 16-bit elements from shared memory; lanes 8i..8i+7 address matrix i.
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&fragment)[4], unsigned smem_src) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(fragment[0]), "=r"(fragment[1]), "=r"(fragment[2]), "=r"(fragment[3])
+               : "r"(smem_src));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&fragment)[4], unsigned smem_src) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(fragment[0]), "=r"(fragment[1]), "=r"(fragment[2]), "=r"(fragment[3])
+               : "r"(smem_src));
+}
+
+// D = A * B + D for one 16x8x16 tile, fp32 accumulation.
+template <int KIND>
+__device__ __forceinline__ void mma_16x8x16(float (&d)[4], const unsigned (&a)[4],
+                                            unsigned b0, unsigned b1) {
+  if (KIND == kBF16)
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  else
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+}  // namespace tilesmith

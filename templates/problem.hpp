@@ -1,0 +1,59 @@
+// What a template family is asked about: the problem, the device it must run on, and a config.
+// These are the inputs of every later stage; they carry no behaviour of any family.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tilesmith/types.hpp"
+
+namespace tilesmith {
+
+// One operation instance. `shape` is the family's own dimension list (matmul: M, N, K).
+struct Problem {
+  std::string op;
+  DType dtype = DType::bf16;      // input element type
+  DType out_dtype = DType::bf16;  // output element type
+  std::vector<std::int64_t> shape;
+
+  // Canonical, stable text used as the database key: "matmul bf16->bf16 4096x4096x4096".
+  std::string key() const;
+  std::string shape_text() const;  // "4096x4096x4096"
+};
+
+std::vector<std::int64_t> parse_shape(const std::string& text);  // "MxNxK" -> {M,N,K}; throws Error
+
+// A point of a family's parameter space. Ordered by name so its text form is canonical.
+struct Config {
+  std::map<std::string, int> values;
+
+  int at(const std::string& name) const;  // throws Error naming the missing parameter
+  std::string text() const;               // "block_k=32,block_m=128,..."
+  static Config parse(const std::string& text);  // inverse of text(); throws Error
+  bool operator==(const Config&) const = default;
+  bool operator<(const Config& other) const { return values < other.values; }
+};
+
+// The device a config is generated for: what constraints and the launch rule depend on. Read
+// off the GPU by the driver stage, or assumed from the architecture when there is no GPU.
+struct DeviceTarget {
+  std::string name;  // "NVIDIA H100 80GB HBM3"
+  int cc_major = 0;
+  int cc_minor = 0;
+  int sm_count = 0;
+  int max_threads_per_block = 1024;
+  int max_smem_per_block_optin = 0;  // bytes a block may use after raising its dynamic limit
+  int regs_per_block = 65536;
+  std::int64_t l2_bytes = 0;
+
+  // NVRTC's --gpu-architecture: the exact arch, "sm_90a" on Hopper (wgmma, setmaxnreg).
+  std::string arch() const;
+  // The model key results are stored under: name, compute capability and SM count.
+  std::string model_key() const;
+  // Typical limits of an architecture, for rendering and compiling without a GPU.
+  static DeviceTarget assumed_for_arch(const std::string& arch);  // "sm_80", "sm_90a", ...
+};
+
+}  // namespace tilesmith

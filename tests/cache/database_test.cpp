@@ -1,0 +1,696 @@
+#include "cache/database.hpp"
+
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <optional>
+#include <random>
+#include <regex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace tilesmith::cache {
+namespace {
+
+namespace fs = std::filesystem;
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+
+// A fresh folder per test, removed afterwards.
+class DatabaseTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    std::random_device entropy;
+    dir_ = fs::temp_directory_path() /
+           ("tilesmith_db_test_" + std::string(info->name()) + "_" + std::to_string(entropy()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    std::error_code ignored;
+    fs::remove_all(dir_, ignored);
+  }
+  fs::path db_path() const { return dir_ / "tilesmith.db"; }
+
+  fs::path dir_;
+};
+
+DeviceTarget h100() {
+  DeviceTarget device;
+  device.name = "NVIDIA H100 80GB HBM3";
+  device.cc_major = 9;
+  device.cc_minor = 0;
+  device.sm_count = 132;
+  return device;
+}
+
+DeviceTarget a100() {
+  DeviceTarget device;
+  device.name = "NVIDIA A100-SXM4-80GB";
+  device.cc_major = 8;
+  device.cc_minor = 0;
+  device.sm_count = 108;
+  return device;
+}
+
+Toolchain toolchain(const std::string& driver = "13.0", const std::string& nvrtc = "13.0") {
+  return Toolchain{driver, nvrtc};
+}
+
+Problem matmul(std::int64_t m, std::int64_t n, std::int64_t k, DType in = DType::bf16,
+               DType out = DType::bf16) {
+  Problem problem;
+  problem.op = "matmul";
+  problem.dtype = in;
+  problem.out_dtype = out;
+  problem.shape = {m, n, k};
+  return problem;
+}
+
+TrialKey key_for(const DeviceTarget& device, const Problem& problem,
+                 const std::string& template_hash = "tmplhash0") {
+  return TrialKey{device.model_key(), problem, template_hash};
+}
+
+Config config(int block_m, int block_n) {
+  Config config;
+  config.values = {{"block_m", block_m}, {"block_n", block_n}, {"block_k", 32}};
+  return config;
+}
+
+Trial trial_with(TrialStatus status, const Config& trial_config, double median_ms) {
+  Trial trial;
+  trial.config = trial_config;
+  trial.source_hash = "src" + trial_config.text();
+  trial.status = status;
+  trial.detail = status == TrialStatus::ok ? "" : "failed: " + std::string(status_name(status));
+  trial.median_ms = median_ms;
+  trial.min_ms = median_ms * 0.9;
+  trial.spread = 0.02;
+  trial.repetitions = 50;
+  trial.rel_error = 1e-3;
+  trial.resources = ResourceUsage{168, 1024, 16, 8, 4};
+  trial.compile_seconds = 1.25;
+  trial.toolchain = toolchain();
+  return trial;
+}
+
+std::string read_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+void write_bytes(const fs::path& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out << bytes;
+}
+
+std::vector<std::string> folder_entries(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir)) names.push_back(entry.path().filename());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// Runs SQL on a file with the raw SQLite API (to build foreign files and inspect ours).
+void raw_exec(const fs::path& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  char* message = nullptr;
+  const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &message);
+  const std::string error = message ? message : "";
+  sqlite3_free(message);
+  sqlite3_close(db);
+  ASSERT_EQ(rc, SQLITE_OK) << error;
+}
+
+std::string raw_query_text(const fs::path& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* statement = nullptr;
+  std::string result = "<no row>";
+  if (sqlite3_prepare_v2(db, sql.c_str(), -1, &statement, nullptr) == SQLITE_OK &&
+      sqlite3_step(statement) == SQLITE_ROW) {
+    const unsigned char* text = sqlite3_column_text(statement, 0);
+    result = text ? reinterpret_cast<const char*>(text) : "<null>";
+  }
+  sqlite3_finalize(statement);
+  sqlite3_close(db);
+  return result;
+}
+
+// Expects opening `path` to throw an Error whose message names the path and contains `reason`.
+void expect_refused(const fs::path& path, const std::string& reason) {
+  try {
+    Database db(path);
+    FAIL() << "opening " << path << " should have thrown";
+  } catch (const Error& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find(path.string()), std::string::npos) << message;
+    EXPECT_NE(message.find(reason), std::string::npos) << message;
+    EXPECT_NE(message.find("refusing to modify it"), std::string::npos) << message;
+  }
+}
+
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value)
+      setenv(name, value, 1);
+    else
+      unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (old_)
+      setenv(name_.c_str(), old_->c_str(), 1);
+    else
+      unsetenv(name_.c_str());
+  }
+
+ private:
+  std::string name_;
+  std::optional<std::string> old_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Opening, identity and refusal of files that are not ours
+
+TEST_F(DatabaseTest, NewFileGetsParentFoldersIdentitySchemaVersionAndWal) {
+  const fs::path path = dir_ / "nested" / "deeper" / "cache.db";
+  { Database db(path); }
+  ASSERT_TRUE(fs::exists(path));
+  EXPECT_EQ(raw_query_text(path, "PRAGMA application_id"), std::to_string(0x54534D54));
+  EXPECT_EQ(raw_query_text(path, "PRAGMA user_version"), std::to_string(kSchemaVersion));
+  EXPECT_EQ(raw_query_text(path, "PRAGMA journal_mode"), "wal");
+  EXPECT_EQ(raw_query_text(path,
+                           "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
+                           "name IN ('gpus','toolchains','problems','trials','winners',"
+                           "'cubins')"),
+            "6");
+}
+
+TEST_F(DatabaseTest, ReopenKeepsEverything) {
+  const Problem problem = matmul(4096, 4096, 4096);
+  const TrialKey key = key_for(h100(), problem);
+  CompiledKernel kernel;
+  kernel.source_hash = "abc";
+  kernel.arch = "sm_90a";
+  kernel.nvrtc_version = "13.0";
+  kernel.lowered_name = "_Z6kernelv";
+  kernel.cubin.bytes = {'\x7f', 'E', 'L', 'F'};
+  {
+    Database db(db_path());
+    db.record_gpu(h100(), toolchain());
+    db.record_trial(key, trial_with(TrialStatus::ok, config(128, 128), 1.5));
+    db.refresh_winner(key);
+    db.put_cubin(kernel);
+  }
+  Database reopened(db_path());
+  EXPECT_EQ(reopened.path(), db_path());
+  ASSERT_EQ(reopened.gpus().size(), 1u);
+  ASSERT_EQ(reopened.trials(key).size(), 1u);
+  EXPECT_EQ(reopened.trials(key)[0].config, config(128, 128));
+  ASSERT_TRUE(reopened.winner(key).has_value());
+  EXPECT_DOUBLE_EQ(reopened.winner(key)->median_ms, 1.5);
+  ASSERT_TRUE(reopened.cubin("abc", "sm_90a", "13.0").has_value());
+}
+
+TEST_F(DatabaseTest, RandomBytesAndTextFilesAreRefusedAndLeftUntouched) {
+  std::mt19937 random(1234);
+  std::string noise(8192, '\0');
+  for (char& byte : noise) byte = static_cast<char>(random() & 0xff);
+  const fs::path noise_path = dir_ / "noise.db";
+  write_bytes(noise_path, noise);
+  expect_refused(noise_path, "not an SQLite database");
+  EXPECT_EQ(read_bytes(noise_path), noise);
+
+  const fs::path text_path = dir_ / "notes.txt";
+  const std::string text = "these are my notes, not a database\n";
+  write_bytes(text_path, text);
+  expect_refused(text_path, "not an SQLite database");
+  EXPECT_EQ(read_bytes(text_path), text);
+  EXPECT_EQ(folder_entries(dir_), (std::vector<std::string>{"noise.db", "notes.txt"}));
+}
+
+TEST_F(DatabaseTest, ForeignSqliteDatabaseIsRefusedAndLeftUntouched) {
+  const fs::path users = dir_ / "users.db";
+  raw_exec(users,
+           "CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT);"
+           "INSERT INTO users (name) VALUES ('ada'), ('grace');");
+  const std::string before = read_bytes(users);
+  expect_refused(users, "not a tilesmith database");
+  EXPECT_EQ(read_bytes(users), before);
+  // Not even a journal or WAL file was left next to it.
+  EXPECT_EQ(folder_entries(dir_), std::vector<std::string>{"users.db"});
+  EXPECT_EQ(raw_query_text(users, "PRAGMA journal_mode"), "delete");
+
+  // Another program's id, even on an otherwise empty database.
+  const fs::path tagged = dir_ / "tagged.db";
+  raw_exec(tagged, "PRAGMA application_id = 305419896;");  // 0x12345678
+  const std::string tagged_before = read_bytes(tagged);
+  ASSERT_FALSE(tagged_before.empty());
+  expect_refused(tagged, "application_id 0x12345678");
+  EXPECT_EQ(read_bytes(tagged), tagged_before);
+}
+
+TEST_F(DatabaseTest, NewerSchemaIsRefusedAndLeftUntouched) {
+  { Database db(db_path()); }
+  raw_exec(db_path(), "PRAGMA user_version = " + std::to_string(kSchemaVersion + 1) + ";");
+  const std::string before = read_bytes(db_path());
+  expect_refused(db_path(),
+                 "newer tilesmith (schema version " + std::to_string(kSchemaVersion + 1));
+  EXPECT_EQ(read_bytes(db_path()), before);
+  EXPECT_EQ(raw_query_text(db_path(), "PRAGMA user_version"), std::to_string(kSchemaVersion + 1));
+}
+
+TEST_F(DatabaseTest, DefaultPathHonoursTilesmithDbThenXdgCacheHomeThenHome) {
+  ScopedEnv home("HOME", "/home/someone");
+  {
+    ScopedEnv db("TILESMITH_DB", "/data/tuning.db");
+    ScopedEnv xdg("XDG_CACHE_HOME", "/xdg/cache");
+    EXPECT_EQ(Database::default_path(), fs::path("/data/tuning.db"));
+  }
+  {
+    ScopedEnv db("TILESMITH_DB", "");  // empty counts as unset
+    ScopedEnv xdg("XDG_CACHE_HOME", "/xdg/cache");
+    EXPECT_EQ(Database::default_path(), fs::path("/xdg/cache/tilesmith/tilesmith.db"));
+  }
+  {
+    ScopedEnv db("TILESMITH_DB", nullptr);
+    ScopedEnv xdg("XDG_CACHE_HOME", nullptr);
+    EXPECT_EQ(Database::default_path(), fs::path("/home/someone/.cache/tilesmith/tilesmith.db"));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Trials and winners
+
+TEST_F(DatabaseTest, TrialLifecycleStartThenFinish) {
+  Database db(db_path());
+  db.record_gpu(h100(), toolchain());
+  const TrialKey key = key_for(h100(), matmul(1024, 1024, 1024));
+
+  Trial planned = trial_with(TrialStatus::ok, config(64, 64), 0);  // status is ignored on start
+  const std::int64_t id = db.start_trial(key, planned);
+  ASSERT_EQ(db.trials(key).size(), 1u);
+  EXPECT_EQ(db.trials(key)[0].id, id);
+  EXPECT_EQ(db.trials(key)[0].status, TrialStatus::running);
+
+  Trial done = trial_with(TrialStatus::ok, config(64, 64), 0.75);
+  done.toolchain = toolchain("13.1", "13.0");
+  db.finish_trial(id, done);
+  const std::vector<Trial> trials = db.trials(key);
+  ASSERT_EQ(trials.size(), 1u);
+  const Trial& stored = trials[0];
+  EXPECT_EQ(stored.id, id);
+  EXPECT_EQ(stored.status, TrialStatus::ok);
+  EXPECT_EQ(stored.config, config(64, 64));
+  EXPECT_EQ(stored.source_hash, done.source_hash);
+  EXPECT_EQ(stored.detail, "");
+  EXPECT_DOUBLE_EQ(stored.median_ms, 0.75);
+  EXPECT_DOUBLE_EQ(stored.min_ms, 0.75 * 0.9);
+  EXPECT_DOUBLE_EQ(stored.spread, 0.02);
+  EXPECT_EQ(stored.repetitions, 50);
+  EXPECT_DOUBLE_EQ(stored.rel_error, 1e-3);
+  EXPECT_EQ(stored.resources.registers, 168);
+  EXPECT_EQ(stored.resources.static_smem_bytes, 1024);
+  EXPECT_EQ(stored.resources.stack_frame_bytes, 16);
+  EXPECT_EQ(stored.resources.spill_store_bytes, 8);
+  EXPECT_EQ(stored.resources.spill_load_bytes, 4);
+  EXPECT_DOUBLE_EQ(stored.compile_seconds, 1.25);
+  EXPECT_EQ(stored.toolchain.driver_version, "13.1");
+  EXPECT_EQ(stored.toolchain.nvrtc_version, "13.0");
+  EXPECT_TRUE(std::regex_match(stored.created_at, std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)")))
+      << stored.created_at;
+
+  // Misuse is reported, not silently stored.
+  EXPECT_THROW(db.finish_trial(id + 100, done), Error);
+  EXPECT_THROW(db.finish_trial(id, trial_with(TrialStatus::running, config(64, 64), 0)), Error);
+}
+
+TEST_F(DatabaseTest, TrialsNeedTheirGpuRecordedFirst) {
+  Database db(db_path());
+  const TrialKey key = key_for(h100(), matmul(64, 64, 64));
+  try {
+    db.start_trial(key, trial_with(TrialStatus::running, config(64, 64), 0));
+    FAIL() << "start_trial without record_gpu should throw";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("record_gpu"), std::string::npos) << error.what();
+  }
+  EXPECT_THROW(db.record_trial(key, trial_with(TrialStatus::ok, config(64, 64), 1)), Error);
+  // The failed writes left nothing behind: the problem row they created was rolled back.
+  EXPECT_EQ(raw_query_text(db_path(), "SELECT count(*) FROM problems"), "0");
+}
+
+TEST_F(DatabaseTest, WinnerIsTheFastestOkTrialNeverAFasterWrongOne) {
+  Database db(db_path());
+  db.record_gpu(h100(), toolchain());
+  const TrialKey key = key_for(h100(), matmul(2048, 2048, 2048));
+  const auto slow = db.record_trial(key, trial_with(TrialStatus::ok, config(64, 64), 2.0));
+  const auto wrong = db.record_trial(key, trial_with(TrialStatus::wrong, config(256, 256), 0.5));
+  const auto fast = db.record_trial(key, trial_with(TrialStatus::ok, config(128, 128), 1.5));
+  const auto failed =
+      db.record_trial(key, trial_with(TrialStatus::compile_failed, config(512, 512), 0));
+
+  const std::optional<Winner> winner = db.refresh_winner(key);
+  ASSERT_TRUE(winner.has_value());
+  EXPECT_EQ(winner->config, config(128, 128));
+  EXPECT_EQ(winner->source_hash, "src" + config(128, 128).text());
+  EXPECT_DOUBLE_EQ(winner->median_ms, 1.5);
+  EXPECT_DOUBLE_EQ(winner->spread, 0.02);
+  EXPECT_EQ(winner->trials_ok, 2);
+  EXPECT_EQ(winner->trials_total, 4);
+  EXPECT_EQ(winner->gpu_model, h100().model_key());
+  EXPECT_EQ(winner->gpu_name, h100().name);
+  EXPECT_EQ(winner->template_hash, "tmplhash0");
+  EXPECT_FALSE(winner->updated_at.empty());
+
+  // Stored, not just returned.
+  const std::optional<Winner> stored = db.winner(key);
+  ASSERT_TRUE(stored.has_value());
+  EXPECT_EQ(stored->config, config(128, 128));
+
+  // Ok trials fastest first, then the rest in the order they were recorded.
+  std::vector<std::int64_t> order;
+  for (const Trial& trial : db.trials(key)) order.push_back(trial.id);
+  EXPECT_EQ(order, (std::vector<std::int64_t>{fast, slow, wrong, failed}));
+  const std::vector<Trial> top = db.top_trials(key, 2);
+  ASSERT_EQ(top.size(), 2u);
+  EXPECT_EQ(top[0].id, fast);
+  EXPECT_EQ(top[1].id, slow);
+
+  // A faster ok trial later takes over.
+  db.record_trial(key, trial_with(TrialStatus::ok, config(128, 64), 1.0));
+  EXPECT_EQ(db.refresh_winner(key)->config, config(128, 64));
+  EXPECT_EQ(db.winner(key)->trials_total, 5);
+}
+
+TEST_F(DatabaseTest, NoWinnerWithoutAnOkTrial) {
+  Database db(db_path());
+  db.record_gpu(h100(), toolchain());
+  const TrialKey key = key_for(h100(), matmul(512, 512, 512));
+  EXPECT_FALSE(db.refresh_winner(key).has_value());  // nothing ever tried
+  db.record_trial(key, trial_with(TrialStatus::wrong, config(64, 64), 0.1));
+  db.record_trial(key, trial_with(TrialStatus::timeout, config(64, 128), 0));
+  db.start_trial(key, trial_with(TrialStatus::running, config(128, 128), 0));
+  EXPECT_FALSE(db.refresh_winner(key).has_value());
+  EXPECT_FALSE(db.winner(key).has_value());
+  EXPECT_TRUE(db.winners().empty());
+  // Under another template hash the same problem is a different key.
+  const TrialKey other = key_for(h100(), key.problem, "tmplhash1");
+  db.record_trial(other, trial_with(TrialStatus::ok, config(64, 64), 1.0));
+  EXPECT_TRUE(db.refresh_winner(other).has_value());
+  EXPECT_FALSE(db.winner(key).has_value());
+}
+
+TEST_F(DatabaseTest, AbandonRunningMarksOnlyThatKeysRunningTrials) {
+  Database db(db_path());
+  db.record_gpu(h100(), toolchain());
+  const TrialKey key = key_for(h100(), matmul(256, 256, 256));
+  const TrialKey elsewhere = key_for(h100(), matmul(512, 256, 256));
+  const auto crashed_a = db.start_trial(key, trial_with(TrialStatus::running, config(64, 64), 0));
+  const auto finished = db.start_trial(key, trial_with(TrialStatus::running, config(128, 64), 0));
+  db.finish_trial(finished, trial_with(TrialStatus::ok, config(128, 64), 1.0));
+  const auto crashed_b = db.start_trial(key, trial_with(TrialStatus::running, config(64, 128), 0));
+  db.start_trial(elsewhere, trial_with(TrialStatus::running, config(64, 64), 0));
+
+  EXPECT_EQ(db.abandon_running(key), 2);
+  EXPECT_EQ(db.abandon_running(key), 0);
+  for (const Trial& trial : db.trials(key)) {
+    if (trial.id == crashed_a || trial.id == crashed_b) {
+      EXPECT_EQ(trial.status, TrialStatus::abandoned);
+      EXPECT_EQ(trial.detail, "left running by an earlier sweep that stopped mid-candidate");
+    } else {
+      EXPECT_EQ(trial.status, TrialStatus::ok);
+    }
+  }
+  ASSERT_EQ(db.trials(elsewhere).size(), 1u);
+  EXPECT_EQ(db.trials(elsewhere)[0].status, TrialStatus::running);
+}
+
+TEST_F(DatabaseTest, WinnersListAcrossGpusFilterByGpuAndRebuildProblems) {
+  Database db(db_path());
+  db.record_gpu(h100(), toolchain());
+  db.record_gpu(a100(), toolchain("12.8", "12.8"));
+  const Problem mixed = matmul(8192, 1024, 4096, DType::f16, DType::f32);
+  const Problem plain = matmul(4096, 4096, 4096);
+  for (const DeviceTarget& device : {h100(), a100()}) {
+    for (const Problem& problem : {mixed, plain}) {
+      const TrialKey key = key_for(device, problem);
+      db.record_trial(key, trial_with(TrialStatus::ok, config(128, 128), device.sm_count / 100.0));
+      ASSERT_TRUE(db.refresh_winner(key).has_value());
+    }
+  }
+
+  const std::vector<Winner> all = db.winners();
+  ASSERT_EQ(all.size(), 4u);
+  // Ordered by GPU model key ("NVIDIA A100..." < "NVIDIA H100..."), then op, then problem key.
+  EXPECT_EQ(all[0].gpu_model, a100().model_key());
+  EXPECT_EQ(all[1].gpu_model, a100().model_key());
+  EXPECT_EQ(all[2].gpu_model, h100().model_key());
+  EXPECT_EQ(all[0].problem.key(), plain.key());  // "matmul bf16..." < "matmul f16..."
+  EXPECT_EQ(all[1].problem.key(), mixed.key());
+  EXPECT_EQ(all[0].gpu_name, a100().name);
+
+  const Winner& rebuilt = all[1];
+  EXPECT_EQ(rebuilt.problem.op, "matmul");
+  EXPECT_EQ(rebuilt.problem.dtype, DType::f16);
+  EXPECT_EQ(rebuilt.problem.out_dtype, DType::f32);
+  EXPECT_EQ(rebuilt.problem.shape, (std::vector<std::int64_t>{8192, 1024, 4096}));
+
+  const std::vector<Winner> only_h100 = db.winners(h100().model_key());
+  ASSERT_EQ(only_h100.size(), 2u);
+  for (const Winner& winner : only_h100) {
+    EXPECT_EQ(winner.gpu_model, h100().model_key());
+    EXPECT_DOUBLE_EQ(winner.median_ms, 1.32);
+  }
+  EXPECT_TRUE(db.winners(std::string("no such GPU")).empty());
+}
+
+TEST_F(DatabaseTest, RecordGpuKeepsEveryToolchainSeenOnce) {
+  Database db(db_path());
+  db.record_gpu(h100(), toolchain("12.8", "12.8"));
+  db.record_gpu(h100(), toolchain("13.0", "13.0"));
+  db.record_gpu(h100(), toolchain("12.8", "12.8"));  // seen again: last_seen moves, no new row
+  const std::vector<GpuInfo> gpus = db.gpus();
+  ASSERT_EQ(gpus.size(), 1u);
+  EXPECT_EQ(gpus[0].model_key, h100().model_key());
+  EXPECT_EQ(gpus[0].name, h100().name);
+  EXPECT_EQ(gpus[0].cc_major, 9);
+  EXPECT_EQ(gpus[0].cc_minor, 0);
+  EXPECT_EQ(gpus[0].sm_count, 132);
+  ASSERT_EQ(gpus[0].toolchains_seen.size(), 2u);
+  EXPECT_EQ(gpus[0].toolchains_seen[0].driver_version, "12.8");
+  EXPECT_EQ(gpus[0].toolchains_seen[1].driver_version, "13.0");
+}
+
+TEST_F(DatabaseTest, SqlLookingStringsAreStoredVerbatim) {
+  Database db(db_path());
+  DeviceTarget device = h100();
+  device.name = "Robert'); DROP TABLE gpus; --";
+  db.record_gpu(device, toolchain("13.0'--", "\"13.0\""));
+  Problem problem = matmul(16, 16, 16);
+  problem.op = "matmul'; DELETE FROM trials WHERE '1'='1";
+  const TrialKey key = key_for(device, problem, "hash' OR '1'='1");
+  Config odd;
+  odd.values = {{"block_m'); DROP TABLE trials;--", 64}, {"quote\"and\\backslash", 2}};
+  Trial trial = trial_with(TrialStatus::wrong, odd, 1.0);
+  trial.detail = "mismatch at [0]: 'nan' vs \"1.0\"; --";
+  db.record_trial(key, trial);
+  db.record_trial(key, trial_with(TrialStatus::ok, odd, 2.0));
+  ASSERT_TRUE(db.refresh_winner(key).has_value());
+
+  const std::vector<Trial> trials = db.trials(key);
+  ASSERT_EQ(trials.size(), 2u);
+  EXPECT_EQ(trials[1].config, odd);
+  EXPECT_EQ(trials[1].detail, trial.detail);
+  const std::vector<Winner> winners = db.winners(device.model_key());
+  ASSERT_EQ(winners.size(), 1u);
+  EXPECT_EQ(winners[0].gpu_name, device.name);
+  EXPECT_EQ(winners[0].problem.op, problem.op);
+  EXPECT_EQ(winners[0].template_hash, "hash' OR '1'='1");
+  EXPECT_EQ(winners[0].config, odd);
+  EXPECT_EQ(db.gpus()[0].toolchains_seen[0].driver_version, "13.0'--");
+  // A lookup with a quote-bearing key that merely resembles a stored one finds nothing.
+  EXPECT_TRUE(db.trials(key_for(device, problem, "hash' OR '1'='1' --")).empty());
+}
+
+TEST_F(DatabaseTest, NanAndInfinityMeasurementsRoundTrip) {
+  Database db(db_path());
+  db.record_gpu(h100(), toolchain());
+  const TrialKey key = key_for(h100(), matmul(32, 32, 32));
+  Trial trial = trial_with(TrialStatus::wrong, config(64, 64), 0.3);
+  trial.rel_error = std::numeric_limits<double>::quiet_NaN();  // the kernel wrote NaNs
+  trial.spread = std::numeric_limits<double>::infinity();
+  db.record_trial(key, trial);
+  const std::vector<Trial> trials = db.trials(key);
+  ASSERT_EQ(trials.size(), 1u);
+  EXPECT_TRUE(std::isnan(trials[0].rel_error));
+  EXPECT_TRUE(std::isinf(trials[0].spread));
+  EXPECT_DOUBLE_EQ(trials[0].median_ms, 0.3);
+}
+
+TEST(TrialStatusTest, NamesRoundTripAndUnknownNamesThrow) {
+  const std::vector<std::pair<TrialStatus, std::string>> expected = {
+      {TrialStatus::running, "running"},
+      {TrialStatus::ok, "ok"},
+      {TrialStatus::wrong, "wrong"},
+      {TrialStatus::compile_failed, "compile_failed"},
+      {TrialStatus::launch_failed, "launch_failed"},
+      {TrialStatus::fault, "fault"},
+      {TrialStatus::timeout, "timeout"},
+      {TrialStatus::abandoned, "abandoned"},
+      {TrialStatus::pruned_early, "pruned_early"},
+  };
+  for (const auto& [status, name] : expected) {
+    EXPECT_EQ(status_name(status), name);
+    EXPECT_EQ(parse_status(name), status);
+  }
+  EXPECT_THROW(parse_status("OK"), Error);
+  EXPECT_THROW(parse_status(""), Error);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cubins
+
+TEST_F(DatabaseTest, CubinRoundTripIsExactAndKeyedByNvrtcVersion) {
+  Database db(db_path());
+  CompiledKernel kernel;
+  kernel.source_hash = "0123456789abcdef0123456789abcdef";
+  kernel.arch = "sm_90a";
+  kernel.nvrtc_version = "13.0";
+  kernel.lowered_name = "_Z13matmul_kernelILi128ELi128EEv6Params";
+  for (int i = 0; i < 70000; ++i) kernel.cubin.bytes.push_back(static_cast<char>((i * 7) & 0xff));
+  kernel.resources = ResourceUsage{232, 0, 8, 0, 0};
+  kernel.log = "ptxas info    : Used 232 registers\n";
+  kernel.compile_seconds = 3.5;
+  db.put_cubin(kernel);
+
+  const std::optional<CompiledKernel> hit = db.cubin(kernel.source_hash, "sm_90a", "13.0");
+  ASSERT_TRUE(hit.has_value());
+  EXPECT_EQ(hit->cubin.bytes, kernel.cubin.bytes);
+  EXPECT_EQ(hit->lowered_name, kernel.lowered_name);
+  EXPECT_EQ(hit->source_hash, kernel.source_hash);
+  EXPECT_EQ(hit->arch, "sm_90a");
+  EXPECT_EQ(hit->nvrtc_version, "13.0");
+  EXPECT_EQ(hit->resources.registers, 232);
+  EXPECT_EQ(hit->resources.static_smem_bytes, 0);
+  EXPECT_EQ(hit->resources.stack_frame_bytes, 8);
+  EXPECT_EQ(hit->log, kernel.log);
+  EXPECT_DOUBLE_EQ(hit->compile_seconds, 3.5);
+
+  // A different compiler or architecture may produce different code: a miss.
+  EXPECT_FALSE(db.cubin(kernel.source_hash, "sm_90a", "13.1").has_value());
+  EXPECT_FALSE(db.cubin(kernel.source_hash, "sm_80", "13.0").has_value());
+  EXPECT_FALSE(db.cubin("ffff", "sm_90a", "13.0").has_value());
+
+  // Putting it again replaces it; an empty cubin stays an (empty) cubin.
+  kernel.cubin.bytes = std::vector<char>();  // no buffer at all: data() is null
+  kernel.resources.registers = -1;
+  db.put_cubin(kernel);
+  const std::optional<CompiledKernel> replaced = db.cubin(kernel.source_hash, "sm_90a", "13.0");
+  ASSERT_TRUE(replaced.has_value());
+  EXPECT_TRUE(replaced->cubin.bytes.empty());
+  EXPECT_EQ(replaced->resources.registers, -1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Concurrency
+
+TEST_F(DatabaseTest, TwoHandlesOnOneFileWriteInterleaved) {
+  Database first(db_path());
+  Database second(db_path());
+  first.record_gpu(h100(), toolchain());
+  const TrialKey key = key_for(h100(), matmul(1024, 512, 256));
+  std::vector<std::int64_t> ids;
+  for (int i = 0; i < 10; ++i) {
+    Database& writer = i % 2 ? second : first;
+    const std::int64_t id =
+        writer.start_trial(key, trial_with(TrialStatus::running, config(i, i), 0));
+    // The other handle finishes what this one started.
+    Database& finisher = i % 2 ? first : second;
+    finisher.finish_trial(id, trial_with(TrialStatus::ok, config(i, i), 10.0 - i));
+    ids.push_back(id);
+  }
+  second.put_cubin(CompiledKernel{"h", "sm_90a", "13.0", "k", Cubin{{'a'}}, {}, "", 0});
+  EXPECT_EQ(first.trials(key).size(), 10u);
+  EXPECT_EQ(second.trials(key).size(), 10u);
+  EXPECT_EQ(second.refresh_winner(key)->config, config(9, 9));
+  EXPECT_EQ(first.winner(key)->config, config(9, 9));
+  EXPECT_TRUE(first.cubin("h", "sm_90a", "13.0").has_value());
+}
+
+TEST_F(DatabaseTest, ThreadsWithTheirOwnHandlesOpenAndWriteAFreshFileConcurrently) {
+  constexpr int kWriters = 4;
+  constexpr int kTrialsEach = 25;
+  const TrialKey key = key_for(h100(), matmul(128, 128, 128));
+  std::atomic<int> failures = 0;
+  std::atomic<bool> go = false;
+  std::vector<std::thread> writers;
+  for (int w = 0; w < kWriters; ++w) {
+    writers.emplace_back([&, w] {
+      while (!go) std::this_thread::yield();
+      try {
+        // All open the not-yet-existing file at once: only one may create the schema.
+        Database db(db_path());
+        db.record_gpu(h100(), toolchain());
+        for (int i = 0; i < kTrialsEach; ++i) {
+          const std::int64_t id =
+              db.start_trial(key, trial_with(TrialStatus::running, config(w, i), 0));
+          db.finish_trial(id, trial_with(TrialStatus::ok, config(w, i), 1.0 + w + i));
+          db.refresh_winner(key);
+        }
+      } catch (const std::exception& error) {
+        ADD_FAILURE() << "writer " << w << ": " << error.what();
+        ++failures;
+      }
+    });
+  }
+  go = true;
+  for (std::thread& writer : writers) writer.join();
+  ASSERT_EQ(failures, 0);
+
+  Database db(db_path());
+  EXPECT_EQ(db.trials(key).size(), static_cast<std::size_t>(kWriters * kTrialsEach));
+  const std::optional<Winner> winner = db.winner(key);
+  ASSERT_TRUE(winner.has_value());
+  EXPECT_DOUBLE_EQ(winner->median_ms, 1.0);
+  EXPECT_EQ(winner->trials_total, kWriters * kTrialsEach);
+  ASSERT_EQ(db.gpus().size(), 1u);
+  EXPECT_EQ(db.gpus()[0].toolchains_seen.size(), 1u);
+}
+
+TEST_F(DatabaseTest, OneHandleSharedByThreadsSerializesItsTransactions) {
+  Database db(db_path());
+  db.record_gpu(h100(), toolchain());
+  const TrialKey key = key_for(h100(), matmul(64, 128, 64));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      try {
+        for (int i = 0; i < 20; ++i)
+          db.record_trial(key, trial_with(TrialStatus::ok, config(t, i), 1.0 + i));
+      } catch (const std::exception& error) {
+        ADD_FAILURE() << "thread " << t << ": " << error.what();
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(db.trials(key).size(), 80u);
+}
+
+}  // namespace
+}  // namespace tilesmith::cache

@@ -1,0 +1,262 @@
+// NVRTC compiles of rendered sources (real compiles; no GPU needed) and the ptxas report parser.
+#include <gtest/gtest.h>
+
+#include <ostream>
+#include <regex>
+#include <tuple>
+#include <string>
+#include <vector>
+
+#include "generator/compiled_kernel.hpp"
+#include "templates/registry.hpp"
+
+namespace tilesmith {
+namespace {
+
+const Family& matmul() { return find_family("matmul"); }
+
+Problem matmul_problem(std::int64_t m, std::int64_t n, std::int64_t k, DType in = DType::bf16,
+                       DType out = DType::bf16) {
+  return Problem{"matmul", in, out, {m, n, k}};
+}
+
+Config tile_config(int block_m, int block_n, int block_k, int warps_m, int warps_n, int stages,
+                   int group_m) {
+  Config config;
+  config.values = {{"block_m", block_m}, {"block_n", block_n}, {"block_k", block_k},
+                   {"warps_m", warps_m}, {"warps_n", warps_n}, {"stages", stages},
+                   {"group_m", group_m}};
+  return config;
+}
+
+// A source NVRTC must reject: a hand-built RenderedSource with a syntax error.
+RenderedSource broken_source() {
+  RenderedSource source;
+  source.family = "brokenfamily";
+  source.main_name = "broken_kernel.cu";
+  source.text =
+      "extern \"C\" __global__ void broken_kernel(float* out) {\n"
+      "  out[threadIdx.x] = 1.0f +;\n"
+      "}\n";
+  source.kernel_expression = "broken_kernel";
+  source.hash = content_hash(source.text);
+  return source;
+}
+
+std::string compile_error_of(const RenderedSource& source, const std::string& arch) {
+  try {
+    compile(source, arch);
+  } catch (const Error& error) {
+    return error.what();
+  }
+  ADD_FAILURE() << "expected compile to throw tilesmith::Error";
+  return "";
+}
+
+// ---------------------------------------------------------------------------------------------
+// The default matmul config, compiled for Ampere and Hopper
+
+class DefaultConfigCompileTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(DefaultConfigCompileTest, ProducesACubinWithoutSpills) {
+  const std::string arch = GetParam();
+  Problem problem = matmul_problem(4096, 4096, 4096);
+  Config config = matmul().default_config(problem, DeviceTarget::assumed_for_arch(arch));
+  RenderedSource source = render(matmul(), config, problem);
+  CompiledKernel kernel = compile(source, arch);
+
+  EXPECT_FALSE(kernel.cubin.bytes.empty());
+  // A cubin is an ELF file.
+  ASSERT_GE(kernel.cubin.bytes.size(), 4u);
+  EXPECT_EQ(std::string(kernel.cubin.bytes.data(), 4), "\x7f" "ELF");
+  EXPECT_EQ(kernel.lowered_name.rfind("_Z", 0), 0u) << kernel.lowered_name;
+  EXPECT_NE(kernel.lowered_name.find("matmul_kernel"), std::string::npos) << kernel.lowered_name;
+  EXPECT_EQ(kernel.source_hash, source.hash);
+  EXPECT_EQ(kernel.arch, arch);
+  EXPECT_TRUE(std::regex_match(kernel.nvrtc_version, std::regex(R"(1[3-9]\.\d+)")))
+      << kernel.nvrtc_version;
+  EXPECT_EQ(kernel.nvrtc_version, nvrtc_version());
+  EXPECT_GT(kernel.resources.registers, 0) << kernel.log;
+  EXPECT_LE(kernel.resources.registers, 255) << kernel.log;
+  EXPECT_EQ(kernel.resources.spill_store_bytes, 0) << kernel.log;
+  EXPECT_EQ(kernel.resources.spill_load_bytes, 0) << kernel.log;
+  EXPECT_NE(kernel.log.find(kernel.lowered_name), std::string::npos)
+      << "the verbose ptxas report should name the kernel:\n" << kernel.log;
+  EXPECT_GT(kernel.compile_seconds, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, DefaultConfigCompileTest, ::testing::Values("sm_80", "sm_90a"));
+
+TEST(CompileToPtxTest, UsesTensorCoreMmaAndTheExactTarget) {
+  Problem problem = matmul_problem(4096, 4096, 4096);
+  Config config = matmul().default_config(problem, DeviceTarget::assumed_for_arch("sm_90a"));
+  std::string ptx = compile_to_ptx(render(matmul(), config, problem), "sm_90a");
+  EXPECT_NE(ptx.find("mma.sync.aligned.m16n8k16"), std::string::npos);
+  EXPECT_NE(ptx.find(".target sm_90a"), std::string::npos);
+  EXPECT_NE(ptx.find("cp.async"), std::string::npos);  // the aligned pipeline
+  EXPECT_NE(ptx.find("ldmatrix"), std::string::npos);
+  EXPECT_NE(ptx.find(".entry"), std::string::npos);
+  EXPECT_EQ(ptx.find('\0'), std::string::npos) << "no trailing NUL in the PTX text";
+}
+
+TEST(CompileToPtxTest, Sm80TargetsSm80) {
+  Problem problem = matmul_problem(4093, 4093, 4093);
+  Config config = matmul().default_config(problem, DeviceTarget::assumed_for_arch("sm_80"));
+  std::string ptx = compile_to_ptx(render(matmul(), config, problem), "sm_80");
+  EXPECT_NE(ptx.find(".target sm_80"), std::string::npos);
+  EXPECT_NE(ptx.find("mma.sync.aligned.m16n8k16"), std::string::npos);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Failures
+
+TEST(CompileErrorTest, SyntaxErrorThrowsWithFamilyArchAndLog) {
+  std::string message = compile_error_of(broken_source(), "sm_90a");
+  EXPECT_NE(message.find("brokenfamily"), std::string::npos) << message;
+  EXPECT_NE(message.find("sm_90a"), std::string::npos) << message;
+  EXPECT_NE(message.find("broken_kernel"), std::string::npos) << message;
+  // NVRTC's own log: the file name, the line and "error".
+  EXPECT_NE(message.find("error"), std::string::npos) << message;
+  EXPECT_NE(message.find("broken_kernel.cu(2)"), std::string::npos) << message;
+}
+
+TEST(CompileErrorTest, PtxOfABrokenSourceThrowsToo) {
+  try {
+    compile_to_ptx(broken_source(), "sm_80");
+    FAIL() << "expected compile_to_ptx to throw";
+  } catch (const Error& error) {
+    std::string message = error.what();
+    EXPECT_NE(message.find("brokenfamily"), std::string::npos) << message;
+    EXPECT_NE(message.find("error"), std::string::npos) << message;
+  }
+}
+
+TEST(CompileErrorTest, UnknownArchitectureThrowsNamingIt) {
+  RenderedSource source;
+  source.family = "tiny";
+  source.main_name = "tiny.cu";
+  source.text = "extern \"C\" __global__ void tiny(float* out) { out[0] = 1.0f; }\n";
+  source.kernel_expression = "tiny";
+  EXPECT_NO_THROW(compile(source, "sm_80"));
+  std::string message = compile_error_of(source, "sm_13");
+  EXPECT_NE(message.find("sm_13"), std::string::npos) << message;
+  EXPECT_NE(message.find("tiny"), std::string::npos) << message;
+}
+
+// ---------------------------------------------------------------------------------------------
+// parse_resource_usage
+
+const char* const kTwoKernelLog =
+    "ptxas info    : 0 bytes gmem\n"
+    "ptxas info    : Compiling entry function '_Z1kPf' for 'sm_90a'\n"
+    "ptxas info    : Function properties for _Z1kPf\n"
+    "ptxas         .     8 bytes stack frame, 4 bytes spill stores, 4 bytes spill loads\n"
+    "ptxas info    : Used 40 registers, used 1 barriers, 512 bytes smem, 400 bytes cmem[0]\n"
+    "ptxas info    : Compiling entry function '_Z1kPfi' for 'sm_90a'\n"
+    "ptxas info    : Function properties for _Z1kPfi\n"
+    "ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+    "ptxas info    : Used 168 registers, used 1 barriers, 0 bytes smem, 380 bytes cmem[0]\n";
+
+TEST(ParseResourceUsageTest, ReadsTheFirstKernel) {
+  ResourceUsage usage = parse_resource_usage(kTwoKernelLog, "_Z1kPf");
+  EXPECT_EQ(usage.registers, 40);
+  EXPECT_EQ(usage.static_smem_bytes, 512);
+  EXPECT_EQ(usage.stack_frame_bytes, 8);
+  EXPECT_EQ(usage.spill_store_bytes, 4);
+  EXPECT_EQ(usage.spill_load_bytes, 4);
+}
+
+TEST(ParseResourceUsageTest, ReadsTheSecondKernelWhoseNameExtendsTheFirst) {
+  ResourceUsage usage = parse_resource_usage(kTwoKernelLog, "_Z1kPfi");
+  EXPECT_EQ(usage.registers, 168);
+  EXPECT_EQ(usage.static_smem_bytes, 0);
+  EXPECT_EQ(usage.stack_frame_bytes, 0);
+  EXPECT_EQ(usage.spill_store_bytes, 0);
+  EXPECT_EQ(usage.spill_load_bytes, 0);
+}
+
+TEST(ParseResourceUsageTest, UnknownKernelIsNotReported) {
+  ResourceUsage usage = parse_resource_usage(kTwoKernelLog, "_Z1k");
+  EXPECT_EQ(usage.registers, -1);
+  EXPECT_EQ(usage.spill_store_bytes, 0);
+  ResourceUsage empty = parse_resource_usage("", "_Z1kPf");
+  EXPECT_EQ(empty.registers, -1);
+}
+
+TEST(ParseResourceUsageTest, ReadsARealNvrtcLog) {
+  Problem problem = matmul_problem(4096, 4096, 4096);
+  Config config = matmul().default_config(problem, DeviceTarget::assumed_for_arch("sm_90a"));
+  CompiledKernel kernel = compile(render(matmul(), config, problem), "sm_90a");
+  ResourceUsage usage = parse_resource_usage(kernel.log, kernel.lowered_name);
+  EXPECT_EQ(usage.registers, kernel.resources.registers);
+  EXPECT_GT(usage.registers, 0) << kernel.log;
+  // The pipeline's shared memory is dynamic: nothing static.
+  EXPECT_EQ(usage.static_smem_bytes, 0) << kernel.log;
+}
+
+// ---------------------------------------------------------------------------------------------
+// A deterministic sample of the space: stages, warps and tiles, aligned and unaligned shapes,
+// f16 and bf16 in, same-type and f32 out. None may fail to compile or spill.
+
+struct SampleCase {
+  const char* label;
+  Config config;
+  Problem problem;
+};
+
+std::vector<SampleCase> space_sample() {
+  return {
+      {"128x128x32_w2x2_s4_bf16_aligned", tile_config(128, 128, 32, 2, 2, 4, 8),
+       matmul_problem(4096, 4096, 4096, DType::bf16, DType::bf16)},
+      {"256x128x64_w4x2_s3_f16_aligned", tile_config(256, 128, 64, 4, 2, 3, 8),
+       matmul_problem(1000, 1000, 1000, DType::f16, DType::f16)},
+      {"64x64x32_w2x2_s2_bf16_f32_unaligned", tile_config(64, 64, 32, 2, 2, 2, 1),
+       matmul_problem(4093, 4093, 4093, DType::bf16, DType::f32)},
+      {"64x256x32_w1x4_s5_f16_f32_unaligned", tile_config(64, 256, 32, 1, 4, 5, 8),
+       matmul_problem(17, 33, 65, DType::f16, DType::f32)},
+      {"128x256x64_w2x4_s2_bf16_aligned", tile_config(128, 256, 64, 2, 4, 2, 1),
+       matmul_problem(1024, 1024, 1024, DType::bf16, DType::bf16)},
+      {"256x256x32_w4x4_s4_bf16_unaligned", tile_config(256, 256, 32, 4, 4, 4, 8),
+       matmul_problem(1001, 999, 1003, DType::bf16, DType::bf16)},
+  };
+}
+
+void PrintTo(const SampleCase& sample, std::ostream* out) {
+  *out << sample.label << " (" << sample.config.text() << ", " << sample.problem.key() << ")";
+}
+
+class SpaceSampleCompileTest
+    : public ::testing::TestWithParam<std::tuple<SampleCase, const char*>> {};
+
+TEST_P(SpaceSampleCompileTest, CompilesWithoutSpills) {
+  const auto& [sample, arch] = GetParam();
+  DeviceTarget device = DeviceTarget::assumed_for_arch(arch);
+  ASSERT_NO_THROW(matmul().validate(sample.problem));
+  auto reason = matmul().reject(sample.config, sample.problem, device);
+  ASSERT_FALSE(reason.has_value()) << "the sample must be a member of the pruned space: "
+                                   << *reason;
+  CompiledKernel kernel;
+  try {
+    kernel = compile(render(matmul(), sample.config, sample.problem), arch);
+  } catch (const Error& error) {
+    FAIL() << sample.config.text() << " for " << arch << ":\n" << error.what();
+  }
+  EXPECT_FALSE(kernel.cubin.bytes.empty());
+  EXPECT_GT(kernel.resources.registers, 0) << kernel.log;
+  EXPECT_EQ(kernel.resources.spill_store_bytes, 0) << kernel.log;
+  EXPECT_EQ(kernel.resources.spill_load_bytes, 0) << kernel.log;
+  // __launch_bounds__(threads): registers * threads fit the register file.
+  int threads = sample.config.at("warps_m") * sample.config.at("warps_n") * 32;
+  EXPECT_LE(kernel.resources.registers * threads, device.regs_per_block) << kernel.log;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Matmul, SpaceSampleCompileTest,
+    ::testing::Combine(::testing::ValuesIn(space_sample()), ::testing::Values("sm_80", "sm_90a")),
+    [](const ::testing::TestParamInfo<SpaceSampleCompileTest::ParamType>& info) {
+      std::string arch = std::get<1>(info.param);
+      return std::string(std::get<0>(info.param).label) + "_" + arch;
+    });
+
+}  // namespace
+}  // namespace tilesmith

@@ -1,0 +1,193 @@
+// Rendering a config into a translation unit, and the hashes results and cubins are stored under.
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <set>
+#include <string>
+
+#include "generator/rendered_source.hpp"
+#include "templates/registry.hpp"
+
+namespace tilesmith {
+namespace {
+
+const Family& matmul() { return find_family("matmul"); }
+
+Problem matmul_problem(std::int64_t m, std::int64_t n, std::int64_t k, DType in = DType::bf16,
+                       DType out = DType::bf16) {
+  return Problem{"matmul", in, out, {m, n, k}};
+}
+
+Config tile_config(int block_m, int block_n, int block_k, int warps_m, int warps_n, int stages,
+                   int group_m = 8) {
+  Config config;
+  config.values = {{"block_m", block_m}, {"block_n", block_n}, {"block_k", block_k},
+                   {"warps_m", warps_m}, {"warps_n", warps_n}, {"stages", stages},
+                   {"group_m", group_m}};
+  return config;
+}
+
+bool is_lowercase_hex(const std::string& text) {
+  for (char c : text)
+    if (!std::isdigit(static_cast<unsigned char>(c)) && (c < 'a' || c > 'f')) return false;
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// render
+
+TEST(RenderTest, IsDeterministic) {
+  Problem problem = matmul_problem(4096, 4096, 4096);
+  Config config = tile_config(128, 128, 32, 2, 2, 4);
+  RenderedSource first = render(matmul(), config, problem);
+  RenderedSource second = render(matmul(), config, problem);
+  EXPECT_EQ(first.text, second.text);
+  EXPECT_EQ(first.hash, second.hash);
+  EXPECT_EQ(first.kernel_expression, second.kernel_expression);
+  EXPECT_EQ(first.headers, second.headers);
+  EXPECT_EQ(first.main_name, second.main_name);
+}
+
+TEST(RenderTest, CarriesTheFamilyConfigAndKernelExpression) {
+  Problem problem = matmul_problem(4096, 4096, 4096);
+  Config config = tile_config(128, 64, 32, 2, 1, 3, 1);
+  RenderedSource source = render(matmul(), config, problem);
+  EXPECT_EQ(source.family, "matmul");
+  EXPECT_EQ(source.config, config);
+  EXPECT_EQ(source.kernel_expression, matmul().kernel_expression(config, problem));
+  EXPECT_EQ(source.headers, matmul().source().headers);
+  EXPECT_FALSE(source.main_name.empty());
+  EXPECT_NE(source.text.find(config.text()), std::string::npos)
+      << "the config should be readable in the source";
+  EXPECT_NE(source.text.find(source.kernel_expression), std::string::npos);
+  EXPECT_NE(source.text.find(matmul().source().main_text), std::string::npos)
+      << "the family's kernel source should be in the translation unit";
+  EXPECT_EQ(source.hash.size(), 32u);
+  EXPECT_TRUE(is_lowercase_hex(source.hash)) << source.hash;
+}
+
+TEST(RenderTest, EveryConfigOfTheSpaceHasItsOwnHash) {
+  Problem problem = matmul_problem(4096, 4096, 4096);
+  std::set<std::string> hashes;
+  int configs = 0;
+  for (int block_m : {64, 128, 256})
+    for (int stages : {2, 3, 4, 5})
+      for (int group_m : {1, 8}) {
+        ++configs;
+        hashes.insert(render(matmul(), tile_config(block_m, 128, 32, 2, 2, stages, group_m),
+                             problem)
+                          .hash);
+      }
+  EXPECT_EQ(hashes.size(), static_cast<std::size_t>(configs));
+}
+
+TEST(RenderTest, OneParameterChangesTheHash) {
+  Problem problem = matmul_problem(4096, 4096, 4096);
+  Config base = tile_config(128, 128, 32, 2, 2, 4, 8);
+  std::string base_hash = render(matmul(), base, problem).hash;
+  for (const auto& [name, value] : base.values) {
+    Config changed = base;
+    changed.values[name] = value == 1 ? 2 : value / 2;
+    EXPECT_NE(render(matmul(), changed, problem).hash, base_hash) << name;
+  }
+}
+
+TEST(RenderTest, AlignmentAndDtypesChangeTheHash) {
+  Config config = tile_config(128, 128, 32, 2, 2, 4);
+  RenderedSource aligned = render(matmul(), config, matmul_problem(4096, 4096, 4096));
+  RenderedSource unaligned = render(matmul(), config, matmul_problem(4093, 4093, 4093));
+  EXPECT_NE(aligned.kernel_expression, unaligned.kernel_expression);
+  EXPECT_NE(aligned.hash, unaligned.hash);
+  EXPECT_NE(aligned.text, unaligned.text);
+
+  std::set<std::string> hashes = {aligned.hash};
+  hashes.insert(render(matmul(), config,
+                       matmul_problem(4096, 4096, 4096, DType::f16, DType::f16)).hash);
+  hashes.insert(render(matmul(), config,
+                       matmul_problem(4096, 4096, 4096, DType::bf16, DType::f32)).hash);
+  hashes.insert(render(matmul(), config,
+                       matmul_problem(4096, 4096, 4096, DType::f16, DType::f32)).hash);
+  EXPECT_EQ(hashes.size(), 4u);
+}
+
+TEST(RenderTest, ShapesWithTheSameAlignmentShareTheSource) {
+  // The kernel takes M, N and K at run time: a cubin compiled for one aligned shape is the same
+  // cubin for another, and the hash (the cubin cache key) says so.
+  Config config = tile_config(128, 128, 32, 2, 2, 4);
+  RenderedSource large = render(matmul(), config, matmul_problem(4096, 4096, 4096));
+  RenderedSource small = render(matmul(), config, matmul_problem(1000, 64, 2048));
+  EXPECT_EQ(large.hash, small.hash);
+  EXPECT_EQ(large.text, small.text);
+}
+
+TEST(RenderTest, ReferenceIsItsOwnTranslationUnit) {
+  Problem problem = matmul_problem(64, 64, 64);
+  RenderedSource reference = render_reference(matmul(), problem);
+  RenderedSource kernel = render(matmul(), matmul().default_config(problem, DeviceTarget::assumed_for_arch("sm_90a")), problem);
+  EXPECT_EQ(reference.family, "matmul");
+  EXPECT_TRUE(reference.config.values.empty());
+  EXPECT_EQ(reference.kernel_expression, matmul().reference_expression(problem));
+  EXPECT_NE(reference.text.find(reference.kernel_expression), std::string::npos);
+  EXPECT_NE(reference.hash, kernel.hash);
+  EXPECT_NE(reference.main_name, kernel.main_name);
+  EXPECT_EQ(render_reference(matmul(), problem).hash, reference.hash);
+  EXPECT_NE(render_reference(matmul(), matmul_problem(64, 64, 64, DType::f16, DType::f16)).hash,
+            reference.hash);
+}
+
+// ---------------------------------------------------------------------------------------------
+// template_hash and content_hash
+
+TEST(TemplateHashTest, IsStableAnd32HexDigits) {
+  std::string hash = template_hash(matmul());
+  EXPECT_EQ(hash, template_hash(matmul()));
+  EXPECT_EQ(hash.size(), 32u);
+  EXPECT_TRUE(is_lowercase_hex(hash)) << hash;
+  // Not the hash of any one rendered kernel: it names the templates, not a config.
+  Problem problem = matmul_problem(4096, 4096, 4096);
+  EXPECT_NE(hash, render(matmul(), tile_config(128, 128, 32, 2, 2, 4), problem).hash);
+}
+
+TEST(ContentHashTest, Is32LowercaseHexDigits) {
+  for (const std::string& text : {std::string(), std::string("a"), std::string(10000, 'x')}) {
+    std::string hash = content_hash(text);
+    EXPECT_EQ(hash.size(), 32u);
+    EXPECT_TRUE(is_lowercase_hex(hash)) << hash;
+  }
+}
+
+TEST(ContentHashTest, LowLaneIsStandardFnv1a64) {
+  // The low 64 bits are plain FNV-1a (offset basis cbf29ce484222325, prime 100000001b3), whose
+  // published test vectors pin the implementation down.
+  EXPECT_EQ(content_hash("").substr(16), "cbf29ce484222325");
+  EXPECT_EQ(content_hash("a").substr(16), "af63dc4c8601ec8c");
+  EXPECT_EQ(content_hash("foobar").substr(16), "85944171f73967e8");
+  EXPECT_EQ(content_hash(""), "84222325cbf29ce4cbf29ce484222325");
+}
+
+TEST(ContentHashTest, EveryOneByteChangeChangesTheHash) {
+  std::string text;
+  for (int i = 0; i < 512; ++i) text += static_cast<char>('a' + (i * 7) % 26);
+  const std::string original = content_hash(text);
+  std::set<std::string> hashes = {original};
+  for (std::size_t position = 0; position < text.size(); position += 17) {
+    std::string changed = text;
+    changed[position] = static_cast<char>(changed[position] ^ 1);
+    hashes.insert(content_hash(changed));
+  }
+  std::string longer = text + '\0';
+  hashes.insert(content_hash(longer));
+  hashes.insert(content_hash(text.substr(1)));
+  // Every variant differs from the original and from each other.
+  std::size_t variants = (text.size() + 16) / 17 + 2;
+  EXPECT_EQ(hashes.size(), variants + 1);
+}
+
+TEST(ContentHashTest, BothHalvesChangeWithTheInput) {
+  std::string a = content_hash("block_m=128"), b = content_hash("block_m=256");
+  EXPECT_NE(a.substr(0, 16), b.substr(0, 16));
+  EXPECT_NE(a.substr(16), b.substr(16));
+}
+
+}  // namespace
+}  // namespace tilesmith

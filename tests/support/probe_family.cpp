@@ -1,0 +1,108 @@
+#include "support/probe_family.hpp"
+
+#include <memory>
+#include <mutex>
+
+#include "templates/registry.hpp"
+
+namespace tilesmith::testing {
+namespace {
+
+const char* kProbeSource = R"PROBE(
+struct ProbeParams { const float* in; float* out; long long n; };
+
+template <int BEHAVIOR, int BLOCK>
+__global__ void __launch_bounds__(BLOCK) probe_kernel(const ProbeParams p) {
+  long long i = blockIdx.x * (long long)BLOCK + threadIdx.x;
+  if (BEHAVIOR == 2) {  // never finishes: only the watchdog ends it
+    volatile int spin = 1;
+    while (spin) {}
+  }
+  if (i < p.n) {
+    if (BEHAVIOR == 1) p.out[i + (1ll << 40)] = 1.f;  // a terabyte past the buffer: faults
+    p.out[i] = p.in[i] + (BEHAVIOR == 3 ? 1.f : 0.f);
+  }
+}
+
+__global__ void probe_reference(const ProbeParams p) {
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i < p.n) p.out[i] = p.in[i];
+}
+)PROBE";
+
+struct ProbeParams {
+  const float* in;
+  float* out;
+  long long n;
+};
+
+class ProbeFamily final : public Family {
+ public:
+  ProbeFamily() {
+    source_.main_name = "probe.cuh";
+    source_.main_text = kProbeSource;
+  }
+  std::string name() const override { return "probe"; }
+  const FamilySource& source() const override { return source_; }
+  std::vector<ParamSpec> space() const override {
+    return {{"behavior", {kCorrect, kFault, kHang, kWrong}}, {"block", {128, 256}}};
+  }
+  std::optional<std::string> reject(const Config& config, const Problem&,
+                                    const DeviceTarget&) const override {
+    if (!config.values.count("behavior") || !config.values.count("block")) return "incomplete";
+    return std::nullopt;
+  }
+  Config default_config(const Problem&, const DeviceTarget&) const override {
+    return Config{{{"behavior", kCorrect}, {"block", 256}}};
+  }
+  void validate(const Problem& problem) const override {
+    if (problem.shape.size() != 1 || problem.dtype != DType::f32 || problem.out_dtype != DType::f32)
+      throw Error("probe: expects one dimension and f32");
+  }
+  std::string kernel_expression(const Config& config, const Problem&) const override {
+    return "probe_kernel<" + std::to_string(config.at("behavior")) + "," +
+           std::to_string(config.at("block")) + ">";
+  }
+  LaunchGeometry launch(const Config& config, const Problem& problem) const override {
+    LaunchGeometry g;
+    g.block[0] = config.at("block");
+    g.grid[0] = static_cast<unsigned>((problem.shape[0] + g.block[0] - 1) / g.block[0]);
+    return g;
+  }
+  std::vector<TensorSpec> tensors(const Problem& problem) const override {
+    auto n = static_cast<std::size_t>(problem.shape[0]);
+    return {{"in", DType::f32, n, false}, {"out", DType::f32, n, true}};
+  }
+  KernelArgs args(const Problem& problem, std::span<const std::uint64_t> a) const override {
+    return KernelArgs::of(ProbeParams{reinterpret_cast<const float*>(a[0]),
+                                      reinterpret_cast<float*>(a[1]), problem.shape[0]});
+  }
+  std::string reference_expression(const Problem&) const override { return "probe_reference"; }
+  LaunchGeometry reference_launch(const Problem& problem) const override {
+    return launch(default_config(problem, {}), problem);
+  }
+  KernelArgs reference_args(const Problem& problem, std::span<const std::uint64_t> a,
+                            std::uint64_t out) const override {
+    return KernelArgs::of(ProbeParams{reinterpret_cast<const float*>(a[0]),
+                                      reinterpret_cast<float*>(out), problem.shape[0]});
+  }
+  std::vector<double> reference_cpu(const Problem&,
+                                    const std::vector<std::vector<double>>& inputs) const override {
+    return inputs.at(0);
+  }
+  Work work(const Problem& problem) const override {
+    return {0.0, 8.0 * static_cast<double>(problem.shape[0])};
+  }
+
+ private:
+  FamilySource source_;
+};
+
+}  // namespace
+
+void register_probe_family() {
+  static std::once_flag once;
+  std::call_once(once, [] { register_family(std::make_unique<ProbeFamily>()); });
+}
+
+}  // namespace tilesmith::testing

@@ -1,0 +1,490 @@
+// The matmul family's descriptor: space, constraints, launch rule, kernel names and references.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "templates/family.hpp"
+#include "templates/matmul/matmul_params.h"
+#include "templates/registry.hpp"
+
+namespace tilesmith {
+namespace {
+
+const Family& matmul() { return find_family("matmul"); }
+
+Problem matmul_problem(std::int64_t m, std::int64_t n, std::int64_t k, DType in = DType::bf16,
+                       DType out = DType::bf16) {
+  return Problem{"matmul", in, out, {m, n, k}};
+}
+
+Config tile_config(int block_m, int block_n, int block_k, int warps_m, int warps_n, int stages,
+                   int group_m = 8) {
+  Config config;
+  config.values = {{"block_m", block_m}, {"block_n", block_n}, {"block_k", block_k},
+                   {"warps_m", warps_m}, {"warps_n", warps_n}, {"stages", stages},
+                   {"group_m", group_m}};
+  return config;
+}
+
+// The shared memory a config's pipeline needs: STAGES A and B tiles, rows padded by 8 elements,
+// 2 bytes per element.
+int expected_smem_bytes(int block_m, int block_n, int block_k, int stages) {
+  return stages * (block_m * (block_k + 8) + block_k * (block_n + 8)) * 2;
+}
+
+// All configs of the space in a fixed order (independent of the tuner's enumerate_space).
+std::vector<Config> whole_space(const Family& family) {
+  std::vector<Config> configs(1);
+  for (const ParamSpec& param : family.space()) {
+    std::vector<Config> extended;
+    for (const Config& partial : configs)
+      for (int value : param.values) {
+        Config config = partial;
+        config.values[param.name] = value;
+        extended.push_back(config);
+      }
+    configs = extended;
+  }
+  return configs;
+}
+
+template <class Action>
+std::string error_message_of(Action&& action) {
+  try {
+    action();
+  } catch (const Error& error) {
+    return error.what();
+  }
+  ADD_FAILURE() << "expected tilesmith::Error, nothing was thrown";
+  return "";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Registry and space
+
+TEST(MatmulRegistryTest, FindsMatmulByName) {
+  EXPECT_EQ(matmul().name(), "matmul");
+  auto families = all_families();
+  EXPECT_TRUE(std::any_of(families.begin(), families.end(),
+                          [](const Family* family) { return family->name() == "matmul"; }));
+}
+
+TEST(MatmulRegistryTest, UnknownOpThrowsListingKnownNames) {
+  std::string message = error_message_of([] { find_family("convolution"); });
+  EXPECT_NE(message.find("convolution"), std::string::npos) << message;
+  EXPECT_NE(message.find("matmul"), std::string::npos) << message;
+}
+
+TEST(MatmulFamilyTest, SpaceHasTheTileParametersInOrder) {
+  std::vector<std::string> names;
+  for (const ParamSpec& param : matmul().space()) {
+    names.push_back(param.name);
+    EXPECT_FALSE(param.values.empty()) << param.name;
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"block_m", "block_n", "block_k", "warps_m", "warps_n",
+                                             "stages", "group_m"}));
+}
+
+TEST(MatmulFamilyTest, SourceEmbedsTheKernelAndItsHeaders) {
+  const FamilySource& source = matmul().source();
+  EXPECT_EQ(source.main_name, "matmul.cuh");
+  EXPECT_NE(source.main_text.find("matmul_kernel"), std::string::npos);
+  EXPECT_NE(source.main_text.find("matmul_reference"), std::string::npos);
+  EXPECT_EQ(source.headers.count("common/tile_primitives.cuh"), 1u);
+  EXPECT_EQ(source.headers.count("matmul/matmul_params.h"), 1u);
+  for (const auto& [name, text] : source.headers) EXPECT_FALSE(text.empty()) << name;
+}
+
+// ---------------------------------------------------------------------------------------------
+// validate
+
+TEST(MatmulValidateTest, RejectsAnotherOp) {
+  Problem problem = matmul_problem(64, 64, 64);
+  problem.op = "conv";
+  std::string message = error_message_of([&] { matmul().validate(problem); });
+  EXPECT_NE(message.find("conv"), std::string::npos) << message;
+}
+
+TEST(MatmulValidateTest, RejectsShapesThatAreNotMxNxK) {
+  Problem two_dims{"matmul", DType::bf16, DType::bf16, {64, 64}};
+  std::string message = error_message_of([&] { matmul().validate(two_dims); });
+  EXPECT_NE(message.find("64x64"), std::string::npos) << message;
+  Problem four_dims{"matmul", DType::bf16, DType::bf16, {8, 8, 8, 8}};
+  EXPECT_THROW(matmul().validate(four_dims), Error);
+}
+
+TEST(MatmulValidateTest, RejectsDimensionsOutsideTheKernelsIntRange) {
+  EXPECT_THROW(matmul().validate(matmul_problem(0, 64, 64)), Error);
+  EXPECT_THROW(matmul().validate(matmul_problem(64, -1, 64)), Error);
+  EXPECT_THROW(matmul().validate(matmul_problem(64, 64, 1ll << 31)), Error);
+  EXPECT_THROW(matmul().validate(matmul_problem(1 << 21, 1 << 20, 16)), Error);  // M*N = 2^41
+  EXPECT_NO_THROW(matmul().validate(matmul_problem((1ll << 31) - 1, 1, 1)));
+}
+
+TEST(MatmulValidateTest, RejectsF32Input) {
+  std::string message =
+      error_message_of([] { matmul().validate(matmul_problem(64, 64, 64, DType::f32, DType::f32)); });
+  EXPECT_NE(message.find("f32"), std::string::npos) << message;
+}
+
+TEST(MatmulValidateTest, RejectsMixingHalfTypes) {
+  EXPECT_THROW(matmul().validate(matmul_problem(64, 64, 64, DType::f16, DType::bf16)), Error);
+  EXPECT_THROW(matmul().validate(matmul_problem(64, 64, 64, DType::bf16, DType::f16)), Error);
+}
+
+TEST(MatmulValidateTest, AcceptsSameTypeOrF32Output) {
+  for (DType in : {DType::f16, DType::bf16}) {
+    EXPECT_NO_THROW(matmul().validate(matmul_problem(64, 64, 64, in, in))) << dtype_name(in);
+    EXPECT_NO_THROW(matmul().validate(matmul_problem(17, 33, 65, in, DType::f32)))
+        << dtype_name(in);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// reject
+
+class MatmulRejectTest : public ::testing::Test {
+ protected:
+  std::optional<std::string> reject(const Config& config, const DeviceTarget& device) const {
+    return matmul().reject(config, problem_, device);
+  }
+  Problem problem_ = matmul_problem(4096, 4096, 4096);
+  DeviceTarget hopper_ = DeviceTarget::assumed_for_arch("sm_90a");
+  DeviceTarget ampere_ = DeviceTarget::assumed_for_arch("sm_80");
+};
+
+TEST_F(MatmulRejectTest, AcceptsFiveHundredTwelveThreadsWhenTheyDivideTheTile) {
+  // 4x4 warps on 128x128x32: 512 threads, 32x32 warp tiles, one 16-byte chunk each per stage.
+  EXPECT_EQ(reject(tile_config(128, 128, 32, 4, 4, 3), hopper_), std::nullopt);
+}
+
+TEST_F(MatmulRejectTest, RejectsMoreThreadsThanTheDeviceAllows) {
+  DeviceTarget small = hopper_;
+  small.max_threads_per_block = 128;
+  auto reason = reject(tile_config(128, 128, 32, 4, 4, 3), small);
+  ASSERT_TRUE(reason.has_value());
+  EXPECT_NE(reason->find("512 threads"), std::string::npos) << *reason;
+  EXPECT_NE(reason->find("128"), std::string::npos) << *reason;
+  // Exactly at the limit is fine: 2x2 warps are 128 threads.
+  EXPECT_EQ(reject(tile_config(128, 128, 32, 2, 2, 3), small), std::nullopt);
+}
+
+TEST_F(MatmulRejectTest, RejectsSharedMemoryOverTheDeviceLimit) {
+  Config config = tile_config(256, 256, 64, 4, 4, 5);
+  int needed = expected_smem_bytes(256, 256, 64, 5);
+  ASSERT_GT(needed, ampere_.max_smem_per_block_optin);
+  auto reason = reject(config, ampere_);
+  ASSERT_TRUE(reason.has_value());
+  EXPECT_NE(reason->find("shared memory"), std::string::npos) << *reason;
+  EXPECT_NE(reason->find(std::to_string(needed)), std::string::npos) << *reason;
+  EXPECT_NE(reason->find(std::to_string(ampere_.max_smem_per_block_optin)), std::string::npos)
+      << *reason;
+  // Two stages fit in the same 163 KB.
+  ASSERT_LE(expected_smem_bytes(256, 256, 64, 2), ampere_.max_smem_per_block_optin);
+  EXPECT_EQ(reject(tile_config(256, 256, 64, 4, 4, 2), ampere_), std::nullopt);
+}
+
+TEST_F(MatmulRejectTest, AcceptsSharedMemoryExactlyAtTheLimit) {
+  DeviceTarget exact = hopper_;
+  exact.max_smem_per_block_optin = expected_smem_bytes(128, 128, 32, 4);
+  EXPECT_EQ(reject(tile_config(128, 128, 32, 2, 2, 4), exact), std::nullopt);
+  exact.max_smem_per_block_optin -= 1;
+  EXPECT_TRUE(reject(tile_config(128, 128, 32, 2, 2, 4), exact).has_value());
+}
+
+TEST_F(MatmulRejectTest, RejectsWarpTilesThatAreNotMultiplesOfSixteen) {
+  // 48 rows over 2 warps: 24-row warp tiles.
+  auto rows = reject(tile_config(48, 128, 32, 2, 2, 3), hopper_);
+  ASSERT_TRUE(rows.has_value());
+  EXPECT_NE(rows->find("16x16"), std::string::npos) << *rows;
+  // 64 columns over 4 warps is 16 each (fine); 96 over 4 is 24 (not).
+  EXPECT_TRUE(reject(tile_config(64, 96, 32, 1, 4, 3), hopper_).has_value());
+}
+
+TEST_F(MatmulRejectTest, RejectsBlockKThatIsNotAMultipleOfTheMmaK) {
+  auto reason = reject(tile_config(128, 128, 24, 2, 2, 3), hopper_);
+  ASSERT_TRUE(reason.has_value());
+  EXPECT_NE(reason->find("block_k"), std::string::npos) << *reason;
+}
+
+TEST_F(MatmulRejectTest, RejectsMoreThan128AccumulatorsPerThread) {
+  // 256x256 on 2x2 warps: a 128x128 warp tile, 128*128/32 = 512 accumulators per thread.
+  auto reason = reject(tile_config(256, 256, 32, 2, 2, 2), hopper_);
+  ASSERT_TRUE(reason.has_value());
+  EXPECT_NE(reason->find("512 accumulators"), std::string::npos) << *reason;
+  // 256x256 on a single warp (2048 accumulators) is rejected too, whichever rule fires first.
+  EXPECT_TRUE(reject(tile_config(256, 256, 32, 1, 1, 2), hopper_).has_value());
+  // A 64x128 warp tile is 256 (the measured spill case); 64x64 is exactly 128 and allowed.
+  auto wide = reject(tile_config(128, 256, 32, 2, 2, 3), hopper_);
+  ASSERT_TRUE(wide.has_value());
+  EXPECT_NE(wide->find("256 accumulators"), std::string::npos) << *wide;
+  EXPECT_EQ(reject(tile_config(128, 128, 32, 2, 2, 3), hopper_), std::nullopt);
+}
+
+TEST_F(MatmulRejectTest, RejectsBlocksOfFewerThanFourWarps) {
+  for (auto [warps_m, warps_n] : {std::pair{1, 1}, std::pair{1, 2}, std::pair{2, 1}}) {
+    auto reason = reject(tile_config(64, 64, 32, warps_m, warps_n, 2), hopper_);
+    ASSERT_TRUE(reason.has_value()) << warps_m << "x" << warps_n;
+    EXPECT_NE(reason->find("warps"), std::string::npos) << *reason;
+  }
+  EXPECT_EQ(reject(tile_config(64, 64, 32, 2, 2, 2), hopper_), std::nullopt);
+  EXPECT_EQ(reject(tile_config(64, 64, 32, 1, 4, 2), hopper_), std::nullopt);
+}
+
+TEST_F(MatmulRejectTest, RejectsThreadsThatDoNotSplitTheTilesIntoWholeChunks) {
+  // 64x32 A tile = 256 chunks of 16 bytes, shared by 512 threads.
+  auto reason = reject(tile_config(64, 64, 32, 4, 4, 3), hopper_);
+  ASSERT_TRUE(reason.has_value());
+  EXPECT_NE(reason->find("chunks"), std::string::npos) << *reason;
+}
+
+TEST_F(MatmulRejectTest, RejectsMissingAndNonPositiveParameters) {
+  Config missing = tile_config(128, 128, 32, 2, 2, 3);
+  missing.values.erase("group_m");
+  auto reason = reject(missing, hopper_);
+  ASSERT_TRUE(reason.has_value());
+  EXPECT_NE(reason->find("group_m"), std::string::npos) << *reason;
+
+  EXPECT_TRUE(reject(tile_config(128, 128, 32, 0, 2, 3), hopper_).has_value());
+  EXPECT_TRUE(reject(tile_config(128, 128, 32, 2, 2, 3, /*group_m=*/0), hopper_).has_value());
+  EXPECT_TRUE(reject(tile_config(128, 128, 32, 2, 2, 1), hopper_).has_value());  // one stage
+}
+
+TEST_F(MatmulRejectTest, EverySurvivorOfTheSpaceMeetsTheKernelsStaticAsserts) {
+  // The kernel's static_asserts must never fire for a config reject() lets through: a survivor
+  // that fails them would be a guaranteed compile failure in every sweep.
+  int survivors = 0;
+  for (const Config& config : whole_space(matmul())) {
+    if (reject(config, hopper_)) continue;
+    ++survivors;
+    int bm = config.at("block_m"), bn = config.at("block_n"), bk = config.at("block_k");
+    int wm = config.at("warps_m"), wn = config.at("warps_n");
+    int threads = wm * wn * 32;
+    EXPECT_EQ((bm / wm) % 16, 0) << config.text();
+    EXPECT_EQ((bn / wn) % 16, 0) << config.text();
+    EXPECT_EQ(bk % 16, 0) << config.text();
+    EXPECT_EQ((bm * bk / 8) % threads, 0) << config.text();
+    EXPECT_EQ((bk * bn / 8) % threads, 0) << config.text();
+    EXPECT_LE(expected_smem_bytes(bm, bn, bk, config.at("stages")),
+              hopper_.max_smem_per_block_optin)
+        << config.text();
+  }
+  EXPECT_GT(survivors, 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// default_config and the pruned space
+
+TEST(MatmulDefaultConfigTest, IsNeverRejected) {
+  std::vector<Problem> problems = {
+      matmul_problem(4096, 4096, 4096),
+      matmul_problem(1, 1, 1),
+      matmul_problem(17, 33, 65, DType::f16, DType::f32),
+      matmul_problem(4093, 4093, 4093),
+      matmul_problem(1, 65536, 8, DType::f16, DType::f16),
+  };
+  for (const char* arch : {"sm_75", "sm_80", "sm_86", "sm_89", "sm_90a"}) {
+    DeviceTarget device = DeviceTarget::assumed_for_arch(arch);
+    for (const Problem& problem : problems) {
+      Config config = matmul().default_config(problem, device);
+      auto reason = matmul().reject(config, problem, device);
+      EXPECT_FALSE(reason.has_value())
+          << arch << " " << problem.key() << " " << config.text() << ": " << reason.value_or("");
+    }
+  }
+}
+
+TEST(MatmulDefaultConfigTest, UsesFourStagesWhereTheyFitAndFewerWhereNot) {
+  Problem problem = matmul_problem(4096, 4096, 4096);
+  EXPECT_EQ(matmul().default_config(problem, DeviceTarget::assumed_for_arch("sm_90a")).at("stages"),
+            4);
+  DeviceTarget tight = DeviceTarget::assumed_for_arch("sm_90a");
+  tight.max_smem_per_block_optin = expected_smem_bytes(128, 128, 32, 3);
+  Config config = matmul().default_config(problem, tight);
+  EXPECT_EQ(config.at("stages"), 3) << config.text();
+  EXPECT_FALSE(matmul().reject(config, problem, tight).has_value());
+}
+
+TEST(MatmulPrunedSpaceTest, LeavesManyCandidatesFor4096CubedOnHopper) {
+  Problem problem = matmul_problem(4096, 4096, 4096);
+  DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
+  std::vector<Config> space = whole_space(matmul());
+  int kept = 0;
+  for (const Config& config : space)
+    if (!matmul().reject(config, problem, hopper)) ++kept;
+  std::cout << "[ info     ] matmul 4096^3 on assumed sm_90a: " << kept << " of " << space.size()
+            << " configs survive pruning\n";
+  EXPECT_EQ(space.size(), 3u * 3 * 2 * 3 * 3 * 4 * 2);
+  EXPECT_GE(kept, 50);
+  EXPECT_LT(kept, static_cast<int>(space.size()));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Launch rule, kernel name, buffers, work
+
+TEST(MatmulLaunchTest, GridCoversTheOutputAndBlockIsTheWarps) {
+  struct Case {
+    std::int64_t m, n, k;
+    Config config;
+  };
+  std::vector<Case> cases = {
+      {4096, 4096, 4096, tile_config(128, 128, 32, 2, 2, 4)},
+      {1000, 3000, 500, tile_config(128, 256, 32, 2, 4, 3)},
+      {1, 1, 1, tile_config(64, 64, 32, 2, 2, 2)},
+      {4093, 4093, 4093, tile_config(256, 64, 64, 4, 1, 3)},
+  };
+  for (const Case& c : cases) {
+    Problem problem = matmul_problem(c.m, c.n, c.k);
+    int bm = c.config.at("block_m"), bn = c.config.at("block_n"), bk = c.config.at("block_k");
+    LaunchGeometry geometry = matmul().launch(c.config, problem);
+    std::int64_t tiles = ((c.m + bm - 1) / bm) * ((c.n + bn - 1) / bn);
+    EXPECT_EQ(geometry.grid[0], static_cast<unsigned>(tiles)) << problem.key();
+    EXPECT_EQ(geometry.grid[1], 1u);
+    EXPECT_EQ(geometry.grid[2], 1u);
+    EXPECT_EQ(geometry.block[0],
+              static_cast<unsigned>(c.config.at("warps_m") * c.config.at("warps_n") * 32));
+    EXPECT_EQ(geometry.block[1], 1u);
+    EXPECT_EQ(geometry.block[2], 1u);
+    EXPECT_EQ(geometry.dynamic_smem_bytes,
+              static_cast<unsigned>(expected_smem_bytes(bm, bn, bk, c.config.at("stages"))));
+  }
+  // Spot values: 1000x3000 with 128x256 tiles is 8 x 12 tiles; 81408 bytes of shared memory.
+  LaunchGeometry spot = matmul().launch(cases[1].config, matmul_problem(1000, 3000, 500));
+  EXPECT_EQ(spot.grid[0], 96u);
+  EXPECT_EQ(spot.block[0], 256u);
+  EXPECT_EQ(spot.dynamic_smem_bytes, 81408u);
+}
+
+TEST(MatmulKernelExpressionTest, EncodesTheConfigAlignmentAndDtypes) {
+  Config config = tile_config(128, 64, 32, 2, 1, 3, 8);
+  EXPECT_EQ(matmul().kernel_expression(config, matmul_problem(4096, 4096, 4096)),
+            "tilesmith::matmul_kernel<128,64,32,2,1,3,8,1,1,1>");
+  EXPECT_EQ(matmul().kernel_expression(config, matmul_problem(4093, 4093, 4093)),
+            "tilesmith::matmul_kernel<128,64,32,2,1,3,8,0,1,1>");
+  EXPECT_EQ(
+      matmul().kernel_expression(config, matmul_problem(64, 64, 64, DType::f16, DType::f16)),
+      "tilesmith::matmul_kernel<128,64,32,2,1,3,8,1,0,0>");
+  EXPECT_EQ(
+      matmul().kernel_expression(config, matmul_problem(64, 64, 64, DType::bf16, DType::f32)),
+      "tilesmith::matmul_kernel<128,64,32,2,1,3,8,1,1,2>");
+  EXPECT_EQ(
+      matmul().kernel_expression(config, matmul_problem(64, 64, 64, DType::f16, DType::f32)),
+      "tilesmith::matmul_kernel<128,64,32,2,1,3,8,1,0,2>");
+}
+
+TEST(MatmulKernelExpressionTest, AlignedOnlyWhenKAndNAreMultiplesOfEight) {
+  Config config = tile_config(128, 128, 32, 2, 2, 4);
+  auto aligned_flag = [&](std::int64_t m, std::int64_t n, std::int64_t k) {
+    std::string expression = matmul().kernel_expression(config, matmul_problem(m, n, k));
+    // ...,GROUP_M,ALIGNED,IN,OUT>: the third-last argument.
+    std::size_t out = expression.rfind(',');
+    std::size_t in = expression.rfind(',', out - 1);
+    std::size_t aligned = expression.rfind(',', in - 1);
+    return expression.substr(aligned + 1, in - aligned - 1);
+  };
+  EXPECT_EQ(aligned_flag(4096, 4096, 4096), "1");
+  EXPECT_EQ(aligned_flag(4093, 4096, 4096), "1");  // M is free: rows are predicated
+  EXPECT_EQ(aligned_flag(1, 8, 8), "1");
+  EXPECT_EQ(aligned_flag(4096, 4093, 4096), "0");  // N
+  EXPECT_EQ(aligned_flag(4096, 4096, 4093), "0");  // K
+  EXPECT_EQ(aligned_flag(4096, 4100, 4096), "0");  // N % 8 == 4
+  EXPECT_EQ(aligned_flag(4093, 4093, 4093), "0");
+}
+
+TEST(MatmulKernelExpressionTest, ReferenceExpressionEncodesTheInputType) {
+  EXPECT_EQ(matmul().reference_expression(matmul_problem(8, 8, 8, DType::bf16, DType::bf16)),
+            "tilesmith::matmul_reference<1>");
+  EXPECT_EQ(matmul().reference_expression(matmul_problem(8, 8, 8, DType::f16, DType::f32)),
+            "tilesmith::matmul_reference<0>");
+}
+
+TEST(MatmulWorkTest, FlopsAreTwoMNKAndBytesEachTensorOnce) {
+  Work work = matmul().work(matmul_problem(4096, 2048, 1024));
+  EXPECT_DOUBLE_EQ(work.flops, 2.0 * 4096 * 2048 * 1024);
+  EXPECT_DOUBLE_EQ(work.min_bytes, 2.0 * (4096.0 * 1024 + 1024.0 * 2048) + 2.0 * 4096 * 2048);
+
+  Work mixed = matmul().work(matmul_problem(17, 33, 65, DType::f16, DType::f32));
+  EXPECT_DOUBLE_EQ(mixed.flops, 2.0 * 17 * 33 * 65);
+  EXPECT_DOUBLE_EQ(mixed.min_bytes, 2.0 * (17 * 65 + 65 * 33) + 4.0 * 17 * 33);
+}
+
+TEST(MatmulReferenceTest, CpuReferenceMatchesAHandComputedProduct) {
+  // A is 2x4, B is 4x3, both row-major.
+  std::vector<double> a = {1, 2, 3, 4,  //
+                           5, 6, 7, 8};
+  std::vector<double> b = {1,  0, 2,    //
+                           0,  1, 0,    //
+                           1,  1, 1,    //
+                           -1, 2, 0.5};
+  std::vector<double> c = matmul().reference_cpu(matmul_problem(2, 3, 4), {a, b});
+  EXPECT_EQ(c, (std::vector<double>{0, 13, 7,  //
+                                    4, 29, 21}));
+}
+
+TEST(MatmulReferenceTest, ReferenceLaunchCoversTheOutputIn16x16Tiles) {
+  LaunchGeometry geometry = matmul().reference_launch(matmul_problem(33, 17, 5));
+  EXPECT_EQ(geometry.grid[0], 2u);  // N = 17 columns
+  EXPECT_EQ(geometry.grid[1], 3u);  // M = 33 rows
+  EXPECT_EQ(geometry.block[0], 16u);
+  EXPECT_EQ(geometry.block[1], 16u);
+}
+
+TEST(MatmulTensorsTest, ListsABThenTheOutputWithTheirSizes) {
+  std::vector<TensorSpec> tensors =
+      matmul().tensors(matmul_problem(17, 33, 65, DType::f16, DType::f32));
+  ASSERT_EQ(tensors.size(), 3u);
+  EXPECT_EQ(tensors[0].name, "A");
+  EXPECT_EQ(tensors[0].elements, 17u * 65);
+  EXPECT_EQ(tensors[0].dtype, DType::f16);
+  EXPECT_FALSE(tensors[0].is_output);
+  EXPECT_EQ(tensors[1].name, "B");
+  EXPECT_EQ(tensors[1].elements, 65u * 33);
+  EXPECT_EQ(tensors[1].dtype, DType::f16);
+  EXPECT_FALSE(tensors[1].is_output);
+  EXPECT_EQ(tensors[2].name, "C");
+  EXPECT_EQ(tensors[2].elements, 17u * 33);
+  EXPECT_EQ(tensors[2].dtype, DType::f32);
+  EXPECT_TRUE(tensors[2].is_output);
+}
+
+TEST(MatmulArgsTest, PacksAddressesAndRowMajorLeadingDimensions) {
+  Problem problem = matmul_problem(17, 33, 65);
+  std::vector<std::uint64_t> addresses = {0x1000, 0x2000, 0x3000};
+  KernelArgs args = matmul().args(problem, addresses);
+  ASSERT_EQ(args.size, sizeof(MatmulParams));
+  MatmulParams params;
+  std::memcpy(&params, args.bytes.data(), sizeof(params));
+  EXPECT_EQ(reinterpret_cast<std::uint64_t>(params.a), 0x1000u);
+  EXPECT_EQ(reinterpret_cast<std::uint64_t>(params.b), 0x2000u);
+  EXPECT_EQ(reinterpret_cast<std::uint64_t>(params.c), 0x3000u);
+  EXPECT_EQ(params.m, 17);
+  EXPECT_EQ(params.n, 33);
+  EXPECT_EQ(params.k, 65);
+  EXPECT_EQ(params.lda, 65);
+  EXPECT_EQ(params.ldb, 33);
+  EXPECT_EQ(params.ldc, 33);
+
+  KernelArgs reference = matmul().reference_args(problem, addresses, 0x4000);
+  std::memcpy(&params, reference.bytes.data(), sizeof(params));
+  EXPECT_EQ(reinterpret_cast<std::uint64_t>(params.c), 0x4000u);  // fp32 reference output
+  EXPECT_EQ(reinterpret_cast<std::uint64_t>(params.a), 0x1000u);
+}
+
+TEST(MatmulToleranceTest, FollowsTheOutputType) {
+  double bf16 = matmul().tolerance(matmul_problem(8, 8, 8, DType::bf16, DType::bf16));
+  double f16 = matmul().tolerance(matmul_problem(8, 8, 8, DType::f16, DType::f16));
+  double f32 = matmul().tolerance(matmul_problem(8, 8, 8, DType::bf16, DType::f32));
+  EXPECT_GT(bf16, f16);
+  EXPECT_GT(f16, f32);
+  EXPECT_GT(f32, 0);
+}
+
+}  // namespace
+}  // namespace tilesmith

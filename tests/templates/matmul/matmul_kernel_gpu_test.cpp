@@ -1,0 +1,114 @@
+// GPU: the matmul template against its reference, and the reference against a CPU loop.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "generator/compiled_kernel.hpp"
+#include "support/test_support.hpp"
+#include "templates/registry.hpp"
+#include "tuner/search_strategy.hpp"
+#include "tuner/workbench.hpp"
+
+namespace tilesmith {
+namespace {
+
+Problem matmul(DType in, DType out, std::int64_t m, std::int64_t n, std::int64_t k) {
+  return Problem{"matmul", in, out, {m, n, k}};
+}
+
+class GpuMatmul : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    TILESMITH_REQUIRE_GPU();
+    driver::make_current(0);
+    device_ = driver::describe_device(0);
+  }
+  const Family& family_ = find_family("matmul");
+  DeviceTarget device_;
+};
+
+// The GPU reference is what every candidate is judged by: it must agree with a double-precision
+// CPU loop on shapes with every kind of edge.
+TEST_F(GpuMatmul, ReferenceMatchesCpuLoop) {
+  for (const Problem& problem : {matmul(DType::bf16, DType::bf16, 1, 1, 1),
+                                 matmul(DType::bf16, DType::f32, 17, 33, 65),
+                                 matmul(DType::f16, DType::f16, 70, 48, 131)}) {
+    tuner::Workbench bench(family_, problem, device_);
+    bench.refresh_inputs(7);
+    std::vector<float> gpu = bench.reference_output();
+    std::vector<double> cpu = family_.reference_cpu(problem, {bench.download(0), bench.download(1)});
+    ASSERT_EQ(gpu.size(), cpu.size());
+    double error = 0, norm = 0;
+    for (std::size_t i = 0; i < cpu.size(); ++i) {
+      error += (gpu[i] - cpu[i]) * (gpu[i] - cpu[i]);
+      norm += cpu[i] * cpu[i];
+    }
+    EXPECT_GT(norm, 0) << problem.key() << ": inputs must not be zeros";
+    EXPECT_LT(std::sqrt(error / norm), 1e-5) << problem.key();
+  }
+}
+
+// A spread of configs (tile shapes, warp layouts, stages, tile order) on aligned and unaligned
+// odd shapes, every dtype combination: each must match the reference with no unwritten output.
+TEST_F(GpuMatmul, SampledConfigsMatchReferenceOnOddShapes) {
+  std::vector<Config> space = tuner::enumerate_space(family_.space());
+  const std::vector<Problem> problems = {
+      matmul(DType::bf16, DType::bf16, 1, 1, 1),      matmul(DType::bf16, DType::bf16, 17, 33, 65),
+      matmul(DType::f16, DType::f16, 129, 72, 264),   matmul(DType::bf16, DType::f32, 300, 520, 136),
+      matmul(DType::f16, DType::f32, 1000, 1000, 1000), matmul(DType::bf16, DType::bf16, 257, 1031, 517)};
+  int checked = 0;
+  for (const Problem& problem : problems) {
+    tuner::Workbench bench(family_, problem, device_);
+    int taken = 0;
+    // Every 7th valid config: a deterministic sample across the whole space.
+    for (std::size_t i = checked % 7; i < space.size() && taken < 6; i += 7) {
+      const Config& config = space[i];
+      if (family_.reject(config, problem, device_)) continue;
+      RenderedSource source = render(family_, config, problem);
+      CompiledKernel compiled = compile(source, device_.arch());
+      LaunchGeometry geometry = family_.launch(config, problem);
+      driver::ReadyKernel ready =
+          driver::load_kernel(compiled, geometry.dynamic_smem_bytes, source.kernel_expression);
+      bench.refresh_inputs(1000 + checked);
+      tuner::Verification result = bench.verify(*ready.kernel, geometry);
+      EXPECT_TRUE(result.passed) << problem.key() << " [" << config.text() << "]: " << result.detail;
+      EXPECT_EQ(result.nonfinite, 0u);
+      ++taken;
+      ++checked;
+    }
+    EXPECT_GT(taken, 0) << problem.key();
+  }
+  EXPECT_GE(checked, 20);
+}
+
+// A kernel that writes the wrong values must fail verification: the check can fail.
+TEST_F(GpuMatmul, VerificationCatchesAWrongKernel) {
+  Problem problem = matmul(DType::bf16, DType::bf16, 64, 64, 64);
+  Problem other = matmul(DType::bf16, DType::bf16, 64, 64, 32);  // computes only half of K
+  tuner::Workbench bench(family_, problem, device_);
+  Config config = family_.default_config(problem, device_);
+  RenderedSource source = render(family_, config, problem);
+  CompiledKernel compiled = compile(source, device_.arch());
+  driver::ReadyKernel ready = driver::load_kernel(
+      compiled, family_.launch(config, problem).dynamic_smem_bytes, source.kernel_expression);
+  bench.refresh_inputs(3);
+  // Launch with the smaller K baked into the args: a wrong answer that still writes everything.
+  std::vector<std::uint64_t> addresses = bench.tensor_addresses();
+  ready.kernel->launch(family_.launch(config, problem), family_.args(other, addresses), nullptr);
+  TILESMITH_CU(driver::api().cuCtxSynchronize(), "running the wrong kernel");
+  tuner::Verification result = bench.check_output();
+  EXPECT_FALSE(result.passed);
+  EXPECT_GT(result.rel_error, 0.1);
+
+  // Only the first 32 rows written: the poisoned rest must show as non-finite.
+  Problem half_rows = matmul(DType::bf16, DType::bf16, 32, 64, 64);
+  bench.refresh_inputs(4);
+  ready.kernel->launch(family_.launch(config, problem), family_.args(half_rows, addresses), nullptr);
+  TILESMITH_CU(driver::api().cuCtxSynchronize(), "running the half-writing kernel");
+  result = bench.check_output();
+  EXPECT_FALSE(result.passed);
+  EXPECT_EQ(result.nonfinite, 32u * 64u);
+}
+
+}  // namespace
+}  // namespace tilesmith

@@ -1,0 +1,122 @@
+// A sweep without a GPU: the pruned space is rendered and compiled for the offline architecture,
+// nothing is timed and nothing is written to the database.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cache/database.hpp"
+#include "driver/cuda_driver.hpp"
+#include "support/test_support.hpp"
+#include "templates/registry.hpp"
+#include "tuner/sweep.hpp"
+
+namespace tilesmith::tuner {
+namespace {
+
+#define SKIP_IF_GPU_PRESENT()                                                                  \
+  do {                                                                                         \
+    if (::tilesmith::driver::gpu_available())                                                  \
+      GTEST_SKIP() << "a GPU is present: the offline (compile-only) path is not taken";        \
+  } while (0)
+
+Problem problem_1000_bf16() {
+  return Problem{"matmul", DType::bf16, DType::bf16, {1000, 1000, 1000}};
+}
+
+int space_product(const Family& family) {
+  int product = 1;
+  for (const ParamSpec& param : family.space()) product *= static_cast<int>(param.values.size());
+  return product;
+}
+
+int pruned_count(const Family& family, const Problem& problem, const DeviceTarget& device) {
+  int pruned = 0;
+  std::vector<Config> configs(1);
+  for (const ParamSpec& param : family.space()) {
+    std::vector<Config> extended;
+    for (const Config& partial : configs)
+      for (int value : param.values) {
+        Config config = partial;
+        config.values[param.name] = value;
+        extended.push_back(config);
+      }
+    configs = extended;
+  }
+  for (const Config& config : configs)
+    if (family.reject(config, problem, device)) ++pruned;
+  return pruned;
+}
+
+TEST(OfflineSweepTest, CompilesABudgetOfCandidatesAndRecordsNothing) {
+  SKIP_IF_GPU_PRESENT();
+  const Family& family = find_family("matmul");
+  const Problem problem = problem_1000_bf16();
+  tilesmith::testing::TempDir dir;
+  cache::Database db(dir.file("sweep.db"));
+
+  SweepOptions options;
+  options.max_candidates = 6;
+  options.compile_processes = 2;
+  std::vector<Progress> updates;
+  SweepReport report =
+      run_sweep(family, problem, db, options, [&](const Progress& p) { updates.push_back(p); });
+
+  EXPECT_FALSE(report.timed);
+  EXPECT_NE(report.no_gpu_reason.find("no CUDA driver/GPU found"), std::string::npos)
+      << report.no_gpu_reason;
+  EXPECT_TRUE(report.gpu_model.empty()) << report.gpu_model;
+  EXPECT_EQ(report.problem.key(), problem.key());
+
+  EXPECT_EQ(report.space_size, space_product(family));
+  EXPECT_GT(report.pruned, 0);
+  EXPECT_EQ(report.pruned,
+            pruned_count(family, problem, DeviceTarget::assumed_for_arch(options.offline_arch)));
+  EXPECT_EQ(report.skipped_done, 0);
+  EXPECT_EQ(report.abandoned, 0);
+
+  EXPECT_EQ(report.resources.compiled, 6);
+  EXPECT_EQ(report.compile_failed, 0);
+  EXPECT_GT(report.resources.min_registers, 0);
+  EXPECT_GE(report.resources.max_registers, report.resources.min_registers);
+  EXPECT_LE(report.resources.max_registers, 255);
+  EXPECT_EQ(report.resources.spilling, 0);
+  EXPECT_GT(report.resources.compile_seconds_total, 0);
+  EXPECT_GT(report.resources.wall_seconds, 0);
+
+  EXPECT_EQ(report.progress.total, 6);
+  EXPECT_EQ(report.progress.done, 6);
+  EXPECT_EQ(report.progress.failed, 0);
+  EXPECT_EQ(report.progress.best_ms, 0) << "nothing was timed";
+
+  // One progress callback per candidate, counting up; six distinct configs.
+  ASSERT_EQ(updates.size(), 6u);
+  std::set<std::string> configs;
+  for (std::size_t i = 0; i < updates.size(); ++i) {
+    EXPECT_EQ(updates[i].done, static_cast<int>(i) + 1);
+    configs.insert(updates[i].last_config);
+  }
+  EXPECT_EQ(configs.size(), 6u);
+
+  EXPECT_FALSE(report.winner.has_value());
+  EXPECT_EQ(report.winner_tflops, 0);
+  EXPECT_TRUE(db.winners().empty());
+  EXPECT_TRUE(db.gpus().empty()) << "no GPU was seen";
+  cache::TrialKey key{"", problem, template_hash(family)};
+  EXPECT_TRUE(db.trials(key).empty());
+}
+
+TEST(OfflineSweepTest, RejectsAProblemTheFamilyCannotExpress) {
+  SKIP_IF_GPU_PRESENT();
+  tilesmith::testing::TempDir dir;
+  cache::Database db(dir.file("sweep.db"));
+  Problem f32_input{"matmul", DType::f32, DType::f32, {64, 64, 64}};
+  SweepOptions options;
+  options.max_candidates = 1;
+  options.compile_processes = 1;
+  EXPECT_THROW(run_sweep(find_family("matmul"), f32_input, db, options), Error);
+}
+
+}  // namespace
+}  // namespace tilesmith::tuner

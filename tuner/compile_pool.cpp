@@ -1,0 +1,163 @@
+#include "tuner/compile_pool.hpp"
+
+#include <algorithm>
+#include <memory>
+
+namespace tilesmith::tuner {
+namespace {
+
+using nlohmann::json;
+
+Message compile_request(const CompileJob& job) {
+  const RenderedSource& s = job.source;
+  return Message{{{"family", s.family},
+                  {"config", s.config.text()},
+                  {"main_name", s.main_name},
+                  {"text", s.text},
+                  {"headers", s.headers},
+                  {"kernel_expression", s.kernel_expression},
+                  {"hash", s.hash},
+                  {"arch", job.arch}},
+                 ""};
+}
+
+RenderedSource source_from_request(const json& h) {
+  RenderedSource s;
+  s.family = h.at("family");
+  s.config = Config::parse(h.at("config"));
+  s.main_name = h.at("main_name");
+  s.text = h.at("text");
+  s.headers = h.at("headers").get<std::map<std::string, std::string>>();
+  s.kernel_expression = h.at("kernel_expression");
+  s.hash = h.at("hash");
+  return s;
+}
+
+Message compile_reply(const CompiledKernel& k) {
+  return Message{{{"ok", true},
+                  {"source_hash", k.source_hash},
+                  {"arch", k.arch},
+                  {"nvrtc_version", k.nvrtc_version},
+                  {"lowered_name", k.lowered_name},
+                  {"log", k.log},
+                  {"registers", k.resources.registers},
+                  {"static_smem_bytes", k.resources.static_smem_bytes},
+                  {"stack_frame_bytes", k.resources.stack_frame_bytes},
+                  {"spill_store_bytes", k.resources.spill_store_bytes},
+                  {"spill_load_bytes", k.resources.spill_load_bytes},
+                  {"compile_seconds", k.compile_seconds}},
+                 std::string(k.cubin.bytes.begin(), k.cubin.bytes.end())};
+}
+
+CompiledKernel kernel_from_reply(const Message& m) {
+  const json& h = m.header;
+  CompiledKernel k;
+  k.source_hash = h.at("source_hash");
+  k.arch = h.at("arch");
+  k.nvrtc_version = h.at("nvrtc_version");
+  k.lowered_name = h.at("lowered_name");
+  k.log = h.at("log");
+  k.resources.registers = h.at("registers");
+  k.resources.static_smem_bytes = h.at("static_smem_bytes");
+  k.resources.stack_frame_bytes = h.at("stack_frame_bytes");
+  k.resources.spill_store_bytes = h.at("spill_store_bytes");
+  k.resources.spill_load_bytes = h.at("spill_load_bytes");
+  k.compile_seconds = h.at("compile_seconds");
+  k.cubin.bytes.assign(m.payload.begin(), m.payload.end());
+  return k;
+}
+
+}  // namespace
+
+CompilePool::CompilePool(int processes) {
+  if (processes <= 0)
+    processes = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 16);
+  for (int i = 0; i < processes; ++i) threads_.emplace_back([this] { serve(); });
+}
+
+CompilePool::~CompilePool() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  work_ready_.notify_all();
+  for (std::thread& thread : threads_) thread.join();
+}
+
+void CompilePool::submit(CompileJob job) {
+  {
+    std::lock_guard lock(mutex_);
+    jobs_.push_back(std::move(job));
+    ++in_flight_;
+  }
+  work_ready_.notify_one();
+}
+
+std::size_t CompilePool::pending() const {
+  std::lock_guard lock(mutex_);
+  return in_flight_;
+}
+
+CompileOutcome CompilePool::next() {
+  std::unique_lock lock(mutex_);
+  if (in_flight_ == 0) throw Error("CompilePool::next with nothing submitted");
+  result_ready_.wait(lock, [this] { return !results_.empty(); });
+  CompileOutcome outcome = std::move(results_.front());
+  results_.pop_front();
+  --in_flight_;
+  return outcome;
+}
+
+void CompilePool::serve() {
+  std::unique_ptr<WorkerProcess> worker;
+  for (;;) {
+    CompileJob job;
+    {
+      std::unique_lock lock(mutex_);
+      work_ready_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+      if (stopping_) return;
+      job = std::move(jobs_.front());
+      jobs_.pop_front();
+    }
+    CompileOutcome outcome;
+    outcome.id = job.id;
+    try {
+      if (!worker) worker = std::make_unique<WorkerProcess>("compile", "-");
+      worker->send(compile_request(job));
+      std::optional<Message> reply = worker->receive(/*timeout_s=*/600);
+      if (!reply) {
+        outcome.error = "the compile worker died (" + worker->exit_description() + ") compiling " +
+                        job.source.kernel_expression;
+        worker.reset();
+      } else if (!reply->header.at("ok").get<bool>()) {
+        outcome.error = reply->header.at("error");
+      } else {
+        outcome.kernel = kernel_from_reply(*reply);
+      }
+    } catch (const std::exception& error) {
+      outcome.error = error.what();
+      worker.reset();
+    }
+    {
+      std::lock_guard lock(mutex_);
+      results_.push_back(std::move(outcome));
+    }
+    result_ready_.notify_one();
+  }
+}
+
+int compile_worker_main(const WorkerArgs& args) {
+  while (std::optional<Message> request = read_message(args.in_fd)) {
+    Message reply;
+    try {
+      reply = compile_reply(compile(source_from_request(request->header),
+                                    request->header.at("arch").get<std::string>()));
+    } catch (const std::exception& error) {
+      reply = Message{{{"ok", false}, {"error", error.what()}}, ""};
+    }
+    write_message(args.out_fd, reply);
+  }
+  return 0;
+}
+
+}  // namespace tilesmith::tuner

@@ -1,0 +1,225 @@
+#include "tuner/gpu_worker.hpp"
+
+#include <unistd.h>
+
+#include <map>
+
+#include "driver/cuda_driver.hpp"
+#include "templates/registry.hpp"
+
+namespace tilesmith::tuner {
+namespace {
+
+using nlohmann::json;
+
+json problem_json(const Problem& problem) {
+  return {{"op", problem.op},
+          {"dtype", dtype_name(problem.dtype)},
+          {"out_dtype", dtype_name(problem.out_dtype)},
+          {"shape", problem.shape}};
+}
+
+Problem problem_from_json(const json& j) {
+  Problem problem;
+  problem.op = j.at("op");
+  problem.dtype = parse_dtype(j.at("dtype").get<std::string>());
+  problem.out_dtype = parse_dtype(j.at("out_dtype").get<std::string>());
+  problem.shape = j.at("shape").get<std::vector<std::int64_t>>();
+  return problem;
+}
+
+json device_json(const DeviceTarget& d) {
+  return {{"name", d.name},
+          {"cc_major", d.cc_major},
+          {"cc_minor", d.cc_minor},
+          {"sm_count", d.sm_count},
+          {"max_threads_per_block", d.max_threads_per_block},
+          {"max_smem_per_block_optin", d.max_smem_per_block_optin},
+          {"regs_per_block", d.regs_per_block},
+          {"l2_bytes", d.l2_bytes}};
+}
+
+DeviceTarget device_from_json(const json& j) {
+  DeviceTarget d;
+  d.name = j.at("name");
+  d.cc_major = j.at("cc_major");
+  d.cc_minor = j.at("cc_minor");
+  d.sm_count = j.at("sm_count");
+  d.max_threads_per_block = j.at("max_threads_per_block");
+  d.max_smem_per_block_optin = j.at("max_smem_per_block_optin");
+  d.regs_per_block = j.at("regs_per_block");
+  d.l2_bytes = j.at("l2_bytes");
+  return d;
+}
+
+// What the worker sends back for one candidate. `fatal` means its context is unusable.
+Message trial_reply(cache::TrialStatus status, const std::string& detail,
+                    const Verification& verification, const Timing& timing) {
+  Message reply;
+  reply.header = {{"status", cache::status_name(status)},
+                  {"detail", detail},
+                  {"rel_error", verification.rel_error},
+                  {"nonfinite", verification.nonfinite},
+                  {"median_ms", timing.median_ms},
+                  {"min_ms", timing.min_ms},
+                  {"spread", timing.spread},
+                  {"repetitions", timing.repetitions}};
+  return reply;
+}
+
+// The driver result of the last failure in this process, to tell a dead context from a
+// refused launch.
+bool context_is_dead() {
+  CUresult state = driver::api().cuCtxSynchronize();
+  return state != CUDA_SUCCESS && driver::is_sticky(state);
+}
+
+}  // namespace
+
+GpuWorker::GpuWorker(int device_ordinal, double candidate_timeout_s)
+    : device_ordinal_(device_ordinal), timeout_s_(candidate_timeout_s) {
+  start();
+}
+
+GpuWorker::~GpuWorker() = default;
+
+void GpuWorker::start() {
+  process_ = std::make_unique<WorkerProcess>("gpu", std::to_string(device_ordinal_));
+  bool timed_out = false;
+  // cuInit + primary context: 0.2-0.3 s measured; allow generous slack on a busy machine.
+  std::optional<Message> hello = process_->receive(60, &timed_out);
+  if (!hello) {
+    unavailable_reason_ = "the GPU worker did not start (" +
+                          (timed_out ? std::string("no answer in 60 s") : process_->exit_description()) + ")";
+    device_.reset();
+    return;
+  }
+  if (hello->header.contains("error")) {
+    unavailable_reason_ = hello->header["error"];
+    device_.reset();
+    return;
+  }
+  device_ = device_from_json(hello->header.at("device"));
+  driver_version_ = hello->header.at("driver_version");
+}
+
+GpuTrialResult GpuWorker::evaluate(const Family& family, const Problem& problem,
+                                   const Config& config, const CompiledKernel& kernel,
+                                   std::uint64_t seed, const TimingOptions& timing) {
+  if (!process_ || !device_) start();
+  if (!device_) throw Error("GPU worker unavailable: " + unavailable_reason_);
+  Message request;
+  request.header = {{"family", family.name()},
+                    {"problem", problem_json(problem)},
+                    {"config", config.text()},
+                    {"lowered_name", kernel.lowered_name},
+                    {"arch", kernel.arch},
+                    {"source_hash", kernel.source_hash},
+                    {"seed", seed},
+                    {"timing",
+                     {{"best_ms", timing.best_ms},
+                      {"give_up_factor", timing.give_up_factor},
+                      {"target_ms", timing.target_ms}}}};
+  request.payload.assign(kernel.cubin.bytes.begin(), kernel.cubin.bytes.end());
+
+  GpuTrialResult result;
+  std::optional<Message> reply;
+  bool timed_out = false;
+  try {
+    process_->send(request);
+    reply = process_->receive(timeout_s_, &timed_out);
+  } catch (const Error& error) {
+    result.detail = error.what();
+  }
+  if (!reply) {
+    process_->kill();
+    result.status = timed_out ? cache::TrialStatus::timeout : cache::TrialStatus::fault;
+    result.detail = timed_out ? "no result after " + std::to_string(static_cast<int>(timeout_s_)) +
+                                    " s: the watchdog killed the GPU worker"
+                              : "the GPU worker died (" + process_->exit_description() + ")" +
+                                    (result.detail.empty() ? "" : ": " + result.detail);
+    process_.reset();
+    ++restarts_;
+    return result;
+  }
+  const json& h = reply->header;
+  result.status = cache::parse_status(h.at("status").get<std::string>());
+  result.detail = h.at("detail");
+  result.verification.rel_error = h.at("rel_error");
+  result.verification.nonfinite = h.at("nonfinite");
+  result.timing.median_ms = h.at("median_ms");
+  result.timing.min_ms = h.at("min_ms");
+  result.timing.spread = h.at("spread");
+  result.timing.repetitions = h.at("repetitions");
+  if (h.value("fatal", false)) {  // the worker exits after a fault; start a new one next time
+    process_.reset();
+    ++restarts_;
+  }
+  return result;
+}
+
+int gpu_worker_main(const WorkerArgs& args) {
+  int ordinal = std::stoi(args.argument);
+  DeviceTarget device;
+  try {
+    driver::make_current(ordinal);
+    device = driver::describe_device(ordinal);
+    write_message(args.out_fd, Message{{{"device", device_json(device)},
+                                        {"driver_version", driver::driver_version()}},
+                                       ""});
+  } catch (const Error& error) {
+    write_message(args.out_fd, Message{{{"error", error.what()}}, ""});
+    return 0;
+  }
+
+  std::unique_ptr<Workbench> bench;  // kept while consecutive candidates share a problem
+  while (std::optional<Message> request = read_message(args.in_fd)) {
+    const json& h = request->header;
+    Verification verification;
+    Timing timing;
+    Message reply;
+    bool fatal = false;
+    try {
+      const Family& family = find_family(h.at("family"));
+      Problem problem = problem_from_json(h.at("problem"));
+      Config config = Config::parse(h.at("config"));
+      if (!bench || bench->problem().key() != problem.key()) {
+        bench.reset();
+        bench = std::make_unique<Workbench>(family, problem, device);
+      }
+      CompiledKernel compiled;
+      compiled.lowered_name = h.at("lowered_name");
+      compiled.arch = h.at("arch");
+      compiled.source_hash = h.at("source_hash");
+      compiled.cubin.bytes.assign(request->payload.begin(), request->payload.end());
+      LaunchGeometry geometry = family.launch(config, problem);
+      driver::ReadyKernel ready =
+          driver::load_kernel(compiled, geometry.dynamic_smem_bytes, family.kernel_expression(config, problem));
+      bench->refresh_inputs(h.at("seed").get<std::uint64_t>());
+      verification = bench->verify(*ready.kernel, geometry);
+      if (!verification.passed) {
+        reply = trial_reply(cache::TrialStatus::wrong, verification.detail, verification, timing);
+      } else {
+        TimingOptions options;
+        options.best_ms = h.at("timing").at("best_ms");
+        options.give_up_factor = h.at("timing").at("give_up_factor");
+        options.target_ms = h.at("timing").at("target_ms");
+        timing = bench->time(*ready.kernel, geometry, options);
+        reply = trial_reply(timing.stopped_early ? cache::TrialStatus::pruned_early
+                                                 : cache::TrialStatus::ok,
+                            timing.stopped_early ? "slower than the best by more than the give-up factor" : "",
+                            verification, timing);
+      }
+    } catch (const std::exception& error) {
+      fatal = context_is_dead();
+      reply = trial_reply(fatal ? cache::TrialStatus::fault : cache::TrialStatus::launch_failed,
+                          error.what(), verification, timing);
+    }
+    reply.header["fatal"] = fatal;
+    write_message(args.out_fd, reply);
+    if (fatal) return 3;  // the context is gone: every later call would fail too
+  }
+  return 0;
+}
+
+}  // namespace tilesmith::tuner

@@ -1,0 +1,83 @@
+// A tuning sweep: enumerate -> prune -> compile (process pool) -> verify -> time -> record.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cache/database.hpp"
+#include "templates/family.hpp"
+
+namespace tilesmith::tuner {
+
+struct SweepOptions {
+  std::string strategy = "exhaustive";  // exhaustive | random
+  std::optional<int> max_candidates;    // --budget N
+  std::optional<double> max_seconds;    // --budget Ns
+  std::uint64_t seed = 1;               // random order and input data
+  int compile_processes = 0;            // 0: one per core, at most 16
+  double candidate_timeout_s = 30;      // watchdog for one candidate's GPU work
+  int device_ordinal = 0;
+  bool retune = false;  // try configs again even if the database has a trial for them
+  // Without a GPU: the architecture to render and compile for (default sm_90a).
+  std::string offline_arch = "sm_90a";
+  // Candidates stop being timed once their first repetitions run this many times slower
+  // than the best so far (recorded as pruned_early).
+  double give_up_factor = 3.0;
+};
+
+struct Progress {
+  int total = 0;           // candidates the strategy may propose
+  int done = 0;            // finished (any status)
+  int ok = 0;              // verified and timed
+  int failed = 0;          // compile, launch, wrong, fault, timeout
+  double best_ms = 0;      // 0 while none
+  std::string best_config;
+  std::string last_config, last_status;
+};
+
+struct ResourceSummary {
+  int compiled = 0;  // kernels in hand: compiled now or reused
+  int reused = 0;    // cubins found in the database by source hash (no NVRTC)
+  int min_registers = 0, max_registers = 0;
+  int spilling = 0;  // kernels with spill stores or loads
+  double compile_seconds_total = 0;
+  double wall_seconds = 0;
+};
+
+struct SweepReport {
+  Problem problem;
+  std::string gpu_model;       // empty in offline mode
+  bool timed = false;          // false: no GPU, the space was only rendered and compiled
+  std::string no_gpu_reason;   // why timing did not happen
+  int space_size = 0;          // configs in the family's space
+  int pruned = 0;              // rejected by constraints before compiling
+  int skipped_done = 0;        // already in the database (resume)
+  int abandoned = 0;           // left running by an earlier sweep; marked, never retried
+  int compile_failed = 0;
+  Progress progress;
+  ResourceSummary resources;
+  std::optional<cache::Winner> winner;
+  double winner_tflops = 0;
+  double peak_fraction = 0;  // of the device's dense tensor peak, when known
+};
+
+using ProgressCallback = std::function<void(const Progress&)>;
+
+// Tunes `problem` with `family`. With a GPU: every trial and the winner go to `database`.
+// Without one: renders and compiles the pruned space for options.offline_arch and reports.
+// Throws Error only for real errors (bad problem, unusable database).
+SweepReport run_sweep(const Family& family, const Problem& problem, cache::Database& database,
+                      const SweepOptions& options, const ProgressCallback& on_progress = {});
+
+// Binaries that tune must call this first in main(): it runs the GPU or compile worker when the
+// process was started as one (the tuner starts workers by re-executing /proc/self/exe), and
+// returns false otherwise.
+bool run_worker_if_requested(int argc, char** argv);
+
+// Dense bf16/f16 tensor-core peak of a device in TFLOP/s, when known (H100 SXM: 989).
+std::optional<double> tensor_peak_tflops(const DeviceTarget& device);
+
+}  // namespace tilesmith::tuner

@@ -1,0 +1,251 @@
+#include "tuner/workbench.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <cstring>
+#include <mutex>
+
+#include "generator/compiled_kernel.hpp"
+#include "templates/embedded_files.hpp"
+
+namespace tilesmith::tuner {
+namespace {
+
+using driver::api;
+
+int element_kind(DType dtype) { return dtype == DType::f16 ? 0 : dtype == DType::bf16 ? 1 : 2; }
+
+// Support and reference kernels compiled once per process and architecture.
+const CompiledKernel& compiled_once(const RenderedSource& source, const std::string& arch) {
+  static std::mutex mutex;
+  static std::map<std::string, CompiledKernel> compiled;
+  std::lock_guard lock(mutex);
+  std::string key = source.hash + "/" + arch;
+  auto it = compiled.find(key);
+  if (it == compiled.end()) it = compiled.emplace(key, compile(source, arch)).first;
+  return it->second;
+}
+
+RenderedSource support_source(const std::string& expression) {
+  RenderedSource source;
+  source.family = "support";
+  source.main_name = "support_kernels.cu";
+  source.text = std::string(embedded::file("common/support_kernels.cuh"));
+  source.headers["common/tile_primitives.cuh"] =
+      std::string(embedded::file("common/tile_primitives.cuh"));
+  source.kernel_expression = expression;
+  source.hash = content_hash(source.text + source.headers.begin()->second + expression);
+  return source;
+}
+
+LaunchGeometry grid_stride(std::uint64_t count) {
+  LaunchGeometry geometry;
+  geometry.block[0] = 256;
+  geometry.grid[0] = static_cast<unsigned>(std::clamp<std::uint64_t>((count + 255) / 256, 1, 4096));
+  return geometry;
+}
+
+double percentile(std::vector<float> sorted, double q) {
+  std::size_t index = static_cast<std::size_t>(q * (sorted.size() - 1) + 0.5);
+  return sorted[std::min(index, sorted.size() - 1)];
+}
+
+}  // namespace
+
+struct Workbench::Kernels {
+  driver::ReadyKernel reference;
+  std::map<int, driver::ReadyKernel> fill;  // by element kind
+  driver::ReadyKernel compare;
+};
+
+Workbench::Workbench(const Family& family, const Problem& problem, const DeviceTarget& device)
+    : family_(family), problem_(problem), specs_(family.tensors(problem)) {
+  const std::string arch = device.arch();
+  const std::string what = family.name() + " " + problem.key();
+  for (std::size_t i = 0; i < specs_.size(); ++i) {
+    buffers_.emplace_back(specs_[i].elements * dtype_size(specs_[i].dtype),
+                          "tensor " + specs_[i].name + " of " + what);
+    addresses_.push_back(buffers_.back().address());
+  }
+  auto output = std::find_if(specs_.begin(), specs_.end(), [](auto& s) { return s.is_output; });
+  if (output == specs_.end()) throw Error(what + ": the family declares no output tensor");
+  output_index_ = static_cast<std::size_t>(output - specs_.begin());
+  reference_out_ = driver::DeviceBuffer(output->elements * sizeof(float), "reference of " + what);
+  totals_ = driver::DeviceBuffer(3 * sizeof(double), "comparison totals");
+  // Twice the L2, so nothing a timed launch reads survives from the previous one.
+  std::size_t flush_bytes = std::max<std::int64_t>(2 * device.l2_bytes, 64 << 20);
+  l2_flush_ = driver::DeviceBuffer(flush_bytes, "the L2 flush buffer");
+
+  kernels_ = std::make_unique<Kernels>();
+  RenderedSource reference = render_reference(family, problem);
+  kernels_->reference = driver::load_kernel(compiled_once(reference, arch),
+                                            family.reference_launch(problem).dynamic_smem_bytes,
+                                            "reference " + reference.kernel_expression);
+  for (const TensorSpec& spec : specs_) {
+    int kind = element_kind(spec.dtype);
+    if (kernels_->fill.count(kind)) continue;
+    std::string expression = "tilesmith::fill_normal<" + std::to_string(kind) + ">";
+    kernels_->fill.emplace(kind, driver::load_kernel(compiled_once(support_source(expression), arch),
+                                                     0, expression));
+  }
+  std::string compare = "tilesmith::compare_with_reference<" +
+                        std::to_string(element_kind(output->dtype)) + ">";
+  kernels_->compare =
+      driver::load_kernel(compiled_once(support_source(compare), arch), 0, compare);
+}
+
+Workbench::~Workbench() = default;
+
+void Workbench::refresh_inputs(std::uint64_t seed) {
+  for (std::size_t i = 0; i < specs_.size(); ++i) {
+    const TensorSpec& spec = specs_[i];
+    if (spec.is_output) {
+      // 0xFF bytes are NaN in f16, bf16 and f32: an element the kernel never writes shows.
+      TILESMITH_CU(api().cuMemsetD8Async(addresses_[i], 0xFF, buffers_[i].bytes(), stream_.get()),
+                   "poisoning output " + spec.name);
+      continue;
+    }
+    struct {  // FillParams in support_kernels.cuh
+      std::uint64_t out, count, seed;
+    } params{addresses_[i], spec.elements, seed * 131 + i};
+    kernels_->fill.at(element_kind(spec.dtype))
+        .kernel->launch(grid_stride(spec.elements), KernelArgs::of(params), stream_.get());
+  }
+  stream_.synchronize("filling inputs of " + problem_.key());
+}
+
+void Workbench::run_reference() {
+  kernels_->reference.kernel->launch(
+      family_.reference_launch(problem_),
+      family_.reference_args(problem_, addresses_, reference_out_.address()), stream_.get());
+}
+
+Verification Workbench::verify(const driver::LaunchableKernel& kernel,
+                               const LaunchGeometry& geometry) {
+  kernel.launch(geometry, family_.args(problem_, addresses_), stream_.get());
+  stream_.synchronize("running " + kernel.description());
+  return check_output();
+}
+
+Verification Workbench::check_output() {
+  run_reference();
+  TILESMITH_CU(api().cuMemsetD8Async(totals_.address(), 0, totals_.bytes(), stream_.get()),
+               "clearing comparison totals");
+  struct {  // CompareParams in support_kernels.cuh
+    std::uint64_t out, reference, count, totals;
+  } params{addresses_[output_index_], reference_out_.address(), specs_[output_index_].elements,
+           totals_.address()};
+  kernels_->compare.kernel->launch(grid_stride(params.count), KernelArgs::of(params), stream_.get());
+  stream_.synchronize("comparing " + problem_.key() + " with the reference");
+  double totals[3];
+  TILESMITH_CU(api().cuMemcpyDtoH(totals, totals_.address(), sizeof totals),
+               "reading comparison totals");
+  Verification result;
+  std::uint64_t nonfinite;
+  std::memcpy(&nonfinite, &totals[2], sizeof nonfinite);
+  result.nonfinite = nonfinite;
+  result.tolerance = family_.tolerance(problem_);
+  result.rel_error = totals[1] > 0 ? std::sqrt(totals[0] / totals[1]) : std::sqrt(totals[0]);
+  result.passed = nonfinite == 0 && std::isfinite(result.rel_error) &&
+                  result.rel_error <= result.tolerance;
+  if (nonfinite)
+    result.detail = std::to_string(nonfinite) + " of " + std::to_string(params.count) +
+                    " outputs are NaN/Inf (unwritten or overflowed)";
+  else if (!result.passed)
+    result.detail = "relative error " + std::to_string(result.rel_error) + " exceeds tolerance " +
+                    std::to_string(result.tolerance);
+  return result;
+}
+
+Timing Workbench::time(const driver::LaunchableKernel& kernel, const LaunchGeometry& geometry,
+                       const TimingOptions& options) {
+  KernelArgs args = family_.args(problem_, addresses_);
+  CUstream stream = stream_.get();
+  auto flush = [&] {
+    TILESMITH_CU(api().cuMemsetD32Async(l2_flush_.address(), 0x5a5a5a5a, l2_flush_.bytes() / 4, stream),
+                 "flushing L2");
+  };
+  for (int i = 0; i < options.warmup; ++i) kernel.launch(geometry, args, stream);
+  // One timed launch sizes the run: enough repetitions for ~target_ms of kernel time.
+  driver::Event probe_start, probe_stop;
+  flush();
+  probe_start.record(stream);
+  kernel.launch(geometry, args, stream);
+  probe_stop.record(stream);
+  float probe_ms = std::max(probe_stop.since(probe_start), 1e-3f);
+  int repetitions = std::clamp(static_cast<int>(options.target_ms / probe_ms),
+                               options.min_repetitions, options.max_repetitions);
+
+  std::vector<driver::Event> starts(repetitions), stops(repetitions);
+  std::vector<float> samples;
+  Timing timing;
+  const int first_batch = std::min(5, repetitions);
+  auto enqueue = [&](int from, int to) {
+    for (int i = from; i < to; ++i) {
+      flush();
+      starts[i].record(stream);
+      kernel.launch(geometry, args, stream);
+      stops[i].record(stream);
+    }
+    for (int i = from; i < to; ++i) samples.push_back(stops[i].since(starts[i]));
+  };
+  enqueue(0, first_batch);
+  std::vector<float> sorted = samples;
+  std::sort(sorted.begin(), sorted.end());
+  if (options.give_up_factor > 0 && options.best_ms > 0 &&
+      percentile(sorted, 0.5) > options.give_up_factor * options.best_ms)
+    timing.stopped_early = true;
+  else
+    enqueue(first_batch, repetitions);
+  std::sort(samples.begin(), samples.end());
+  timing.repetitions = static_cast<int>(samples.size());
+  timing.median_ms = percentile(samples, 0.5);
+  timing.min_ms = samples.front();
+  timing.p10_ms = percentile(samples, 0.1);
+  timing.p90_ms = percentile(samples, 0.9);
+  timing.spread = timing.median_ms > 0 ? (timing.p90_ms - timing.p10_ms) / timing.median_ms : 0;
+  return timing;
+}
+
+std::vector<float> Workbench::reference_output() {
+  run_reference();
+  stream_.synchronize("running the reference of " + problem_.key());
+  std::vector<float> host(specs_[output_index_].elements);
+  TILESMITH_CU(api().cuMemcpyDtoH(host.data(), reference_out_.address(), host.size() * sizeof(float)),
+               "reading the reference output");
+  return host;
+}
+
+std::vector<double> Workbench::download(std::size_t index) {
+  const TensorSpec& spec = specs_.at(index);
+  std::vector<double> values(spec.elements);
+  if (spec.dtype == DType::f32) {
+    std::vector<float> host(spec.elements);
+    TILESMITH_CU(api().cuMemcpyDtoH(host.data(), addresses_[index], host.size() * 4),
+                 "reading tensor " + spec.name);
+    std::copy(host.begin(), host.end(), values.begin());
+    return values;
+  }
+  std::vector<std::uint16_t> host(spec.elements);
+  TILESMITH_CU(api().cuMemcpyDtoH(host.data(), addresses_[index], host.size() * 2),
+               "reading tensor " + spec.name);
+  for (std::size_t i = 0; i < host.size(); ++i) {
+    std::uint16_t bits = host[i];
+    if (spec.dtype == DType::bf16) {
+      std::uint32_t wide = static_cast<std::uint32_t>(bits) << 16;
+      float value;
+      std::memcpy(&value, &wide, 4);
+      values[i] = value;
+    } else {  // IEEE half
+      int exponent = (bits >> 10) & 0x1f, mantissa = bits & 0x3ff;
+      double magnitude = exponent == 0    ? std::ldexp(mantissa, -24)
+                         : exponent == 31 ? (mantissa ? NAN : INFINITY)
+                                          : std::ldexp(1024 + mantissa, exponent - 25);
+      values[i] = (bits & 0x8000) ? -magnitude : magnitude;
+    }
+  }
+  return values;
+}
+
+}  // namespace tilesmith::tuner

@@ -1,0 +1,86 @@
+// The GPU side of a trial, in the calling process: fresh random inputs, poisoned outputs, the
+// candidate checked against the family's reference, then timed. The one verification routine
+// and the one timing routine of tilesmith.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "driver/gpu_objects.hpp"
+#include "templates/family.hpp"
+
+namespace tilesmith::tuner {
+
+struct Verification {
+  bool passed = false;
+  double rel_error = 0;        // ||out - ref|| / ||ref||
+  std::uint64_t nonfinite = 0;  // NaN/Inf outputs, including unwritten (poisoned) elements
+  double tolerance = 0;
+  std::string detail;
+};
+
+struct TimingOptions {
+  int warmup = 2;
+  int min_repetitions = 10;
+  int max_repetitions = 200;
+  double target_ms = 150;  // aim for about this much timed work per candidate
+  // Stop after the first few repetitions when slower than give_up_factor x best_ms.
+  double best_ms = 0;
+  double give_up_factor = 0;  // 0: never
+};
+
+struct Timing {
+  double median_ms = 0, min_ms = 0, p10_ms = 0, p90_ms = 0;
+  double spread = 0;  // (p90 - p10) / median
+  int repetitions = 0;
+  bool stopped_early = false;
+};
+
+// Buffers and support kernels for one problem on the current GPU.
+class Workbench {
+ public:
+  // `device` is the current GPU (the support kernels are compiled for its architecture).
+  Workbench(const Family& family, const Problem& problem, const DeviceTarget& device);
+  ~Workbench();
+  Workbench(const Workbench&) = delete;
+  Workbench& operator=(const Workbench&) = delete;
+
+  const Problem& problem() const { return problem_; }
+  const std::vector<std::uint64_t>& tensor_addresses() const { return addresses_; }
+
+  // Fills the inputs with fresh normal values from `seed` and poisons the outputs (NaN).
+  void refresh_inputs(std::uint64_t seed);
+  // Runs `kernel` once on the current inputs and compares it with the reference. Launch or
+  // execution errors propagate as Error (the caller classifies them).
+  Verification verify(const driver::LaunchableKernel& kernel, const LaunchGeometry& geometry);
+  // Compares the output tensor as it is now (written by anyone, e.g. the runtime) with the
+  // reference of the current inputs.
+  Verification check_output();
+  // Times `kernel`: CUDA events around each launch, L2 flushed before each one (a write of a
+  // buffer twice the L2's size), warm-up, median of repetitions.
+  Timing time(const driver::LaunchableKernel& kernel, const LaunchGeometry& geometry,
+              const TimingOptions& options);
+
+  // The reference output (fp32) of the current inputs, for tests.
+  std::vector<float> reference_output();
+  // Host copies of tensor `index` converted to double, for tests and CPU references.
+  std::vector<double> download(std::size_t index);
+
+ private:
+  void run_reference();
+
+  const Family& family_;
+  Problem problem_;
+  std::vector<TensorSpec> specs_;
+  std::vector<driver::DeviceBuffer> buffers_;
+  std::vector<std::uint64_t> addresses_;
+  driver::DeviceBuffer reference_out_, totals_, l2_flush_;
+  std::size_t output_index_ = 0;
+  driver::Stream stream_;
+  struct Kernels;
+  std::unique_ptr<Kernels> kernels_;
+};
+
+}  // namespace tilesmith::tuner
