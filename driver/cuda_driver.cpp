@@ -25,23 +25,27 @@ Loaded load() {
     loaded.failure = "no usable CUDA driver: libcuda.so.1 has no cuGetProcAddress_v2 (driver too old for CUDA 12+)";
     return loaded;
   }
-#define TILESMITH_RESOLVE_AT(name, version)                                                        \
+// `symbol` is the name as written, stringified before cuda.h's macros rename it (cuMemAlloc, not
+// cuMemAlloc_v2): cuGetProcAddress takes the base name and a version.
+#define TILESMITH_RESOLVE_AT(name, symbol, version)                                                \
   {                                                                                                \
     void* pointer = nullptr;                                                                       \
     CUdriverProcAddressQueryResult found;                                                          \
-    if (get_proc(#name, &pointer, version, CU_GET_PROC_ADDRESS_DEFAULT, &found) !=                 \
+    if (get_proc(symbol, &pointer, version, CU_GET_PROC_ADDRESS_DEFAULT, &found) !=                \
             CUDA_SUCCESS ||                                                                        \
         !pointer) {                                                                                \
-      loaded.failure = "no usable CUDA driver: it lacks " #name " for CUDA " +                     \
+      loaded.failure = std::string("no usable CUDA driver: it lacks ") + symbol + " for CUDA " +    \
                        std::to_string(CUDA_VERSION / 1000) + "." +                                 \
                        std::to_string(CUDA_VERSION % 1000 / 10) + " (driver too old?)";            \
       return loaded;                                                                               \
     }                                                                                              \
     loaded.api.name = reinterpret_cast<decltype(loaded.api.name)>(pointer);                        \
   }
-#define TILESMITH_RESOLVE(name) TILESMITH_RESOLVE_AT(name, CUDA_VERSION)
+#define TILESMITH_RESOLVE(name) TILESMITH_RESOLVE_AT(name, #name, CUDA_VERSION)
+#define TILESMITH_RESOLVE_PINNED(name, version) TILESMITH_RESOLVE_AT(name, #name, version)
   TILESMITH_DRIVER_FUNCTIONS(TILESMITH_RESOLVE)
-  TILESMITH_DRIVER_FUNCTIONS_PINNED(TILESMITH_RESOLVE_AT)
+  TILESMITH_DRIVER_FUNCTIONS_PINNED(TILESMITH_RESOLVE_PINNED)
+#undef TILESMITH_RESOLVE_PINNED
 #undef TILESMITH_RESOLVE
 #undef TILESMITH_RESOLVE_AT
   CUresult init = loaded.api.cuInit(0);

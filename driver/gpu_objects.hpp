@@ -44,6 +44,7 @@ class LaunchableKernel {
   CUresult try_launch(const LaunchGeometry& geometry, const KernelArgs& args, CUstream stream) const;
   void allow_dynamic_smem(unsigned bytes) const;
   int registers() const;
+  int local_bytes() const;  // local memory per thread (spills, stack)
   const std::string& description() const { return description_; }
 
  private:

@@ -58,7 +58,7 @@ class Program {
     if (nvrtcGetProgramLogSize(program_, &size) != NVRTC_SUCCESS || size <= 1) return "";
     std::string text(size, '\0');
     if (nvrtcGetProgramLog(program_, text.data()) != NVRTC_SUCCESS) return "";
-    text.resize(size - 1);
+    text.resize(text.find('\0'));  // NVRTC 13.0 ends the log with two NULs, not one
     return text;
   }
 

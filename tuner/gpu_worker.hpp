@@ -22,6 +22,8 @@ struct GpuTrialResult {
   std::string detail;
   Verification verification;
   Timing timing;
+  int registers = -1;    // of the loaded function, from the driver
+  int local_bytes = -1;  // local memory per thread: spills and stack
 };
 
 class GpuWorker {

@@ -106,8 +106,59 @@ __device__ __forceinline__ void store_pair(void* c, long long index, float x, fl
   }
 }
 
-template <int BM, int BN, int BK, int WM, int WN, int STAGES, int GROUP_M, int ALIGNED, int IN_KIND,
-          int OUT_KIND>
+// Tensor-core work on one shared-memory stage. FRAGMENTS 0: every A and B fragment of a k16 step
+// loaded, then all MMAs. FRAGMENTS 1: A fragments double-buffered across k16 steps and B
+// fragments streamed one 16-column pair at a time, so fewer registers are live and the next
+// ldmatrix overlaps the current MMAs.
+template <class T, int BK, int FRAGMENTS, int IN_KIND>
+__device__ __forceinline__ void mma_stage(float (&acc)[T::kMmaM][T::kMmaN][4], unsigned a_base,
+                                          unsigned b_base) {
+  // a_base/b_base: this lane's ldmatrix address in the stage, row 0 / k 0, in bytes.
+  if (FRAGMENTS == 0) {
+#pragma unroll
+    for (int kk = 0; kk < BK; kk += 16) {
+      unsigned a_frag[T::kMmaM][4];
+      unsigned b_frag[T::kMmaN / 2][4];
+#pragma unroll
+      for (int i = 0; i < T::kMmaM; ++i) ldmatrix_x4(a_frag[i], a_base + 2 * (i * 16 * T::kStrideA + kk));
+#pragma unroll
+      for (int j = 0; j < T::kMmaN / 2; ++j)
+        ldmatrix_x4_trans(b_frag[j], b_base + 2 * (kk * T::kStrideB + j * 16));
+#pragma unroll
+      for (int i = 0; i < T::kMmaM; ++i)
+#pragma unroll
+        for (int j = 0; j < T::kMmaN; ++j)
+          mma_16x8x16<IN_KIND>(acc[i][j], a_frag[i], b_frag[j / 2][(j % 2) * 2],
+                               b_frag[j / 2][(j % 2) * 2 + 1]);
+    }
+  } else {
+    unsigned a_frag[2][T::kMmaM][4];
+#pragma unroll
+    for (int i = 0; i < T::kMmaM; ++i) ldmatrix_x4(a_frag[0][i], a_base + 2 * (i * 16 * T::kStrideA));
+#pragma unroll
+    for (int kk = 0; kk < BK; kk += 16) {
+      const int current = (kk / 16) % 2;
+      if (kk + 16 < BK) {
+#pragma unroll
+        for (int i = 0; i < T::kMmaM; ++i)
+          ldmatrix_x4(a_frag[current ^ 1][i], a_base + 2 * (i * 16 * T::kStrideA + kk + 16));
+      }
+#pragma unroll
+      for (int j = 0; j < T::kMmaN / 2; ++j) {
+        unsigned b_frag[4];
+        ldmatrix_x4_trans(b_frag, b_base + 2 * (kk * T::kStrideB + j * 16));
+#pragma unroll
+        for (int i = 0; i < T::kMmaM; ++i) {
+          mma_16x8x16<IN_KIND>(acc[i][2 * j], a_frag[current][i], b_frag[0], b_frag[1]);
+          mma_16x8x16<IN_KIND>(acc[i][2 * j + 1], a_frag[current][i], b_frag[2], b_frag[3]);
+        }
+      }
+    }
+  }
+}
+
+template <int BM, int BN, int BK, int WM, int WN, int STAGES, int GROUP_M, int FRAGMENTS,
+          int ALIGNED, int IN_KIND, int OUT_KIND>
 __global__ void __launch_bounds__(WM* WN * 32) matmul_kernel(const MatmulParams p) {
   typedef MatmulTile<BM, BN, BK, WM, WN, STAGES, GROUP_M, ALIGNED, IN_KIND, OUT_KIND> T;
   extern __shared__ __align__(128) half_bits smem[];
@@ -133,6 +184,13 @@ __global__ void __launch_bounds__(WM* WN * 32) matmul_kernel(const MatmulParams 
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
 
+  // This lane's ldmatrix addresses in stage 0: lanes 8i..8i+7 address matrix i of an x4 load,
+  // rows lane%16 and column halves lane/16 (for B, .trans turns k-rows into the col layout).
+  const unsigned a_lane =
+      smem_address(smem) + 2 * ((warp_row + lane % 16) * T::kStrideA + (lane / 16) * 8);
+  const unsigned b_lane = smem_address(smem) +
+                          2 * (BM * T::kStrideA + (lane % 16) * T::kStrideB + warp_col + (lane / 16) * 8);
+
   const int k_tiles = (p.k + BK - 1) / BK;
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
@@ -150,27 +208,8 @@ __global__ void __launch_bounds__(WM* WN * 32) matmul_kernel(const MatmulParams 
       load_stage<T, BM, BN, BK, ALIGNED>(p, smem + (next % STAGES) * T::kStageElems, block_row, block_col, next * BK);
     cp_async_commit();
 
-    const half_bits* stage_a = smem + (kt % STAGES) * T::kStageElems;
-    const half_bits* stage_b = stage_a + BM * T::kStrideA;
-#pragma unroll
-    for (int kk = 0; kk < BK; kk += 16) {
-      unsigned a_frag[T::kMmaM][4];
-      unsigned b_frag[T::kMmaN / 2][4];
-#pragma unroll
-      for (int i = 0; i < T::kMmaM; ++i)
-        ldmatrix_x4(a_frag[i], smem_address(stage_a + (warp_row + i * 16 + lane % 16) * T::kStrideA +
-                                            kk + (lane / 16) * 8));
-#pragma unroll
-      for (int j = 0; j < T::kMmaN / 2; ++j)
-        ldmatrix_x4_trans(b_frag[j], smem_address(stage_b + (kk + lane % 16) * T::kStrideB +
-                                                  warp_col + j * 16 + (lane / 16) * 8));
-#pragma unroll
-      for (int i = 0; i < T::kMmaM; ++i)
-#pragma unroll
-        for (int j = 0; j < T::kMmaN; ++j)
-          mma_16x8x16<IN_KIND>(acc[i][j], a_frag[i], b_frag[j / 2][(j % 2) * 2],
-                               b_frag[j / 2][(j % 2) * 2 + 1]);
-    }
+    const unsigned stage_bytes = 2 * (kt % STAGES) * T::kStageElems;
+    mma_stage<T, BK, FRAGMENTS, IN_KIND>(acc, a_lane + stage_bytes, b_lane + stage_bytes);
   }
   cp_async_wait<0>();
 

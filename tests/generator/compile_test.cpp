@@ -3,8 +3,9 @@
 
 #include <ostream>
 #include <regex>
-#include <tuple>
+#include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "generator/compiled_kernel.hpp"
@@ -20,12 +21,20 @@ Problem matmul_problem(std::int64_t m, std::int64_t n, std::int64_t k, DType in 
   return Problem{"matmul", in, out, {m, n, k}};
 }
 
+// A config of the family's current space: the default config's values (so parameters added to
+// the space later keep their defaults) with the tile parameters overridden.
 Config tile_config(int block_m, int block_n, int block_k, int warps_m, int warps_n, int stages,
-                   int group_m) {
-  Config config;
-  config.values = {{"block_m", block_m}, {"block_n", block_n}, {"block_k", block_k},
-                   {"warps_m", warps_m}, {"warps_n", warps_n}, {"stages", stages},
-                   {"group_m", group_m}};
+                   int group_m = 8) {
+  Config config = find_family("matmul").default_config(
+      Problem{"matmul", DType::bf16, DType::bf16, {4096, 4096, 4096}},
+      DeviceTarget::assumed_for_arch("sm_90a"));
+  config.values["block_m"] = block_m;
+  config.values["block_n"] = block_n;
+  config.values["block_k"] = block_k;
+  config.values["warps_m"] = warps_m;
+  config.values["warps_n"] = warps_n;
+  config.values["stages"] = stages;
+  config.values["group_m"] = group_m;
   return config;
 }
 
@@ -68,7 +77,9 @@ TEST_P(DefaultConfigCompileTest, ProducesACubinWithoutSpills) {
   EXPECT_FALSE(kernel.cubin.bytes.empty());
   // A cubin is an ELF file.
   ASSERT_GE(kernel.cubin.bytes.size(), 4u);
-  EXPECT_EQ(std::string(kernel.cubin.bytes.data(), 4), "\x7f" "ELF");
+  EXPECT_EQ(std::string(kernel.cubin.bytes.data(), 4),
+            "\x7f"
+            "ELF");
   EXPECT_EQ(kernel.lowered_name.rfind("_Z", 0), 0u) << kernel.lowered_name;
   EXPECT_NE(kernel.lowered_name.find("matmul_kernel"), std::string::npos) << kernel.lowered_name;
   EXPECT_EQ(kernel.source_hash, source.hash);
@@ -81,8 +92,11 @@ TEST_P(DefaultConfigCompileTest, ProducesACubinWithoutSpills) {
   EXPECT_EQ(kernel.resources.spill_store_bytes, 0) << kernel.log;
   EXPECT_EQ(kernel.resources.spill_load_bytes, 0) << kernel.log;
   EXPECT_NE(kernel.log.find(kernel.lowered_name), std::string::npos)
-      << "the verbose ptxas report should name the kernel:\n" << kernel.log;
+      << "the verbose ptxas report should name the kernel:\n"
+      << kernel.log;
   EXPECT_GT(kernel.compile_seconds, 0);
+  EXPECT_EQ(kernel.log.find('\0'), std::string::npos)
+      << "the log should stop at NVRTC's terminating NUL, not carry it";
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, DefaultConfigCompileTest, ::testing::Values("sm_80", "sm_90a"));
@@ -204,21 +218,35 @@ struct SampleCase {
   Problem problem;
 };
 
+// Parameters the space has beyond the seven tile parameters take their i-th value (cyclically),
+// so the sample also spreads over parameters added later.
+Config spread_extra_parameters(Config config, std::size_t i) {
+  const std::set<std::string> tile_params = {"block_m", "block_n", "block_k", "warps_m",
+                                             "warps_n", "stages",  "group_m"};
+  for (const ParamSpec& param : matmul().space())
+    if (!tile_params.count(param.name) && !param.values.empty())
+      config.values[param.name] = param.values[i % param.values.size()];
+  return config;
+}
+
 std::vector<SampleCase> space_sample() {
-  return {
+  std::vector<SampleCase> sample = {
       {"128x128x32_w2x2_s4_bf16_aligned", tile_config(128, 128, 32, 2, 2, 4, 8),
        matmul_problem(4096, 4096, 4096, DType::bf16, DType::bf16)},
       {"256x128x64_w4x2_s3_f16_aligned", tile_config(256, 128, 64, 4, 2, 3, 8),
        matmul_problem(1000, 1000, 1000, DType::f16, DType::f16)},
       {"64x64x32_w2x2_s2_bf16_f32_unaligned", tile_config(64, 64, 32, 2, 2, 2, 1),
        matmul_problem(4093, 4093, 4093, DType::bf16, DType::f32)},
-      {"64x256x32_w1x4_s5_f16_f32_unaligned", tile_config(64, 256, 32, 1, 4, 5, 8),
+      {"64x256x32_w2x4_s5_f16_f32_unaligned", tile_config(64, 256, 32, 2, 4, 5, 8),
        matmul_problem(17, 33, 65, DType::f16, DType::f32)},
       {"128x256x64_w2x4_s2_bf16_aligned", tile_config(128, 256, 64, 2, 4, 2, 1),
        matmul_problem(1024, 1024, 1024, DType::bf16, DType::bf16)},
-      {"256x256x32_w4x4_s4_bf16_unaligned", tile_config(256, 256, 32, 4, 4, 4, 8),
-       matmul_problem(1001, 999, 1003, DType::bf16, DType::bf16)},
+      {"256x128x32_w4x4_s4_bf16_aligned", tile_config(256, 128, 32, 4, 4, 4, 8),
+       matmul_problem(2048, 1536, 512, DType::bf16, DType::bf16)},
   };
+  for (std::size_t i = 0; i < sample.size(); ++i)
+    sample[i].config = spread_extra_parameters(sample[i].config, i);
+  return sample;
 }
 
 void PrintTo(const SampleCase& sample, std::ostream* out) {
@@ -233,8 +261,8 @@ TEST_P(SpaceSampleCompileTest, CompilesWithoutSpills) {
   DeviceTarget device = DeviceTarget::assumed_for_arch(arch);
   ASSERT_NO_THROW(matmul().validate(sample.problem));
   auto reason = matmul().reject(sample.config, sample.problem, device);
-  ASSERT_FALSE(reason.has_value()) << "the sample must be a member of the pruned space: "
-                                   << *reason;
+  ASSERT_FALSE(reason.has_value())
+      << "the sample must be a member of the pruned space: " << *reason;
   CompiledKernel kernel;
   try {
     kernel = compile(render(matmul(), sample.config, sample.problem), arch);

@@ -18,12 +18,20 @@ Problem matmul_problem(std::int64_t m, std::int64_t n, std::int64_t k, DType in 
   return Problem{"matmul", in, out, {m, n, k}};
 }
 
+// A config of the family's current space: the default config's values (so parameters added to
+// the space later keep their defaults) with the tile parameters overridden.
 Config tile_config(int block_m, int block_n, int block_k, int warps_m, int warps_n, int stages,
                    int group_m = 8) {
-  Config config;
-  config.values = {{"block_m", block_m}, {"block_n", block_n}, {"block_k", block_k},
-                   {"warps_m", warps_m}, {"warps_n", warps_n}, {"stages", stages},
-                   {"group_m", group_m}};
+  Config config = find_family("matmul").default_config(
+      Problem{"matmul", DType::bf16, DType::bf16, {4096, 4096, 4096}},
+      DeviceTarget::assumed_for_arch("sm_90a"));
+  config.values["block_m"] = block_m;
+  config.values["block_n"] = block_n;
+  config.values["block_k"] = block_k;
+  config.values["warps_m"] = warps_m;
+  config.values["warps_n"] = warps_n;
+  config.values["stages"] = stages;
+  config.values["group_m"] = group_m;
   return config;
 }
 
@@ -74,9 +82,8 @@ TEST(RenderTest, EveryConfigOfTheSpaceHasItsOwnHash) {
     for (int stages : {2, 3, 4, 5})
       for (int group_m : {1, 8}) {
         ++configs;
-        hashes.insert(render(matmul(), tile_config(block_m, 128, 32, 2, 2, stages, group_m),
-                             problem)
-                          .hash);
+        hashes.insert(
+            render(matmul(), tile_config(block_m, 128, 32, 2, 2, stages, group_m), problem).hash);
       }
   EXPECT_EQ(hashes.size(), static_cast<std::size_t>(configs));
 }
@@ -87,7 +94,7 @@ TEST(RenderTest, OneParameterChangesTheHash) {
   std::string base_hash = render(matmul(), base, problem).hash;
   for (const auto& [name, value] : base.values) {
     Config changed = base;
-    changed.values[name] = value == 1 ? 2 : value / 2;
+    changed.values[name] = value == 0 ? 1 : value == 1 ? 2 : value / 2;
     EXPECT_NE(render(matmul(), changed, problem).hash, base_hash) << name;
   }
 }
@@ -101,12 +108,12 @@ TEST(RenderTest, AlignmentAndDtypesChangeTheHash) {
   EXPECT_NE(aligned.text, unaligned.text);
 
   std::set<std::string> hashes = {aligned.hash};
-  hashes.insert(render(matmul(), config,
-                       matmul_problem(4096, 4096, 4096, DType::f16, DType::f16)).hash);
-  hashes.insert(render(matmul(), config,
-                       matmul_problem(4096, 4096, 4096, DType::bf16, DType::f32)).hash);
-  hashes.insert(render(matmul(), config,
-                       matmul_problem(4096, 4096, 4096, DType::f16, DType::f32)).hash);
+  hashes.insert(
+      render(matmul(), config, matmul_problem(4096, 4096, 4096, DType::f16, DType::f16)).hash);
+  hashes.insert(
+      render(matmul(), config, matmul_problem(4096, 4096, 4096, DType::bf16, DType::f32)).hash);
+  hashes.insert(
+      render(matmul(), config, matmul_problem(4096, 4096, 4096, DType::f16, DType::f32)).hash);
   EXPECT_EQ(hashes.size(), 4u);
 }
 
@@ -123,7 +130,9 @@ TEST(RenderTest, ShapesWithTheSameAlignmentShareTheSource) {
 TEST(RenderTest, ReferenceIsItsOwnTranslationUnit) {
   Problem problem = matmul_problem(64, 64, 64);
   RenderedSource reference = render_reference(matmul(), problem);
-  RenderedSource kernel = render(matmul(), matmul().default_config(problem, DeviceTarget::assumed_for_arch("sm_90a")), problem);
+  RenderedSource kernel =
+      render(matmul(), matmul().default_config(problem, DeviceTarget::assumed_for_arch("sm_90a")),
+             problem);
   EXPECT_EQ(reference.family, "matmul");
   EXPECT_TRUE(reference.config.values.empty());
   EXPECT_EQ(reference.kernel_expression, matmul().reference_expression(problem));

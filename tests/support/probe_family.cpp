@@ -15,8 +15,10 @@ template <int BEHAVIOR, int BLOCK>
 __global__ void __launch_bounds__(BLOCK) probe_kernel(const ProbeParams p) {
   long long i = blockIdx.x * (long long)BLOCK + threadIdx.x;
   if (BEHAVIOR == 2) {  // never finishes: only the watchdog ends it
-    volatile int spin = 1;
-    while (spin) {}
+    // A volatile global load the compiler cannot drop (a volatile local was optimized away);
+    // the inputs are finite random values, so x == x always holds.
+    volatile const float* in = p.in;
+    while (in[0] == in[0]) {}
   }
   if (i < p.n) {
     if (BEHAVIOR == 1) p.out[i + (1ll << 40)] = 1.f;  // a terabyte past the buffer: faults

@@ -43,7 +43,8 @@ TEST(DTypeTest, NamesRoundTripThroughParse) {
 TEST(DTypeTest, AcceptsCommonAliases) {
   for (const char* alias : {"f16", "fp16", "half", "float16"})
     EXPECT_EQ(parse_dtype(alias), DType::f16) << alias;
-  for (const char* alias : {"bf16", "bfloat16"}) EXPECT_EQ(parse_dtype(alias), DType::bf16) << alias;
+  for (const char* alias : {"bf16", "bfloat16"})
+    EXPECT_EQ(parse_dtype(alias), DType::bf16) << alias;
   for (const char* alias : {"f32", "fp32", "float", "float32"})
     EXPECT_EQ(parse_dtype(alias), DType::f32) << alias;
 }

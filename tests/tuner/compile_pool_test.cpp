@@ -19,16 +19,28 @@ const Family& matmul() { return find_family("matmul"); }
 
 Problem problem_4096() { return Problem{"matmul", DType::bf16, DType::bf16, {4096, 4096, 4096}}; }
 
+Config tile_config(int block_m, int block_n, int block_k, int warps_m, int warps_n, int stages,
+                   int group_m) {
+  // The default config's values, so parameters added to the space later keep their defaults.
+  Config config = matmul().default_config(problem_4096(), DeviceTarget::assumed_for_arch("sm_90a"));
+  config.values["block_m"] = block_m;
+  config.values["block_n"] = block_n;
+  config.values["block_k"] = block_k;
+  config.values["warps_m"] = warps_m;
+  config.values["warps_n"] = warps_n;
+  config.values["stages"] = stages;
+  config.values["group_m"] = group_m;
+  return config;
+}
+
 // Four distinct members of the pruned matmul space for sm_90a.
 std::vector<RenderedSource> four_matmul_sources() {
   const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
   std::vector<RenderedSource> sources;
-  for (const char* text : {"block_k=32,block_m=128,block_n=128,group_m=8,stages=4,warps_m=2,warps_n=2",
-                           "block_k=32,block_m=64,block_n=64,group_m=1,stages=2,warps_m=2,warps_n=2",
-                           "block_k=64,block_m=128,block_n=64,group_m=8,stages=3,warps_m=4,warps_n=1",
-                           "block_k=32,block_m=64,block_n=128,group_m=1,stages=3,warps_m=1,warps_n=4"}) {
-    Config config = Config::parse(text);
-    EXPECT_FALSE(matmul().reject(config, problem_4096(), hopper).has_value()) << text;
+  for (const Config& config :
+       {tile_config(128, 128, 32, 2, 2, 4, 8), tile_config(64, 64, 32, 2, 2, 2, 1),
+        tile_config(128, 64, 64, 4, 1, 3, 8), tile_config(64, 128, 32, 1, 4, 3, 1)}) {
+    EXPECT_FALSE(matmul().reject(config, problem_4096(), hopper).has_value()) << config.text();
     sources.push_back(render(matmul(), config, problem_4096()));
   }
   return sources;
@@ -79,7 +91,9 @@ TEST(CompilePoolTest, TwoProcessesCompileFourConfigs) {
     EXPECT_EQ(kernel.source_hash, hash_by_id[outcome.id]);
     EXPECT_EQ(kernel.arch, "sm_90a");
     EXPECT_FALSE(kernel.cubin.bytes.empty());
-    EXPECT_EQ(std::string(kernel.cubin.bytes.data(), 4), "\x7f" "ELF");
+    EXPECT_EQ(std::string(kernel.cubin.bytes.data(), 4),
+              "\x7f"
+              "ELF");
     EXPECT_EQ(kernel.lowered_name.rfind("_Z", 0), 0u) << kernel.lowered_name;
     EXPECT_GT(kernel.resources.registers, 0) << kernel.log;
     EXPECT_EQ(kernel.resources.spill_store_bytes, 0) << kernel.log;

@@ -15,10 +15,10 @@
 namespace tilesmith::tuner {
 namespace {
 
-#define SKIP_IF_GPU_PRESENT()                                                                  \
-  do {                                                                                         \
-    if (::tilesmith::driver::gpu_available())                                                  \
-      GTEST_SKIP() << "a GPU is present: the offline (compile-only) path is not taken";        \
+#define SKIP_IF_GPU_PRESENT()                                                           \
+  do {                                                                                  \
+    if (::tilesmith::driver::gpu_available())                                           \
+      GTEST_SKIP() << "a GPU is present: the offline (compile-only) path is not taken"; \
   } while (0)
 
 Problem problem_1000_bf16() {

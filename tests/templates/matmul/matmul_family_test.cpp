@@ -6,6 +6,7 @@
 #include <cstring>
 #include <iostream>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,12 +25,20 @@ Problem matmul_problem(std::int64_t m, std::int64_t n, std::int64_t k, DType in 
   return Problem{"matmul", in, out, {m, n, k}};
 }
 
+// A config of the family's current space: the default config's values (so parameters added to
+// the space later keep their defaults) with the tile parameters overridden.
 Config tile_config(int block_m, int block_n, int block_k, int warps_m, int warps_n, int stages,
                    int group_m = 8) {
-  Config config;
-  config.values = {{"block_m", block_m}, {"block_n", block_n}, {"block_k", block_k},
-                   {"warps_m", warps_m}, {"warps_n", warps_n}, {"stages", stages},
-                   {"group_m", group_m}};
+  Config config = find_family("matmul").default_config(
+      Problem{"matmul", DType::bf16, DType::bf16, {4096, 4096, 4096}},
+      DeviceTarget::assumed_for_arch("sm_90a"));
+  config.values["block_m"] = block_m;
+  config.values["block_n"] = block_n;
+  config.values["block_k"] = block_k;
+  config.values["warps_m"] = warps_m;
+  config.values["warps_n"] = warps_n;
+  config.values["stages"] = stages;
+  config.values["group_m"] = group_m;
   return config;
 }
 
@@ -82,14 +91,32 @@ TEST(MatmulRegistryTest, UnknownOpThrowsListingKnownNames) {
   EXPECT_NE(message.find("matmul"), std::string::npos) << message;
 }
 
-TEST(MatmulFamilyTest, SpaceHasTheTileParametersInOrder) {
+TEST(MatmulFamilyTest, SpaceStartsWithTheTileParametersInOrder) {
   std::vector<std::string> names;
   for (const ParamSpec& param : matmul().space()) {
     names.push_back(param.name);
     EXPECT_FALSE(param.values.empty()) << param.name;
+    std::set<int> distinct(param.values.begin(), param.values.end());
+    EXPECT_EQ(distinct.size(), param.values.size()) << param.name << " repeats a value";
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"block_m", "block_n", "block_k", "warps_m", "warps_n",
-                                             "stages", "group_m"}));
+  const std::vector<std::string> tile_params = {"block_m", "block_n", "block_k", "warps_m",
+                                                "warps_n", "stages",  "group_m"};
+  ASSERT_GE(names.size(), tile_params.size());
+  EXPECT_EQ(std::vector<std::string>(names.begin(), names.begin() + tile_params.size()),
+            tile_params);
+  EXPECT_EQ(std::set<std::string>(names.begin(), names.end()).size(), names.size());
+}
+
+TEST(MatmulFamilyTest, DefaultConfigSetsEveryParameterOfTheSpace) {
+  Config config = matmul().default_config(matmul_problem(4096, 4096, 4096),
+                                          DeviceTarget::assumed_for_arch("sm_90a"));
+  EXPECT_EQ(config.values.size(), matmul().space().size()) << config.text();
+  for (const ParamSpec& param : matmul().space()) {
+    ASSERT_EQ(config.values.count(param.name), 1u) << param.name;
+    EXPECT_NE(std::find(param.values.begin(), param.values.end(), config.at(param.name)),
+              param.values.end())
+        << "the default config should be a point of the space: " << config.text();
+  }
 }
 
 TEST(MatmulFamilyTest, SourceEmbedsTheKernelAndItsHeaders) {
@@ -129,8 +156,8 @@ TEST(MatmulValidateTest, RejectsDimensionsOutsideTheKernelsIntRange) {
 }
 
 TEST(MatmulValidateTest, RejectsF32Input) {
-  std::string message =
-      error_message_of([] { matmul().validate(matmul_problem(64, 64, 64, DType::f32, DType::f32)); });
+  std::string message = error_message_of(
+      [] { matmul().validate(matmul_problem(64, 64, 64, DType::f32, DType::f32)); });
   EXPECT_NE(message.find("f32"), std::string::npos) << message;
 }
 
@@ -177,8 +204,13 @@ TEST_F(MatmulRejectTest, RejectsMoreThreadsThanTheDeviceAllows) {
 }
 
 TEST_F(MatmulRejectTest, RejectsSharedMemoryOverTheDeviceLimit) {
-  Config config = tile_config(256, 256, 64, 4, 4, 5);
-  int needed = expected_smem_bytes(256, 256, 64, 5);
+  // Five stages of 256x256x64 need 345 KB; sm_80 allows 163 KB (whichever rule fires first).
+  ASSERT_GT(expected_smem_bytes(256, 256, 64, 5), ampere_.max_smem_per_block_optin);
+  EXPECT_TRUE(reject(tile_config(256, 256, 64, 4, 4, 5), ampere_).has_value());
+
+  // 128x128x64 on 2x2 warps breaks no other rule: five stages (175 KB) are over, four fit.
+  Config config = tile_config(128, 128, 64, 2, 2, 5);
+  int needed = expected_smem_bytes(128, 128, 64, 5);
   ASSERT_GT(needed, ampere_.max_smem_per_block_optin);
   auto reason = reject(config, ampere_);
   ASSERT_TRUE(reason.has_value());
@@ -186,9 +218,9 @@ TEST_F(MatmulRejectTest, RejectsSharedMemoryOverTheDeviceLimit) {
   EXPECT_NE(reason->find(std::to_string(needed)), std::string::npos) << *reason;
   EXPECT_NE(reason->find(std::to_string(ampere_.max_smem_per_block_optin)), std::string::npos)
       << *reason;
-  // Two stages fit in the same 163 KB.
-  ASSERT_LE(expected_smem_bytes(256, 256, 64, 2), ampere_.max_smem_per_block_optin);
-  EXPECT_EQ(reject(tile_config(256, 256, 64, 4, 4, 2), ampere_), std::nullopt);
+  EXPECT_EQ(reject(config, hopper_), std::nullopt) << "227 KB on sm_90a";
+  ASSERT_LE(expected_smem_bytes(128, 128, 64, 4), ampere_.max_smem_per_block_optin);
+  EXPECT_EQ(reject(tile_config(128, 128, 64, 2, 2, 4), ampere_), std::nullopt);
 }
 
 TEST_F(MatmulRejectTest, AcceptsSharedMemoryExactlyAtTheLimit) {
@@ -236,6 +268,34 @@ TEST_F(MatmulRejectTest, RejectsBlocksOfFewerThanFourWarps) {
   }
   EXPECT_EQ(reject(tile_config(64, 64, 32, 2, 2, 2), hopper_), std::nullopt);
   EXPECT_EQ(reject(tile_config(64, 64, 32, 1, 4, 2), hopper_), std::nullopt);
+}
+
+TEST_F(MatmulRejectTest, RejectsWarpTilesTheRegisterBudgetCannotHold) {
+  // 512 threads leave 65536 / 512 = 128 registers per thread: a 64x64 warp tile's 128 fp32
+  // accumulators alone fill them (ptxas spilled hundreds of bytes here).
+  auto reason = reject(tile_config(256, 256, 32, 4, 4, 3), hopper_);
+  ASSERT_TRUE(reason.has_value());
+  EXPECT_NE(reason->find("accumulators"), std::string::npos) << *reason;
+  // The same warp tile on 4 warps has 255 registers per thread.
+  EXPECT_EQ(reject(tile_config(128, 128, 32, 2, 2, 3), hopper_), std::nullopt);
+  // A register file a quarter the size leaves those 128 threads 128 registers each.
+  DeviceTarget small_register_file = hopper_;
+  small_register_file.regs_per_block = 16384;
+  EXPECT_TRUE(reject(tile_config(128, 128, 32, 2, 2, 3), small_register_file).has_value());
+}
+
+TEST(MatmulRejectSpaceTest, UnalignedShapesNeverAllowMoreThanAlignedOnes) {
+  // The unaligned variant gathers chunks through registers: it may need more, never fewer.
+  const Problem aligned = matmul_problem(4096, 4096, 4096);
+  const Problem unaligned = matmul_problem(4093, 4093, 4093);
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    DeviceTarget device = DeviceTarget::assumed_for_arch(arch);
+    for (const Config& config : whole_space(matmul())) {
+      if (matmul().reject(config, unaligned, device)) continue;
+      EXPECT_FALSE(matmul().reject(config, aligned, device).has_value())
+          << arch << " " << config.text();
+    }
+  }
 }
 
 TEST_F(MatmulRejectTest, RejectsThreadsThatDoNotSplitTheTilesIntoWholeChunks) {
@@ -321,7 +381,9 @@ TEST(MatmulPrunedSpaceTest, LeavesManyCandidatesFor4096CubedOnHopper) {
     if (!matmul().reject(config, problem, hopper)) ++kept;
   std::cout << "[ info     ] matmul 4096^3 on assumed sm_90a: " << kept << " of " << space.size()
             << " configs survive pruning\n";
-  EXPECT_EQ(space.size(), 3u * 3 * 2 * 3 * 3 * 4 * 2);
+  std::size_t product = 1;
+  for (const ParamSpec& param : matmul().space()) product *= param.values.size();
+  EXPECT_EQ(space.size(), product);
   EXPECT_GE(kept, 50);
   EXPECT_LT(kept, static_cast<int>(space.size()));
 }
@@ -362,32 +424,57 @@ TEST(MatmulLaunchTest, GridCoversTheOutputAndBlockIsTheWarps) {
   EXPECT_EQ(spot.dynamic_smem_bytes, 81408u);
 }
 
-TEST(MatmulKernelExpressionTest, EncodesTheConfigAlignmentAndDtypes) {
+// The template arguments of "tilesmith::matmul_kernel<a,b,...>", as text.
+std::vector<std::string> template_arguments(const std::string& expression) {
+  const std::string prefix = "tilesmith::matmul_kernel<";
+  EXPECT_EQ(expression.rfind(prefix, 0), 0u) << expression;
+  EXPECT_EQ(expression.back(), '>') << expression;
+  std::vector<std::string> arguments;
+  std::string inner = expression.substr(prefix.size(), expression.size() - prefix.size() - 1);
+  std::size_t start = 0;
+  for (std::size_t comma; (comma = inner.find(',', start)) != std::string::npos; start = comma + 1)
+    arguments.push_back(inner.substr(start, comma - start));
+  arguments.push_back(inner.substr(start));
+  return arguments;
+}
+
+// The last three template arguments: ALIGNED, IN_KIND, OUT_KIND.
+std::vector<std::string> alignment_and_dtypes(const Config& config, const Problem& problem) {
+  std::vector<std::string> arguments =
+      template_arguments(matmul().kernel_expression(config, problem));
+  if (arguments.size() < 3) return arguments;
+  return std::vector<std::string>(arguments.end() - 3, arguments.end());
+}
+
+TEST(MatmulKernelExpressionTest, StartsWithTheTileParameters) {
   Config config = tile_config(128, 64, 32, 2, 1, 3, 8);
-  EXPECT_EQ(matmul().kernel_expression(config, matmul_problem(4096, 4096, 4096)),
-            "tilesmith::matmul_kernel<128,64,32,2,1,3,8,1,1,1>");
-  EXPECT_EQ(matmul().kernel_expression(config, matmul_problem(4093, 4093, 4093)),
-            "tilesmith::matmul_kernel<128,64,32,2,1,3,8,0,1,1>");
-  EXPECT_EQ(
-      matmul().kernel_expression(config, matmul_problem(64, 64, 64, DType::f16, DType::f16)),
-      "tilesmith::matmul_kernel<128,64,32,2,1,3,8,1,0,0>");
-  EXPECT_EQ(
-      matmul().kernel_expression(config, matmul_problem(64, 64, 64, DType::bf16, DType::f32)),
-      "tilesmith::matmul_kernel<128,64,32,2,1,3,8,1,1,2>");
-  EXPECT_EQ(
-      matmul().kernel_expression(config, matmul_problem(64, 64, 64, DType::f16, DType::f32)),
-      "tilesmith::matmul_kernel<128,64,32,2,1,3,8,1,0,2>");
+  std::vector<std::string> arguments =
+      template_arguments(matmul().kernel_expression(config, matmul_problem(4096, 4096, 4096)));
+  // One argument per space parameter, then ALIGNED, IN_KIND and OUT_KIND.
+  EXPECT_EQ(arguments.size(), matmul().space().size() + 3);
+  ASSERT_GE(arguments.size(), 7u);
+  EXPECT_EQ(std::vector<std::string>(arguments.begin(), arguments.begin() + 7),
+            (std::vector<std::string>{"128", "64", "32", "2", "1", "3", "8"}));
+}
+
+TEST(MatmulKernelExpressionTest, EncodesTheAlignmentAndDtypes) {
+  using Args = std::vector<std::string>;
+  Config config = tile_config(128, 64, 32, 2, 1, 3, 8);
+  // ElementKind: f16 = 0, bf16 = 1, f32 = 2.
+  EXPECT_EQ(alignment_and_dtypes(config, matmul_problem(4096, 4096, 4096)), (Args{"1", "1", "1"}));
+  EXPECT_EQ(alignment_and_dtypes(config, matmul_problem(4093, 4093, 4093)), (Args{"0", "1", "1"}));
+  EXPECT_EQ(alignment_and_dtypes(config, matmul_problem(64, 64, 64, DType::f16, DType::f16)),
+            (Args{"1", "0", "0"}));
+  EXPECT_EQ(alignment_and_dtypes(config, matmul_problem(64, 64, 64, DType::bf16, DType::f32)),
+            (Args{"1", "1", "2"}));
+  EXPECT_EQ(alignment_and_dtypes(config, matmul_problem(63, 64, 64, DType::f16, DType::f32)),
+            (Args{"1", "0", "2"}));
 }
 
 TEST(MatmulKernelExpressionTest, AlignedOnlyWhenKAndNAreMultiplesOfEight) {
   Config config = tile_config(128, 128, 32, 2, 2, 4);
   auto aligned_flag = [&](std::int64_t m, std::int64_t n, std::int64_t k) {
-    std::string expression = matmul().kernel_expression(config, matmul_problem(m, n, k));
-    // ...,GROUP_M,ALIGNED,IN,OUT>: the third-last argument.
-    std::size_t out = expression.rfind(',');
-    std::size_t in = expression.rfind(',', out - 1);
-    std::size_t aligned = expression.rfind(',', in - 1);
-    return expression.substr(aligned + 1, in - aligned - 1);
+    return alignment_and_dtypes(config, matmul_problem(m, n, k)).at(0);
   };
   EXPECT_EQ(aligned_flag(4096, 4096, 4096), "1");
   EXPECT_EQ(aligned_flag(4093, 4096, 4096), "1");  // M is free: rows are predicated
@@ -419,9 +506,9 @@ TEST(MatmulReferenceTest, CpuReferenceMatchesAHandComputedProduct) {
   // A is 2x4, B is 4x3, both row-major.
   std::vector<double> a = {1, 2, 3, 4,  //
                            5, 6, 7, 8};
-  std::vector<double> b = {1,  0, 2,    //
-                           0,  1, 0,    //
-                           1,  1, 1,    //
+  std::vector<double> b = {1,  0, 2,  //
+                           0,  1, 0,  //
+                           1,  1, 1,  //
                            -1, 2, 0.5};
   std::vector<double> c = matmul().reference_cpu(matmul_problem(2, 3, 4), {a, b});
   EXPECT_EQ(c, (std::vector<double>{0, 13, 7,  //
