@@ -1,6 +1,7 @@
 // NVRTC in worker processes: jobs in, outcomes out, failures reported without losing the pool.
 // The workers re-execute this test binary (tests/support/test_main.cpp dispatches them).
 #include "tuner/compile_pool.hpp"
+#include "support/matmul_configs.hpp"
 
 #include <gtest/gtest.h>
 
@@ -15,23 +16,12 @@
 namespace tilesmith::tuner {
 namespace {
 
+using testing::tile_config;
+
 const Family& matmul() { return find_family("matmul"); }
 
 Problem problem_4096() { return Problem{"matmul", DType::bf16, DType::bf16, {4096, 4096, 4096}}; }
 
-Config tile_config(int block_m, int block_n, int block_k, int warps_m, int warps_n, int stages,
-                   int group_m) {
-  // The default config's values, so parameters added to the space later keep their defaults.
-  Config config = matmul().default_config(problem_4096(), DeviceTarget::assumed_for_arch("sm_90a"));
-  config.values["block_m"] = block_m;
-  config.values["block_n"] = block_n;
-  config.values["block_k"] = block_k;
-  config.values["warps_m"] = warps_m;
-  config.values["warps_n"] = warps_n;
-  config.values["stages"] = stages;
-  config.values["group_m"] = group_m;
-  return config;
-}
 
 // Four distinct members of the pruned matmul space for sm_90a.
 std::vector<RenderedSource> four_matmul_sources() {

@@ -12,11 +12,14 @@
 #include <vector>
 
 #include "templates/family.hpp"
+#include "support/matmul_configs.hpp"
 #include "templates/matmul/matmul_params.h"
 #include "templates/registry.hpp"
 
 namespace tilesmith {
 namespace {
+
+using testing::tile_config;
 
 const Family& matmul() { return find_family("matmul"); }
 
@@ -25,22 +28,6 @@ Problem matmul_problem(std::int64_t m, std::int64_t n, std::int64_t k, DType in 
   return Problem{"matmul", in, out, {m, n, k}};
 }
 
-// A config of the family's current space: the default config's values (so parameters added to
-// the space later keep their defaults) with the tile parameters overridden.
-Config tile_config(int block_m, int block_n, int block_k, int warps_m, int warps_n, int stages,
-                   int group_m = 8) {
-  Config config = find_family("matmul").default_config(
-      Problem{"matmul", DType::bf16, DType::bf16, {4096, 4096, 4096}},
-      DeviceTarget::assumed_for_arch("sm_90a"));
-  config.values["block_m"] = block_m;
-  config.values["block_n"] = block_n;
-  config.values["block_k"] = block_k;
-  config.values["warps_m"] = warps_m;
-  config.values["warps_n"] = warps_n;
-  config.values["stages"] = stages;
-  config.values["group_m"] = group_m;
-  return config;
-}
 
 // The shared memory a config's pipeline needs: STAGES A and B tiles, rows padded by 8 elements,
 // 2 bytes per element.
