@@ -91,10 +91,9 @@ struct Runtime::Impl {
     return entry;
   }
 
-  const Entry& lookup(const Family& family, const Problem& problem, DispatchInfo* info) {
-    DispatchKey key{&family, problem.dtype, problem.out_dtype, {}};
-    if (problem.shape.size() > key.shape.size()) throw Error(family.name() + ": too many dimensions");
-    std::copy(problem.shape.begin(), problem.shape.end(), key.shape.begin());
+  // `make_problem` runs only on a miss: a hit builds nothing and allocates nothing.
+  template <class MakeProblem>
+  const Entry& lookup(const DispatchKey& key, MakeProblem&& make_problem, DispatchInfo* info) {
     {
       std::shared_lock lock(mutex);
       auto it = entries.find(key);
@@ -105,7 +104,7 @@ struct Runtime::Impl {
     }
     std::unique_lock lock(mutex);
     auto it = entries.find(key);  // another thread may have resolved it meanwhile
-    if (it == entries.end()) it = entries.emplace(key, resolve(family, problem)).first;
+    if (it == entries.end()) it = entries.emplace(key, resolve(*key.family, make_problem())).first;
     if (info) *info = it->second->info;
     return *it->second;
   }
@@ -124,6 +123,10 @@ Runtime::Runtime(RuntimeOptions options) : impl_(std::make_unique<Impl>()) {
 Runtime::~Runtime() = default;
 
 namespace {
+DispatchKey matmul_key(const Family& family, const MatmulArgs& args) {
+  return {&family, args.dtype, args.out_dtype.value_or(args.dtype), {args.m, args.n, args.k, 0}};
+}
+
 Problem matmul_problem(const MatmulArgs& args) {
   Problem problem;
   problem.op = "matmul";
@@ -142,19 +145,20 @@ void Runtime::matmul(const MatmulArgs& args, void* stream) {
     throw Error("matmul: shape " + std::to_string(args.m) + "x" + std::to_string(args.n) + "x" +
                 std::to_string(args.k) + " has a non-positive dimension");
   driver::make_current(impl_->options.device_ordinal);
-  const Problem problem = matmul_problem(args);
-  const Entry& entry = impl_->lookup(impl_->matmul_family, problem, nullptr);
+  const Family& family = impl_->matmul_family;
+  const Entry& entry =
+      impl_->lookup(matmul_key(family, args), [&] { return matmul_problem(args); }, nullptr);
   const std::uint64_t addresses[3] = {reinterpret_cast<std::uint64_t>(args.a),
                                       reinterpret_cast<std::uint64_t>(args.b),
                                       reinterpret_cast<std::uint64_t>(args.c)};
-  entry.kernel.kernel->launch(entry.geometry, impl_->matmul_family.args(problem, addresses),
+  entry.kernel.kernel->launch(entry.geometry, family.args(entry.problem, addresses),
                               static_cast<CUstream>(stream));
 }
 
 DispatchInfo Runtime::describe_matmul(const MatmulArgs& args) {
   driver::make_current(impl_->options.device_ordinal);
   DispatchInfo info;
-  impl_->lookup(impl_->matmul_family, matmul_problem(args), &info);
+  impl_->lookup(matmul_key(impl_->matmul_family, args), [&] { return matmul_problem(args); }, &info);
   return info;
 }
 
