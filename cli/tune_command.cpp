@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <iostream>
 #include <map>
-#include <mutex>
 
 #include "cli/cli_common.hpp"
 #include "cli/commands.hpp"
@@ -44,8 +43,7 @@ void apply_budget(const std::string& text, tuner::SweepOptions& options) {
               "': expected a number of candidates (e.g. 50) or of seconds (e.g. 30s)");
 }
 
-// One progress line per ~10 candidates, or a single line redrawn in place on a terminal. The
-// tuner may report from its own threads, hence the lock.
+// One progress line per ~10 candidates, or a single line redrawn in place on a terminal.
 class ProgressPrinter {
  public:
   // Without a GPU a finished candidate is a compiled one: nothing is timed.
@@ -55,7 +53,6 @@ class ProgressPrinter {
         terminal_(isatty(STDOUT_FILENO) == 1) {}
 
   void update(const tuner::Progress& progress) {
-    std::lock_guard lock(mutex_);
     bool last = progress.done >= progress.total;
     if (!terminal_ && progress.done < printed_done_ + 10 && !last) return;
     printed_done_ = progress.done;
@@ -74,7 +71,6 @@ class ProgressPrinter {
 
   // Ends the line a terminal was redrawing.
   void finish() {
-    std::lock_guard lock(mutex_);
     if (line_open_) std::cout << '\n';
     line_open_ = false;
   }
@@ -95,7 +91,6 @@ class ProgressPrinter {
   const Problem& problem_;
   const char* const done_word_;
   const bool terminal_;
-  std::mutex mutex_;
   int printed_done_ = 0;
   bool line_open_ = false;
 };

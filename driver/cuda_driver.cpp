@@ -144,29 +144,31 @@ DeviceTarget describe_device(int ordinal) {
   return target;
 }
 
-void make_current(int ordinal) {
+CUcontext primary_context(int ordinal) {
   const DriverApi& driver = api();
   static std::mutex mutex;
   static std::vector<CUcontext> primary;  // retained once per device, for the process's life
-  CUcontext context;
-  {
-    std::lock_guard lock(mutex);
-    if (primary.empty()) primary.resize(device_count(), nullptr);
-    if (ordinal < 0 || ordinal >= static_cast<int>(primary.size()))
-      throw Error("GPU " + std::to_string(ordinal) + " does not exist (" +
-                  std::to_string(primary.size()) + " visible)");
-    if (!primary[ordinal]) {
-      CUdevice device;
-      TILESMITH_CU(driver.cuDeviceGet(&device, ordinal), "opening GPU " + std::to_string(ordinal));
-      TILESMITH_CU(driver.cuDevicePrimaryCtxRetain(&primary[ordinal], device),
-                   "retaining the primary context of GPU " + std::to_string(ordinal));
-    }
-    context = primary[ordinal];
+  std::lock_guard lock(mutex);
+  if (primary.empty()) primary.resize(device_count(), nullptr);
+  if (ordinal < 0 || ordinal >= static_cast<int>(primary.size()))
+    throw Error("GPU " + std::to_string(ordinal) + " does not exist (" +
+                std::to_string(primary.size()) + " visible)");
+  if (!primary[ordinal]) {
+    CUdevice device;
+    TILESMITH_CU(driver.cuDeviceGet(&device, ordinal), "opening GPU " + std::to_string(ordinal));
+    TILESMITH_CU(driver.cuDevicePrimaryCtxRetain(&primary[ordinal], device),
+                 "retaining the primary context of GPU " + std::to_string(ordinal));
   }
+  return primary[ordinal];
+}
+
+void make_current(CUcontext context) {
+  const DriverApi& driver = api();
   CUcontext current = nullptr;
   driver.cuCtxGetCurrent(&current);
-  if (current != context)
-    TILESMITH_CU(driver.cuCtxSetCurrent(context), "making GPU " + std::to_string(ordinal) + " current");
+  if (current != context) TILESMITH_CU(driver.cuCtxSetCurrent(context), "making a GPU context current");
 }
+
+void make_current(int ordinal) { make_current(primary_context(ordinal)); }
 
 }  // namespace tilesmith::driver

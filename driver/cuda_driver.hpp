@@ -52,9 +52,13 @@ int device_count();
 DeviceTarget describe_device(int ordinal);
 std::string driver_version();  // "13.0"
 
-// Makes the device's primary context current on the calling thread (shared with the CUDA
-// runtime, so tilesmith and cuBLAS/torch see the same memory). Cheap when already current.
-void make_current(int ordinal);
+// The device's primary context (shared with the CUDA runtime, so tilesmith and cuBLAS/torch see
+// the same memory), retained once for the life of the process.
+CUcontext primary_context(int ordinal);
+// Makes `context` current on the calling thread. Lock-free and cheap when already current: the
+// runtime calls it on every launch.
+void make_current(CUcontext context);
+void make_current(int ordinal);  // make_current(primary_context(ordinal))
 
 // An error that leaves the context unusable (illegal address, misaligned access, launch
 // timeout, ...): the process must be restarted to use the GPU again.

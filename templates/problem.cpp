@@ -26,6 +26,15 @@ DType parse_dtype(std::string_view name) {
 
 std::size_t dtype_size(DType dtype) { return dtype == DType::f32 ? 4 : 2; }
 
+int element_kind(DType dtype) {
+  switch (dtype) {
+    case DType::f16: return 0;
+    case DType::bf16: return 1;
+    case DType::f32: return 2;
+  }
+  return -1;
+}
+
 std::string Problem::shape_text() const {
   std::string text;
   for (std::size_t i = 0; i < shape.size(); ++i) {

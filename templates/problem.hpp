@@ -23,7 +23,10 @@ struct Problem {
   std::string shape_text() const;  // "4096x4096x4096"
 };
 
-std::vector<std::int64_t> parse_shape(const std::string& text);  // "MxNxK" -> {M,N,K}; throws Error
+std::vector<std::int64_t> parse_shape(const std::string& text);
+
+// The code of `dtype` in kernel template arguments: ElementKind in common/tile_primitives.cuh.
+int element_kind(DType dtype);  // "MxNxK" -> {M,N,K}; throws Error
 
 // A point of a family's parameter space. Ordered by name so its text form is canonical.
 struct Config {

@@ -64,6 +64,7 @@ struct SweepReport {
   double peak_fraction = 0;  // of the device's dense tensor peak, when known
 };
 
+// Called after each candidate, on the thread that runs the sweep.
 using ProgressCallback = std::function<void(const Progress&)>;
 
 // Tunes `problem` with `family`. With a GPU: every trial and the winner go to `database`.

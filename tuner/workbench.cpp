@@ -14,8 +14,6 @@ namespace {
 
 using driver::api;
 
-int element_kind(DType dtype) { return dtype == DType::f16 ? 0 : dtype == DType::bf16 ? 1 : 2; }
-
 // Support and reference kernels compiled once per process and architecture.
 const CompiledKernel& compiled_once(const RenderedSource& source, const std::string& arch) {
   static std::mutex mutex;

@@ -53,6 +53,7 @@ void require_pointer(const void* pointer, const char* name) {
 
 struct Runtime::Impl {
   RuntimeOptions options;
+  CUcontext context = nullptr;  // the device's primary context, made current on every call
   DeviceTarget device;
   std::string arch, nvrtc;
   std::unique_ptr<cache::Database> database;
@@ -112,7 +113,8 @@ struct Runtime::Impl {
 
 Runtime::Runtime(RuntimeOptions options) : impl_(std::make_unique<Impl>()) {
   impl_->options = options;
-  driver::make_current(options.device_ordinal);  // throws "no CUDA driver/GPU found" plainly
+  impl_->context = driver::primary_context(options.device_ordinal);  // "no CUDA driver/GPU found"
+  driver::make_current(impl_->context);
   impl_->device = driver::describe_device(options.device_ordinal);
   impl_->arch = impl_->device.arch();
   impl_->nvrtc = nvrtc_version();
@@ -144,7 +146,7 @@ void Runtime::matmul(const MatmulArgs& args, void* stream) {
   if (args.m <= 0 || args.n <= 0 || args.k <= 0)
     throw Error("matmul: shape " + std::to_string(args.m) + "x" + std::to_string(args.n) + "x" +
                 std::to_string(args.k) + " has a non-positive dimension");
-  driver::make_current(impl_->options.device_ordinal);
+  driver::make_current(impl_->context);
   const Family& family = impl_->matmul_family;
   const Entry& entry =
       impl_->lookup(matmul_key(family, args), [&] { return matmul_problem(args); }, nullptr);
@@ -156,7 +158,7 @@ void Runtime::matmul(const MatmulArgs& args, void* stream) {
 }
 
 DispatchInfo Runtime::describe_matmul(const MatmulArgs& args) {
-  driver::make_current(impl_->options.device_ordinal);
+  driver::make_current(impl_->context);
   DispatchInfo info;
   impl_->lookup(matmul_key(impl_->matmul_family, args), [&] { return matmul_problem(args); }, &info);
   return info;

@@ -10,15 +10,6 @@
 namespace tilesmith {
 namespace {
 
-int element_kind(DType dtype) {  // matches ElementKind in tile_primitives.cuh
-  switch (dtype) {
-    case DType::f16: return 0;
-    case DType::bf16: return 1;
-    case DType::f32: return 2;
-  }
-  return -1;
-}
-
 struct MatmulShape {
   long long m, n, k;
   explicit MatmulShape(const Problem& problem)
