@@ -1,9 +1,11 @@
-// Matmul, tensor-core version 1 (sm_80+): C = A * B, row-major, fp16/bf16 in, fp32 accumulate,
+// Matmul, tensor-core version 2 (sm_80+): C = A * B, row-major, fp16/bf16 in, fp32 accumulate,
 // output in the input type or fp32, any M, N, K.
 //
 // mainloop: a STAGES-deep ring of shared-memory tiles filled by cp.async (16-byte, zero-filled
-//           past the edges) while the tensor cores work on the oldest stage; rows padded by 16
-//           bytes so ldmatrix reads hit 8 distinct bank groups.
+//           past the edges); rows padded by 16 bytes so ldmatrix reads hit 8 distinct bank
+//           groups. Fragments are double-buffered one k16 step ahead of the MMAs, and the next
+//           tile's copies are spread between the MMA steps, so the tensor cores never wait on a
+//           barrier, an ldmatrix or address arithmetic in one block.
 // warp tile: each of WM x WN warps owns a (BM/WM) x (BN/WN) block of C as m16n8k16 MMAs.
 // tile order: blocks walk C in groups of GROUP_M tile-rows so neighbours share A and B in L2.
 // epilogue: straight from the accumulators, predicated at the edges.
@@ -16,72 +18,142 @@
 
 namespace tilesmith {
 
-template <int BM, int BN, int BK, int WM, int WN, int STAGES, int GROUP_M, int ALIGNED, int IN_KIND,
-          int OUT_KIND>
+template <int BM, int BN, int BK, int WM, int WN, int STAGES, int ALIGNED>
 struct MatmulTile {
   static constexpr int kThreads = WM * WN * 32;
   static constexpr int kPad = 8;  // elements: 16 bytes
   static constexpr int kStrideA = BK + kPad;
   static constexpr int kStrideB = BN + kPad;
-  static constexpr int kStageElems = BM * kStrideA + BK * kStrideB;
+  static constexpr int kStageBytes = 2 * (BM * kStrideA + BK * kStrideB);
   static constexpr int kWarpM = BM / WM;
   static constexpr int kWarpN = BN / WN;
   static constexpr int kMmaM = kWarpM / 16;  // m16 tiles per warp
   static constexpr int kMmaN = kWarpN / 8;   // n8 tiles per warp
-  static constexpr int kChunksA = BM * BK / 8;
-  static constexpr int kChunksB = BK * BN / 8;
+  static constexpr int kSteps = BK / 16;     // k16 MMA steps per tile
+  // A thread copies the same column of A (and k-row offset of B) in every chunk: its chunks are
+  // kThreads chunks apart, a whole number of rows.
+  static constexpr int kChunksA = BM * BK / 8 / kThreads;  // per thread
+  static constexpr int kChunksB = BK * BN / 8 / kThreads;
+  static constexpr int kRowStepA = kThreads / (BK / 8);
+  static constexpr int kRowStepB = kThreads / (BN / 8);
   static_assert(kWarpM % 16 == 0 && kWarpN % 16 == 0, "warp tile must be a multiple of 16x16");
-  static_assert(BK % 16 == 0, "BK must be a multiple of the MMA's k16");
-  static_assert(kChunksA % kThreads == 0 && kChunksB % kThreads == 0,
+  static_assert(BK % 16 == 0 && kSteps >= 2, "BK must be at least two of the MMA's k=16 steps");
+  static_assert(BM * BK / 8 % kThreads == 0 && BK * BN / 8 % kThreads == 0,
                 "every thread copies whole 16-byte chunks");
+  static_assert(kThreads % (BN / 8) == 0 && kChunksA <= 32, "copy layout");
 };
 
-// Copies one BM x BK tile of A and one BK x BN tile of B, starting at column/row k0, into a stage.
+// One thread's share of copying k-tiles of A and B into shared memory. Sources, strides and the
+// row/column bounds are worked out once; each tile then costs one address step per chunk, and
+// advance() moves every source one tile along k.
 template <class T, int BM, int BN, int BK, int ALIGNED>
-__device__ __forceinline__ void load_stage(const MatmulParams& p, half_bits* stage, int block_row,
-                                           int block_col, int k0) {
-  const half_bits* a = static_cast<const half_bits*>(p.a);
-  const half_bits* b = static_cast<const half_bits*>(p.b);
-  half_bits* stage_a = stage;
-  half_bits* stage_b = stage + BM * T::kStrideA;
+struct TileCopier {
+  const half_bits* a;      // this thread's first A chunk in the next tile
+  const half_bits* b;      // this thread's first B chunk in the next tile
+  long long a_chunk_step;  // elements between this thread's A chunks (kRowStepA rows)
+  long long b_chunk_step;
+  long long b_tile_step;   // BK rows of B
+  unsigned a_rows_inside;  // bit i: A chunk i's row is < M
+  int a_col;               // this thread's k column of A within a tile
+  int b_row;               // this thread's first k row of B within a tile
+  int b_cols_left;         // N minus this thread's first B column
+  int k_left;              // K minus the next tile's first k
+  unsigned smem_a, smem_b; // byte offsets of this thread's first chunks within a stage
+
+  __device__ __forceinline__ TileCopier(const MatmulParams& p, int block_row, int block_col) {
+    const int row = threadIdx.x / (BK / 8);
+    a_col = (threadIdx.x % (BK / 8)) * 8;
+    b_row = threadIdx.x / (BN / 8);
+    const int b_col = (threadIdx.x % (BN / 8)) * 8;
+    a = static_cast<const half_bits*>(p.a) + static_cast<long long>(block_row + row) * p.lda + a_col;
+    b = static_cast<const half_bits*>(p.b) + static_cast<long long>(b_row) * p.ldb + block_col + b_col;
+    a_chunk_step = static_cast<long long>(T::kRowStepA) * p.lda;
+    b_chunk_step = static_cast<long long>(T::kRowStepB) * p.ldb;
+    b_tile_step = static_cast<long long>(BK) * p.ldb;
+    a_rows_inside = 0;
 #pragma unroll
-  for (int i = 0; i < T::kChunksA / T::kThreads; ++i) {
-    int chunk = threadIdx.x + i * T::kThreads;
-    int row = chunk / (BK / 8), col = (chunk % (BK / 8)) * 8;
-    int global_row = block_row + row, global_k = k0 + col;
-    unsigned dst = smem_address(stage_a + row * T::kStrideA + col);
-    const half_bits* src = a + static_cast<long long>(global_row) * p.lda + global_k;
-    if (ALIGNED) {
-      bool valid = global_row < p.m && global_k < p.k;
-      cp_async_16(dst, valid ? src : a, valid);
-    } else {
-      half_bits v[8];
+    for (int i = 0; i < T::kChunksA; ++i)
+      if (block_row + row + i * T::kRowStepA < p.m) a_rows_inside |= 1u << i;
+    b_cols_left = p.n - (block_col + b_col);
+    k_left = p.k;
+    smem_a = 2 * (row * T::kStrideA + a_col);
+    smem_b = 2 * (BM * T::kStrideA + b_row * T::kStrideB + b_col);
+  }
+
+  // Issues part `part` of `parts` of the next tile's chunks into the stage at `stage`, so a
+  // tile's copies interleave with the MMAs of the tile being computed. Called with constants
+  // inside unrolled loops: the part selection folds away.
+  __device__ __forceinline__ void copy(unsigned stage, int part, int parts) const {
+    constexpr int total = T::kChunksA + T::kChunksB;
 #pragma unroll
-      for (int e = 0; e < 8; ++e)
-        v[e] = (global_row < p.m && global_k + e < p.k) ? src[e] : half_bits(0);
-      store_shared_16(dst, v[0] | (unsigned(v[1]) << 16), v[2] | (unsigned(v[3]) << 16),
-                      v[4] | (unsigned(v[5]) << 16), v[6] | (unsigned(v[7]) << 16));
+    for (int i = 0; i < T::kChunksA; ++i) {
+      if (i * parts / total != part) continue;
+      const unsigned dst = stage + smem_a + i * (2 * T::kRowStepA * T::kStrideA);
+      const half_bits* src = a + i * a_chunk_step;
+      const bool row_inside = (a_rows_inside >> i) & 1u;
+      if (ALIGNED) {
+        cp_async_16(dst, src, row_inside && a_col < k_left);
+      } else {
+        half_bits v[8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) v[e] = (row_inside && a_col + e < k_left) ? src[e] : half_bits(0);
+        store_chunk(dst, v);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < T::kChunksB; ++i) {
+      if ((T::kChunksA + i) * parts / total != part) continue;
+      const unsigned dst = stage + smem_b + i * (2 * T::kRowStepB * T::kStrideB);
+      const half_bits* src = b + i * b_chunk_step;
+      const bool row_inside = b_row + i * T::kRowStepB < k_left;
+      if (ALIGNED) {
+        cp_async_16(dst, src, row_inside && b_cols_left > 0);
+      } else {
+        half_bits v[8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) v[e] = (row_inside && e < b_cols_left) ? src[e] : half_bits(0);
+        store_chunk(dst, v);
+      }
     }
   }
-#pragma unroll
-  for (int i = 0; i < T::kChunksB / T::kThreads; ++i) {
-    int chunk = threadIdx.x + i * T::kThreads;
-    int row = chunk / (BN / 8), col = (chunk % (BN / 8)) * 8;
-    int global_k = k0 + row, global_col = block_col + col;
-    unsigned dst = smem_address(stage_b + row * T::kStrideB + col);
-    const half_bits* src = b + static_cast<long long>(global_k) * p.ldb + global_col;
-    if (ALIGNED) {
-      bool valid = global_k < p.k && global_col < p.n;
-      cp_async_16(dst, valid ? src : b, valid);
-    } else {
-      half_bits v[8];
-#pragma unroll
-      for (int e = 0; e < 8; ++e)
-        v[e] = (global_k < p.k && global_col + e < p.n) ? src[e] : half_bits(0);
-      store_shared_16(dst, v[0] | (unsigned(v[1]) << 16), v[2] | (unsigned(v[3]) << 16),
-                      v[4] | (unsigned(v[5]) << 16), v[6] | (unsigned(v[7]) << 16));
-    }
+
+  __device__ __forceinline__ void advance() {
+    a += BK;
+    b += b_tile_step;
+    k_left -= BK;
   }
+
+ private:
+  __device__ __forceinline__ static void store_chunk(unsigned dst, const half_bits (&v)[8]) {
+    store_shared_16(dst, v[0] | (unsigned(v[1]) << 16), v[2] | (unsigned(v[3]) << 16),
+                    v[4] | (unsigned(v[5]) << 16), v[6] | (unsigned(v[7]) << 16));
+  }
+};
+
+// The A and B fragments of one k16 step of a warp tile.
+template <class T>
+struct WarpFragments {
+  unsigned a[T::kMmaM][4];
+  unsigned b[T::kMmaN / 2][4];  // x4.trans: two n8 tiles per load
+
+  // a_lane/b_lane: this lane's ldmatrix addresses at row 0 / k 0 of a stage, in bytes.
+  __device__ __forceinline__ void load(unsigned a_lane, unsigned b_lane, int step) {
+#pragma unroll
+    for (int i = 0; i < T::kMmaM; ++i) ldmatrix_x4(a[i], a_lane + 2 * (i * 16 * T::kStrideA + step * 16));
+#pragma unroll
+    for (int j = 0; j < T::kMmaN / 2; ++j)
+      ldmatrix_x4_trans(b[j], b_lane + 2 * (step * 16 * T::kStrideB + j * 16));
+  }
+};
+
+template <class T, int IN_KIND>
+__device__ __forceinline__ void mma_step(float (&acc)[T::kMmaM][T::kMmaN][4],
+                                         const WarpFragments<T>& f) {
+#pragma unroll
+  for (int i = 0; i < T::kMmaM; ++i)
+#pragma unroll
+    for (int j = 0; j < T::kMmaN; ++j)
+      mma_16x8x16<IN_KIND>(acc[i][j], f.a[i], f.b[j / 2][(j % 2) * 2], f.b[j / 2][(j % 2) * 2 + 1]);
 }
 
 template <int OUT_KIND>
@@ -106,61 +178,10 @@ __device__ __forceinline__ void store_pair(void* c, long long index, float x, fl
   }
 }
 
-// Tensor-core work on one shared-memory stage. FRAGMENTS 0: every A and B fragment of a k16 step
-// loaded, then all MMAs. FRAGMENTS 1: A fragments double-buffered across k16 steps and B
-// fragments streamed one 16-column pair at a time, so fewer registers are live and the next
-// ldmatrix overlaps the current MMAs.
-template <class T, int BK, int FRAGMENTS, int IN_KIND>
-__device__ __forceinline__ void mma_stage(float (&acc)[T::kMmaM][T::kMmaN][4], unsigned a_base,
-                                          unsigned b_base) {
-  // a_base/b_base: this lane's ldmatrix address in the stage, row 0 / k 0, in bytes.
-  if (FRAGMENTS == 0) {
-#pragma unroll
-    for (int kk = 0; kk < BK; kk += 16) {
-      unsigned a_frag[T::kMmaM][4];
-      unsigned b_frag[T::kMmaN / 2][4];
-#pragma unroll
-      for (int i = 0; i < T::kMmaM; ++i) ldmatrix_x4(a_frag[i], a_base + 2 * (i * 16 * T::kStrideA + kk));
-#pragma unroll
-      for (int j = 0; j < T::kMmaN / 2; ++j)
-        ldmatrix_x4_trans(b_frag[j], b_base + 2 * (kk * T::kStrideB + j * 16));
-#pragma unroll
-      for (int i = 0; i < T::kMmaM; ++i)
-#pragma unroll
-        for (int j = 0; j < T::kMmaN; ++j)
-          mma_16x8x16<IN_KIND>(acc[i][j], a_frag[i], b_frag[j / 2][(j % 2) * 2],
-                               b_frag[j / 2][(j % 2) * 2 + 1]);
-    }
-  } else {
-    unsigned a_frag[2][T::kMmaM][4];
-#pragma unroll
-    for (int i = 0; i < T::kMmaM; ++i) ldmatrix_x4(a_frag[0][i], a_base + 2 * (i * 16 * T::kStrideA));
-#pragma unroll
-    for (int kk = 0; kk < BK; kk += 16) {
-      const int current = (kk / 16) % 2;
-      if (kk + 16 < BK) {
-#pragma unroll
-        for (int i = 0; i < T::kMmaM; ++i)
-          ldmatrix_x4(a_frag[current ^ 1][i], a_base + 2 * (i * 16 * T::kStrideA + kk + 16));
-      }
-#pragma unroll
-      for (int j = 0; j < T::kMmaN / 2; ++j) {
-        unsigned b_frag[4];
-        ldmatrix_x4_trans(b_frag, b_base + 2 * (kk * T::kStrideB + j * 16));
-#pragma unroll
-        for (int i = 0; i < T::kMmaM; ++i) {
-          mma_16x8x16<IN_KIND>(acc[i][2 * j], a_frag[current][i], b_frag[0], b_frag[1]);
-          mma_16x8x16<IN_KIND>(acc[i][2 * j + 1], a_frag[current][i], b_frag[2], b_frag[3]);
-        }
-      }
-    }
-  }
-}
-
-template <int BM, int BN, int BK, int WM, int WN, int STAGES, int GROUP_M, int FRAGMENTS,
-          int ALIGNED, int IN_KIND, int OUT_KIND>
+template <int BM, int BN, int BK, int WM, int WN, int STAGES, int GROUP_M, int ALIGNED,
+          int IN_KIND, int OUT_KIND>
 __global__ void __launch_bounds__(WM* WN * 32) matmul_kernel(const MatmulParams p) {
-  typedef MatmulTile<BM, BN, BK, WM, WN, STAGES, GROUP_M, ALIGNED, IN_KIND, OUT_KIND> T;
+  typedef MatmulTile<BM, BN, BK, WM, WN, STAGES, ALIGNED> T;
   extern __shared__ __align__(128) half_bits smem[];
 
   // Tile order: GROUP_M tile-rows at a time, column by column inside the group.
@@ -184,32 +205,56 @@ __global__ void __launch_bounds__(WM* WN * 32) matmul_kernel(const MatmulParams 
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
 
+  const unsigned smem_base = smem_address(smem);
   // This lane's ldmatrix addresses in stage 0: lanes 8i..8i+7 address matrix i of an x4 load,
   // rows lane%16 and column halves lane/16 (for B, .trans turns k-rows into the col layout).
-  const unsigned a_lane =
-      smem_address(smem) + 2 * ((warp_row + lane % 16) * T::kStrideA + (lane / 16) * 8);
-  const unsigned b_lane = smem_address(smem) +
-                          2 * (BM * T::kStrideA + (lane % 16) * T::kStrideB + warp_col + (lane / 16) * 8);
+  const unsigned a_lane = smem_base + 2 * ((warp_row + lane % 16) * T::kStrideA + (lane / 16) * 8);
+  const unsigned b_lane =
+      smem_base + 2 * (BM * T::kStrideA + (lane % 16) * T::kStrideB + warp_col + (lane / 16) * 8);
 
+  TileCopier<T, BM, BN, BK, ALIGNED> copier(p, block_row, block_col);
   const int k_tiles = (p.k + BK - 1) / BK;
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < k_tiles) load_stage<T, BM, BN, BK, ALIGNED>(p, smem + s * T::kStageElems, block_row, block_col, s * BK);
+    if (s < k_tiles) {
+      copier.copy(smem_base + s * T::kStageBytes, 0, 1);
+      copier.advance();
+    }
     cp_async_commit();
   }
 
+  // The pipeline (the schedule of CUTLASS's multistage mainloop): fragments for step s+1 load
+  // while step s's MMAs run, wrapping into the next stage after the last step; the next tile's
+  // copies are spread over the steps before the last; the wait and barrier sit before the last
+  // step, whose MMAs then cover the first ldmatrix of the next stage.
+  WarpFragments<T> frag[2];
+  cp_async_wait<STAGES - 2>();
+  __syncthreads();
+  frag[0].load(a_lane, b_lane, 0);
+  int read_stage = 0, write_stage = STAGES - 1;
   for (int kt = 0; kt < k_tiles; ++kt) {
-    // Tile kt has landed for this thread; the barrier makes it everyone's and frees the stage
-    // computed in the previous iteration for the next prefetch.
-    cp_async_wait<STAGES - 2>();
-    __syncthreads();
-    const int next = kt + STAGES - 1;
-    if (next < k_tiles)
-      load_stage<T, BM, BN, BK, ALIGNED>(p, smem + (next % STAGES) * T::kStageElems, block_row, block_col, next * BK);
-    cp_async_commit();
-
-    const unsigned stage_bytes = 2 * (kt % STAGES) * T::kStageElems;
-    mma_stage<T, BK, FRAGMENTS, IN_KIND>(acc, a_lane + stage_bytes, b_lane + stage_bytes);
+    const bool prefetch = kt + STAGES - 1 < k_tiles;
+    const unsigned write_base = smem_base + write_stage * T::kStageBytes;
+#pragma unroll
+    for (int step = 0; step < T::kSteps; ++step) {
+      // After the last step this reads the next stage; on the last tile that stage holds stale
+      // data that is never used.
+      const int next_step = (step + 1) % T::kSteps;
+      frag[(step + 1) % 2].load(a_lane + read_stage * T::kStageBytes,
+                                b_lane + read_stage * T::kStageBytes, next_step);
+      if (step < T::kSteps - 1 && prefetch) copier.copy(write_base, step, T::kSteps - 1);
+      mma_step<T, IN_KIND>(acc, frag[step % 2]);
+      if (step == T::kSteps - 2) {
+        if (prefetch) copier.advance();
+        // Tile kt+1 has landed for this thread; the barrier makes it everyone's and ends every
+        // warp's reads of stage kt-1, which the next iteration refills.
+        cp_async_commit();
+        cp_async_wait<STAGES - 2>();
+        __syncthreads();
+        read_stage = read_stage + 1 == STAGES ? 0 : read_stage + 1;
+        write_stage = write_stage + 1 == STAGES ? 0 : write_stage + 1;
+      }
+    }
   }
   cp_async_wait<0>();
 

@@ -19,7 +19,7 @@ struct MatmulShape {
 };
 
 struct TileConfig {
-  int block_m, block_n, block_k, warps_m, warps_n, stages, group_m, fragments;
+  int block_m, block_n, block_k, warps_m, warps_n, stages, group_m;
   explicit TileConfig(const Config& config)
       : block_m(config.at("block_m")),
         block_n(config.at("block_n")),
@@ -27,8 +27,7 @@ struct TileConfig {
         warps_m(config.at("warps_m")),
         warps_n(config.at("warps_n")),
         stages(config.at("stages")),
-        group_m(config.at("group_m")),
-        fragments(config.at("fragments")) {}
+        group_m(config.at("group_m")) {}
   int threads() const { return warps_m * warps_n * 32; }
   // Padded rows (16 bytes per row) of STAGES A and B tiles, 2 bytes per element.
   int smem_bytes() const {
@@ -51,7 +50,7 @@ class MatmulFamily final : public Family {
   std::vector<ParamSpec> space() const override {
     return {{"block_m", {64, 128, 256}}, {"block_n", {64, 128, 256}}, {"block_k", {32, 64}},
             {"warps_m", {1, 2, 4}},      {"warps_n", {1, 2, 4}},      {"stages", {2, 3, 4, 5}},
-            {"group_m", {1, 8}},         {"fragments", {0, 1}}};
+            {"group_m", {1, 8}}};
   }
 
   std::optional<std::string> reject(const Config& config, const Problem& problem,
@@ -60,7 +59,7 @@ class MatmulFamily final : public Family {
       if (!config.values.count(param.name)) return "missing parameter " + param.name;
     TileConfig tile(config);
     if (tile.block_m <= 0 || tile.block_n <= 0 || tile.block_k <= 0 || tile.warps_m <= 0 ||
-        tile.warps_n <= 0 || tile.group_m <= 0 || tile.fragments < 0 || tile.fragments > 1)
+        tile.warps_n <= 0 || tile.group_m <= 0)
       return "parameters must be positive";
     if (tile.stages < 2) return "the pipeline needs at least 2 stages";
     if (tile.threads() > device.max_threads_per_block)
@@ -72,17 +71,21 @@ class MatmulFamily final : public Family {
     if (tile.block_k % 16) return "block_k must be a multiple of the MMA's k=16";
     if (tile.block_m % (tile.warps_m * 16) || tile.block_n % (tile.warps_n * 16))
       return "the warp layout does not divide the tile into 16x16 multiples";
-    // Registers: the fp32 accumulators plus ~64 for fragments, addresses and copies must fit
-    // what __launch_bounds__ leaves each thread (the block's registers over its threads, at
-    // most 255), or ptxas spills (seen: 256x256 tiles on 4x4 warps, 128 registers each).
-    int accumulators = (tile.block_m / tile.warps_m) * (tile.block_n / tile.warps_n) / 32;
-    int register_cap = std::min(255, device.regs_per_block / tile.threads());
-    // The unaligned variant gathers each 16-byte chunk element by element through registers:
-    // 64x64 warp tiles spilled there with margins of 64 and 96 (compiled sweep of the space).
-    int overhead = MatmulShape(problem).aligned() ? 64 : 128;
-    if (accumulators + overhead > register_cap)
-      return "warp tile needs " + std::to_string(accumulators) + " accumulators per thread; " +
+    // Registers: the fp32 accumulators and two k16 steps of A and B fragments (loaded one step
+    // ahead), plus addresses and copy state, must fit what __launch_bounds__ leaves each thread
+    // (the block's registers over its threads, at most 255), or ptxas spills. Margins from
+    // ptxas -v over the space: 32-42 registers of state when aligned; the unaligned variant
+    // gathers chunks element by element through registers and spilled a 64x64 warp tile at 255.
+    const int warp_m = tile.block_m / tile.warps_m, warp_n = tile.block_n / tile.warps_n;
+    const int accumulators = warp_m * warp_n / 32;
+    const int fragments = 2 * (warp_m / 16 * 4 + warp_n / 8 * 2);
+    const int register_cap = std::min(255, device.regs_per_block / tile.threads());
+    const int state = MatmulShape(problem).aligned() ? 40 : 96;
+    if (accumulators + fragments + state > register_cap)
+      return "warp tile needs " + std::to_string(accumulators) + " accumulators and " +
+             std::to_string(fragments) + " fragment registers per thread; " +
              std::to_string(register_cap) + " registers available";
+    if (tile.block_k < 32) return "block_k must hold at least two k16 steps";
     if ((tile.block_m * tile.block_k / 8) % tile.threads() ||
         (tile.block_k * tile.block_n / 8) % tile.threads())
       return "threads do not split the tiles into whole 16-byte chunks";
@@ -98,11 +101,11 @@ class MatmulFamily final : public Family {
     // 128x128x32 with a 64x64 warp tile, 4 stages: 76 KB of shared memory; 3 stages (57 KB)
     // where the device allows less.
     config.values = {{"block_m", 128}, {"block_n", 128}, {"block_k", 32}, {"warps_m", 2},
-                     {"warps_n", 2},   {"stages", 4},    {"group_m", 8},  {"fragments", 0}};
+                     {"warps_n", 2},   {"stages", 4},    {"group_m", 8}};
     while (reject(config, problem, device) && config.values["stages"] > 2) config.values["stages"]--;
     if (reject(config, problem, device))
       config.values = {{"block_m", 64}, {"block_n", 64}, {"block_k", 32}, {"warps_m", 2},
-                       {"warps_n", 2},  {"stages", 2},   {"group_m", 1},  {"fragments", 0}};
+                       {"warps_n", 2},  {"stages", 2},   {"group_m", 1}};
     return config;
   }
 
@@ -129,7 +132,7 @@ class MatmulFamily final : public Family {
     return "tilesmith::matmul_kernel<" + std::to_string(t.block_m) + "," + std::to_string(t.block_n) +
            "," + std::to_string(t.block_k) + "," + std::to_string(t.warps_m) + "," +
            std::to_string(t.warps_n) + "," + std::to_string(t.stages) + "," +
-           std::to_string(t.group_m) + "," + std::to_string(t.fragments) + "," + (MatmulShape(problem).aligned() ? "1" : "0") + "," +
+           std::to_string(t.group_m) + "," + (MatmulShape(problem).aligned() ? "1" : "0") + "," +
            std::to_string(element_kind(problem.dtype)) + "," +
            std::to_string(element_kind(problem.out_dtype)) + ">";
   }

@@ -228,7 +228,7 @@ std::vector<SampleCase> space_sample() {
        matmul_problem(17, 33, 65, DType::f16, DType::f32)},
       {"128x256x64_w2x4_s2_bf16_aligned", tile_config(128, 256, 64, 2, 4, 2, 1),
        matmul_problem(1024, 1024, 1024, DType::bf16, DType::bf16)},
-      {"256x128x32_w4x4_s4_bf16_aligned", tile_config(256, 128, 32, 4, 4, 4, 8),
+      {"128x128x32_w4x4_s4_bf16_aligned", tile_config(128, 128, 32, 4, 4, 4, 8),
        matmul_problem(2048, 1536, 512, DType::bf16, DType::bf16)},
   };
   for (std::size_t i = 0; i < sample.size(); ++i)
