@@ -87,6 +87,8 @@ ResourceUsage parse_resource_usage(const std::string& log, const std::string& lo
   if (start == std::string::npos) return usage;
   std::size_t end = log.find("Compiling entry function", start + 1);
   std::string section = log.substr(start, end == std::string::npos ? std::string::npos : end - start);
+  usage.static_smem_bytes = usage.stack_frame_bytes = 0;  // reported only when non-zero
+  usage.spill_store_bytes = usage.spill_load_bytes = 0;
   std::smatch match;
   if (std::regex_search(section, match, std::regex(R"((\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads)"))) {
     usage.stack_frame_bytes = std::stoi(match[1]);
@@ -116,7 +118,11 @@ CompiledKernel compile(const RenderedSource& source, const std::string& arch) {
   kernel.source_hash = source.hash;
   kernel.arch = arch;
   kernel.nvrtc_version = nvrtc_version();
-  kernel.resources = parse_resource_usage(kernel.log, kernel.lowered_name);
+  const ResourceUsage reported = parse_resource_usage(kernel.log, kernel.lowered_name);
+  kernel.resources = read_cubin_resources(kernel.cubin, kernel.lowered_name);
+  kernel.resources.static_smem_bytes = reported.static_smem_bytes;
+  kernel.resources.spill_store_bytes = reported.spill_store_bytes;
+  kernel.resources.spill_load_bytes = reported.spill_load_bytes;
   kernel.compile_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return kernel;

@@ -8,12 +8,21 @@
 
 namespace tilesmith {
 
+// -1 in any field: not known. Registers and the stack frame come from the cubin's ELF
+// attributes and are known for every compiled kernel; shared memory and spills come from ptxas'
+// -v report in the log, which NVRTC omits when it answers from its cache.
 struct ResourceUsage {
-  int registers = -1;  // -1: not reported
-  int static_smem_bytes = 0;
-  int stack_frame_bytes = 0;
-  int spill_store_bytes = 0;
-  int spill_load_bytes = 0;
+  int registers = -1;
+  int static_smem_bytes = -1;
+  int stack_frame_bytes = -1;
+  int spill_store_bytes = -1;
+  int spill_load_bytes = -1;
+
+  // Spilled registers live in the stack frame, so without ptxas' report a frame is the sign.
+  bool spills() const {
+    if (spill_store_bytes >= 0) return spill_store_bytes > 0 || spill_load_bytes > 0;
+    return stack_frame_bytes > 0;
+  }
 };
 
 struct Cubin {
@@ -40,7 +49,12 @@ std::string compile_to_ptx(const RenderedSource& source, const std::string& arch
 
 std::string nvrtc_version();  // "13.0"
 
-// Parses ptxas' verbose report (as NVRTC returns it in the log) for the named kernel.
+// Parses ptxas' verbose report (as NVRTC returns it in the log) for the named kernel; every
+// field stays -1 when the log has no report for it.
 ResourceUsage parse_resource_usage(const std::string& log, const std::string& lowered_name);
+
+// Registers and stack frame of the named kernel from the cubin's .nv.info attributes (the other
+// fields stay -1). Throws Error when the cubin is not an ELF file or lacks the kernel.
+ResourceUsage read_cubin_resources(const Cubin& cubin, const std::string& lowered_name);
 
 }  // namespace tilesmith

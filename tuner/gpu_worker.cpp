@@ -54,8 +54,7 @@ DeviceTarget device_from_json(const json& j) {
 
 // What the worker sends back for one candidate. `fatal` means its context is unusable.
 Message trial_reply(cache::TrialStatus status, const std::string& detail,
-                    const Verification& verification, const Timing& timing, int registers = -1,
-                    int local_bytes = -1) {
+                    const Verification& verification, const Timing& timing) {
   Message reply;
   reply.header = {{"status", cache::status_name(status)},
                   {"detail", detail},
@@ -64,9 +63,7 @@ Message trial_reply(cache::TrialStatus status, const std::string& detail,
                   {"median_ms", timing.median_ms},
                   {"min_ms", timing.min_ms},
                   {"spread", timing.spread},
-                  {"repetitions", timing.repetitions},
-                  {"registers", registers},
-                  {"local_bytes", local_bytes}};
+                  {"repetitions", timing.repetitions}};
   return reply;
 }
 
@@ -154,8 +151,6 @@ GpuTrialResult GpuWorker::evaluate(const Family& family, const Problem& problem,
   result.timing.min_ms = h.at("min_ms");
   result.timing.spread = h.at("spread");
   result.timing.repetitions = h.at("repetitions");
-  result.registers = h.value("registers", -1);
-  result.local_bytes = h.value("local_bytes", -1);
   if (h.value("fatal", false)) {  // the worker exits after a fault; start a new one next time
     process_.reset();
     ++restarts_;
@@ -184,7 +179,6 @@ int gpu_worker_main(const WorkerArgs& args) {
     Timing timing;
     Message reply;
     bool fatal = false;
-    int registers = -1, local_bytes = -1;
     try {
       const Family& family = find_family(h.at("family"));
       Problem problem = problem_from_json(h.at("problem"));
@@ -201,15 +195,10 @@ int gpu_worker_main(const WorkerArgs& args) {
       LaunchGeometry geometry = family.launch(config, problem);
       driver::ReadyKernel ready =
           driver::load_kernel(compiled, geometry.dynamic_smem_bytes, family.kernel_expression(config, problem));
-      // What the loaded function really uses: NVRTC answers a repeated compile from its cache
-      // without ptxas' report (seen on the H100), so the driver is the reliable witness.
-      registers = ready.kernel->registers();
-      local_bytes = ready.kernel->local_bytes();
       bench->refresh_inputs(h.at("seed").get<std::uint64_t>());
       verification = bench->verify(*ready.kernel, geometry);
       if (!verification.passed) {
-        reply = trial_reply(cache::TrialStatus::wrong, verification.detail, verification, timing,
-                            registers, local_bytes);
+        reply = trial_reply(cache::TrialStatus::wrong, verification.detail, verification, timing);
       } else {
         TimingOptions options;
         options.best_ms = h.at("timing").at("best_ms");
@@ -219,7 +208,7 @@ int gpu_worker_main(const WorkerArgs& args) {
         reply = trial_reply(timing.stopped_early ? cache::TrialStatus::pruned_early
                                                  : cache::TrialStatus::ok,
                             timing.stopped_early ? "slower than the best by more than the give-up factor" : "",
-                            verification, timing, registers, local_bytes);
+                            verification, timing);
       }
     } catch (const std::exception& error) {
       fatal = context_is_dead();

@@ -22,8 +22,6 @@ struct GpuTrialResult {
   std::string detail;
   Verification verification;
   Timing timing;
-  int registers = -1;    // of the loaded function, from the driver
-  int local_bytes = -1;  // local memory per thread: spills and stack
 };
 
 class GpuWorker {

@@ -32,11 +32,11 @@ cache::Trial trial_from(const Config& config, const CompiledKernel* kernel,
 
 void note_resources(ResourceSummary& summary, const CompiledKernel& kernel) {
   const ResourceUsage& r = kernel.resources;
-  if (r.registers >= 0) {  // unknown when NVRTC answered from its cache without ptxas' report
+  if (r.registers >= 0) {  // unknown only for cubins stored by an older tilesmith
     if (summary.max_registers == 0 || r.registers < summary.min_registers) summary.min_registers = r.registers;
     summary.max_registers = std::max(summary.max_registers, r.registers);
   }
-  if (r.spill_store_bytes || r.spill_load_bytes) ++summary.spilling;
+  if (r.spills()) ++summary.spilling;
   summary.compile_seconds_total += kernel.compile_seconds;
   ++summary.compiled;
 }
@@ -178,10 +178,6 @@ SweepReport run_sweep(const Family& family, const Problem& problem, cache::Datab
         trial.min_ms = result.timing.min_ms;
         trial.spread = result.timing.spread;
         trial.repetitions = result.timing.repetitions;
-        if (trial.resources.registers < 0 && result.registers >= 0) {
-          trial.resources.registers = result.registers;
-          trial.resources.stack_frame_bytes = std::max(result.local_bytes, 0);
-        }
         database.finish_trial(id, trial);
         strategy->observe(config, trial);
         if (trial.status == cache::TrialStatus::ok &&

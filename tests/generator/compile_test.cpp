@@ -1,6 +1,9 @@
 // NVRTC compiles of rendered sources (real compiles; no GPU needed) and the ptxas report parser.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <random>
+
 #include <ostream>
 #include <regex>
 #include <set>
@@ -76,11 +79,8 @@ TEST_P(DefaultConfigCompileTest, ProducesACubinWithoutSpills) {
   EXPECT_EQ(kernel.nvrtc_version, nvrtc_version());
   EXPECT_GT(kernel.resources.registers, 0) << kernel.log;
   EXPECT_LE(kernel.resources.registers, 255) << kernel.log;
-  EXPECT_EQ(kernel.resources.spill_store_bytes, 0) << kernel.log;
-  EXPECT_EQ(kernel.resources.spill_load_bytes, 0) << kernel.log;
-  EXPECT_NE(kernel.log.find(kernel.lowered_name), std::string::npos)
-      << "the verbose ptxas report should name the kernel:\n"
-      << kernel.log;
+  EXPECT_EQ(kernel.resources.stack_frame_bytes, 0) << kernel.log;
+  EXPECT_FALSE(kernel.resources.spills()) << kernel.log;
   EXPECT_GT(kernel.compile_seconds, 0);
   EXPECT_EQ(kernel.log.find('\0'), std::string::npos)
       << "the log should stop at NVRTC's terminating NUL, not carry it";
@@ -179,20 +179,69 @@ TEST(ParseResourceUsageTest, ReadsTheSecondKernelWhoseNameExtendsTheFirst) {
 TEST(ParseResourceUsageTest, UnknownKernelIsNotReported) {
   ResourceUsage usage = parse_resource_usage(kTwoKernelLog, "_Z1k");
   EXPECT_EQ(usage.registers, -1);
-  EXPECT_EQ(usage.spill_store_bytes, 0);
+  EXPECT_EQ(usage.spill_store_bytes, -1);
+  EXPECT_EQ(usage.static_smem_bytes, -1);
   ResourceUsage empty = parse_resource_usage("", "_Z1kPf");
   EXPECT_EQ(empty.registers, -1);
+}
+
+// NVRTC 13 answers a repeated compile of an identical program from a cache, with an empty log
+// (seen on the H100 machine). A comment unique to this run makes the program new, so ptxas runs
+// and reports.
+CompiledKernel compile_uncached(const Config& config, const Problem& problem, const std::string& arch) {
+  RenderedSource source = render(matmul(), config, problem);
+  source.text += "\n// uncached: " + std::to_string(std::random_device{}()) + "-" +
+                 std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()) + "\n";
+  return compile(source, arch);
 }
 
 TEST(ParseResourceUsageTest, ReadsARealNvrtcLog) {
   Problem problem = matmul_problem(4096, 4096, 4096);
   Config config = matmul().default_config(problem, DeviceTarget::assumed_for_arch("sm_90a"));
-  CompiledKernel kernel = compile(render(matmul(), config, problem), "sm_90a");
+  CompiledKernel kernel = compile_uncached(config, problem, "sm_90a");
+  ASSERT_NE(kernel.log.find(kernel.lowered_name), std::string::npos)
+      << "the verbose ptxas report should name the kernel:\n" << kernel.log;
   ResourceUsage usage = parse_resource_usage(kernel.log, kernel.lowered_name);
-  EXPECT_EQ(usage.registers, kernel.resources.registers);
   EXPECT_GT(usage.registers, 0) << kernel.log;
+  EXPECT_EQ(usage.spill_store_bytes, 0) << kernel.log;
   // The pipeline's shared memory is dynamic: nothing static.
   EXPECT_EQ(usage.static_smem_bytes, 0) << kernel.log;
+}
+
+// The cubin's attributes agree with ptxas' report, for a kernel without a stack frame and for
+// one that spills (16 warps leave 128 registers, under a 64x32 warp tile's needs).
+TEST(CubinResourcesTest, AgreeWithPtxasReport) {
+  Problem problem = matmul_problem(2048, 1536, 512);
+  DeviceTarget device = DeviceTarget::assumed_for_arch("sm_90a");
+  Config lean = matmul().default_config(problem, device);
+  Config spilling = tile_config(256, 128, 32, 4, 4, 4, 8);
+  ASSERT_TRUE(matmul().reject(spilling, problem, device).has_value())
+      << "the constraints should prune this config because it spills";
+  for (bool spills : {false, true}) {
+    const Config& config = spills ? spilling : lean;
+    CompiledKernel kernel = compile_uncached(config, problem, "sm_90a");
+    ResourceUsage reported = parse_resource_usage(kernel.log, kernel.lowered_name);
+    ASSERT_GT(reported.registers, 0) << kernel.log;
+    ResourceUsage from_cubin = read_cubin_resources(kernel.cubin, kernel.lowered_name);
+    EXPECT_EQ(from_cubin.registers, reported.registers) << config.text();
+    EXPECT_EQ(from_cubin.stack_frame_bytes, reported.stack_frame_bytes) << config.text();
+    EXPECT_EQ(kernel.resources.registers, reported.registers);
+    EXPECT_EQ(kernel.resources.spill_store_bytes, reported.spill_store_bytes);
+    EXPECT_EQ(kernel.resources.spills(), spills) << kernel.log;
+    EXPECT_EQ(from_cubin.stack_frame_bytes > 0, spills) << kernel.log;
+  }
+}
+
+TEST(CubinResourcesTest, RefusesWhatIsNotTheKernelsCubin) {
+  Problem problem = matmul_problem(64, 64, 64);
+  CompiledKernel kernel = compile(
+      render(matmul(), matmul().default_config(problem, DeviceTarget::assumed_for_arch("sm_90a")), problem),
+      "sm_90a");
+  EXPECT_THROW(read_cubin_resources(kernel.cubin, "_Z9elsewherev"), Error);
+  Cubin truncated{std::vector<char>(kernel.cubin.bytes.begin(), kernel.cubin.bytes.begin() + 100)};
+  EXPECT_THROW(read_cubin_resources(truncated, kernel.lowered_name), Error);
+  Cubin text{std::vector<char>(200, 'x')};
+  EXPECT_THROW(read_cubin_resources(text, kernel.lowered_name), Error);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -258,8 +307,8 @@ TEST_P(SpaceSampleCompileTest, CompilesWithoutSpills) {
   }
   EXPECT_FALSE(kernel.cubin.bytes.empty());
   EXPECT_GT(kernel.resources.registers, 0) << kernel.log;
-  EXPECT_EQ(kernel.resources.spill_store_bytes, 0) << kernel.log;
-  EXPECT_EQ(kernel.resources.spill_load_bytes, 0) << kernel.log;
+  EXPECT_EQ(kernel.resources.stack_frame_bytes, 0) << kernel.log;
+  EXPECT_FALSE(kernel.resources.spills()) << kernel.log;
   // __launch_bounds__(threads): registers * threads fit the register file.
   int threads = sample.config.at("warps_m") * sample.config.at("warps_n") * 32;
   EXPECT_LE(kernel.resources.registers * threads, device.regs_per_block) << kernel.log;

@@ -86,7 +86,7 @@ TEST(CompilePoolTest, TwoProcessesCompileFourConfigs) {
               "ELF");
     EXPECT_EQ(kernel.lowered_name.rfind("_Z", 0), 0u) << kernel.lowered_name;
     EXPECT_GT(kernel.resources.registers, 0) << kernel.log;
-    EXPECT_EQ(kernel.resources.spill_store_bytes, 0) << kernel.log;
+    EXPECT_EQ(kernel.resources.stack_frame_bytes, 0) << kernel.log;
     EXPECT_EQ(kernel.nvrtc_version, nvrtc_version());
     EXPECT_GT(kernel.compile_seconds, 0);
   }

@@ -69,6 +69,8 @@ TEST_F(GpuMatmul, SampledConfigsMatchReferenceOnOddShapes) {
       LaunchGeometry geometry = family_.launch(config, problem);
       driver::ReadyKernel ready =
           driver::load_kernel(compiled, geometry.dynamic_smem_bytes, source.kernel_expression);
+      // The registers the tuner records (read from the cubin) are what the driver loaded.
+      EXPECT_EQ(compiled.resources.registers, ready.kernel->registers()) << config.text();
       bench.refresh_inputs(1000 + checked);
       tuner::Verification result = bench.verify(*ready.kernel, geometry);
       EXPECT_TRUE(result.passed) << problem.key() << " [" << config.text() << "]: " << result.detail;
