@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <charconv>
+#include <cstdint>
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -41,6 +42,15 @@ void apply_budget(const std::string& text, tuner::SweepOptions& options) {
   }
   throw Error("bad --budget '" + text +
               "': expected a number of candidates (e.g. 50) or of seconds (e.g. 30s)");
+}
+
+// Parsed here rather than by Boost, which wraps "-1" into 2^64-1 without a word.
+std::uint64_t parse_seed(const std::string& text) {
+  std::uint64_t seed = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), seed);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size())
+    throw Error("bad --seed '" + text + "': expected an integer in 0 .. 2^64-1");
+  return seed;
 }
 
 // One progress line per ~10 candidates, or a single line redrawn in place on a terminal.
@@ -110,9 +120,15 @@ void print_space(const tuner::SweepReport& report) {
     std::cout << resources.min_registers << ".." << resources.max_registers;
   else
     std::cout << "-";
-  std::cout << ", " << resources.spilling << " spilling; NVRTC "
+  std::cout << ", " << resources.spilling.size() << " spilling; NVRTC "
             << fixed(resources.compile_seconds_total, 1) << " s in "
             << fixed(resources.wall_seconds, 1) << " s of wall time\n";
+  // Spills point at a constraint that is too loose: name them so they can be pruned.
+  constexpr std::size_t kNamed = 5;
+  for (std::size_t i = 0; i < std::min(resources.spilling.size(), kNamed); ++i)
+    std::cout << "  spills    " << resources.spilling[i] << "\n";
+  if (resources.spilling.size() > kNamed)
+    std::cout << "  spills    ... and " << resources.spilling.size() - kNamed << " more\n";
 }
 
 // Counts of every trial the database holds for this key, this sweep's and earlier ones'.
@@ -155,7 +171,7 @@ int run_tune(const std::vector<std::string>& args) {
       "                 --shape 16x4096x4096 --strategy random --budget 60s\n"};
   tuner::SweepOptions sweep;
   ProblemArgs problem_args;
-  std::string database_flag, budget;
+  std::string database_flag, budget, seed;
   po::options_description options("options", 100);
   add_problem_options(options, problem_args, /*many_shapes=*/true);
   // clang-format off
@@ -164,8 +180,8 @@ int run_tune(const std::vector<std::string>& args) {
        "exhaustive or random")
       ("budget", po::value(&budget)->value_name("N|Ns"),
        "stop after N candidates, or after N seconds (e.g. 30s); default: no limit")
-      ("seed", po::value(&sweep.seed)->default_value(sweep.seed)->value_name("N"),
-       "random order and input data")
+      ("seed", po::value(&seed)->default_value(std::to_string(sweep.seed))->value_name("N"),
+       "random order and input data (0 .. 2^64-1)")
       ("jobs", po::value(&sweep.compile_processes)->value_name("N"),
        "compile processes (default: one per core, at most 16)")
       ("timeout", po::value(&sweep.candidate_timeout_s)->default_value(sweep.candidate_timeout_s)
@@ -185,8 +201,12 @@ int run_tune(const std::vector<std::string>& args) {
   if (sweep.strategy != "exhaustive" && sweep.strategy != "random")
     throw Error("unknown --strategy '" + sweep.strategy + "' (expected exhaustive or random)");
   apply_budget(budget, sweep);
+  sweep.seed = parse_seed(seed);
   if (sweep.compile_processes < 0) throw Error("--jobs must be 0 (automatic) or more");
-  if (sweep.candidate_timeout_s <= 0) throw Error("--timeout must be a positive number of seconds");
+  // The watchdog becomes a poll() timeout in milliseconds: NaN, infinity or days would switch
+  // it off.
+  if (!(sweep.candidate_timeout_s > 0 && sweep.candidate_timeout_s <= 3600))
+    throw Error("--timeout must be a number of seconds in (0, 3600]");
   DeviceTarget::assumed_for_arch(sweep.offline_arch);  // rejects a malformed --arch now
 
   // Every shape is checked before the first sweep starts: a typo should not cost a sweep.

@@ -95,7 +95,8 @@ Config Config::parse(const std::string& text) {
     if (eq == std::string::npos || eq == 0 || eq + 1 == item.size() ||
         parsed.ec != std::errc() || parsed.ptr != item.data() + item.size())
       throw Error("bad config item '" + item + "' in '" + text + "': expected name=integer");
-    config.values[item.substr(0, eq)] = value;
+    if (!config.values.emplace(item.substr(0, eq), value).second)
+      throw Error("config '" + text + "' sets '" + item.substr(0, eq) + "' twice");
   }
   return config;
 }

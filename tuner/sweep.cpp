@@ -30,13 +30,13 @@ cache::Trial trial_from(const Config& config, const CompiledKernel* kernel,
   return trial;
 }
 
-void note_resources(ResourceSummary& summary, const CompiledKernel& kernel) {
+void note_resources(ResourceSummary& summary, const CompiledKernel& kernel, const Config& config) {
   const ResourceUsage& r = kernel.resources;
   if (r.registers >= 0) {  // unknown only for cubins stored by an older tilesmith
     if (summary.max_registers == 0 || r.registers < summary.min_registers) summary.min_registers = r.registers;
     summary.max_registers = std::max(summary.max_registers, r.registers);
   }
-  if (r.spills()) ++summary.spilling;
+  if (r.spills()) summary.spilling.push_back(config.text());
   summary.compile_seconds_total += kernel.compile_seconds;
   ++summary.compiled;
 }
@@ -158,7 +158,7 @@ SweepReport run_sweep(const Family& family, const Problem& problem, cache::Datab
       trial.detail = outcome.error;
       if (report.timed) database.record_trial(key, trial);
     } else {
-      note_resources(report.resources, *outcome.kernel);
+      note_resources(report.resources, *outcome.kernel, config);
       if (!report.timed) {
         trial.status = cache::TrialStatus::ok;  // compiled; nothing more can be learned here
       } else if (options.max_seconds &&

@@ -42,7 +42,7 @@ struct ResourceSummary {
   int compiled = 0;  // kernels in hand: compiled now or reused
   int reused = 0;    // cubins found in the database by source hash (no NVRTC)
   int min_registers = 0, max_registers = 0;
-  int spilling = 0;  // kernels with spill stores or loads
+  std::vector<std::string> spilling;  // configs whose kernels spill registers
   double compile_seconds_total = 0;
   double wall_seconds = 0;
 };

@@ -1,0 +1,533 @@
+// The `tilesmith` CLI as a user runs it: the built binary in a subprocess, its stdout, stderr and
+// exit status. Every run points TILESMITH_DB and --db into a temp folder, so no test can reach the
+// user's cache. Tests pass with and without a GPU, asserting what each case must print.
+#include <fcntl.h>
+#include <spawn.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <regex>
+#include <sstream>
+
+#include "cache/database.hpp"
+#include "generator/rendered_source.hpp"
+#include "support/matmul_configs.hpp"
+#include "support/test_support.hpp"
+
+extern char** environ;
+
+namespace tilesmith {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::tile_config;
+
+struct CliRun {
+  int status = -1;  // the exit code; 128 + the signal when killed by one
+  std::string out, err;
+};
+
+std::string read_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// Output goes to files rather than pipes: a chatty command can never block on a full pipe.
+CliRun run_cli(const std::vector<std::string>& args, const fs::path& dir) {
+  const fs::path out = dir / "cli.stdout", err = dir / "cli.stderr";
+  static const std::string cli =
+      (fs::read_symlink("/proc/self/exe").parent_path() / TILESMITH_CLI_FROM_TESTS).string();
+  std::vector<std::string> strings = {cli};
+  strings.insert(strings.end(), args.begin(), args.end());
+  std::vector<std::string> env = {"TILESMITH_DB=" + (dir / "env-default.db").string()};
+  for (char** entry = environ; *entry; ++entry)
+    if (std::string(*entry).rfind("TILESMITH_DB=", 0) != 0) env.push_back(*entry);
+  auto pointers = [](std::vector<std::string>& from) {
+    std::vector<char*> to;
+    for (std::string& s : from) to.push_back(s.data());
+    to.push_back(nullptr);
+    return to;
+  };
+  std::vector<char*> argv = pointers(strings), envp = pointers(env);
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = 0;
+  int spawned = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  CliRun run;
+  if (spawned != 0) {
+    ADD_FAILURE() << "cannot start " << argv[0] << ": " << std::strerror(spawned);
+    return run;
+  }
+  int wait_status = 0;
+  waitpid(pid, &wait_status, 0);
+  run.status = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 128 + WTERMSIG(wait_status);
+  run.out = read_bytes(out);
+  run.err = read_bytes(err);
+  fs::remove(out);
+  fs::remove(err);
+  return run;
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// The README's promise for every failure: a non-zero exit and one line on stderr.
+void expect_error_line(const CliRun& run, const std::string& part) {
+  EXPECT_NE(run.status, 0) << run.out;
+  EXPECT_EQ(run.err.rfind("tilesmith: error: ", 0), 0u) << run.err;
+  EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+  EXPECT_TRUE(contains(run.err, part)) << "expected '" << part << "' in: " << run.err;
+}
+
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// The cells of a line of the CLI's tables: columns are apart by two or more spaces, and no cell
+// holds two spaces in a row.
+std::vector<std::string> cells(const std::string& line) {
+  std::vector<std::string> found;
+  const std::regex cell("\\S+( \\S+)*");
+  for (std::sregex_iterator it(line.begin(), line.end(), cell), end; it != end; ++it)
+    found.push_back(it->str());
+  return found;
+}
+
+// The cells of the first table line holding `part`; empty when there is none.
+std::vector<std::string> row_with(const std::string& text, const std::string& part) {
+  for (const std::string& line : split_lines(text))
+    if (contains(line, part)) return cells(line);
+  return {};
+}
+
+bool have_gpu() { return driver::gpu_available(nullptr); }
+
+class CliTest : public ::testing::Test {
+ protected:
+  CliRun run(const std::vector<std::string>& args) { return run_cli(args, dir_.path()); }
+  testing::TempDir dir_;
+};
+using CliHelp = CliTest;
+using CliSource = CliTest;
+using CliDatabase = CliTest;
+using CliDevices = CliTest;
+using CliTune = CliTest;
+
+// ---------------------------------------------------------------------------------------------
+// Help and argument errors
+
+TEST_F(CliHelp, ListsEveryCommandAndEachCommandsMainOptions) {
+  const std::map<std::string, std::vector<std::string>> options = {
+      {"devices", {"--count"}},
+      {"tune", {"--op", "--dtype", "--shape", "--strategy", "--budget", "--arch", "--db"}},
+      {"list", {"--gpu", "--db"}},
+      {"show", {"--op", "--dtype", "--shape", "--gpu", "--top", "--db"}},
+      {"export", {"--format", "--out", "--include-old", "--db"}},
+      {"source", {"--op", "--dtype", "--shape", "--config", "--arch", "--emit"}}};
+  CliRun top = run({"--help"});
+  EXPECT_EQ(top.status, 0);
+  for (const auto& [command, names] : options) {
+    EXPECT_TRUE(std::regex_search(top.out, std::regex("\n  " + command + " +\\w"))) << top.out;
+    CliRun help = run({command, "--help"});
+    EXPECT_EQ(help.status, 0) << command << ": " << help.err;
+    EXPECT_EQ(help.out.rfind("usage: tilesmith " + command + " ", 0), 0u) << help.out;
+    for (const std::string& name : names)
+      EXPECT_TRUE(contains(help.out, "  " + name + " ")) << command << " lacks " << name;
+  }
+  EXPECT_EQ(run({"help", "tune"}).out, run({"tune", "--help"}).out);
+  CliRun bare = run({});  // usage, but as an error: nothing was asked for
+  EXPECT_EQ(bare.status, 2);
+  EXPECT_TRUE(contains(bare.err, "usage: tilesmith <command>"));
+}
+
+TEST_F(CliHelp, BadCommandLinesFailWithOneErrorLine) {
+  CliRun unknown = run({"frobnicate"});
+  expect_error_line(unknown, "unknown command 'frobnicate'");
+  EXPECT_TRUE(contains(unknown.err, "devices, tune, list, show, export, source"));
+  expect_error_line(run({"list", "--frobnicate"}), "frobnicate");
+  expect_error_line(run({"list", "stray"}), "list: ");
+  expect_error_line(run({"source", "--op", "matmul", "--shape", "8x8x8"}), "--dtype");
+  expect_error_line(run({"export", "--format", "xml"}), "unknown --format 'xml'");
+  expect_error_line(
+      run({"tune", "--op", "matmul", "--dtype", "bf16", "--shape", "64x64x64", "--budget", "soon"}),
+      "bad --budget 'soon'");
+  // A NaN or huge watchdog would switch it off; a negative seed would wrap around.
+  for (const char* timeout : {"nan", "inf", "0", "1e9"})
+    expect_error_line(run({"tune", "--op", "matmul", "--dtype", "bf16", "--shape", "64x64x64",
+                           "--timeout", timeout}),
+                      "--timeout must be");
+  expect_error_line(
+      run({"tune", "--op", "matmul", "--dtype", "bf16", "--shape", "64x64x64", "--seed", "-1"}),
+      "bad --seed '-1'");
+  expect_error_line(run({"help", "tune", "extra"}), "'help' takes one command name");
+  CliRun help_help = run({"help", "--help"});
+  EXPECT_EQ(help_help.status, 0) << help_help.err;
+  EXPECT_TRUE(contains(help_help.out, "commands:"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// source: no GPU and no database needed
+
+TEST_F(CliSource, CudaIsTheExactRenderedSourceOfTheMergedConfig) {
+  const Problem problem{"matmul", DType::bf16, DType::bf16, {100, 200, 300}};
+  const Config config = tile_config(64, 64, 32, 2, 2, 3, 1);  // not the default: stages, group_m
+  CliRun source = run({"source", "--op", "matmul", "--dtype", "bf16", "--shape", "100x200x300",
+                       "--arch", "sm_80", "--emit", "cuda", "--config", config.text()});
+  ASSERT_EQ(source.status, 0) << source.err;
+  const RenderedSource rendered = render(find_family("matmul"), config, problem);
+  ASSERT_EQ(rendered.kernel_expression.rfind("tilesmith::matmul_kernel<", 0), 0u);
+  EXPECT_EQ(source.out.rfind("// tilesmith source: matmul bf16->bf16 100x200x300 for sm_80", 0),
+            0u);
+  EXPECT_TRUE(contains(source.out, "source hash " + rendered.hash + "\n"));
+  EXPECT_TRUE(contains(source.out, "name expression " + rendered.kernel_expression + "\n"));
+  EXPECT_TRUE(
+      contains(source.out, "// ==== file: " + rendered.main_name + " ====\n" + rendered.text));
+  for (const auto& [name, text] : rendered.headers)
+    EXPECT_TRUE(contains(source.out, "// ==== file: " + name + " ====\n" + text)) << name;
+}
+
+TEST_F(CliSource, PtxTargetsTheAskedArchitectureAndUsesTensorCores) {
+  CliRun ptx = run({"source", "--op", "matmul", "--dtype", "bf16", "--shape", "100x200x300",
+                    "--arch", "sm_90a", "--emit", "ptx"});
+  ASSERT_EQ(ptx.status, 0) << ptx.err;
+  EXPECT_TRUE(contains(ptx.out, ".target sm_90a"));
+  EXPECT_TRUE(contains(ptx.out, "mma.sync.aligned.m16n8k16"));
+  EXPECT_FALSE(contains(ptx.out, "// ==== file:"));  // PTX only, no CUDA source
+}
+
+TEST_F(CliSource, RejectsBadConfigsShapesAndTypesNamingTheProblem) {
+  const std::vector<std::string> base = {"source", "--op", "matmul", "--arch", "sm_80"};
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--dtype", "bf16", "--shape", "64x64x64", "--config", "stages=1"}, "cannot run matmul"},
+      {{"--dtype", "bf16", "--shape", "64x64x64", "--config", "bogus=1"}, "no parameter 'bogus'"},
+      {{"--dtype", "bf16", "--shape", "64x64x64", "--config", "block_m"},
+       "bad config item 'block_m'"},
+      {{"--dtype", "bf16", "--shape", "64x64x64", "--config", "block_m=64,block_m=128"},
+       "sets 'block_m' twice"},
+      {{"--dtype", "bf16", "--shape", "0x4x4"}, "bad shape '0x4x4'"},
+      {{"--dtype", "bf16", "--shape", "4x4"}, "shape '4x4' must be MxNxK"},
+      {{"--dtype", "f32", "--shape", "64x64x64"}, "input dtype f32 is not supported"},
+      {{"--dtype", "f8", "--shape", "64x64x64"}, "unknown dtype 'f8'"},
+      {{"--dtype", "bf16", "--shape", "64x64x64", "--emit", "sass"}, "unknown --emit 'sass'"}};
+  for (const auto& [extra, message] : cases) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), extra.begin(), extra.end());
+    SCOPED_TRACE(message);
+    CliRun failed = run(args);
+    expect_error_line(failed, message);
+    EXPECT_EQ(failed.out, "");
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// list, show, export on a database written through the cache API
+
+DeviceTarget test_gpu() {
+  DeviceTarget device;  // a model no real GPU has, so a local GPU never matches it
+  device.name = "tilesmith test GPU";
+  device.cc_major = 9;
+  device.cc_minor = 0;
+  device.sm_count = 7;
+  return device;
+}
+
+cache::Trial trial(cache::TrialStatus status, const Config& config, double median_ms) {
+  cache::Trial trial;
+  trial.config = config;
+  trial.source_hash = "source-" + config.text();
+  trial.status = status;
+  trial.detail = status == cache::TrialStatus::ok ? "" : "it failed";
+  trial.median_ms = median_ms;
+  trial.min_ms = median_ms;
+  trial.spread = 0.01;
+  trial.repetitions = 20;
+  trial.toolchain = {"13.0", "13.0"};
+  return trial;
+}
+
+const Problem kSeeded{"matmul", DType::bf16, DType::bf16, {512, 256, 128}};
+const Config kWinner = tile_config(128, 128, 32, 2, 2, 4);
+const Config kSecond = tile_config(64, 64, 32, 2, 2, 2);
+const Config kThird = tile_config(128, 64, 32, 2, 2, 3);
+const Config kWrong = tile_config(256, 128, 32, 2, 2, 3);
+
+// Three winners: kSeeded (5 trials, 3 ok) and 64^3 with this build's templates, and 1024^3
+// tuned with older ones, which only `list` and `export --include-old` show.
+void seed(const fs::path& path) {
+  cache::Database db(path);
+  db.record_gpu(test_gpu(), {"13.0", "13.0"});
+  const std::string current = template_hash(find_family("matmul"));
+  const cache::TrialKey key{test_gpu().model_key(), kSeeded, current};
+  db.record_trial(key, trial(cache::TrialStatus::ok, kSecond, 0.30));
+  db.record_trial(key, trial(cache::TrialStatus::wrong, kWrong, 0.10));  // fast, wrong: no win
+  db.record_trial(key, trial(cache::TrialStatus::ok, kWinner, 0.25));
+  db.record_trial(key, trial(cache::TrialStatus::compile_failed, kSecond, 0));
+  db.record_trial(key, trial(cache::TrialStatus::ok, kThird, 0.40));
+  ASSERT_EQ(db.refresh_winner(key)->config, kWinner);
+  const Problem small{"matmul", DType::bf16, DType::bf16, {64, 64, 64}};
+  const Problem old{"matmul", DType::bf16, DType::bf16, {1024, 1024, 1024}};
+  for (const cache::TrialKey& other : {cache::TrialKey{test_gpu().model_key(), small, current},
+                                       cache::TrialKey{test_gpu().model_key(), old, "0ld"}}) {
+    db.record_trial(other, trial(cache::TrialStatus::ok, kThird, 0.05));
+    ASSERT_TRUE(db.refresh_winner(other));
+  }
+}
+
+// `show` for a bf16 matmul of `shape`, with the options in `more`.
+std::vector<std::string> show(const std::string& shape, std::vector<std::string> more) {
+  std::vector<std::string> args = {"show", "--op", "matmul", "--dtype", "bf16", "--shape", shape};
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+TEST_F(CliDatabase, ListShowsEveryWinnerWithConfigTimeAndTemplateAge) {
+  const fs::path db = dir_.file("tuned.db");
+  seed(db);
+  CliRun list = run({"list", "--db", db.string()});
+  ASSERT_EQ(list.status, 0) << list.err;
+  const std::string model = test_gpu().model_key();
+  std::vector<std::string> seeded = row_with(list.out, "512x256x128");
+  ASSERT_EQ(seeded.size(), 8u) << list.out;  // the last cell is when it was updated
+  seeded.pop_back();
+  EXPECT_EQ(seeded, (std::vector<std::string>{model, "matmul bf16->bf16 512x256x128",
+                                              kWinner.text(), "0.2500", "0.1", "3/5", "current"}));
+  const std::vector<std::string> old = row_with(list.out, "1024x1024x1024");
+  ASSERT_EQ(old.size(), 8u) << list.out;
+  EXPECT_EQ(old[6], "old");
+  EXPECT_EQ(list.out, run({"list", "--db", db.string(), "--gpu", model}).out);
+
+  // Without --db, TILESMITH_DB picks the file.
+  fs::copy_file(db, dir_.file("env-default.db"));
+  EXPECT_TRUE(contains(run({"list"}).out, kWinner.text()));
+  CliRun other_gpu = run({"list", "--db", db.string(), "--gpu", "no such GPU"});
+  EXPECT_EQ(other_gpu.status, 0);
+  EXPECT_TRUE(contains(other_gpu.out, "no tuned results for no such GPU")) << other_gpu.out;
+}
+
+TEST_F(CliDatabase, ShowListsTheWinnerThenTrialsBestFirst) {
+  const fs::path db = dir_.file("tuned.db");
+  seed(db);
+  CliRun shown = run(show("512x256x128", {"--gpu", test_gpu().model_key(), "--db", db.string()}));
+  ASSERT_EQ(shown.status, 0) << shown.err;
+  EXPECT_TRUE(contains(shown.out, "  winner    " + kWinner.text() + "\n"));
+  EXPECT_TRUE(contains(shown.out, "0.2500 ms median"));
+  EXPECT_TRUE(contains(shown.out, "3 verified of 5"));
+  // Ranks: the ok trials fastest first, then the rest in the order they were recorded.
+  const std::vector<std::string> lines = split_lines(shown.out);
+  auto rule = std::find_if(lines.begin(), lines.end(),
+                           [](const std::string& line) { return line.rfind("----", 0) == 0; });
+  ASSERT_NE(rule, lines.end()) << shown.out;
+  std::vector<std::string> ranked;
+  for (auto line = rule + 1; line != lines.end(); ++line) {
+    std::vector<std::string> row = cells(*line);
+    ranked.push_back(row.at(0) + " " + row.at(1) + " " + row.at(2));
+  }
+  EXPECT_EQ(ranked,
+            (std::vector<std::string>{"1 " + kWinner.text() + " ok", "2 " + kSecond.text() + " ok",
+                                      "3 " + kThird.text() + " ok", "4 " + kWrong.text() + " wrong",
+                                      "5 " + kSecond.text() + " compile_failed"}));
+
+  CliRun top_two = run(
+      show("512x256x128", {"--gpu", test_gpu().model_key(), "--db", db.string(), "--top", "2"}));
+  EXPECT_TRUE(contains(top_two.out, kSecond.text()));
+  EXPECT_FALSE(contains(top_two.out, kThird.text()));
+}
+
+TEST_F(CliDatabase, ShowWithoutAWinnerFails) {
+  const fs::path db = dir_.file("tuned.db");
+  seed(db);
+  const std::vector<std::string> on_test_gpu = {"--gpu", test_gpu().model_key(), "--db", db};
+  CliRun missing = run(show("8x8x8", on_test_gpu));
+  EXPECT_EQ(missing.status, 1);
+  expect_error_line(missing, "no winner for matmul bf16->bf16 8x8x8 on " + test_gpu().model_key());
+  // 1024^3 has a winner, but from older templates: pointed out, and still a failure.
+  CliRun old = run(show("1024x1024x1024", on_test_gpu));
+  expect_error_line(old, "no winner for matmul bf16->bf16 1024x1024x1024");
+  EXPECT_TRUE(contains(old.out, "only from older templates")) << old.out;
+  expect_error_line(run(show("8x8x8", {"--db", dir_.file("absent.db")})), "no database at");
+  EXPECT_FALSE(fs::exists(dir_.file("absent.db")));
+}
+
+// Without --gpu, show asks about the local GPU's model; without a GPU, about every model.
+TEST_F(CliDatabase, ShowWithoutGpuUsesTheLocalModelElseEveryModel) {
+  const fs::path db = dir_.file("tuned.db");
+  seed(db);
+  CliRun shown = run(show("512x256x128", {"--db", db}));
+  if (!have_gpu()) {
+    ASSERT_EQ(shown.status, 0) << shown.err;
+    EXPECT_TRUE(contains(shown.out, "512x256x128 on " + test_gpu().model_key() + "\n"));
+    EXPECT_TRUE(contains(shown.out, "  winner    " + kWinner.text() + "\n"));
+  } else {
+    expect_error_line(
+        shown, "tuned on other GPUs: '" + test_gpu().model_key() + "'; choose one with --gpu");
+  }
+}
+
+TEST_F(CliDatabase, ExportJsonHasTheCurrentWinnersWithTheirConfigAndGpu) {
+  const fs::path db = dir_.file("tuned.db"), out = dir_.file("winners.json");
+  seed(db);
+  CliRun exported = run({"export", "--format", "json", "--out", out.string(), "--db", db.string()});
+  ASSERT_EQ(exported.status, 0) << exported.err;
+  EXPECT_EQ(exported.out, "wrote 2 winners to " + out.string() + "\n");
+  const nlohmann::json document = nlohmann::json::parse(read_bytes(out));
+  EXPECT_EQ(document["tilesmith_export_version"], 1);
+  ASSERT_EQ(document["winners"].size(), 2u);  // the 1024^3 winner has older templates
+  const nlohmann::json& winners = document["winners"];
+  auto seeded = std::find_if(winners.begin(), winners.end(), [](const nlohmann::json& entry) {
+    return entry["shape"] == nlohmann::json({512, 256, 128});
+  });
+  ASSERT_NE(seeded, winners.end()) << document.dump(2);
+  const nlohmann::json& winner = *seeded;
+  EXPECT_EQ(winner["gpu_model"], test_gpu().model_key());
+  EXPECT_EQ(winner["gpu_name"], test_gpu().name);
+  EXPECT_EQ(winner["dtype"], "bf16");
+  EXPECT_EQ(winner["config"], nlohmann::json(kWinner.values));
+  EXPECT_DOUBLE_EQ(winner["median_ms"].get<double>(), 0.25);
+  EXPECT_NEAR(winner["tflops"].get<double>(), 2.0 * 512 * 256 * 128 / 0.25e9, 1e-9);
+  EXPECT_EQ(winner["trials_ok"], 3);
+  EXPECT_EQ(winner["trials_total"], 5);
+  EXPECT_EQ(winner["template_hash"], template_hash(find_family("matmul")));
+
+  CliRun all = run({"export", "--include-old", "--db", db.string()});  // json to stdout
+  ASSERT_EQ(all.status, 0) << all.err;
+  EXPECT_EQ(nlohmann::json::parse(all.out)["winners"].size(), 3u);
+}
+
+TEST_F(CliDatabase, ExportCsvHasAHeaderAndOneRowPerWinner) {
+  const fs::path db = dir_.file("tuned.db");
+  seed(db);
+  CliRun csv = run({"export", "--format", "csv", "--db", db.string()});
+  ASSERT_EQ(csv.status, 0) << csv.err;
+  const std::vector<std::string> lines = split_lines(csv.out);
+  ASSERT_EQ(lines.size(), 3u) << csv.out;
+  EXPECT_EQ(lines[0],
+            "gpu_model,gpu_name,op,dtype,out_dtype,shape,config,median_ms,tflops,template_hash,"
+            "source_hash,updated_at");
+  std::string config = kWinner.text();
+  std::replace(config.begin(), config.end(), ',', ';');
+  const std::string row = test_gpu().model_key() + ",tilesmith test GPU,matmul,bf16,bf16,";
+  EXPECT_EQ(std::count_if(lines.begin() + 1, lines.end(),
+                          [&](const std::string& line) { return line.rfind(row, 0) == 0; }),
+            2);
+  // Ordered by problem key, so 512x256x128 comes before 64x64x64.
+  EXPECT_EQ(lines[1].rfind(row + "512x256x128," + config + ",0.25,", 0), 0u) << lines[1];
+  EXPECT_EQ(lines[2].rfind(row + "64x64x64,", 0), 0u) << lines[2];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Files that are not tilesmith's: refused by every command that opens a database, untouched
+
+class CliBrokenDatabase : public CliTest {
+ protected:
+  void expect_refused_by_every_command(const fs::path& db, const std::string& why) {
+    const std::string before = read_bytes(db);
+    const std::vector<std::vector<std::string>> commands = {
+        {"list"},
+        show("64x64x64", {}),
+        {"export", "--format", "json", "--out", (db.parent_path() / "out.json").string()},
+        {"export", "--format", "csv"},
+        {"tune", "--op", "matmul", "--dtype", "bf16", "--shape", "64x64x64", "--budget", "1"}};
+    for (std::vector<std::string> command : commands) {
+      SCOPED_TRACE(command[0]);
+      command.insert(command.end(), {"--db", db.string()});
+      CliRun refused = run(command);
+      expect_error_line(refused, why);
+      EXPECT_TRUE(contains(refused.err, "refusing to modify it"));
+    }
+    EXPECT_EQ(read_bytes(db), before);
+    // No journal, WAL or export file was left beside it either.
+    std::vector<fs::path> entries(fs::directory_iterator(db.parent_path()), {});
+    EXPECT_EQ(entries, std::vector<fs::path>{db});
+  }
+};
+
+TEST_F(CliBrokenDatabase, RandomBytesAreRefusedAndLeftUntouched) {
+  fs::create_directory(dir_.file("db"));
+  const fs::path db = dir_.file("db") / "noise.db";
+  std::mt19937 bytes(42);
+  std::string noise(8192, '\0');
+  for (char& c : noise) c = static_cast<char>(bytes());
+  std::ofstream(db, std::ios::binary) << noise;
+  expect_refused_by_every_command(db, "not an SQLite database");
+}
+
+TEST_F(CliBrokenDatabase, ForeignSqliteDatabaseIsRefusedAndLeftUntouched) {
+  fs::create_directory(dir_.file("db"));
+  const fs::path db = dir_.file("db") / "users.db";
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &raw), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(raw,
+                         "PRAGMA application_id = 305419896;"
+                         "CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT);"
+                         "INSERT INTO users (name) VALUES ('ada');",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(raw);
+  expect_refused_by_every_command(db, "not a tilesmith database (application_id 0x12345678");
+}
+
+// ---------------------------------------------------------------------------------------------
+// devices and tune: what they print depends on whether this machine has a GPU
+
+TEST_F(CliDevices, SaysWhyThereIsNoGpuOrListsEachOne) {
+  CliRun count = run({"devices", "--count"});
+  CliRun devices = run({"devices"});
+  ASSERT_EQ(count.status, 0) << count.err;
+  ASSERT_EQ(devices.status, 0) << devices.err;
+  if (!have_gpu()) {
+    EXPECT_EQ(count.out, "0\n");
+    EXPECT_EQ(devices.out.rfind("no CUDA driver/GPU found", 0), 0u) << devices.out;
+    EXPECT_TRUE(contains(devices.out, "'tilesmith tune' and 'tilesmith source' still render"));
+  } else {
+    EXPECT_EQ(count.out, std::to_string(driver::device_count()) + "\n");
+    EXPECT_EQ(devices.out.rfind("CUDA driver ", 0), 0u) << devices.out;
+    EXPECT_TRUE(contains(devices.out, driver::describe_device(0).model_key())) << devices.out;
+  }
+}
+
+TEST_F(CliTune, SmallRandomSweepCompilesOrFindsAWinner) {
+  const fs::path db = dir_.file("tuned.db");
+  CliRun tune = run({"tune", "--op", "matmul", "--dtype", "bf16", "--shape", "64x64x64", "--budget",
+                     "4", "--strategy", "random", "--db", db.string()});
+  ASSERT_EQ(tune.status, 0) << tune.out << tune.err;
+  EXPECT_TRUE(contains(tune.out, "database: " + db.string() + "\n"));
+  std::smatch compiled;
+  const std::regex compiled_line("compiled +(\\d+) kernels, 0 compile failures");
+  ASSERT_TRUE(std::regex_search(tune.out, compiled, compiled_line)) << tune.out;
+  EXPECT_EQ(std::stoi(compiled[1]), 4) << tune.out;  // --budget 4, and every candidate compiles
+  CliRun list = run({"list", "--db", db.string()});
+  ASSERT_EQ(list.status, 0) << list.err;
+  if (!have_gpu()) {
+    EXPECT_TRUE(contains(tune.out, "matmul bf16->bf16 64x64x64, no GPU: compiling for sm_90a"));
+    EXPECT_TRUE(contains(tune.out, "timing needs a GPU: no CUDA driver/GPU found"));
+    EXPECT_TRUE(contains(tune.out, "rendered and compiled 4 configs for sm_90a"));
+    EXPECT_FALSE(contains(tune.out, "winner"));
+    EXPECT_TRUE(contains(list.out, "no tuned results")) << list.out;
+  } else {
+    std::smatch winner;
+    ASSERT_TRUE(std::regex_search(tune.out, winner, std::regex("\n  winner    (\\S+=\\S+)\n")))
+        << tune.out;
+    EXPECT_TRUE(contains(tune.out, " ms median"));
+    EXPECT_TRUE(contains(list.out, driver::describe_device(0).model_key())) << list.out;
+    EXPECT_TRUE(contains(list.out, winner[1].str())) << list.out;
+  }
+}
+
+}  // namespace
+}  // namespace tilesmith
