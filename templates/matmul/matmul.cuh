@@ -10,7 +10,9 @@
 // tile order: blocks walk C in groups of GROUP_M tile-rows so neighbours share A and B in L2.
 // epilogue: straight from the accumulators, predicated at the edges.
 // ALIGNED: K and N are multiples of 8, so every 16-byte chunk is wholly inside or outside the
-//          matrix; otherwise chunks are gathered element by element (correct, not fast).
+//          matrix and cp.async can move it; otherwise chunks are gathered element by element
+//          into registers at the start of a tile and stored to shared memory before its last
+//          k16 step.
 #pragma once
 
 #include "common/tile_primitives.cuh"
@@ -80,40 +82,58 @@ struct TileCopier {
     smem_b = 2 * (BM * T::kStrideA + b_row * T::kStrideB + b_col);
   }
 
-  // Issues part `part` of `parts` of the next tile's chunks into the stage at `stage`, so a
-  // tile's copies interleave with the MMAs of the tile being computed. Called with constants
-  // inside unrolled loops: the part selection folds away.
-  __device__ __forceinline__ void copy(unsigned stage, int part, int parts) const {
+  // Starts part `part` of `parts` of the next tile's chunks towards the stage at `stage`, so a
+  // tile's copies interleave with the MMAs of the tile being computed. Aligned chunks go by
+  // cp.async straight to shared memory. Unaligned chunks are gathered into registers here and
+  // written by land(), so their global latency hides behind MMAs instead of stalling the warp.
+  // Called with constants inside unrolled loops: the part selection folds away.
+  __device__ __forceinline__ void copy(unsigned stage, int part, int parts) {
+    // Unaligned chunks all start in the first part: land() comes after the MMAs of every step
+    // but the last, and that is the time their loads have to arrive.
+    if (!ALIGNED) {
+      if (part != 0) return;
+      parts = 1;
+    }
     constexpr int total = T::kChunksA + T::kChunksB;
 #pragma unroll
     for (int i = 0; i < T::kChunksA; ++i) {
       if (i * parts / total != part) continue;
-      const unsigned dst = stage + smem_a + i * (2 * T::kRowStepA * T::kStrideA);
       const half_bits* src = a + i * a_chunk_step;
       const bool row_inside = (a_rows_inside >> i) & 1u;
       if (ALIGNED) {
-        cp_async_16(dst, src, row_inside && a_col < k_left);
+        cp_async_16(stage + smem_a + i * (2 * T::kRowStepA * T::kStrideA), src,
+                    row_inside && a_col < k_left);
       } else {
-        half_bits v[8];
-#pragma unroll
-        for (int e = 0; e < 8; ++e) v[e] = (row_inside && a_col + e < k_left) ? src[e] : half_bits(0);
-        store_chunk(dst, v);
+        gather(src, row_inside ? k_left - a_col : 0, staged[i]);
       }
     }
 #pragma unroll
     for (int i = 0; i < T::kChunksB; ++i) {
       if ((T::kChunksA + i) * parts / total != part) continue;
-      const unsigned dst = stage + smem_b + i * (2 * T::kRowStepB * T::kStrideB);
       const half_bits* src = b + i * b_chunk_step;
       const bool row_inside = b_row + i * T::kRowStepB < k_left;
       if (ALIGNED) {
-        cp_async_16(dst, src, row_inside && b_cols_left > 0);
+        cp_async_16(stage + smem_b + i * (2 * T::kRowStepB * T::kStrideB), src,
+                    row_inside && b_cols_left > 0);
       } else {
-        half_bits v[8];
-#pragma unroll
-        for (int e = 0; e < 8; ++e) v[e] = (row_inside && e < b_cols_left) ? src[e] : half_bits(0);
-        store_chunk(dst, v);
+        gather(src, row_inside ? b_cols_left : 0, staged[T::kChunksA + i]);
       }
+    }
+  }
+
+  // Writes the gathered chunks of the tile started by copy() to the stage at `stage` (the
+  // aligned variant's cp.async needs no help).
+  __device__ __forceinline__ void land(unsigned stage) const {
+    if (ALIGNED) return;
+#pragma unroll
+    for (int i = 0; i < T::kChunksA; ++i)
+      store_shared_16(stage + smem_a + i * (2 * T::kRowStepA * T::kStrideA), staged[i][0],
+                      staged[i][1], staged[i][2], staged[i][3]);
+#pragma unroll
+    for (int i = 0; i < T::kChunksB; ++i) {
+      const unsigned(&chunk)[4] = staged[T::kChunksA + i];
+      store_shared_16(stage + smem_b + i * (2 * T::kRowStepB * T::kStrideB), chunk[0], chunk[1],
+                      chunk[2], chunk[3]);
     }
   }
 
@@ -124,9 +144,18 @@ struct TileCopier {
   }
 
  private:
-  __device__ __forceinline__ static void store_chunk(unsigned dst, const half_bits (&v)[8]) {
-    store_shared_16(dst, v[0] | (unsigned(v[1]) << 16), v[2] | (unsigned(v[3]) << 16),
-                    v[4] | (unsigned(v[5]) << 16), v[6] | (unsigned(v[7]) << 16));
+  // Unaligned variant only: the chunks gathered by copy() until land() (dead code otherwise).
+  unsigned staged[ALIGNED ? 1 : T::kChunksA + T::kChunksB][4];
+
+  // Eight elements from `src` on, element by element (rows start on any 2-byte boundary);
+  // those from `valid` on are zero. Reading the two aligned 16-byte blocks around the chunk and
+  // funnelling bytes measured 40% slower on the H100 (docs/perf/matmul.md).
+  __device__ __forceinline__ static void gather(const half_bits* src, int valid, unsigned (&chunk)[4]) {
+    half_bits v[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) v[e] = e < valid ? src[e] : half_bits(0);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) chunk[e] = v[2 * e] | (unsigned(v[2 * e + 1]) << 16);
   }
 };
 
@@ -218,6 +247,7 @@ __global__ void __launch_bounds__(WM* WN * 32) matmul_kernel(const MatmulParams 
   for (int s = 0; s < STAGES - 1; ++s) {
     if (s < k_tiles) {
       copier.copy(smem_base + s * T::kStageBytes, 0, 1);
+      copier.land(smem_base + s * T::kStageBytes);
       copier.advance();
     }
     cp_async_commit();
@@ -245,7 +275,10 @@ __global__ void __launch_bounds__(WM* WN * 32) matmul_kernel(const MatmulParams 
       if (step < T::kSteps - 1 && prefetch) copier.copy(write_base, step, T::kSteps - 1);
       mma_step<T, IN_KIND>(acc, frag[step % 2]);
       if (step == T::kSteps - 2) {
-        if (prefetch) copier.advance();
+        if (prefetch) {
+          copier.land(write_base);
+          copier.advance();
+        }
         // Tile kt+1 has landed for this thread; the barrier makes it everyone's and ends every
         // warp's reads of stage kt-1, which the next iteration refills.
         cp_async_commit();

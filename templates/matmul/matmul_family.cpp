@@ -71,16 +71,18 @@ class MatmulFamily final : public Family {
     if (tile.block_k % 16) return "block_k must be a multiple of the MMA's k=16";
     if (tile.block_m % (tile.warps_m * 16) || tile.block_n % (tile.warps_n * 16))
       return "the warp layout does not divide the tile into 16x16 multiples";
-    // Registers: the fp32 accumulators and two k16 steps of A and B fragments (loaded one step
-    // ahead), plus addresses and copy state, must fit what __launch_bounds__ leaves each thread
-    // (the block's registers over its threads, at most 255), or ptxas spills. Margins from
-    // ptxas -v over the space: 32-42 registers of state when aligned; the unaligned variant
-    // gathers chunks element by element through registers and spilled a 64x64 warp tile at 255.
+    // Registers: the fp32 accumulators, two k16 steps of A and B fragments (loaded one step
+    // ahead) and about 40 of addresses and copy state must fit what __launch_bounds__ leaves
+    // each thread (the block's registers over its threads, at most 255), or ptxas spills. The
+    // unaligned variant also holds its gathered chunks (4 registers each) from copy to store.
+    // Checked against ptxas -v over the space: the estimate is within 4-10 registers.
     const int warp_m = tile.block_m / tile.warps_m, warp_n = tile.block_n / tile.warps_n;
     const int accumulators = warp_m * warp_n / 32;
     const int fragments = 2 * (warp_m / 16 * 4 + warp_n / 8 * 2);
     const int register_cap = std::min(255, device.regs_per_block / tile.threads());
-    const int state = MatmulShape(problem).aligned() ? 40 : 96;
+    const int chunks_per_thread =
+        (tile.block_m * tile.block_k + tile.block_k * tile.block_n) / 8 / tile.threads();
+    const int state = 40 + (MatmulShape(problem).aligned() ? 0 : 4 * chunks_per_thread);
     if (accumulators + fragments + state > register_cap)
       return "warp tile needs " + std::to_string(accumulators) + " accumulators and " +
              std::to_string(fragments) + " fragment registers per thread; " +
