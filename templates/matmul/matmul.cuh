@@ -124,16 +124,17 @@ struct TileCopier {
   // Writes the gathered chunks of the tile started by copy() to the stage at `stage` (the
   // aligned variant's cp.async needs no help).
   __device__ __forceinline__ void land(unsigned stage) const {
-    if (ALIGNED) return;
+    if (!ALIGNED) {
 #pragma unroll
-    for (int i = 0; i < T::kChunksA; ++i)
-      store_shared_16(stage + smem_a + i * (2 * T::kRowStepA * T::kStrideA), staged[i][0],
-                      staged[i][1], staged[i][2], staged[i][3]);
+      for (int i = 0; i < T::kChunksA; ++i)
+        store_shared_16(stage + smem_a + i * (2 * T::kRowStepA * T::kStrideA), staged[i][0],
+                        staged[i][1], staged[i][2], staged[i][3]);
 #pragma unroll
-    for (int i = 0; i < T::kChunksB; ++i) {
-      const unsigned(&chunk)[4] = staged[T::kChunksA + i];
-      store_shared_16(stage + smem_b + i * (2 * T::kRowStepB * T::kStrideB), chunk[0], chunk[1],
-                      chunk[2], chunk[3]);
+      for (int i = 0; i < T::kChunksB; ++i) {
+        const unsigned(&chunk)[4] = staged[T::kChunksA + i];
+        store_shared_16(stage + smem_b + i * (2 * T::kRowStepB * T::kStrideB), chunk[0],
+                        chunk[1], chunk[2], chunk[3]);
+      }
     }
   }
 
