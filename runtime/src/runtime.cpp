@@ -11,6 +11,7 @@
 #include "driver/cuda_driver.hpp"
 #include "driver/gpu_objects.hpp"
 #include "generator/compiled_kernel.hpp"
+#include "nearest_winner.hpp"
 #include "templates/registry.hpp"
 
 namespace tilesmith {
@@ -62,20 +63,25 @@ struct Runtime::Impl {
   std::unordered_map<DispatchKey, std::unique_ptr<Entry>, DispatchKeyHash> entries;
   std::atomic<int> compilations{0};
 
-  // The slow path, under the exclusive lock: database winner, else the default config.
+  // The slow path, under the exclusive lock: this shape's winner, the nearest tuned shape's,
+  // else the default config.
   std::unique_ptr<Entry> resolve(const Family& family, const Problem& problem) {
     family.validate(problem);
     auto entry = std::make_unique<Entry>();
     entry->problem = problem;
-    cache::TrialKey key{device.model_key(), problem, template_hash(family)};
-    std::optional<cache::Winner> winner = database->winner(key);
+    const std::string templates = template_hash(family);
+    std::optional<cache::Winner> winner = database->winner({device.model_key(), problem, templates});
     Config config;
     if (winner && !family.reject(winner->config, problem, device)) {
       config = winner->config;
-      entry->info = {KernelSource::database_winner, config.text(), true};
+      entry->info = {KernelSource::database_winner, config.text(), true, problem.key()};
+    } else if (auto near = nearest_winner(database->winners(device.model_key()), family, problem,
+                                          device, templates)) {
+      config = near->config;
+      entry->info = {KernelSource::nearest_winner, config.text(), false, near->problem.key()};
     } else {
       config = family.default_config(problem, device);
-      entry->info = {KernelSource::default_cached, config.text(), false};
+      entry->info = {KernelSource::default_cached, config.text(), false, ""};
     }
     RenderedSource source = render(family, config, problem);
     std::optional<CompiledKernel> compiled = database->cubin(source.hash, arch, nvrtc);
@@ -84,7 +90,8 @@ struct Runtime::Impl {
       compiled = compile(source, arch);
       ++compilations;
       database->put_cubin(*compiled);
-      if (!entry->info.tuned) entry->info.source = KernelSource::default_compiled;
+      if (entry->info.source == KernelSource::default_cached)
+        entry->info.source = KernelSource::default_compiled;
     }
     entry->geometry = family.launch(config, problem);
     entry->kernel = driver::load_kernel(*compiled, entry->geometry.dynamic_smem_bytes,
@@ -99,7 +106,10 @@ struct Runtime::Impl {
       std::shared_lock lock(mutex);
       auto it = entries.find(key);
       if (it != entries.end()) {
-        if (info) *info = {KernelSource::memory, it->second->info.config, it->second->info.tuned};
+        if (info) {
+          *info = it->second->info;
+          info->source = KernelSource::memory;  // copies a string: describe_matmul, not the hot path
+        }
         return *it->second;
       }
     }

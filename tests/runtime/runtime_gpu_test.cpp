@@ -1,6 +1,9 @@
 // The runtime: correct results on the shapes, no NVRTC on a warm database, clear errors.
 #include <gtest/gtest.h>
 
+#include "cache/database.hpp"
+#include "generator/compiled_kernel.hpp"
+#include "support/matmul_configs.hpp"
 #include "support/test_support.hpp"
 #include "templates/registry.hpp"
 #include "tilesmith/runtime.hpp"
@@ -68,6 +71,48 @@ TEST(GpuRuntime, WarmDatabaseNeedsNoCompiler) {
   Runtime warm({dir.file("runtime.db"), 0});
   EXPECT_EQ(warm.describe_matmul(shape).source, KernelSource::default_cached);
   EXPECT_EQ(warm.compilations(), 0);
+}
+
+// A shape nobody tuned borrows the nearest tuned shape's winner, and computes correctly with it.
+TEST(GpuRuntime, UntunedShapeUsesTheNearestTunedShapesWinner) {
+  TILESMITH_REQUIRE_GPU();
+  TempDir dir;
+  const Family& family = find_family("matmul");
+  const DeviceTarget device = driver::describe_device(0);
+  const Problem tuned{"matmul", DType::bf16, DType::bf16, {1024, 1024, 1024}};
+  const Config config = testing::tile_config(64, 128, 32, 2, 2, 3, 1);  // not the default
+  ASSERT_NE(config, family.default_config(tuned, device));
+  {
+    cache::Database db(dir.file("runtime.db"));
+    db.record_gpu(device, {driver::driver_version(), nvrtc_version()});
+    const cache::TrialKey key{device.model_key(), tuned, template_hash(family)};
+    cache::Trial trial;
+    trial.config = config;
+    trial.source_hash = render(family, config, tuned).hash;
+    trial.status = cache::TrialStatus::ok;
+    trial.median_ms = trial.min_ms = 0.05;
+    trial.repetitions = 10;
+    db.record_trial(key, trial);
+    ASSERT_TRUE(db.refresh_winner(key).has_value());
+  }
+  Runtime runtime({dir.file("runtime.db"), 0});
+  const Problem untuned{"matmul", DType::bf16, DType::bf16, {1000, 1000, 1032}};
+  tuner::Workbench bench(family, untuned, device);
+  bench.refresh_inputs(77);
+  const MatmulArgs args = args_for(bench, untuned);
+  const DispatchInfo info = runtime.describe_matmul(args);
+  EXPECT_EQ(info.source, KernelSource::nearest_winner);
+  EXPECT_FALSE(info.tuned);
+  EXPECT_EQ(info.config, config.text());
+  EXPECT_EQ(info.tuned_for, tuned.key());
+  runtime.matmul(args);
+  TILESMITH_CU(driver::api().cuCtxSynchronize(), "running the runtime's matmul");
+  const tuner::Verification result = bench.check_output();
+  EXPECT_TRUE(result.passed) << result.detail;
+  // Another dtype has no tuned shape: the default config.
+  MatmulArgs f16 = args;
+  f16.dtype = DType::f16;
+  EXPECT_EQ(runtime.describe_matmul(f16).source, KernelSource::default_compiled);
 }
 
 TEST(GpuRuntime, RejectsBadInputWithClearErrors) {

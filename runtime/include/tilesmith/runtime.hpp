@@ -5,8 +5,10 @@
 //                   .dtype = tilesmith::DType::bf16}, stream);
 //
 // Lookup: in-memory map (no allocation, no SQL on the hot path) -> the database's winner for
-// (GPU model, problem, template hash), its cubin loaded without NVRTC -> the family's default
-// config, compiled with NVRTC once and stored in the database for next time.
+// (GPU model, problem, template hash), its cubin loaded without NVRTC -> the winner of the
+// nearest tuned shape (same GPU model, op and dtypes) whose config is valid for this shape ->
+// the family's default config. A kernel compiled for a shape is stored in the database, so
+// NVRTC runs once per shape and config.
 #pragma once
 
 #include <cstdint>
@@ -36,12 +38,19 @@ struct MatmulArgs {
 };
 
 // Where the kernel a call used came from.
-enum class KernelSource { memory, database_winner, default_compiled, default_cached };
+enum class KernelSource {
+  memory,            // resolved by an earlier call
+  database_winner,   // tuned for this exact shape
+  nearest_winner,    // tuned for the nearest tuned shape (tuned_for)
+  default_compiled,  // the family's default config, compiled by this call
+  default_cached,    // the family's default config, its cubin from the database
+};
 
 struct DispatchInfo {
   KernelSource source;
-  std::string config;  // "block_k=32,block_m=128,..."
-  bool tuned;          // a sweep's winner for this exact shape
+  std::string config;     // "block_k=32,block_m=128,..."
+  bool tuned;             // a sweep's winner for this exact shape
+  std::string tuned_for;  // the problem the config was tuned for; empty for the default
 };
 
 class Runtime {

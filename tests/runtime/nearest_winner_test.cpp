@@ -1,0 +1,82 @@
+// The runtime's nearest-tuned-shape lookup, on hand-made winners: no GPU or database needed.
+#include "runtime/src/nearest_winner.hpp"
+
+#include <gtest/gtest.h>
+
+#include "support/matmul_configs.hpp"
+#include "templates/registry.hpp"
+
+namespace tilesmith {
+namespace {
+
+using testing::tile_config;
+
+class NearestWinnerTest : public ::testing::Test {
+ protected:
+  const Family& family_ = find_family("matmul");
+  const DeviceTarget device_ = DeviceTarget::assumed_for_arch("sm_90a");
+  const std::string templates_ = "current-templates";
+
+  cache::Winner winner(std::vector<std::int64_t> shape, const Config& config,
+                       DType dtype = DType::bf16) const {
+    cache::Winner w;
+    w.gpu_model = device_.model_key();
+    w.problem = Problem{"matmul", dtype, dtype, std::move(shape)};
+    w.template_hash = templates_;
+    w.config = config;
+    return w;
+  }
+  std::optional<cache::Winner> nearest(const std::vector<cache::Winner>& winners,
+                                       std::vector<std::int64_t> shape) const {
+    return nearest_winner(winners, family_, Problem{"matmul", DType::bf16, DType::bf16, shape},
+                          device_, templates_);
+  }
+};
+
+TEST_F(NearestWinnerTest, PicksTheShapeNearestInLogScale) {
+  const Config small = tile_config(64, 64, 32, 2, 2, 3), large = tile_config(128, 256, 64, 2, 4, 3);
+  const std::vector<cache::Winner> winners = {winner({1024, 1024, 1024}, small),
+                                              winner({4096, 4096, 4096}, large)};
+  EXPECT_EQ(nearest(winners, {1000, 1000, 1000})->config, small);
+  EXPECT_EQ(nearest(winners, {3000, 3000, 3000})->config, large);
+  // 2048 is equally far from both in log scale: the first, every time.
+  EXPECT_EQ(nearest(winners, {2048, 2048, 2048})->config, small);
+  // 16x4096x4096 is nearer 4096^3 than 1024^3 by the sum of log ratios (log 256 vs 2 log 4).
+  EXPECT_EQ(nearest(winners, {16, 4096, 4096})->config, large);
+}
+
+TEST_F(NearestWinnerTest, OnlyTheSameGpuModelOpDtypesAndTemplates) {
+  const Config config = tile_config(64, 64, 32, 2, 2, 3);
+  cache::Winner other_gpu = winner({1000, 1000, 1000}, config);
+  other_gpu.gpu_model = "NVIDIA A100-SXM4-80GB | sm_80 | 108 SMs";
+  cache::Winner old_templates = winner({1000, 1000, 1000}, config);
+  old_templates.template_hash = "older-templates";
+  cache::Winner f16 = winner({1000, 1000, 1000}, config, DType::f16);
+  cache::Winner f32_out = winner({1000, 1000, 1000}, config);
+  f32_out.problem.out_dtype = DType::f32;
+  cache::Winner other_op = winner({1000, 1000, 1000}, config);
+  other_op.problem.op = "softmax";
+  EXPECT_FALSE(nearest({other_gpu, old_templates, f16, f32_out, other_op}, {1000, 1000, 1000}));
+  const cache::Winner good = winner({8192, 8192, 8192}, tile_config(128, 128, 32, 2, 2, 4));
+  EXPECT_EQ(nearest({other_gpu, old_templates, f16, f32_out, other_op, good}, {1000, 1000, 1000})
+                ->problem.shape,
+            good.problem.shape);
+}
+
+TEST_F(NearestWinnerTest, SkipsConfigsTheFamilyRejectsForTheNewShape) {
+  // Aligned 4096^3 fits a 64x64 warp tile; unaligned 4093^3 also keeps its gathered chunks in
+  // registers, and the same config no longer fits.
+  const Config big = tile_config(128, 256, 64, 2, 4, 3);
+  const Problem unaligned{"matmul", DType::bf16, DType::bf16, {4093, 4093, 4093}};
+  ASSERT_FALSE(family_.reject(big, Problem{"matmul", DType::bf16, DType::bf16, {4096, 4096, 4096}}, device_));
+  ASSERT_TRUE(family_.reject(big, unaligned, device_));
+  const Config modest = tile_config(128, 128, 64, 2, 4, 3);
+  ASSERT_FALSE(family_.reject(modest, unaligned, device_));
+  const std::vector<cache::Winner> winners = {winner({4096, 4096, 4096}, big),
+                                              winner({1024, 1024, 1024}, modest)};
+  EXPECT_EQ(nearest(winners, {4093, 4093, 4093})->config, modest);
+  EXPECT_FALSE(nearest({winner({4096, 4096, 4096}, big)}, {4093, 4093, 4093}));
+}
+
+}  // namespace
+}  // namespace tilesmith
