@@ -112,6 +112,7 @@ TEST(GpuRuntime, UntunedShapeUsesTheNearestTunedShapesWinner) {
   // Another dtype has no tuned shape: the default config.
   MatmulArgs f16 = args;
   f16.dtype = DType::f16;
+  f16.out_dtype = DType::f16;
   EXPECT_EQ(runtime.describe_matmul(f16).source, KernelSource::default_compiled);
 }
 
