@@ -48,8 +48,14 @@ class MatmulFamily final : public Family {
   const FamilySource& source() const override { return source_; }
 
   std::vector<ParamSpec> space() const override {
-    return {{"block_m", {64, 128, 256}}, {"block_n", {64, 128, 256}}, {"block_k", {32, 64}},
-            {"warps_m", {1, 2, 4}},      {"warps_n", {1, 2, 4}},      {"stages", {2, 3, 4, 5}},
+    // Small tiles (16 rows, 32 columns) give skinny shapes (decode: M = 16) enough blocks to
+    // fill the SMs; they stream B, which is what bounds those shapes.
+    return {{"block_m", {16, 32, 64, 128, 256}},
+            {"block_n", {32, 64, 128, 256}},
+            {"block_k", {32, 64}},
+            {"warps_m", {1, 2, 4}},
+            {"warps_n", {1, 2, 4}},
+            {"stages", {2, 3, 4, 5}},
             {"group_m", {1, 8}}};
   }
 
