@@ -126,6 +126,19 @@ CREATE TABLE cubins (
   PRIMARY KEY (source_hash, arch, nvrtc_version)
 );
 )sql"},
+    // Shipped steps are never edited: files in users' hands were made by them. A change is a new
+    // step.
+    {2, "add the table of misses", R"sql(
+CREATE TABLE misses (
+  gpu_id        INTEGER NOT NULL REFERENCES gpus(id),
+  problem_id    INTEGER NOT NULL REFERENCES problems(id),
+  template_hash TEXT NOT NULL,
+  count         INTEGER NOT NULL,
+  first_seen    TEXT NOT NULL DEFAULT ()sql" TILESMITH_NOW R"sql(),
+  last_seen     TEXT NOT NULL DEFAULT ()sql" TILESMITH_NOW R"sql(),
+  PRIMARY KEY (gpu_id, problem_id, template_hash)
+);
+)sql"},
 };
 static_assert(std::size(kMigrations) == kSchemaVersion,
               "every schema version needs exactly one migration step leading to it");
@@ -187,6 +200,10 @@ class Statement {
   }
   Statement& bind_null(const char* name) {
     return check_bind(sqlite3_bind_null(stmt_, index(name)));
+  }
+  // Nothing binds NULL, for filters written "WHERE :gpu IS NULL OR g.model_key = :gpu".
+  Statement& bind_optional(const char* name, const std::optional<std::string>& value) {
+    return value ? bind(name, *value) : bind_null(name);
   }
 
   // True when a row is available, false when the statement is done.
@@ -536,7 +553,7 @@ std::optional<std::int64_t> find_gpu_id(sqlite3* db, const std::string& model_ke
 std::int64_t require_gpu_id(sqlite3* db, const std::string& model_key) {
   if (auto id = find_gpu_id(db, model_key)) return *id;
   throw Error("cache " + db_path(db) + ": GPU model '" + model_key +
-              "' has not been recorded; record_gpu must come before its trials");
+              "' has not been recorded; record_gpu must come before its trials and misses");
 }
 
 std::optional<std::int64_t> find_problem_id(sqlite3* db, const Problem& problem) {
@@ -586,6 +603,17 @@ VALUES (:gpu_id, :problem_id, :template_hash, :config, :source_hash, :status, :d
   bind_outcome(insert, trial, status);
   insert.run();
   return sqlite3_last_insert_rowid(db);
+}
+
+// Runs `sql`, a statement without result rows on one key's rows (:gpu_id, :problem_id,
+// :template_hash).
+void run_for_key(sqlite3* db, std::string_view sql, std::string_view purpose, std::int64_t gpu_id,
+                 std::int64_t problem_id, const std::string& template_hash) {
+  Statement statement(db, sql, purpose);
+  statement.bind(":gpu_id", gpu_id)
+      .bind(":problem_id", problem_id)
+      .bind(":template_hash", template_hash);
+  statement.run();
 }
 
 std::optional<Winner> read_winner(sqlite3* db, const TrialKey& key) {
@@ -858,14 +886,10 @@ SELECT id, config, source_hash, median_ms, spread
       .bind(":template_hash", key.template_hash);
 
   if (!best.step()) {
-    Statement remove(db_,
-                     "DELETE FROM winners WHERE gpu_id = :gpu_id AND problem_id = :problem_id"
-                     " AND template_hash = :template_hash",
-                     "removing a winner without ok trials");
-    remove.bind(":gpu_id", *gpu_id)
-        .bind(":problem_id", *problem_id)
-        .bind(":template_hash", key.template_hash);
-    remove.run();
+    run_for_key(db_,
+                "DELETE FROM winners WHERE gpu_id = :gpu_id AND problem_id = :problem_id"
+                " AND template_hash = :template_hash",
+                "removing a winner without ok trials", *gpu_id, *problem_id, key.template_hash);
     transaction.commit();
     return std::nullopt;
   }
@@ -894,6 +918,11 @@ ON CONFLICT (gpu_id, problem_id, template_hash) DO UPDATE
       .bind(":median_ms", best.real(3))
       .bind(":spread", best.real(4));
   upsert.run();
+  // The shape is tuned now: the runtime will find this winner, so it is no longer a miss.
+  run_for_key(db_,
+              "DELETE FROM misses WHERE gpu_id = :gpu_id AND problem_id = :problem_id"
+              " AND template_hash = :template_hash",
+              "removing the miss of a tuned key", *gpu_id, *problem_id, key.template_hash);
   std::optional<Winner> winner = read_winner(db_, key);
   transaction.commit();
   return winner;
@@ -911,13 +940,53 @@ std::vector<Winner> Database::winners(const std::optional<std::string>& gpu_mode
                       " WHERE :gpu IS NULL OR g.model_key = :gpu"
                       " ORDER BY g.model_key, p.op, p.key, w.template_hash",
                   "listing winners");
-  if (gpu_model)
-    query.bind(":gpu", *gpu_model);
-  else
-    query.bind_null(":gpu");
+  query.bind_optional(":gpu", gpu_model);
   std::vector<Winner> winners;
   while (query.step()) winners.push_back(winner_from_row(query, db_));
   return winners;
+}
+
+void Database::record_miss(const TrialKey& key) {
+  std::lock_guard lock(mutex_);
+  Transaction transaction(db_, "recording a miss");
+  // As in insert_trial: a problem row created before the GPU check fails is rolled back.
+  const std::int64_t problem_id = ensure_problem_id(db_, key.problem);
+  const std::int64_t gpu_id = require_gpu_id(db_, key.gpu_model);
+  run_for_key(db_, R"sql(
+INSERT INTO misses (gpu_id, problem_id, template_hash, count)
+VALUES (:gpu_id, :problem_id, :template_hash, 1)
+ON CONFLICT (gpu_id, problem_id, template_hash) DO UPDATE
+   SET count = misses.count + 1, last_seen = )sql" TILESMITH_NOW R"sql(
+)sql",
+              "recording a miss", gpu_id, problem_id, key.template_hash);
+  transaction.commit();
+}
+
+std::vector<Miss> Database::misses(const std::optional<std::string>& gpu_model) const {
+  std::lock_guard lock(mutex_);
+  Statement query(db_, R"sql(
+SELECT g.model_key, g.name, p.op, p.dtype, p.out_dtype, p.shape, m.template_hash, m.count,
+       m.first_seen, m.last_seen
+  FROM misses m
+  JOIN gpus g ON g.id = m.gpu_id
+  JOIN problems p ON p.id = m.problem_id
+ WHERE :gpu IS NULL OR g.model_key = :gpu
+ ORDER BY m.count DESC, p.key, g.model_key, m.template_hash
+)sql",
+                  "listing misses");
+  query.bind_optional(":gpu", gpu_model);
+  std::vector<Miss> misses;
+  while (query.step()) {
+    Miss& miss = misses.emplace_back();
+    miss.gpu_model = query.text(0);
+    miss.gpu_name = query.text(1);
+    miss.problem = problem_from_columns(query, 2);
+    miss.template_hash = query.text(6);
+    miss.count = query.integer(7);
+    miss.first_seen = query.text(8);
+    miss.last_seen = query.text(9);
+  }
+  return misses;
 }
 
 void Database::put_cubin(const CompiledKernel& kernel) {

@@ -1,6 +1,6 @@
 // The one place that talks to SQLite: every trial, the winner per (GPU model, problem, template
-// hash), the GPUs and toolchains seen, and cubins. Every write runs in a transaction; every query
-// is a prepared statement.
+// hash), the shapes the runtime found untuned (misses), the GPUs and toolchains seen, and cubins.
+// Every write runs in a transaction; every query is a prepared statement.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +19,7 @@ struct sqlite3;
 namespace tilesmith::cache {
 
 // The schema version this build writes (PRAGMA user_version); older files are migrated forward.
-constexpr int kSchemaVersion = 1;
+constexpr int kSchemaVersion = 2;
 
 struct Toolchain {
   std::string driver_version;  // "13.0" (cuDriverGetVersion), "none" without a GPU
@@ -77,6 +77,18 @@ struct Winner {
   std::string updated_at;
 };
 
+// A key the runtime looked up and found no winner for: it fell back to the nearest tuned shape's
+// winner or the default config. `tilesmith tune --misses` tunes exactly these.
+struct Miss {
+  std::string gpu_model;
+  std::string gpu_name;
+  Problem problem;
+  std::string template_hash;
+  int count = 0;           // lookups that missed: one per shape per Runtime
+  std::string first_seen;  // UTC, ISO 8601
+  std::string last_seen;
+};
+
 struct GpuInfo {
   std::string model_key, name;
   int cc_major = 0, cc_minor = 0, sm_count = 0;
@@ -114,11 +126,18 @@ class Database {
   std::vector<Trial> trials(const TrialKey& key) const;  // all, best ok first
   std::vector<Trial> top_trials(const TrialKey& key, int limit) const;
 
-  // Recomputes the winner for the key from its ok trials (fastest median) and stores it.
+  // Recomputes the winner for the key from its ok trials (fastest median) and stores it; a
+  // stored winner also clears the key's miss, in the same transaction.
   std::optional<Winner> refresh_winner(const TrialKey& key);
   std::optional<Winner> winner(const TrialKey& key) const;
   // All winners, optionally restricted to one GPU model; ordered by gpu, op, problem key.
   std::vector<Winner> winners(const std::optional<std::string>& gpu_model = std::nullopt) const;
+
+  // Counts a lookup that found no winner for `key` (the first one inserts it). Like trials, the
+  // key's GPU must have been recorded (record_gpu) first.
+  void record_miss(const TrialKey& key);
+  // The misses, optionally of one GPU model only; most missed first, then by problem key.
+  std::vector<Miss> misses(const std::optional<std::string>& gpu_model = std::nullopt) const;
 
   void put_cubin(const CompiledKernel& kernel);
   std::optional<CompiledKernel> cubin(const std::string& source_hash, const std::string& arch,

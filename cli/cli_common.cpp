@@ -52,19 +52,48 @@ std::filesystem::path existing_database_path(const std::string& database_flag) {
   return path;
 }
 
-void add_problem_options(po::options_description& options, ProblemArgs& args, bool many_shapes) {
+void add_gpu_filter_option(po::options_description& options, std::string& gpu_model) {
+  options.add_options()("gpu", po::value(&gpu_model)->value_name("MODEL_KEY"),
+                        "only this GPU model (as 'tilesmith devices' prints it)");
+}
+
+std::optional<std::string> gpu_filter(const std::string& gpu_model) {
+  if (gpu_model.empty()) return std::nullopt;
+  return gpu_model;
+}
+
+std::optional<ListingArgs> parse_listing_arguments(const CommandHelp& help,
+                                                   const std::vector<std::string>& args) {
+  std::string database_flag, gpu_model;
+  po::options_description options("options", 100);
+  add_gpu_filter_option(options, gpu_model);
+  add_database_option(options, database_flag);
+  po::variables_map values;
+  if (!parse_arguments(help, options, args, values)) return std::nullopt;
+  return ListingArgs{existing_database_path(database_flag), gpu_filter(gpu_model)};
+}
+
+void print_nothing_listed(const std::string& nothing, const ListingArgs& listing) {
+  std::cout << nothing << (listing.gpu_model ? " for " + *listing.gpu_model : "") << " in "
+            << listing.database.string() << "\n";
+}
+
+void add_problem_options(po::options_description& options, ProblemArgs& args, bool many_shapes,
+                         bool required) {
+  auto required_if = [required](auto* value) { return required ? value->required() : value; };
   po::value_semantic* shapes = nullptr;
   if (many_shapes)
-    shapes = po::value(&args.shapes)->composing()->required()->value_name("MxNxK");
+    shapes = required_if(po::value(&args.shapes)->composing()->value_name("MxNxK"));
   else  // a scalar option, so that a second --shape is an error rather than silently dropped
-    shapes = po::value<std::string>()
-                 ->notifier([&args](const std::string& shape) { args.shapes = {shape}; })
-                 ->required()
-                 ->value_name("MxNxK");
+    shapes =
+        required_if(po::value<std::string>()
+                        ->notifier([&args](const std::string& shape) { args.shapes = {shape}; })
+                        ->value_name("MxNxK"));
   // clang-format off
   options.add_options()
-      ("op", po::value(&args.op)->required()->value_name("OP"), "operation: matmul")
-      ("dtype", po::value(&args.dtype)->required()->value_name("T"), "input element type: bf16, f16")
+      ("op", required_if(po::value(&args.op)->value_name("OP")), "operation: matmul")
+      ("dtype", required_if(po::value(&args.dtype)->value_name("T")),
+       "input element type: bf16, f16")
       ("out-dtype", po::value(&args.out_dtype)->value_name("T"),
        "output element type: the input type (default) or f32")
       ("shape", shapes, many_shapes ? "problem shape, e.g. 4096x4096x4096 (repeatable)"
@@ -116,6 +145,12 @@ std::optional<std::string> current_template_hash(const std::string& op) {
   const Family* family = known_family(op);
   if (!family) return std::nullopt;
   return template_hash(*family);
+}
+
+std::string template_age(const std::string& op, const std::string& template_hash) {
+  std::optional<std::string> current = current_template_hash(op);
+  if (!current) return "unknown op";
+  return *current == template_hash ? "current" : "old";
 }
 
 std::string fixed(double value, int decimals) {

@@ -36,6 +36,22 @@ std::filesystem::path database_path(const std::string& database_flag);
 // mistyped --db says so instead of creating an empty database and reporting nothing.
 std::filesystem::path existing_database_path(const std::string& database_flag);
 
+// --gpu MODEL_KEY, a filter on the GPU model; gpu_filter() is nothing when it was not given.
+void add_gpu_filter_option(po::options_description& options, std::string& gpu_model);
+std::optional<std::string> gpu_filter(const std::string& gpu_model);
+
+// The arguments of the commands that list rows of the database (list, misses): --gpu MODEL_KEY
+// and --db PATH, which must exist.
+struct ListingArgs {
+  std::filesystem::path database;
+  std::optional<std::string> gpu_model;  // nothing: every GPU model
+};
+// Nothing when --help was asked for (the help is then printed). Throws po::error for bad ones.
+std::optional<ListingArgs> parse_listing_arguments(const CommandHelp& help,
+                                                   const std::vector<std::string>& args);
+// What a listing prints when it found no rows: "no misses for MODEL in PATH".
+void print_nothing_listed(const std::string& nothing, const ListingArgs& listing);
+
 // --op, --dtype, --out-dtype and --shape (repeatable when `many_shapes`).
 struct ProblemArgs {
   std::string op;
@@ -43,7 +59,9 @@ struct ProblemArgs {
   std::string out_dtype;  // empty: the input dtype
   std::vector<std::string> shapes;
 };
-void add_problem_options(po::options_description& options, ProblemArgs& args, bool many_shapes);
+// Not `required`: the caller checks what it needs (tune takes --misses instead of --shape).
+void add_problem_options(po::options_description& options, ProblemArgs& args, bool many_shapes,
+                         bool required = true);
 // The problem for one shape, validated by its family.
 Problem make_problem(const ProblemArgs& args, const std::string& shape);
 
@@ -60,6 +78,9 @@ std::optional<double> tflops(const Problem& problem, double milliseconds);
 std::string timing_text(const Problem& problem, double median_ms, double spread);
 // The current template hash of `op`'s family; nothing when this build does not know the op.
 std::optional<std::string> current_template_hash(const std::string& op);
+// Whether a result keyed by `template_hash` is for this build's template of `op`: "current",
+// "old" (the runtime never uses it), or "unknown op".
+std::string template_age(const std::string& op, const std::string& template_hash);
 
 // printf-style "%.<decimals>f"; "-" for a missing value.
 std::string fixed(double value, int decimals);

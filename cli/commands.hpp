@@ -10,6 +10,7 @@ namespace tilesmith::cli {
 int run_devices(const std::vector<std::string>& args);
 int run_tune(const std::vector<std::string>& args);
 int run_list(const std::vector<std::string>& args);
+int run_misses(const std::vector<std::string>& args);
 int run_show(const std::vector<std::string>& args);
 int run_export(const std::vector<std::string>& args);
 int run_source(const std::vector<std::string>& args);

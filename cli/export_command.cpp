@@ -122,9 +122,9 @@ int run_export(const std::vector<std::string>& args) {
   options.add_options()
       ("format", po::value(&format)->default_value(format)->value_name("json|csv"), "output format")
       ("out", po::value(&out)->value_name("FILE"), "write to FILE (atomically) instead of stdout")
-      ("gpu", po::value(&gpu_model)->value_name("MODEL_KEY"), "only this GPU model")
       ("include-old", po::bool_switch(), "also winners tuned with older templates");
   // clang-format on
+  add_gpu_filter_option(options, gpu_model);
   add_database_option(options, database_flag);
   po::variables_map values;
   if (!parse_arguments(help, options, args, values)) return 0;
@@ -133,8 +133,7 @@ int run_export(const std::vector<std::string>& args) {
 
   cache::Database database(existing_database_path(database_flag));
   std::vector<cache::Winner> winners;
-  for (cache::Winner& winner :
-       database.winners(gpu_model.empty() ? std::nullopt : std::optional(gpu_model)))
+  for (cache::Winner& winner : database.winners(gpu_filter(gpu_model)))
     if (values["include-old"].as<bool>() ||
         current_template_hash(winner.problem.op) == winner.template_hash)
       winners.push_back(std::move(winner));

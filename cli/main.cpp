@@ -25,6 +25,8 @@ constexpr Command kCommands[] = {
     {"tune", "tune a problem on the local GPU (without one: render and compile the space)",
      tilesmith::cli::run_tune},
     {"list", "list the tuned winners in the database", tilesmith::cli::run_list},
+    {"misses", "list the shapes the runtime found untuned ('tune --misses' tunes them)",
+     tilesmith::cli::run_misses},
     {"show", "show the winner and the best trials for one problem", tilesmith::cli::run_show},
     {"export", "export the winners as JSON or CSV", tilesmith::cli::run_export},
     {"source", "print the CUDA source or PTX of one config (no GPU needed)",

@@ -3,11 +3,13 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdint>
 #include <cstdio>
 #include <iostream>
 #include <map>
+#include <set>
 
 #include "cli/cli_common.hpp"
 #include "cli/commands.hpp"
@@ -156,26 +158,74 @@ void print_winner(const cache::Winner& winner, const Problem& problem, const Dev
   std::cout << "\n";
 }
 
+// The problems `tune --misses` adds to `problems`: the misses of the local GPU's model, or without
+// a GPU of every model (compiled for one --arch; nothing can be timed), with this build's
+// templates, each shape once. Misses under older templates are left alone: no sweep of this build
+// can clear them, and a runtime of this build records its own.
+void add_missed_problems(const cache::Database& database, const LocalGpu& gpu,
+                         const std::string& offline_arch, std::vector<Problem>& problems) {
+  const std::optional<std::string> model =
+      gpu.device ? std::optional(gpu.device->model_key()) : std::nullopt;
+  std::set<std::string> seen;  // a shape missed on several GPU models needs one sweep
+  int missed = 0, given = 0, old = 0;
+  for (const cache::Miss& miss : database.misses(model)) {
+    if (template_age(miss.problem.op, miss.template_hash) != "current") {
+      ++old;
+      continue;
+    }
+    if (!seen.insert(miss.problem.key()).second) continue;
+    ++missed;
+    const bool from_shapes =
+        std::any_of(problems.begin(), problems.end(),
+                    [&](const Problem& problem) { return problem.key() == miss.problem.key(); });
+    if (from_shapes)
+      ++given;
+    else
+      problems.push_back(miss.problem);
+  }
+  const std::string where = model ? "on " + *model : "on any GPU model";
+  std::string notes;
+  if (given > 0) notes += "; " + std::to_string(given) + " of them also given with --shape";
+  if (old > 0) notes += "; " + std::to_string(old) + " under older templates left alone";
+  if (missed == 0) {
+    std::cout << "misses: no shapes missed " << where << " with the current templates to tune"
+              << notes << "\n";
+    return;
+  }
+  std::cout << "misses: " << missed << (missed == 1 ? " shape" : " shapes") << " missed " << where
+            << " with the current templates" << notes << "\n";
+  if (!model)
+    std::cout << "  no GPU: compiling them for " << offline_arch
+              << "; timing needs a GPU, so they stay misses until tuned on one\n";
+}
+
 }  // namespace
 
 int run_tune(const std::vector<std::string>& args) {
   const CommandHelp help{
-      "tune", "--op OP --dtype T --shape MxNxK [--shape ...] [options]",
+      "tune", "[--op OP --dtype T --shape MxNxK [--shape ...]] [--misses] [options]",
       "Tunes each shape on the local GPU: enumerates the family's configs, prunes them by its\n"
       "constraints, compiles the rest with NVRTC in a pool of processes, verifies every candidate\n"
       "against the reference, times it, and stores every trial and the winner in the database.\n"
       "An interrupted sweep resumes where it stopped. Without a GPU it renders and compiles the\n"
-      "pruned space for --arch and says that timing needs a GPU.",
+      "pruned space for --arch and says that timing needs a GPU.\n"
+      "--misses adds every shape the runtime missed on the local GPU's model with the current\n"
+      "templates (see 'tilesmith misses'), each swept like a --shape; a winner clears its miss.\n"
+      "Without a GPU it takes the misses of every GPU model and compiles them for --arch.",
       "  tilesmith tune --op matmul --dtype bf16 --shape 4096x4096x4096\n"
       "  tilesmith tune --op matmul --dtype f16 --out-dtype f32 --shape 1024x1024x1024 \\\n"
-      "                 --shape 16x4096x4096 --strategy random --budget 60s\n"};
+      "                 --shape 16x4096x4096 --strategy random --budget 60s\n"
+      "  tilesmith tune --misses --budget 120s\n"};
   tuner::SweepOptions sweep;
   ProblemArgs problem_args;
   std::string database_flag, budget, seed;
   po::options_description options("options", 100);
-  add_problem_options(options, problem_args, /*many_shapes=*/true);
+  add_problem_options(options, problem_args, /*many_shapes=*/true, /*required=*/false);
+  bool misses = false;
   // clang-format off
   options.add_options()
+      ("misses", po::bool_switch(&misses),
+       "also tune every shape the runtime missed (see 'tilesmith misses'); --shape is then optional")
       ("strategy", po::value(&sweep.strategy)->default_value(sweep.strategy)->value_name("NAME"),
        "exhaustive or random")
       ("budget", po::value(&budget)->value_name("N|Ns"),
@@ -198,6 +248,15 @@ int run_tune(const std::vector<std::string>& args) {
   po::variables_map values;
   if (!parse_arguments(help, options, args, values)) return 0;
 
+  if (problem_args.shapes.empty()) {
+    if (!misses) throw po::error("give --shape MxNxK (repeatable), --misses, or both");
+    if (values.count("op") || values.count("dtype") || values.count("out-dtype"))
+      throw po::error(
+          "--op, --dtype and --out-dtype describe the --shape problems; each miss brings its own");
+  } else {
+    for (const char* name : {"op", "dtype"})
+      if (!values.count(name)) throw po::required_option(std::string("--") + name);
+  }
   if (sweep.strategy != "exhaustive" && sweep.strategy != "random")
     throw Error("unknown --strategy '" + sweep.strategy + "' (expected exhaustive or random)");
   apply_budget(budget, sweep);
@@ -210,7 +269,6 @@ int run_tune(const std::vector<std::string>& args) {
   DeviceTarget::assumed_for_arch(sweep.offline_arch);  // rejects a malformed --arch now
 
   // Every shape is checked before the first sweep starts: a typo should not cost a sweep.
-  const Family& family = find_family(problem_args.op);
   std::vector<Problem> problems;
   for (const std::string& shape : problem_args.shapes)
     problems.push_back(make_problem(problem_args, shape));
@@ -219,11 +277,18 @@ int run_tune(const std::vector<std::string>& args) {
   if (gpu.device && !values["arch"].defaulted() && sweep.offline_arch != gpu.device->arch())
     std::cerr << "tilesmith: note: --arch is used only without a GPU; tuning for the local "
               << gpu.device->arch() << "\n";
-  cache::Database database(database_path(database_flag));
+  // Misses alone only read the file first: a mistyped --db must not pass as "no misses".
+  cache::Database database(problems.empty() ? existing_database_path(database_flag)
+                                            : database_path(database_flag));
   std::cout << "database: " << database.path().string() << "\n";
+  if (misses) {
+    add_missed_problems(database, gpu, sweep.offline_arch, problems);
+    if (problems.empty()) return 0;
+  }
 
   int without_winner = 0;
   for (const Problem& problem : problems) {
+    const Family& family = find_family(problem.op);
     std::cout << "\n"
               << problem.key()
               << (gpu.device ? " on " + gpu.device->model_key()

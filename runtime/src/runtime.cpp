@@ -2,6 +2,7 @@
 
 #include <array>
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <shared_mutex>
@@ -62,6 +63,31 @@ struct Runtime::Impl {
   std::shared_mutex mutex;
   std::unordered_map<DispatchKey, std::unique_ptr<Entry>, DispatchKeyHash> entries;
   std::atomic<int> compilations{0};
+  // Both only change in resolve(), under the exclusive lock.
+  bool gpu_recorded = false;        // misses need the GPU's row; written on the first miss
+  bool miss_warning_given = false;  // one warning per Runtime, however many shapes miss
+
+  // Counts an untuned shape in the database's table of misses, for `tilesmith tune --misses`.
+  // The table is advice for a later sweep, so a failure to write it (a read-only or locked file,
+  // a full disk) must not cost the caller's matmul: the kernel chosen is just as correct. It is
+  // not silent either: an empty table would then read as "every shape is tuned", so the first
+  // failure is reported on stderr, once per Runtime.
+  void record_miss(const cache::TrialKey& key) {
+    try {
+      if (!gpu_recorded) {
+        database->record_gpu(device, {driver::driver_version(), nvrtc});
+        gpu_recorded = true;
+      }
+      database->record_miss(key);
+    } catch (const std::exception& error) {
+      if (miss_warning_given) return;
+      miss_warning_given = true;
+      std::fprintf(stderr,
+                   "tilesmith: warning: the untuned shape %s was not recorded as a miss, so "
+                   "'tilesmith misses' will not list it (the matmul goes on): %s\n",
+                   key.problem.key().c_str(), error.what());
+    }
+  }
 
   // The slow path, under the exclusive lock: this shape's winner, the nearest tuned shape's,
   // else the default config.
@@ -70,7 +96,12 @@ struct Runtime::Impl {
     auto entry = std::make_unique<Entry>();
     entry->problem = problem;
     const std::string templates = template_hash(family);
-    std::optional<cache::Winner> winner = database->winner({device.model_key(), problem, templates});
+    const cache::TrialKey key{device.model_key(), problem, templates};
+    std::optional<cache::Winner> winner = database->winner(key);
+    // Recorded before compiling, so a shape whose fallback kernel fails to build still shows up
+    // to be tuned. A stored winner that this device rejects is not counted: a sweep picks the
+    // winner from the key's trials again, so that miss would never clear.
+    if (!winner) record_miss(key);
     Config config;
     if (winner && !family.reject(winner->config, problem, device)) {
       config = winner->config;

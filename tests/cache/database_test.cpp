@@ -198,8 +198,8 @@ TEST_F(DatabaseTest, NewFileGetsParentFoldersIdentitySchemaVersionAndWal) {
   EXPECT_EQ(raw_query_text(path,
                            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
                            "name IN ('gpus','toolchains','problems','trials','winners',"
-                           "'cubins')"),
-            "6");
+                           "'cubins','misses')"),
+            "7");
 }
 
 TEST_F(DatabaseTest, ReopenKeepsEverything) {
@@ -274,6 +274,150 @@ TEST_F(DatabaseTest, NewerSchemaIsRefusedAndLeftUntouched) {
                  "newer tilesmith (schema version " + std::to_string(kSchemaVersion + 1));
   EXPECT_EQ(read_bytes(db_path()), before);
   EXPECT_EQ(raw_query_text(db_path(), "PRAGMA user_version"), std::to_string(kSchemaVersion + 1));
+}
+
+// A file as tilesmith wrote it at schema version 1 (commit e83b6b5): the sqlite3 `.dump` of a
+// database that build made (one GPU, a winner out of two trials, a cubin), after the header
+// values `.dump` leaves out. Never edit it: it stands for the files in users' hands, so it must
+// not follow changes to the migration steps.
+constexpr const char* kVersion1File = R"sql(
+PRAGMA journal_mode = WAL;
+PRAGMA application_id = 1414745428;
+PRAGMA user_version = 1;
+PRAGMA foreign_keys=OFF;
+BEGIN TRANSACTION;
+CREATE TABLE gpus (
+  id        INTEGER PRIMARY KEY,
+  model_key TEXT NOT NULL UNIQUE,  -- DeviceTarget::model_key(): name | sm_XY | N SMs
+  name      TEXT NOT NULL,
+  cc_major  INTEGER NOT NULL,
+  cc_minor  INTEGER NOT NULL,
+  sm_count  INTEGER NOT NULL
+);
+INSERT INTO gpus VALUES(1,'NVIDIA H100 80GB HBM3 | sm_90 | 132 SMs','NVIDIA H100 80GB HBM3',9,0,132);
+CREATE TABLE toolchains (
+  gpu_id         INTEGER NOT NULL REFERENCES gpus(id),
+  driver_version TEXT NOT NULL,
+  nvrtc_version  TEXT NOT NULL,
+  first_seen     TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now')),
+  last_seen      TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now')),
+  UNIQUE (gpu_id, driver_version, nvrtc_version)
+);
+INSERT INTO toolchains VALUES(1,'13.0','13.0','2026-11-23T05:26:19Z','2026-11-23T05:26:19Z');
+CREATE TABLE problems (
+  id        INTEGER PRIMARY KEY,
+  key       TEXT NOT NULL UNIQUE,  -- Problem::key()
+  op        TEXT NOT NULL,
+  dtype     TEXT NOT NULL,         -- dtype_name()
+  out_dtype TEXT NOT NULL,
+  shape     TEXT NOT NULL          -- Problem::shape_text()
+);
+INSERT INTO problems VALUES(1,'matmul bf16->f32 4096x1024x512','matmul','bf16','f32','4096x1024x512');
+CREATE TABLE trials (
+  id                INTEGER PRIMARY KEY,
+  gpu_id            INTEGER NOT NULL REFERENCES gpus(id),
+  problem_id        INTEGER NOT NULL REFERENCES problems(id),
+  template_hash     TEXT NOT NULL,
+  config            TEXT NOT NULL,  -- canonical JSON object: {"block_k":32,"block_m":128,...}
+  source_hash       TEXT NOT NULL,
+  status            TEXT NOT NULL,  -- status_name()
+  detail            TEXT NOT NULL,
+  median_ms         REAL,           -- NULL: NaN
+  min_ms            REAL,
+  spread            REAL,
+  repetitions       INTEGER NOT NULL,
+  rel_error         REAL,
+  registers         INTEGER NOT NULL,  -- -1: not reported
+  static_smem_bytes INTEGER NOT NULL,
+  stack_frame_bytes INTEGER NOT NULL,
+  spill_store_bytes INTEGER NOT NULL,
+  spill_load_bytes  INTEGER NOT NULL,
+  compile_seconds   REAL,
+  driver_version    TEXT NOT NULL,
+  nvrtc_version     TEXT NOT NULL,
+  created_at        TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))
+);
+INSERT INTO trials VALUES(1,1,1,'tmplhash1','{"block_k":32,"block_m":128,"block_n":128}','srcA','ok','',0.5,0.4500000000000000111,0.020000000000000000416,50,0.0010000000000000000208,168,1024,16,0,0,1.5,'13.0','13.0','2026-11-23T05:26:19Z');
+INSERT INTO trials VALUES(2,1,1,'tmplhash1','{"block_k":32,"block_m":64,"block_n":128}','srcB','wrong','mismatch',0.25,0.4500000000000000111,0.020000000000000000416,50,0.0010000000000000000208,168,1024,16,0,0,1.5,'13.0','13.0','2026-11-23T05:26:19Z');
+CREATE TABLE winners (
+  gpu_id        INTEGER NOT NULL REFERENCES gpus(id),
+  problem_id    INTEGER NOT NULL REFERENCES problems(id),
+  template_hash TEXT NOT NULL,
+  trial_id      INTEGER NOT NULL REFERENCES trials(id),
+  config        TEXT NOT NULL,
+  source_hash   TEXT NOT NULL,
+  median_ms     REAL NOT NULL,
+  spread        REAL,
+  updated_at    TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now')),
+  PRIMARY KEY (gpu_id, problem_id, template_hash)
+);
+INSERT INTO winners VALUES(1,1,'tmplhash1',1,'{"block_k":32,"block_m":128,"block_n":128}','srcA',0.5,0.020000000000000000416,'2026-11-23T05:26:19Z');
+CREATE TABLE cubins (
+  source_hash       TEXT NOT NULL,
+  arch              TEXT NOT NULL,
+  nvrtc_version     TEXT NOT NULL,
+  lowered_name      TEXT NOT NULL,
+  cubin             BLOB NOT NULL,
+  registers         INTEGER NOT NULL,
+  static_smem_bytes INTEGER NOT NULL,
+  stack_frame_bytes INTEGER NOT NULL,
+  spill_store_bytes INTEGER NOT NULL,
+  spill_load_bytes  INTEGER NOT NULL,
+  compile_seconds   REAL,
+  log               TEXT NOT NULL,
+  created_at        TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now')),
+  PRIMARY KEY (source_hash, arch, nvrtc_version)
+);
+INSERT INTO cubins VALUES('srcA','sm_90a','13.0','_Z6kernelv',X'7f454c46',-1,-1,-1,-1,-1,1.5,'ptxas info','2026-11-23T05:26:19Z');
+CREATE INDEX trials_by_key ON trials (gpu_id, problem_id, template_hash);
+COMMIT;
+)sql";
+
+// The schema of a file as one text, to compare files made by different paths.
+std::string schema_of(const fs::path& path) {
+  return raw_query_text(path,
+                        "SELECT group_concat(sql, ';') FROM (SELECT sql FROM sqlite_master "
+                        "WHERE sql IS NOT NULL ORDER BY name)");
+}
+
+TEST_F(DatabaseTest, Version1FileMigratesInPlaceKeepingItsData) {
+  raw_exec(db_path(), kVersion1File);
+  ASSERT_EQ(raw_query_text(db_path(), "PRAGMA user_version"), "1");
+  const DeviceTarget device = h100();
+  const TrialKey key =
+      key_for(device, matmul(4096, 1024, 512, DType::bf16, DType::f32), "tmplhash1");
+  {
+    Database db(db_path());
+    ASSERT_EQ(db.gpus().size(), 1u);
+    EXPECT_EQ(db.gpus()[0].model_key, device.model_key());
+    ASSERT_EQ(db.gpus()[0].toolchains_seen.size(), 1u);
+    const std::vector<Trial> trials = db.trials(key);
+    ASSERT_EQ(trials.size(), 2u);
+    EXPECT_EQ(trials[1].status, TrialStatus::wrong);
+    EXPECT_EQ(trials[1].detail, "mismatch");
+    EXPECT_EQ(trials[0].created_at, "2026-11-23T05:26:19Z");
+    const std::optional<Winner> winner = db.winner(key);
+    ASSERT_TRUE(winner.has_value());
+    EXPECT_EQ(winner->config, (Config{{{"block_m", 128}, {"block_n", 128}, {"block_k", 32}}}));
+    EXPECT_DOUBLE_EQ(winner->median_ms, 0.5);
+    EXPECT_EQ(winner->trials_total, 2);
+    const std::optional<CompiledKernel> cubin = db.cubin("srcA", "sm_90a", "13.0");
+    ASSERT_TRUE(cubin.has_value());
+    EXPECT_EQ(cubin->cubin.bytes, (std::vector<char>{'\x7f', 'E', 'L', 'F'}));
+    // The new table works on the migrated file, with the rows it already had.
+    EXPECT_TRUE(db.misses().empty());
+    const TrialKey untuned = key_for(device, matmul(100, 100, 100), "tmplhash1");
+    db.record_miss(untuned);
+    ASSERT_EQ(db.misses().size(), 1u);
+    EXPECT_EQ(db.misses()[0].problem.key(), untuned.problem.key());
+  }
+  EXPECT_EQ(raw_query_text(db_path(), "PRAGMA user_version"), std::to_string(kSchemaVersion));
+  EXPECT_EQ(raw_query_text(db_path(), "PRAGMA application_id"), std::to_string(0x54534D54));
+  EXPECT_EQ(raw_query_text(db_path(), "PRAGMA journal_mode"), "wal");
+  // A migrated file ends with the schema of a new one: the shipped step 1 was not edited.
+  const fs::path fresh = dir_ / "fresh.db";
+  { Database db(fresh); }
+  EXPECT_EQ(schema_of(db_path()), schema_of(fresh));
 }
 
 TEST_F(DatabaseTest, DefaultPathHonoursTilesmithDbThenXdgCacheHomeThenHome) {
@@ -541,6 +685,115 @@ TEST_F(DatabaseTest, NanAndInfinityMeasurementsRoundTrip) {
   EXPECT_TRUE(std::isnan(trials[0].rel_error));
   EXPECT_TRUE(std::isinf(trials[0].spread));
   EXPECT_DOUBLE_EQ(trials[0].median_ms, 0.3);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Misses
+
+const std::regex kIsoUtc(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)");
+
+TEST_F(DatabaseTest, RecordMissCountsEachKeyAndStampsFirstAndLastSeen) {
+  Database db(db_path());
+  db.record_gpu(h100(), toolchain());
+  const TrialKey key = key_for(h100(), matmul(8192, 1024, 4096, DType::f16, DType::f32));
+  db.record_miss(key);
+  std::vector<Miss> misses = db.misses();
+  ASSERT_EQ(misses.size(), 1u);
+  EXPECT_EQ(misses[0].gpu_model, h100().model_key());
+  EXPECT_EQ(misses[0].gpu_name, h100().name);
+  EXPECT_EQ(misses[0].problem.op, "matmul");
+  EXPECT_EQ(misses[0].problem.dtype, DType::f16);
+  EXPECT_EQ(misses[0].problem.out_dtype, DType::f32);
+  EXPECT_EQ(misses[0].problem.shape, (std::vector<std::int64_t>{8192, 1024, 4096}));
+  EXPECT_EQ(misses[0].template_hash, "tmplhash0");
+  EXPECT_EQ(misses[0].count, 1);
+  EXPECT_TRUE(std::regex_match(misses[0].first_seen, kIsoUtc)) << misses[0].first_seen;
+  EXPECT_EQ(misses[0].last_seen, misses[0].first_seen);
+
+  // Pushed into the past, so that a second miss within the same second still shows which
+  // stamp moves.
+  raw_exec(db_path(),
+           "UPDATE misses SET first_seen = '2000-01-01T00:00:00Z', "
+           "last_seen = '2000-01-01T00:00:00Z'");
+  db.record_miss(key);
+  db.record_miss(key_for(h100(), key.problem, "tmplhash1"));  // another template: another key
+  misses = db.misses();
+  ASSERT_EQ(misses.size(), 2u);
+  EXPECT_EQ(misses[0].template_hash, "tmplhash0");
+  EXPECT_EQ(misses[0].count, 2);
+  EXPECT_EQ(misses[0].first_seen, "2000-01-01T00:00:00Z");
+  EXPECT_NE(misses[0].last_seen, "2000-01-01T00:00:00Z");
+  EXPECT_TRUE(std::regex_match(misses[0].last_seen, kIsoUtc)) << misses[0].last_seen;
+  EXPECT_EQ(misses[1].template_hash, "tmplhash1");
+  EXPECT_EQ(misses[1].count, 1);
+  // A miss reuses the problem row that trials use.
+  EXPECT_EQ(raw_query_text(db_path(), "SELECT count(*) FROM problems"), "1");
+}
+
+TEST_F(DatabaseTest, MissesNeedTheirGpuRecordedFirst) {
+  Database db(db_path());
+  try {
+    db.record_miss(key_for(h100(), matmul(64, 64, 64)));
+    FAIL() << "record_miss without record_gpu should throw";
+  } catch (const Error& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("record_gpu"), std::string::npos) << message;
+    EXPECT_NE(message.find(h100().model_key()), std::string::npos) << message;
+  }
+  EXPECT_TRUE(db.misses().empty());
+  EXPECT_EQ(raw_query_text(db_path(), "SELECT count(*) FROM problems"), "0");  // rolled back
+}
+
+TEST_F(DatabaseTest, MissesFilterByGpuAndComeMostMissedFirstThenByProblem) {
+  Database db(db_path());
+  db.record_gpu(h100(), toolchain());
+  db.record_gpu(a100(), toolchain("12.8", "12.8"));
+  // Problem keys sort "... 1024x..." < "... 2048x..." < "... 512x...".
+  const Problem big = matmul(2048, 2048, 2048), small = matmul(512, 512, 512),
+                mid = matmul(1024, 1024, 1024);
+  for (int i = 0; i < 3; ++i) db.record_miss(key_for(a100(), small));
+  db.record_miss(key_for(h100(), big));
+  db.record_miss(key_for(h100(), mid));
+  db.record_miss(key_for(h100(), small));
+  db.record_miss(key_for(h100(), small));
+
+  auto order = [](const std::vector<Miss>& misses) {
+    std::vector<std::string> rows;
+    for (const Miss& miss : misses)
+      rows.push_back(miss.gpu_model.substr(0, 11) + " " + miss.problem.shape_text() + " " +
+                     std::to_string(miss.count));
+    return rows;
+  };
+  EXPECT_EQ(
+      order(db.misses()),
+      (std::vector<std::string>{"NVIDIA A100 512x512x512 3", "NVIDIA H100 512x512x512 2",
+                                "NVIDIA H100 1024x1024x1024 1", "NVIDIA H100 2048x2048x2048 1"}));
+  EXPECT_EQ(order(db.misses(h100().model_key())),
+            (std::vector<std::string>{"NVIDIA H100 512x512x512 2", "NVIDIA H100 1024x1024x1024 1",
+                                      "NVIDIA H100 2048x2048x2048 1"}));
+  EXPECT_TRUE(db.misses(std::string("no such GPU")).empty());
+}
+
+TEST_F(DatabaseTest, AWinnerClearsTheMissOfItsKeyOnly) {
+  Database db(db_path());
+  db.record_gpu(h100(), toolchain());
+  const TrialKey key = key_for(h100(), matmul(256, 512, 1024));
+  const TrialKey old_template = key_for(h100(), key.problem, "tmplhash1");
+  const TrialKey other_shape = key_for(h100(), matmul(256, 512, 2048));
+  for (const TrialKey& missed : {key, old_template, other_shape}) db.record_miss(missed);
+
+  // No ok trial, no winner: still a miss.
+  db.record_trial(key, trial_with(TrialStatus::wrong, config(64, 64), 0.1));
+  EXPECT_FALSE(db.refresh_winner(key).has_value());
+  EXPECT_EQ(db.misses().size(), 3u);
+
+  db.record_trial(key, trial_with(TrialStatus::ok, config(128, 64), 0.2));
+  ASSERT_TRUE(db.refresh_winner(key).has_value());
+  std::vector<std::string> left;
+  for (const Miss& miss : db.misses())
+    left.push_back(miss.problem.shape_text() + " " + miss.template_hash);
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{"256x512x1024 tmplhash1", "256x512x2048 tmplhash0"}));
 }
 
 TEST(TrialStatusTest, NamesRoundTripAndUnknownNamesThrow) {

@@ -128,6 +128,7 @@ using CliSource = CliTest;
 using CliDatabase = CliTest;
 using CliDevices = CliTest;
 using CliTune = CliTest;
+using CliMisses = CliTest;
 
 // ---------------------------------------------------------------------------------------------
 // Help and argument errors
@@ -135,8 +136,10 @@ using CliTune = CliTest;
 TEST_F(CliHelp, ListsEveryCommandAndEachCommandsMainOptions) {
   const std::map<std::string, std::vector<std::string>> options = {
       {"devices", {"--count"}},
-      {"tune", {"--op", "--dtype", "--shape", "--strategy", "--budget", "--arch", "--db"}},
+      {"tune",
+       {"--op", "--dtype", "--shape", "--misses", "--strategy", "--budget", "--arch", "--db"}},
       {"list", {"--gpu", "--db"}},
+      {"misses", {"--gpu", "--db"}},
       {"show", {"--op", "--dtype", "--shape", "--gpu", "--top", "--db"}},
       {"export", {"--format", "--out", "--include-old", "--db"}},
       {"source", {"--op", "--dtype", "--shape", "--config", "--arch", "--emit"}}};
@@ -159,7 +162,7 @@ TEST_F(CliHelp, ListsEveryCommandAndEachCommandsMainOptions) {
 TEST_F(CliHelp, BadCommandLinesFailWithOneErrorLine) {
   CliRun unknown = run({"frobnicate"});
   expect_error_line(unknown, "unknown command 'frobnicate'");
-  EXPECT_TRUE(contains(unknown.err, "devices, tune, list, show, export, source"));
+  EXPECT_TRUE(contains(unknown.err, "devices, tune, list, misses, show, export, source"));
   expect_error_line(run({"list", "--frobnicate"}), "frobnicate");
   expect_error_line(run({"list", "stray"}), "list: ");
   expect_error_line(run({"source", "--op", "matmul", "--shape", "8x8x8"}), "--dtype");
@@ -175,6 +178,10 @@ TEST_F(CliHelp, BadCommandLinesFailWithOneErrorLine) {
   expect_error_line(
       run({"tune", "--op", "matmul", "--dtype", "bf16", "--shape", "64x64x64", "--seed", "-1"}),
       "bad --seed '-1'");
+  // tune needs shapes: --shape with its problem options, or --misses, which bring their own.
+  expect_error_line(run({"tune", "--budget", "1"}), "give --shape MxNxK (repeatable), --misses");
+  expect_error_line(run({"tune", "--dtype", "bf16", "--shape", "64x64x64"}), "'--op'");
+  expect_error_line(run({"tune", "--misses", "--op", "matmul"}), "each miss brings its own");
   expect_error_line(run({"help", "tune", "extra"}), "'help' takes one command name");
   CliRun help_help = run({"help", "--help"});
   EXPECT_EQ(help_help.status, 0) << help_help.err;
@@ -428,6 +435,109 @@ TEST_F(CliDatabase, ExportCsvHasAHeaderAndOneRowPerWinner) {
   // Ordered by problem key, so 512x256x128 comes before 64x64x64.
   EXPECT_EQ(lines[1].rfind(row + "512x256x128," + config + ",0.25,", 0), 0u) << lines[1];
   EXPECT_EQ(lines[2].rfind(row + "64x64x64,", 0), 0u) << lines[2];
+}
+
+// ---------------------------------------------------------------------------------------------
+// misses: the shapes the runtime found untuned, recorded here through the cache API
+
+// The GPU model `tune --misses` takes misses from: the local GPU's, else (no GPU) any model.
+DeviceTarget miss_gpu() { return have_gpu() ? driver::describe_device(0) : test_gpu(); }
+
+// Records `count` misses of `problem` on miss_gpu(), under `templates` (default: this build's).
+void record_misses(const fs::path& path, const Problem& problem, int count,
+                   std::string templates = "") {
+  cache::Database db(path);
+  db.record_gpu(miss_gpu(), {"13.0", "13.0"});
+  if (templates.empty()) templates = template_hash(find_family("matmul"));
+  for (int i = 0; i < count; ++i) db.record_miss({miss_gpu().model_key(), problem, templates});
+}
+
+TEST_F(CliMisses, ListsEachMissWithItsCountAndTemplateAge) {
+  const fs::path db = dir_.file("tuned.db");
+  seed(db);
+  const Problem untuned{"matmul", DType::f16, DType::f32, {100, 200, 300}};
+  const Problem stale{"matmul", DType::bf16, DType::bf16, {7, 8, 9}};
+  record_misses(db, untuned, 3);
+  record_misses(db, stale, 1, "0ld");
+  CliRun misses = run({"misses", "--db", db.string()});
+  ASSERT_EQ(misses.status, 0) << misses.err;
+  const std::string model = miss_gpu().model_key();
+  std::vector<std::string> row = row_with(misses.out, "100x200x300");
+  ASSERT_EQ(row.size(), 5u) << misses.out;
+  EXPECT_EQ(std::vector<std::string>(row.begin(), row.end() - 1),
+            (std::vector<std::string>{model, untuned.key(), "current", "3"}));
+  EXPECT_TRUE(std::regex_match(row[4], std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)"))) << row[4];
+  row = row_with(misses.out, "7x8x9");
+  ASSERT_EQ(row.size(), 5u) << misses.out;
+  EXPECT_EQ(row[2], "old");
+  EXPECT_EQ(row[3], "1");
+  // Most missed first.
+  EXPECT_LT(misses.out.find("100x200x300"), misses.out.find("7x8x9")) << misses.out;
+  // The winners seed() stored are tuned shapes, not misses.
+  EXPECT_FALSE(contains(misses.out, "512x256x128")) << misses.out;
+
+  EXPECT_EQ(run({"misses", "--db", db.string(), "--gpu", model}).out, misses.out);
+  CliRun other_gpu = run({"misses", "--db", db.string(), "--gpu", "no such GPU"});
+  EXPECT_EQ(other_gpu.status, 0) << other_gpu.err;
+  EXPECT_EQ(other_gpu.out, "no misses for no such GPU in " + db.string() + "\n");
+  expect_error_line(run({"misses", "--db", dir_.file("absent.db")}), "no database at");
+  EXPECT_FALSE(fs::exists(dir_.file("absent.db")));
+}
+
+TEST_F(CliMisses, HelpNamesTheLoopBackToTune) {
+  CliRun help = run({"misses", "--help"});
+  ASSERT_EQ(help.status, 0) << help.err;
+  EXPECT_EQ(help.out.rfind("usage: tilesmith misses [--gpu MODEL_KEY] [--db PATH]\n", 0), 0u)
+      << help.out;
+  EXPECT_TRUE(contains(help.out, "'tilesmith tune --misses'")) << help.out;
+}
+
+TEST_F(CliTune, MissesSweepsEachMissedShapeLikeAShape) {
+  const fs::path db = dir_.file("tuned.db");
+  const Problem missed{"matmul", DType::bf16, DType::bf16, {64, 64, 64}};
+  record_misses(db, missed, 2);
+  CliRun tune = run({"tune", "--misses", "--budget", "2", "--strategy", "random", "--db", db});
+  ASSERT_EQ(tune.status, 0) << tune.out << tune.err;
+  std::smatch compiled;
+  ASSERT_TRUE(std::regex_search(tune.out, compiled,
+                                std::regex("compiled +(\\d+) kernels, 0 compile failures")))
+      << tune.out;
+  EXPECT_EQ(std::stoi(compiled[1]), 2) << tune.out;  // --budget applies to the missed shape
+  CliRun misses = run({"misses", "--db", db.string()});
+  ASSERT_EQ(misses.status, 0) << misses.err;
+  if (!have_gpu()) {
+    EXPECT_TRUE(contains(tune.out,
+                         "misses: 1 shape missed on any GPU model with the current templates\n"
+                         "  no GPU: compiling them for sm_90a"))
+        << tune.out;
+    EXPECT_TRUE(contains(tune.out, missed.key() + ", no GPU: compiling for sm_90a"));
+    EXPECT_TRUE(contains(tune.out, "timing needs a GPU: no CUDA driver/GPU found"));
+    EXPECT_FALSE(contains(tune.out, "winner"));
+    const std::vector<std::string> row = row_with(misses.out, missed.key());
+    ASSERT_EQ(row.size(), 5u) << misses.out;
+    EXPECT_EQ(row[3], "2");  // nothing was timed: still untuned
+  } else {
+    EXPECT_TRUE(contains(tune.out, "misses: 1 shape missed on " + miss_gpu().model_key()))
+        << tune.out;
+    EXPECT_TRUE(std::regex_search(tune.out, std::regex("\n  winner    \\S+=\\S+\n"))) << tune.out;
+    EXPECT_TRUE(contains(misses.out, "no misses in ")) << misses.out;  // the winner cleared it
+  }
+}
+
+TEST_F(CliTune, MissesWithNothingMissedSaysSoAndSucceeds) {
+  const fs::path db = dir_.file("tuned.db");
+  seed(db);
+  record_misses(db, {"matmul", DType::bf16, DType::bf16, {64, 64, 64}}, 1, "0ld");
+  CliRun tune = run({"tune", "--misses", "--db", db.string()});
+  EXPECT_EQ(tune.status, 0) << tune.err;
+  EXPECT_TRUE(contains(tune.out, "misses: no shapes missed on ")) << tune.out;
+  EXPECT_TRUE(contains(tune.out,
+                       " with the current templates to tune; 1 under older templates left alone\n"))
+      << tune.out;
+  EXPECT_FALSE(contains(tune.out, "compiled")) << tune.out;
+  // Misses alone only read: a mistyped --db is an error, and creates nothing.
+  expect_error_line(run({"tune", "--misses", "--db", dir_.file("absent.db")}), "no database at");
+  EXPECT_FALSE(fs::exists(dir_.file("absent.db")));
 }
 
 // ---------------------------------------------------------------------------------------------

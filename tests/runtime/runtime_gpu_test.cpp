@@ -1,5 +1,8 @@
 // The runtime: correct results on the issue's shapes, no NVRTC on a warm database, clear errors.
 #include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <algorithm>
 
 #include "cache/database.hpp"
 #include "generator/compiled_kernel.hpp"
@@ -26,6 +29,33 @@ MatmulArgs args_for(const tuner::Workbench& bench, const Problem& problem) {
   args.dtype = problem.dtype;
   args.out_dtype = problem.out_dtype;
   return args;
+}
+
+// Stores `config` as the winner for `problem` on `device`, as a sweep with one ok trial would.
+void store_winner(const std::filesystem::path& path, const DeviceTarget& device,
+                  const Problem& problem, const Config& config) {
+  const Family& family = find_family(problem.op);
+  cache::Database db(path);
+  db.record_gpu(device, {driver::driver_version(), nvrtc_version()});
+  const cache::TrialKey key{device.model_key(), problem, template_hash(family)};
+  cache::Trial trial;
+  trial.config = config;
+  trial.source_hash = render(family, config, problem).hash;
+  trial.status = cache::TrialStatus::ok;
+  trial.median_ms = trial.min_ms = 0.05;
+  trial.repetitions = 10;
+  db.record_trial(key, trial);
+  ASSERT_TRUE(db.refresh_winner(key).has_value());
+}
+
+// Runs the runtime's matmul for `problem` on fresh inputs and checks it against the reference.
+void expect_correct_matmul(Runtime& runtime, const Problem& problem, std::uint64_t seed) {
+  tuner::Workbench bench(find_family(problem.op), problem, driver::describe_device(0));
+  bench.refresh_inputs(seed);
+  runtime.matmul(args_for(bench, problem));
+  TILESMITH_CU(driver::api().cuCtxSynchronize(), "running the runtime's matmul");
+  const tuner::Verification result = bench.check_output();
+  EXPECT_TRUE(result.passed) << problem.key() << ": " << result.detail;
 }
 
 TEST(GpuRuntime, MatmulMatchesReferenceOnIssueShapes) {
@@ -82,19 +112,8 @@ TEST(GpuRuntime, UntunedShapeUsesTheNearestTunedShapesWinner) {
   const Problem tuned{"matmul", DType::bf16, DType::bf16, {1024, 1024, 1024}};
   const Config config = testing::tile_config(64, 128, 32, 2, 2, 3, 1);  // not the default
   ASSERT_NE(config, family.default_config(tuned, device));
-  {
-    cache::Database db(dir.file("runtime.db"));
-    db.record_gpu(device, {driver::driver_version(), nvrtc_version()});
-    const cache::TrialKey key{device.model_key(), tuned, template_hash(family)};
-    cache::Trial trial;
-    trial.config = config;
-    trial.source_hash = render(family, config, tuned).hash;
-    trial.status = cache::TrialStatus::ok;
-    trial.median_ms = trial.min_ms = 0.05;
-    trial.repetitions = 10;
-    db.record_trial(key, trial);
-    ASSERT_TRUE(db.refresh_winner(key).has_value());
-  }
+  store_winner(dir.file("runtime.db"), device, tuned, config);
+  if (HasFatalFailure()) return;
   Runtime runtime({dir.file("runtime.db"), 0});
   const Problem untuned{"matmul", DType::bf16, DType::bf16, {1000, 1000, 1032}};
   tuner::Workbench bench(family, untuned, device);
@@ -114,6 +133,87 @@ TEST(GpuRuntime, UntunedShapeUsesTheNearestTunedShapesWinner) {
   f16.dtype = DType::f16;
   f16.out_dtype = DType::f16;
   EXPECT_EQ(runtime.describe_matmul(f16).source, KernelSource::default_compiled);
+  // Both fallbacks, the nearest winner and the default, are misses; the tuned shape is not.
+  std::vector<std::string> missed;
+  for (const cache::Miss& miss : cache::Database(dir.file("runtime.db")).misses())
+    missed.push_back(miss.problem.key());
+  std::sort(missed.begin(), missed.end());
+  EXPECT_EQ(missed, (std::vector<std::string>{untuned.key(), "matmul f16->f16 1000x1000x1032"}));
+}
+
+// The loop of misses: a shape without a winner is counted once per Runtime that resolves it, so a
+// second process on the same file counts 2; repeated calls hit memory and count nothing.
+TEST(GpuRuntime, UntunedShapeIsRecordedAsAMissOncePerRuntime) {
+  TILESMITH_REQUIRE_GPU();
+  TempDir dir;
+  const DeviceTarget device = driver::describe_device(0);
+  const Problem untuned{"matmul", DType::bf16, DType::bf16, {96, 80, 64}};
+  for (int runtimes = 1; runtimes <= 2; ++runtimes) {
+    SCOPED_TRACE("runtime " + std::to_string(runtimes));
+    Runtime runtime({dir.file("runtime.db"), 0});
+    expect_correct_matmul(runtime, untuned, 40 + runtimes);
+    expect_correct_matmul(runtime, untuned, 50 + runtimes);
+    const std::vector<cache::Miss> misses = cache::Database(dir.file("runtime.db")).misses();
+    ASSERT_EQ(misses.size(), 1u);
+    EXPECT_EQ(misses[0].gpu_model, device.model_key());
+    EXPECT_EQ(misses[0].gpu_name, device.name);
+    EXPECT_EQ(misses[0].problem.key(), untuned.key());
+    EXPECT_EQ(misses[0].template_hash, template_hash(find_family("matmul")));
+    EXPECT_EQ(misses[0].count, runtimes);
+  }
+}
+
+TEST(GpuRuntime, TunedShapeIsNoMiss) {
+  TILESMITH_REQUIRE_GPU();
+  TempDir dir;
+  const DeviceTarget device = driver::describe_device(0);
+  const Problem tuned{"matmul", DType::f16, DType::f16, {256, 128, 64}};
+  store_winner(dir.file("runtime.db"), device, tuned,
+               find_family("matmul").default_config(tuned, device));
+  if (HasFatalFailure()) return;
+  Runtime runtime({dir.file("runtime.db"), 0});
+  MatmulArgs args;
+  args.m = 256;
+  args.n = 128;
+  args.k = 64;
+  args.dtype = DType::f16;
+  EXPECT_EQ(runtime.describe_matmul(args).source, KernelSource::database_winner);
+  expect_correct_matmul(runtime, tuned, 61);
+  // An untuned shape on the same file is recorded: the table is written, and only it is there.
+  const Problem untuned{"matmul", DType::f16, DType::f16, {256, 128, 128}};
+  expect_correct_matmul(runtime, untuned, 62);
+  const std::vector<cache::Miss> misses = cache::Database(dir.file("runtime.db")).misses();
+  ASSERT_EQ(misses.size(), 1u);
+  EXPECT_EQ(misses[0].problem.key(), untuned.key());
+}
+
+// The table of misses is advice for a later sweep: when it cannot be written, the matmul still
+// runs, correctly, and the failure is said once on stderr rather than passing for "all tuned".
+TEST(GpuRuntime, AMissThatCannotBeRecordedCostsNoMatmul) {
+  TILESMITH_REQUIRE_GPU();
+  TempDir dir;
+  { cache::Database create(dir.file("runtime.db")); }
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(dir.file("runtime.db").c_str(), &raw), SQLITE_OK);
+  const int rc = sqlite3_exec(raw,
+                              "CREATE TRIGGER refuse_misses BEFORE INSERT ON misses BEGIN "
+                              "SELECT RAISE(ABORT, 'misses refused by the test'); END;",
+                              nullptr, nullptr, nullptr);
+  sqlite3_close(raw);
+  ASSERT_EQ(rc, SQLITE_OK);
+
+  Runtime runtime({dir.file("runtime.db"), 0});
+  ::testing::internal::CaptureStderr();
+  expect_correct_matmul(runtime, {"matmul", DType::bf16, DType::bf16, {48, 48, 48}}, 71);
+  expect_correct_matmul(runtime, {"matmul", DType::bf16, DType::f32, {48, 48, 48}}, 72);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("tilesmith: warning: the untuned shape matmul bf16->bf16 48x48x48 was not "
+                     "recorded as a miss"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("misses refused by the test"), std::string::npos) << err;
+  EXPECT_EQ(err.find("tilesmith: warning:"), err.rfind("tilesmith: warning:")) << err;  // once
+  EXPECT_TRUE(cache::Database(dir.file("runtime.db")).misses().empty());
 }
 
 TEST(GpuRuntime, RejectsBadInputWithClearErrors) {

@@ -8,7 +8,9 @@
 // (GPU model, problem, template hash), its cubin loaded without NVRTC -> the winner of the
 // nearest tuned shape (same GPU model, op and dtypes) whose config is valid for this shape ->
 // the family's default config. A kernel compiled for a shape is stored in the database, so
-// NVRTC runs once per shape and config.
+// NVRTC runs once per shape and config. A shape with no winner of its own is recorded in the
+// database's table of misses (`tilesmith misses`, `tilesmith tune --misses`); failing to record
+// it only prints a warning.
 #pragma once
 
 #include <cstdint>
