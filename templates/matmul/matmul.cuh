@@ -4,8 +4,8 @@
 // mainloop: a STAGES-deep ring of shared-memory tiles filled by cp.async (16-byte, zero-filled
 //           past the edges); rows padded by 16 bytes so ldmatrix reads hit 8 distinct bank
 //           groups. Fragments are double-buffered one k16 step ahead of the MMAs, and the next
-//           tile's copies are spread between the MMA steps, so the tensor cores never wait on a
-//           barrier, an ldmatrix or address arithmetic in one block.
+//           tile's copies are spread between the MMA steps, so a warp has MMAs to issue while
+//           its ldmatrix, copies and barrier complete (v1 ran them in one block between MMAs).
 // warp tile: each of WM x WN warps owns a (BM/WM) x (BN/WN) block of C as m16n8k16 MMAs.
 // tile order: blocks walk C in groups of GROUP_M tile-rows so neighbours share A and B in L2.
 // epilogue: straight from the accumulators, predicated at the edges.
