@@ -64,29 +64,38 @@ struct Runtime::Impl {
   std::unordered_map<DispatchKey, std::unique_ptr<Entry>, DispatchKeyHash> entries;
   std::atomic<int> compilations{0};
   // Both only change in resolve(), under the exclusive lock.
-  bool gpu_recorded = false;        // misses need the GPU's row; written on the first miss
-  bool miss_warning_given = false;  // one warning per Runtime, however many shapes miss
+  bool gpu_recorded = false;         // misses need the GPU's row; written on the first miss
+  bool cache_warning_given = false;  // one warning per Runtime, however many writes fail
 
-  // Counts an untuned shape in the database's table of misses, for `tilesmith tune --misses`.
-  // The table is advice for a later sweep, so a failure to write it (a read-only or locked file,
-  // a full disk) must not cost the caller's matmul: the kernel chosen is just as correct. It is
-  // not silent either: an empty table would then read as "every shape is tuned", so the first
-  // failure is reported on stderr, once per Runtime.
-  void record_miss(const cache::TrialKey& key) {
+  // What the runtime writes to the database (a miss for a later sweep, a cubin so the next
+  // process skips NVRTC) saves work later and is not needed now. A failure to write it (a
+  // read-only or locked file, a full disk) must not cost the caller's matmul, whose kernel is in
+  // hand. It is not silent either, or an unwritable cache would pass for "nothing to tune" and
+  // "nothing to compile": the first failure is reported on stderr, once per Runtime.
+  template <class Write>
+  void write_to_cache(const char* what, const Problem& problem, const char* consequence,
+                      Write&& write) {
     try {
+      write();
+    } catch (const std::exception& error) {
+      if (cache_warning_given) return;
+      cache_warning_given = true;
+      std::fprintf(stderr,
+                   "tilesmith: warning: could not store %s for %s in the database, so %s (the "
+                   "matmul goes on): %s\n",
+                   what, problem.key().c_str(), consequence, error.what());
+    }
+  }
+
+  // Counts an untuned shape in the table of misses, for `tilesmith tune --misses`.
+  void record_miss(const cache::TrialKey& key) {
+    write_to_cache("the miss", key.problem, "'tilesmith misses' will not list it", [&] {
       if (!gpu_recorded) {
         database->record_gpu(device, {driver::driver_version(), nvrtc});
         gpu_recorded = true;
       }
       database->record_miss(key);
-    } catch (const std::exception& error) {
-      if (miss_warning_given) return;
-      miss_warning_given = true;
-      std::fprintf(stderr,
-                   "tilesmith: warning: the untuned shape %s was not recorded as a miss, so "
-                   "'tilesmith misses' will not list it (the matmul goes on): %s\n",
-                   key.problem.key().c_str(), error.what());
-    }
+    });
   }
 
   // The slow path, under the exclusive lock: this shape's winner, the nearest tuned shape's,
@@ -120,7 +129,8 @@ struct Runtime::Impl {
       // A new NVRTC version or an untuned shape: compile once, keep the cubin for next time.
       compiled = compile(source, arch);
       ++compilations;
-      database->put_cubin(*compiled);
+      write_to_cache("the compiled kernel", problem, "the next process compiles it again",
+                     [&] { database->put_cubin(*compiled); });
       if (entry->info.source == KernelSource::default_cached)
         entry->info.source = KernelSource::default_compiled;
     }

@@ -189,7 +189,9 @@ TEST(GpuRuntime, TunedShapeIsNoMiss) {
 
 // The table of misses is advice for a later sweep: when it cannot be written, the matmul still
 // runs, correctly, and the failure is said once on stderr rather than passing for "all tuned".
-TEST(GpuRuntime, AMissThatCannotBeRecordedCostsNoMatmul) {
+// A database that takes no writes (here: triggers refusing misses and cubins) costs no matmul:
+// results are correct, one warning says what was lost, and nothing half-written is left.
+TEST(GpuRuntime, AnUnwritableCacheCostsNoMatmul) {
   TILESMITH_REQUIRE_GPU();
   TempDir dir;
   { cache::Database create(dir.file("runtime.db")); }
@@ -197,23 +199,35 @@ TEST(GpuRuntime, AMissThatCannotBeRecordedCostsNoMatmul) {
   ASSERT_EQ(sqlite3_open(dir.file("runtime.db").c_str(), &raw), SQLITE_OK);
   const int rc = sqlite3_exec(raw,
                               "CREATE TRIGGER refuse_misses BEFORE INSERT ON misses BEGIN "
-                              "SELECT RAISE(ABORT, 'misses refused by the test'); END;",
+                              "SELECT RAISE(ABORT, 'misses refused by the test'); END;"
+                              "CREATE TRIGGER refuse_cubins BEFORE INSERT ON cubins BEGIN "
+                              "SELECT RAISE(ABORT, 'cubins refused by the test'); END;",
                               nullptr, nullptr, nullptr);
   sqlite3_close(raw);
   ASSERT_EQ(rc, SQLITE_OK);
 
-  Runtime runtime({dir.file("runtime.db"), 0});
-  ::testing::internal::CaptureStderr();
-  expect_correct_matmul(runtime, {"matmul", DType::bf16, DType::bf16, {48, 48, 48}}, 71);
-  expect_correct_matmul(runtime, {"matmul", DType::bf16, DType::f32, {48, 48, 48}}, 72);
-  const std::string err = ::testing::internal::GetCapturedStderr();
-  EXPECT_NE(err.find("tilesmith: warning: the untuned shape matmul bf16->bf16 48x48x48 was not "
-                     "recorded as a miss"),
-            std::string::npos)
-      << err;
-  EXPECT_NE(err.find("misses refused by the test"), std::string::npos) << err;
-  EXPECT_EQ(err.find("tilesmith: warning:"), err.rfind("tilesmith: warning:")) << err;  // once
+  {
+    Runtime runtime({dir.file("runtime.db"), 0});
+    ::testing::internal::CaptureStderr();
+    expect_correct_matmul(runtime, {"matmul", DType::bf16, DType::bf16, {48, 48, 48}}, 71);
+    expect_correct_matmul(runtime, {"matmul", DType::bf16, DType::f32, {48, 48, 48}}, 72);
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    EXPECT_NE(err.find("tilesmith: warning: could not store the miss for matmul bf16->bf16 "
+                       "48x48x48 in the database, so 'tilesmith misses' will not list it"),
+              std::string::npos)
+        << err;
+    EXPECT_NE(err.find("misses refused by the test"), std::string::npos) << err;
+    EXPECT_EQ(err.find("tilesmith: warning:"), err.rfind("tilesmith: warning:")) << err;  // once
+    EXPECT_EQ(runtime.compilations(), 2);
+  }
   EXPECT_TRUE(cache::Database(dir.file("runtime.db")).misses().empty());
+  // The cubins were not stored either: a new process compiles again, and says so.
+  Runtime again({dir.file("runtime.db"), 0});
+  ::testing::internal::CaptureStderr();
+  expect_correct_matmul(again, {"matmul", DType::bf16, DType::bf16, {48, 48, 48}}, 73);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(again.compilations(), 1);
+  EXPECT_NE(err.find("tilesmith: warning:"), std::string::npos) << err;
 }
 
 TEST(GpuRuntime, RejectsBadInputWithClearErrors) {
