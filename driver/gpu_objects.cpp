@@ -51,13 +51,6 @@ int LaunchableKernel::registers() const {
   return value;
 }
 
-int LaunchableKernel::local_bytes() const {
-  int value = 0;
-  TILESMITH_CU(api().cuFuncGetAttribute(&value, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, function_),
-               "reading local memory of " + description_);
-  return value;
-}
-
 LoadedModule::LoadedModule(const CompiledKernel& kernel) : lowered_name_(kernel.lowered_name) {
   description_ = kernel.lowered_name + " (" + kernel.arch + ", source " + kernel.source_hash + ")";
   TILESMITH_CU(api().cuModuleLoadData(&module_, kernel.cubin.bytes.data()),

@@ -43,8 +43,7 @@ class LaunchableKernel {
   // Returns the driver's result instead of throwing (the tuner classifies failures).
   CUresult try_launch(const LaunchGeometry& geometry, const KernelArgs& args, CUstream stream) const;
   void allow_dynamic_smem(unsigned bytes) const;
-  int registers() const;
-  int local_bytes() const;  // local memory per thread (spills, stack)
+  int registers() const;  // as loaded: tests check the cubin's count against it
   const std::string& description() const { return description_; }
 
  private:
