@@ -45,15 +45,15 @@ class ElfView {
     const auto entry = read<std::uint16_t>(0x3a), count = read<std::uint16_t>(0x3c),
                names_index = read<std::uint16_t>(0x3e);
     if (names_index >= count) fail("no section name table");
+    auto header = [&](std::uint16_t i) { return table + std::uint64_t(i) * entry; };
+    const std::uint64_t names = read<std::uint64_t>(header(names_index) + 0x18);
     std::vector<Section> result(count);
     for (std::uint16_t i = 0; i < count; ++i) {
-      const std::uint64_t at = table + std::uint64_t(i) * entry;
-      result[i] = {std::to_string(read<std::uint32_t>(at)), read<std::uint32_t>(at + 4),
+      const std::uint64_t at = header(i);
+      result[i] = {string_at(names + read<std::uint32_t>(at)), read<std::uint32_t>(at + 4),
                    read<std::uint64_t>(at + 0x18), read<std::uint64_t>(at + 0x20),
                    read<std::uint64_t>(at + 0x38), read<std::uint32_t>(at + 0x28)};
     }
-    const std::uint64_t names = result[names_index].offset;
-    for (auto& section : result) section.name = string_at(names + std::stoull(section.name));
     return result;
   }
 
@@ -83,7 +83,8 @@ ResourceUsage read_cubin_resources(const Cubin& cubin, const std::string& lowere
   std::int64_t symbol = -1;
   for (const auto& section : sections) {
     if (section.type != kSectionSymtab || section.entry_size < 24) continue;
-    const std::uint64_t strings = sections.at(section.link).offset;
+    if (section.link >= sections.size()) elf.fail("symbol table without a string table");
+    const std::uint64_t strings = sections[section.link].offset;
     for (std::uint64_t i = 0; i < section.size / section.entry_size && symbol < 0; ++i)
       if (elf.string_at(strings + elf.read<std::uint32_t>(section.offset + i * section.entry_size)) ==
           lowered_name)
