@@ -74,16 +74,14 @@ int main(int argc, char** argv) {
       print_usage(std::cerr);
       return 2;
     }
-    const bool general_help = args[0] == "--help" || args[0] == "-h" ||
-                              (args[0] == "help" && (args.size() == 1 || args[1] == "--help" || args[1] == "-h"));
-    if (general_help && args.size() <= 2) {
+    auto is_help = [](const std::string& arg) { return arg == "--help" || arg == "-h"; };
+    if (args[0] == "help" && args.size() > 2)
+      return fail("'help' takes one command name (see 'tilesmith --help')", 2);
+    if (is_help(args[0]) || (args[0] == "help" && (args.size() == 1 || is_help(args[1])))) {
       print_usage(std::cout);
       return 0;
     }
-    if (args[0] == "help") {  // "tilesmith help tune"
-      if (args.size() > 2) return fail("'help' takes one command name (see 'tilesmith --help')", 2);
-      args = {args[1], "--help"};
-    }
+    if (args[0] == "help") args = {args[1], "--help"};  // "tilesmith help tune"
     const Command* command = find_command(args[0]);
     if (!command)
       return fail("unknown command '" + args[0] + "' (commands: " + command_names() +

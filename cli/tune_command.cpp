@@ -169,7 +169,7 @@ void add_missed_problems(const cache::Database& database, const LocalGpu& gpu,
   std::set<std::string> seen;  // a shape missed on several GPU models needs one sweep
   int missed = 0, given = 0, old = 0;
   for (const cache::Miss& miss : database.misses(model)) {
-    if (template_age(miss.problem.op, miss.template_hash) != "current") {
+    if (current_template_hash(miss.problem.op) != miss.template_hash) {
       ++old;
       continue;
     }

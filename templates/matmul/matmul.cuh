@@ -20,8 +20,9 @@
 
 namespace tilesmith {
 
-template <int BM, int BN, int BK, int WM, int WN, int STAGES, int ALIGNED>
+template <int BM, int BN, int BK, int WM, int WN>
 struct MatmulTile {
+  static constexpr int kBlockM = BM, kBlockN = BN, kBlockK = BK;
   static constexpr int kThreads = WM * WN * 32;
   static constexpr int kPad = 8;  // elements: 16 bytes
   static constexpr int kStrideA = BK + kPad;
@@ -48,8 +49,10 @@ struct MatmulTile {
 // One thread's share of copying k-tiles of A and B into shared memory. Sources, strides and the
 // row/column bounds are worked out once; each tile then costs one address step per chunk, and
 // advance() moves every source one tile along k.
-template <class T, int BM, int BN, int BK, int ALIGNED>
+template <class T, int ALIGNED>
 struct TileCopier {
+  static constexpr int BM = T::kBlockM, BN = T::kBlockN, BK = T::kBlockK;
+
   const half_bits* a;      // this thread's first A chunk in the next tile
   const half_bits* b;      // this thread's first B chunk in the next tile
   long long a_chunk_step;  // elements between this thread's A chunks (kRowStepA rows)
@@ -211,7 +214,7 @@ __device__ __forceinline__ void store_pair(void* c, long long index, float x, fl
 template <int BM, int BN, int BK, int WM, int WN, int STAGES, int GROUP_M, int ALIGNED,
           int IN_KIND, int OUT_KIND>
 __global__ void __launch_bounds__(WM* WN * 32) matmul_kernel(const MatmulParams p) {
-  typedef MatmulTile<BM, BN, BK, WM, WN, STAGES, ALIGNED> T;
+  typedef MatmulTile<BM, BN, BK, WM, WN> T;
   extern __shared__ __align__(128) half_bits smem[];
 
   // Tile order: GROUP_M tile-rows at a time, column by column inside the group.
@@ -242,7 +245,7 @@ __global__ void __launch_bounds__(WM* WN * 32) matmul_kernel(const MatmulParams 
   const unsigned b_lane =
       smem_base + 2 * (BM * T::kStrideA + (lane % 16) * T::kStrideB + warp_col + (lane / 16) * 8);
 
-  TileCopier<T, BM, BN, BK, ALIGNED> copier(p, block_row, block_col);
+  TileCopier<T, ALIGNED> copier(p, block_row, block_col);
   const int k_tiles = (p.k + BK - 1) / BK;
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
