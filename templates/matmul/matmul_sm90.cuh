@@ -1,0 +1,315 @@
+// C[M x N] = A[M x K] * B[K x N] on Hopper (sm_90a): TMA tile loads into a STAGES-deep shared
+// ring, wgmma from shared memory with fp32 accumulators in registers, warp specialization (one
+// producer warpgroup issues the copies, CONSUMERS warpgroups multiply), a persistent grid that
+// walks output tiles in grouped order, and 2-CTA clusters that multicast the shared operand.
+// A and B are row-major: A is K-major (wgmma's plain layout), B is N-major (wgmma's transposed-B
+// layout, 16-bit types only).
+//
+// ---- launch_info (what the host must do) --------------------------------------------------------
+//  template: matmul_sm90<BM, BN, BK, STAGES, CONSUMERS, CLUSTER_M, CLUSTER_N, GROUP_M, KIND_IN,
+//            KIND_OUT>; kernel parameter: const __grid_constant__ MatmulSm90Params.
+//  block:    (CONSUMERS + 1) * 128 threads (x only).
+//  cluster:  CLUSTER_M * CLUSTER_N CTAs along x, fixed at compile time (__cluster_dims__): a plain
+//            cuLaunchKernel works; cuLaunchKernelEx must not name another cluster shape.
+//  grid:     x only, a multiple of CLUSTER_M * CLUSTER_N; persistent: at most the number of
+//            clusters that fit at once (cudaOccupancyMaxActiveClusters, about SMs / cluster size:
+//            132 CTAs on an H100 SXM at cluster 1 or 2) and at most the number of work units,
+//            units = ceil(M / (BM * CLUSTER_M)) * ceil(N / (BN * CLUSTER_N)), times cluster size.
+//            Any grid of at least one cluster is correct; more clusters than fit only add waves.
+//  smem:     dynamic, smem_bytes = STAGES * (BM + BN) * BK * 2 + 1024 (align slack) + 16 * STAGES
+//            (mbarriers); raise CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES to it. Limit on
+//            H100: 232448 bytes per block (227 KB).
+//  tensor maps (cuTensorMapEncodeTiled, 2D, both):
+//    data type  BFLOAT16 (KIND_IN = kBF16) or FLOAT16 (kF16); interleave NONE;
+//    swizzle    128B; l2 promotion 256B (any works); oob fill NONE (out-of-bounds reads are zeros);
+//    A: globalDim {K, M}, globalStrides {lda * 2} bytes, boxDim {64, BM / CLUSTER_N},
+//       elementStrides {1, 1};
+//    B: globalDim {N, K}, globalStrides {ldb * 2} bytes, boxDim {64, BK / CLUSTER_M},
+//       elementStrides {1, 1}.
+//    TMA needs 16-byte aligned base addresses and row strides: lda, ldb multiples of 8 elements.
+//  C: written with plain stores (no tensor map), clipped to M x N; any ldc >= N, any alignment
+//     (2-element vector stores when ldc is even and C is 8-byte aligned).
+//  constraints: BK == 64; BN in {64, 128, 192, 256}; BM / CONSUMERS a multiple of 64;
+//     (BM / CONSUMERS / 64) * BN <= 256 (accumulator registers); CONSUMERS in {1, 2, 3};
+//     CLUSTER_M, CLUSTER_N in {1, 2}; BM % (8 * CLUSTER_N) == 0; smem_bytes <= 232448.
+//  registers: the producer warpgroup drops to 40 (24 with 3 consumers) and the consumers rise
+//     to 232 (160 with 3 consumers) with setmaxnreg; ptxas reports the entry cap
+//     (65536 / threads, rounded down to 8: 168 for 384 threads, 128 for 512).
+// -------------------------------------------------------------------------------------------------
+//
+// Shared memory (base rounded up to 1024 bytes, as the 128-byte swizzle repeats every 1024):
+//   A ring: STAGES x [BM rows][64 k] (128-byte rows, swizzled)       STAGES * BM * 128 bytes
+//   B ring: STAGES x (BN / 64) chunks of [BK k rows][64 n]            STAGES * BN * 128 bytes
+//   full[STAGES], empty[STAGES] mbarriers (8 bytes each)
+// One stage = one BK slice of one output tile. full[s] completes when the TMA bytes of stage s
+// have landed (the producer's arrive_expect_tx plus the bytes); empty[s] completes when every
+// consumer warpgroup of every CTA in the cluster has finished reading stage s (their wgmma
+// groups waited on), since a cluster peer's multicast writes into this CTA's stage s too.
+//
+// Clusters: CTA rank r = cm + CLUSTER_M * cn. A cluster owns a (BM*CLUSTER_M) x (BN*CLUSTER_N)
+// block of C; CTA (cm, cn) computes its (cm, cn) BM x BN tile. CTAs with the same cm share the
+// A tile: each loads BM / CLUSTER_N of its rows and multicasts them to those peers. CTAs with the
+// same cn share the B tile: each loads BK / CLUSTER_M of its k rows and multicasts them.
+#pragma once
+
+#include "common/hopper.cuh"
+#include "matmul/matmul_sm90_params.h"
+
+namespace tilesmith {
+
+// D[64 x N] += A[64 x 16] * B[16 x N], A K-major and B N-major in 128B-swizzled shared memory.
+template <int N, int KIND>
+__device__ __forceinline__ void wgmma_tile_m64k16(float (&d)[N / 2], unsigned long long desc_a,
+                                                  unsigned long long desc_b) {
+  if constexpr (N == 256) wgmma_m64n256k16<KIND, 1>(d, desc_a, desc_b);
+  if constexpr (N == 192) wgmma_m64n192k16<KIND, 1>(d, desc_a, desc_b);
+  if constexpr (N == 128) wgmma_m64n128k16<KIND, 1>(d, desc_a, desc_b);
+  if constexpr (N == 64) wgmma_m64n64k16<KIND, 1>(d, desc_a, desc_b);
+}
+
+// Grouped tile order: units run down GROUP_M tile rows, then move one tile column right, so the
+// clusters working at one time share A rows and B columns in L2.
+template <int GROUP_M>
+__device__ __forceinline__ void grouped_tile(int unit, int tiles_m, int tiles_n, int& tile_m,
+                                             int& tile_n) {
+  int per_group = GROUP_M * tiles_n;
+  int group = unit / per_group;
+  int first_m = group * GROUP_M;
+  int rows = tiles_m - first_m < GROUP_M ? tiles_m - first_m : GROUP_M;
+  int in_group = unit - group * per_group;
+  tile_m = first_m + in_group % rows;
+  tile_n = in_group / rows;
+}
+
+__device__ __forceinline__ void store_float_pair(float* out, float v0, float v1) {
+  asm volatile("st.global.v2.f32 [%0], {%1, %2};\n" ::"l"(out), "f"(v0), "f"(v1) : "memory");
+}
+
+// Stores one warpgroup's 64 x BN accumulator block at (row0, col0) of C, clipped to m x n.
+// Thread layout: see the end of hopper.cuh.
+template <int BN, int KIND_OUT>
+__device__ __forceinline__ void store_accumulators(const float (&acc)[BN / 2], void* c, int ldc,
+                                                   int m, int n, int row0, int col0, bool vec_ok) {
+  const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
+  const int row = row0 + warp * 16 + lane / 4;
+  const int col = col0 + 2 * (lane % 4);
+  if (vec_ok && row0 + 64 <= m && col0 + BN <= n) {
+    // Whole block inside C: one 2-element store per pair, no checks (the common case).
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const long long offset = static_cast<long long>(row + 8 * half) * ldc + col;
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j) {
+        const float v0 = acc[4 * j + 2 * half], v1 = acc[4 * j + 2 * half + 1];
+        if (KIND_OUT == kF32)
+          store_float_pair(static_cast<float*>(c) + offset + 8 * j, v0, v1);
+        else
+          *reinterpret_cast<unsigned*>(static_cast<half_bits*>(c) + offset + 8 * j) =
+              pack2<KIND_OUT>(v0, v1);
+      }
+    }
+    return;
+  }
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int r = row + 8 * half;
+    if (r >= m) continue;
+    const long long offset = static_cast<long long>(r) * ldc + col;
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+      const float v0 = acc[4 * j + 2 * half], v1 = acc[4 * j + 2 * half + 1];
+      const int cc = col + 8 * j;
+      if (cc >= n) continue;
+      const bool pair = vec_ok && cc + 1 < n;
+      if (KIND_OUT == kF32) {
+        float* out = static_cast<float*>(c) + offset + 8 * j;
+        if (pair) {
+          store_float_pair(out, v0, v1);
+        } else {
+          out[0] = v0;
+          if (cc + 1 < n) out[1] = v1;
+        }
+      } else {
+        half_bits* out = static_cast<half_bits*>(c) + offset + 8 * j;
+        if (pair) {
+          *reinterpret_cast<unsigned*>(out) = pack2<KIND_OUT>(v0, v1);
+        } else {
+          out[0] = from_float<KIND_OUT>(v0);
+          if (cc + 1 < n) out[1] = from_float<KIND_OUT>(v1);
+        }
+      }
+    }
+  }
+}
+
+template <int BM, int BN, int BK, int STAGES, int CONSUMERS, int CLUSTER_M, int CLUSTER_N,
+          int GROUP_M, int KIND_IN, int KIND_OUT>
+__global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
+    __cluster_dims__(CLUSTER_M* CLUSTER_N, 1, 1)
+        matmul_sm90(const __grid_constant__ MatmulSm90Params p) {
+  constexpr int CLUSTER = CLUSTER_M * CLUSTER_N;
+  constexpr int WG_M = BM / CONSUMERS;  // rows of C per consumer warpgroup
+  constexpr int MT = WG_M / 64;         // m64 wgmma tiles per consumer warpgroup
+  constexpr int A_STAGE = BM * BK * 2;
+  constexpr int B_CHUNK = BK * 128;  // one [BK][64] block of B: the N-major swizzle atom column
+  constexpr int B_STAGE = BN * BK * 2;
+  constexpr int A_ROWS = BM / CLUSTER_N;  // A rows this CTA loads (and multicasts)
+  constexpr int B_ROWS = BK / CLUSTER_M;  // B k rows (of each chunk) this CTA loads
+  static_assert(BK == 64, "one 128-byte swizzle row per k slice");
+  static_assert(BN % 64 == 0 && BN >= 64 && BN <= 256, "BN in 64..256, a multiple of 64");
+  static_assert(WG_M % 64 == 0 && MT * BN <= 256, "accumulators must fit the registers");
+  static_assert(CONSUMERS >= 1 && CONSUMERS <= 3, "1 to 3 consumer warpgroups");
+  static_assert(CLUSTER_M <= 2 && CLUSTER_N <= 2, "clusters of up to 2 x 2");
+  static_assert(A_ROWS % 8 == 0 && B_ROWS % 8 == 0, "multicast slices are whole swizzle rows");
+  static_assert(KIND_IN == kBF16 || KIND_IN == kF16, "16-bit inputs");
+  // Registers per thread after reallocation: the pool is 65536 / threads (rounded to 8) each.
+  constexpr int PRODUCER_REGS = CONSUMERS == 3 ? 24 : 40;
+  constexpr int CONSUMER_REGS = CONSUMERS == 3 ? 160 : 232;
+
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const unsigned smem_base = (smem_address(smem_raw) + 1023u) & ~1023u;
+  const unsigned a_ring = smem_base;
+  const unsigned b_ring = smem_base + STAGES * A_STAGE;
+  const unsigned barriers = b_ring + STAGES * B_STAGE;
+  auto full = [&](int s) { return barriers + 8u * s; };
+  auto empty = [&](int s) { return barriers + 8u * (STAGES + s); };
+
+  const int wg = warpgroup_index();
+  const int tid = threadIdx.x % 128;
+  const unsigned rank = CLUSTER > 1 ? cluster_cta_rank() : 0u;
+  const int cm = rank % CLUSTER_M, cn = rank / CLUSTER_M;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbarrier_init(full(s), 1);
+      mbarrier_init(empty(s), CONSUMERS * CLUSTER);
+    }
+    fence_mbarrier_init();
+  }
+  if (threadIdx.x == 32) {
+    tma_prefetch_map(&p.a_map);
+    tma_prefetch_map(&p.b_map);
+  }
+  if (CLUSTER > 1)
+    cluster_sync();
+  else
+    __syncthreads();
+
+  const int tiles_m = (p.m + BM * CLUSTER_M - 1) / (BM * CLUSTER_M);
+  const int tiles_n = (p.n + BN * CLUSTER_N - 1) / (BN * CLUSTER_N);
+  const int units = tiles_m * tiles_n;
+  const int k_blocks = (p.k + BK - 1) / BK;
+  const int first_unit = blockIdx.x / CLUSTER, unit_step = gridDim.x / CLUSTER;
+
+  if (wg == 0) {
+    // Producer: one thread walks the same units as the consumers and keeps the ring full.
+    if (CONSUMERS > 1) warpgroup_regs_release<PRODUCER_REGS>();
+    if (threadIdx.x == 0) {
+      unsigned short a_mask = 0, b_mask = 0;  // peers sharing our A rows / our B columns
+      for (int j = 0; j < CLUSTER_N; ++j) a_mask |= 1u << (cm + CLUSTER_M * j);
+      for (int i = 0; i < CLUSTER_M; ++i) b_mask |= 1u << (i + CLUSTER_M * cn);
+      int stage = 0;
+      unsigned phase = 0;
+      for (int unit = first_unit; unit < units; unit += unit_step) {
+        int tile_m, tile_n;
+        grouped_tile<GROUP_M>(unit, tiles_m, tiles_n, tile_m, tile_n);
+        const int m0 = (tile_m * CLUSTER_M + cm) * BM;
+        const int n0 = (tile_n * CLUSTER_N + cn) * BN;
+        for (int kb = 0; kb < k_blocks; ++kb) {
+          mbarrier_wait(empty(stage), phase ^ 1u);
+          mbarrier_arrive_expect_tx(full(stage), A_STAGE + B_STAGE);
+          const int k0 = kb * BK;
+          const unsigned a_dst = a_ring + stage * A_STAGE + cn * A_ROWS * 128;
+          if (CLUSTER_N > 1)
+            tma_load_2d_multicast(a_dst, &p.a_map, full(stage), k0, m0 + cn * A_ROWS, a_mask);
+          else
+            tma_load_2d(a_dst, &p.a_map, full(stage), k0, m0);
+#pragma unroll
+          for (int j = 0; j < BN / 64; ++j) {
+            const unsigned b_dst = b_ring + stage * B_STAGE + j * B_CHUNK + cm * B_ROWS * 128;
+            if (CLUSTER_M > 1)
+              tma_load_2d_multicast(b_dst, &p.b_map, full(stage), n0 + 64 * j, k0 + cm * B_ROWS,
+                                    b_mask);
+            else
+              tma_load_2d(b_dst, &p.b_map, full(stage), n0 + 64 * j, k0);
+          }
+          if (++stage == STAGES) {
+            stage = 0;
+            phase ^= 1u;
+          }
+        }
+      }
+    }
+  } else {
+    // Consumers: warpgroup c multiplies rows [c * WG_M, (c + 1) * WG_M) of the CTA's tile.
+    if (CONSUMERS > 1) warpgroup_regs_claim<CONSUMER_REGS>();
+    const int c = wg - 1;
+    // Descriptors of stage 0, k step 0; later ones add (byte offset >> 4) to the address field.
+    const unsigned long long desc_a0 = wgmma_desc_sw128(a_ring + c * WG_M * 128, 16, 1024);
+    const unsigned long long desc_b0 = wgmma_desc_sw128(b_ring, B_CHUNK, 1024);
+    const bool vec_ok = (p.ldc % 2 == 0) && (reinterpret_cast<unsigned long long>(p.c) % 8 == 0);
+    float acc[MT][BN / 2];
+    int stage = 0;
+    unsigned phase = 0;
+    for (int unit = first_unit; unit < units; unit += unit_step) {
+      int tile_m, tile_n;
+      grouped_tile<GROUP_M>(unit, tiles_m, tiles_n, tile_m, tile_n);
+      const int m0 = (tile_m * CLUSTER_M + cm) * BM;
+      const int n0 = (tile_n * CLUSTER_N + cn) * BN;
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) acc[mt][i] = 0.f;
+
+      int previous = 0;
+      for (int kb = 0; kb < k_blocks; ++kb) {
+        mbarrier_wait(full(stage), phase);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; ++kk) {
+          const unsigned long long desc_b = desc_b0 + ((stage * B_STAGE + kk * 16 * 128) >> 4);
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            const unsigned long long desc_a =
+                desc_a0 + ((stage * A_STAGE + mt * 64 * 128 + kk * 32) >> 4);
+            wgmma_tile_m64k16<BN, KIND_IN>(acc[mt], desc_a, desc_b);
+          }
+        }
+        wgmma_commit();
+        // Keep one group in flight: once the previous stage's group is done, hand it back.
+        if (kb > 0) {
+          wgmma_wait<1>();
+          if (CLUSTER == 1) {
+            if (tid == 0) mbarrier_arrive(empty(previous));
+          } else if (tid < CLUSTER) {
+            mbarrier_arrive_cluster(empty(previous), tid);
+          }
+        }
+        previous = stage;
+        if (++stage == STAGES) {
+          stage = 0;
+          phase ^= 1u;
+        }
+      }
+      wgmma_wait<0>();
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) wgmma_fence_registers(acc[mt]);
+      if (k_blocks > 0) {
+        if (CLUSTER == 1) {
+          if (tid == 0) mbarrier_arrive(empty(previous));
+        } else if (tid < CLUSTER) {
+          mbarrier_arrive_cluster(empty(previous), tid);
+        }
+      }
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+        store_accumulators<BN, KIND_OUT>(acc[mt], p.c, p.ldc, p.m, p.n, m0 + c * WG_M + mt * 64,
+                                         n0, vec_ok);
+    }
+  }
+  // No CTA may leave while a peer can still multicast into its shared memory or arrive on its
+  // barriers.
+  if (CLUSTER > 1) cluster_sync();
+}
+
+}  // namespace tilesmith
