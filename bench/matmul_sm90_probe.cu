@@ -57,7 +57,9 @@ struct Config {
   std::string name;
   const void* kernel;
   int bm, bn, stages, consumers, cluster_m, cluster_n, group_m, kind_in, kind_out;
-  int smem_bytes() const { return stages * (bm + bn) * 64 * 2 + 1024 + 16 * stages; }
+  int smem_bytes() const {
+    return stages * (bm + bn) * 64 * 2 + consumers * 2 * 8192 + 1024 + 16 * stages;
+  }
   int threads() const { return (consumers + 1) * 128; }
   int cluster() const { return cluster_m * cluster_n; }
 };
@@ -84,13 +86,20 @@ static std::vector<Config> all_configs() {
       make_config<256, 128, 4, 2, 2, 1, 8, kBF16, kBF16>(),   // 3
       make_config<256, 128, 4, 2, 1, 2, 8, kBF16, kBF16>(),   // 4
       make_config<128, 128, 6, 2, 2, 1, 8, kBF16, kBF16>(),   // 5
-      make_config<128, 192, 5, 2, 2, 1, 8, kBF16, kBF16>(),   // 6
-      make_config<192, 128, 5, 3, 2, 1, 8, kBF16, kBF16>(),   // 7: three consumers
+      make_config<128, 192, 4, 2, 2, 1, 8, kBF16, kBF16>(),   // 6
+      make_config<192, 128, 4, 3, 2, 1, 8, kBF16, kBF16>(),   // 7: three consumers
       make_config<128, 256, 4, 2, 2, 1, 16, kBF16, kBF16>(),  // 8: wider group
       make_config<128, 256, 4, 2, 2, 1, 8, kF16, kF16>(),     // 9: f16
       make_config<128, 256, 4, 2, 2, 1, 8, kBF16, kF32>(),    // 10: f32 out
       make_config<128, 128, 5, 1, 1, 1, 8, kBF16, kBF16>(),   // 11: one consumer
       make_config<128, 64, 6, 2, 1, 2, 8, kF16, kF32>(),      // 12: narrow tile, f16 -> f32
+      make_config<128, 256, 3, 2, 1, 1, 8, kBF16, kBF16>(),   // 13: stage-count sensitivity
+      make_config<128, 256, 3, 2, 2, 1, 8, kBF16, kBF16>(),   // 14
+      make_config<128, 256, 4, 2, 1, 2, 16, kBF16, kBF16>(),  // 15
+      make_config<128, 256, 4, 2, 2, 1, 4, kBF16, kBF16>(),   // 16
+      make_config<128, 256, 4, 2, 1, 2, 4, kBF16, kBF16>(),   // 17
+      make_config<128, 256, 4, 2, 2, 2, 8, kBF16, kBF16>(),   // 18: 4-CTA cluster
+      make_config<256, 128, 4, 2, 2, 2, 8, kBF16, kBF16>(),   // 19
   };
 }
 
@@ -179,12 +188,17 @@ static CUtensorMap encode_2d(const void* base, int kind, unsigned long long inne
                              unsigned long long outer, unsigned long long row_stride_elems,
                              unsigned box_inner, unsigned box_outer) {
   CUtensorMap map;
+  int bytes = kind == kF32 ? 4 : 2;
   cuuint64_t dims[2] = {inner, outer};
-  cuuint64_t strides[1] = {row_stride_elems * 2};
+  cuuint64_t strides[1] = {row_stride_elems * bytes};
   cuuint32_t box[2] = {box_inner, box_outer};
   cuuint32_t elem_strides[2] = {1, 1};
   CHECK_CU(cuTensorMapEncodeTiled(
-      &map, kind == kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2,
+      &map,
+      kind == kBF16  ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+      : kind == kF16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                     : CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+      2,
       const_cast<void*>(base), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
       CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
@@ -192,6 +206,7 @@ static CUtensorMap encode_2d(const void* base, int kind, unsigned long long inne
 }
 
 static int g_sms = 0;
+static bool g_force_direct = false;  // C through plain stores even where a C map is possible
 
 struct Launch {
   dim3 grid, block;
@@ -211,6 +226,12 @@ static Launch prepare(const Config& cfg, const void* a, const void* b, void* c, 
   std::memcpy(&l.params.b_map, &bmap, sizeof bmap);
   l.params.c = c;
   l.params.m = m, l.params.n = n, l.params.k = k, l.params.ldc = ldc;
+  int out_bytes = cfg.kind_out == kF32 ? 4 : 2;
+  if (!g_force_direct && (size_t)ldc * out_bytes % 16 == 0 && (size_t)c % 16 == 0) {
+    CUtensorMap cm = encode_2d(c, cfg.kind_out, n, m, ldc, 128 / out_bytes, 64);
+    std::memcpy(&l.params.c_map, &cm, sizeof cm);
+    l.params.c_store_tma = 1;
+  }
   long long units = (long long)((m + cfg.bm * cfg.cluster_m - 1) / (cfg.bm * cfg.cluster_m)) *
                     ((n + cfg.bn * cfg.cluster_n - 1) / (cfg.bn * cfg.cluster_n));
   l.smem = cfg.smem_bytes();
@@ -334,12 +355,13 @@ static Timing time_it(F&& run, void* flush, size_t flush_bytes, int reps) {
 
 int main(int argc, char** argv) {
   bool check_only = false;
-  int reps = 30;
+  int reps = 30, profile = -1;
   std::vector<int> only;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--check-only")) check_only = true;
     else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) only.push_back(std::atoi(argv[++i]));
+    else if (!std::strcmp(argv[i], "--profile") && i + 1 < argc) profile = std::atoi(argv[++i]);
   }
   CHECK_CU(cuInit(0));
   cudaDeviceProp prop;
@@ -350,6 +372,33 @@ int main(int argc, char** argv) {
   cublasHandle_t h;
   CHECK_CUBLAS(cublasCreate(&h));
   std::vector<Config> configs = all_configs();
+  if (profile >= 100) {  // cuBLAS bf16 at 4096^3 (100) or 8192^3 (101), for ncu
+    int m = profile == 100 ? 4096 : 8192, n = m, k = m;
+    void *a, *b, *c;
+    CHECK_CUDA(cudaMalloc(&a, (size_t)m * k * 2));
+    CHECK_CUDA(cudaMalloc(&b, (size_t)k * n * 2));
+    CHECK_CUDA(cudaMalloc(&c, (size_t)m * n * 2));
+    fill_normal<<<1024, 256>>>((unsigned short*)a, m, k, k, 1, kBF16);
+    fill_normal<<<1024, 256>>>((unsigned short*)b, k, n, n, 2, kBF16);
+    for (int i = 0; i < 3; ++i) cublas_matmul(h, kBF16, kBF16, a, b, c, m, n, k, k, n, n);
+    CHECK_CUDA(cudaDeviceSynchronize());
+    return 0;
+  }
+  if (profile >= 0) {  // one config at 4096^3, launched 3 times, for ncu
+    const Config& cfg = configs[profile];
+    int m = 4096, n = 4096, k = 4096;
+    void *a, *b, *c;
+    CHECK_CUDA(cudaMalloc(&a, (size_t)m * k * 2));
+    CHECK_CUDA(cudaMalloc(&b, (size_t)k * n * 2));
+    CHECK_CUDA(cudaMalloc(&c, (size_t)m * n * 4));
+    fill_normal<<<1024, 256>>>((unsigned short*)a, m, k, k, 1, cfg.kind_in);
+    fill_normal<<<1024, 256>>>((unsigned short*)b, k, n, n, 2, cfg.kind_in);
+    Launch l = prepare(cfg, a, b, c, m, n, k, k, n, n, true);
+    std::printf("profile %s grid %u block %u smem %d\n", cfg.name.c_str(), l.grid.x, l.block.x, l.smem);
+    for (int i = 0; i < 3; ++i) launch(cfg, l, 0);
+    CHECK_CUDA(cudaDeviceSynchronize());
+    return 0;
+  }
 
   // ---- correctness: every config, odd and large shapes, persistent and one-cluster-per-unit ----
   struct Shape {
@@ -357,7 +406,8 @@ int main(int argc, char** argv) {
   };
   std::vector<Shape> shapes = {{1, 1, 8, 0},      {17, 33, 64, 5},      {1000, 1000, 1000, 0},
                                {127, 4104, 520, 3}, {16, 4096, 4096, 0}, {1, 4096, 4096, 8},
-                               {4096, 4096, 4096, 0}, {300, 200, 72, 1}, {2048, 2048, 2048, 0}};
+                               {4096, 4096, 4096, 0}, {300, 200, 72, 1}, {2048, 2048, 2048, 0},
+                               {333, 1000, 256, 8},   {17, 40, 64, 0}};
   int failures = 0;
   std::printf("\n== correctness (rel err vs cuBLAS fp32, tol 1e-2) ==\n");
   for (size_t ci = 0; ci < configs.size(); ++ci) {
@@ -365,14 +415,25 @@ int main(int argc, char** argv) {
     const Config& cfg = configs[ci];
     std::printf("[%2zu] %-34s smem %6d grid-rule cluster %d\n", ci, cfg.name.c_str(),
                 cfg.smem_bytes(), cfg.cluster());
+    if (cfg.smem_bytes() > (int)prop.sharedMemPerBlockOptin) {
+      std::printf("    skipped: shared memory over the limit\n");
+      continue;
+    }
     for (const Shape& s : shapes) {
       for (int pers = 1; pers >= 0; --pers) {
-        if (!pers && s.m * (long long)s.n > 4096LL * 4096) continue;
-        Check r = check_one(cfg, h, s.m, s.n, s.k, s.ldc_pad, pers);
-        if (!r.ok) ++failures;
-        std::printf("    %5d x %5d x %5d ldc+%d %-10s rel %.3e nonfinite %llu stray %llu %s\n",
-                    s.m, s.n, s.k, s.ldc_pad, pers ? "persist" : "per-unit", r.rel, r.nonfinite,
-                    r.stray, r.ok ? "ok" : "FAIL");
+        for (int direct = 0; direct < 2; ++direct) {
+          // Plain stores are checked where the C map would be used too, on the small shapes.
+          if (direct && (s.m * (long long)s.n > 1024LL * 1024 || !pers)) continue;
+          if (!pers && s.m * (long long)s.n > 4096LL * 4096) continue;
+          g_force_direct = direct;
+          Check r = check_one(cfg, h, s.m, s.n, s.k, s.ldc_pad, pers);
+          g_force_direct = false;
+          if (!r.ok) ++failures;
+          bool tma_c = !direct && (size_t)(s.n + s.ldc_pad) * (cfg.kind_out == kF32 ? 4 : 2) % 16 == 0;
+          std::printf("    %5d x %5d x %5d ldc+%d %-8s %-6s rel %.3e nonfinite %llu stray %llu %s\n",
+                      s.m, s.n, s.k, s.ldc_pad, pers ? "persist" : "per-unit",
+                      tma_c ? "C:tma" : "C:st", r.rel, r.nonfinite, r.stray, r.ok ? "ok" : "FAIL");
+        }
       }
     }
     std::fflush(stdout);
@@ -430,9 +491,14 @@ int main(int argc, char** argv) {
       if (!only.empty() && std::find(only.begin(), only.end(), (int)ci) == only.end()) continue;
       const Config& cfg = configs[ci];
       if (cfg.kind_in != kBF16) continue;
-      for (int pers = 1; pers >= 0; --pers) {
-        if (!pers && ci != 0 && ci != 1) continue;  // the v1 launch shape, for the ladder
+      if (cfg.smem_bytes() > (int)prop.sharedMemPerBlockOptin) continue;
+      for (int variant = 0; variant < 3; ++variant) {
+        // 0: persistent, C by TMA; 1: one cluster per unit (v1's launch); 2: plain C stores
+        bool pers = variant != 1;
+        if (variant > 0 && ci != 0 && ci != 1) continue;
+        g_force_direct = variant == 2;
         Launch l = prepare(cfg, a, b, c, m, n, k, k, n, n, pers);
+        g_force_direct = false;
         int out_bytes = cfg.kind_out == kF32 ? 4 : 2;
         poison<<<1024, 256>>>((unsigned*)c, (size_t)(m + 2) * n * out_bytes / 4);
         Timing t = time_it([&] { launch(cfg, l, 0); }, flush, flush_bytes, reps);
@@ -446,7 +512,8 @@ int main(int argc, char** argv) {
         CHECK_CUDA(cudaMemcpy(hc, counts, 16, cudaMemcpyDeviceToHost));
         double rel = std::sqrt(hs[0] / hs[1]);
         if (hc[0] || hc[1] || !(rel < 1e-2)) ++failures;
-        rows.push_back({shape, cfg.name + (pers ? "" : " per-unit"), t.ms, t.spread_lo,
+        std::string tag = variant == 1 ? " per-unit" : variant == 2 ? " C:st" : "";
+        rows.push_back({shape, cfg.name + tag, t.ms, t.spread_lo,
                         t.spread_hi, cublas_ms, flops / t.ms / 1e9, hc[0] || hc[1] ? NAN : rel});
       }
     }

@@ -18,6 +18,10 @@ case "$mode" in
       -Xptxas -v bench/matmul_sm90_probe.cu -o build-probe/matmul_sm90_probe \
       -L"$CUDA/lib64" -L"$CUDA/lib64/stubs" -lcublas -lcuda -Xlinker -rpath="$CUDA/lib64" \
       2> build-probe/ptxas.log || { cat build-probe/ptxas.log; exit 1; }
+    # The same probe with each stage handed back as soon as its own wgmma group is done.
+    "$CUDA/bin/nvcc" -O2 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I templates \
+      -DTS_SM90_MMA_IN_FLIGHT=0 bench/matmul_sm90_probe.cu -o build-probe/matmul_sm90_probe_w0 \
+      -L"$CUDA/lib64" -L"$CUDA/lib64/stubs" -lcublas -lcuda -Xlinker -rpath="$CUDA/lib64"
     grep -iE "warning|error" build-probe/ptxas.log || true
     grep -E "Compiling entry|Used|spill" build-probe/ptxas.log | grep -B2 "matmul_sm90" | grep -E "Used|spill" \
       | paste - - | sort | uniq -c || true
@@ -32,7 +36,9 @@ case "$mode" in
     nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv \
       > "$OUT/gpu.txt" 2>&1 || true
     set -o pipefail
-    ./build-probe/matmul_sm90_probe "$@" 2>&1 | tee "$OUT/probe.log"
+    bin=./build-probe/matmul_sm90_probe
+    if [ "${PROBE_W0:-0}" = 1 ]; then bin=./build-probe/matmul_sm90_probe_w0; fi
+    "$bin" "$@" 2>&1 | tee "$OUT/probe${PROBE_W0:+_w$PROBE_W0}.log"
     ;;
   *)
     echo "usage: $0 build|run [probe args]" >&2

@@ -55,6 +55,10 @@
 #include "common/hopper.cuh"
 #include "matmul/matmul_sm90_params.h"
 
+#ifndef TS_SM90_MMA_IN_FLIGHT
+#define TS_SM90_MMA_IN_FLIGHT 1
+#endif
+
 namespace tilesmith {
 
 // D[64 x N] += A[64 x 16] * B[16 x N], A K-major and B N-major in 128B-swizzled shared memory.
@@ -142,6 +146,54 @@ __device__ __forceinline__ void store_accumulators(const float (&acc)[BN / 2], v
   }
 }
 
+// Stores one warpgroup's 64 x BN accumulator block at (row0, col0) of C through the TMA unit:
+// the block goes out as boxes of 64 rows x 128 bytes (64 columns of 16-bit C, 32 of fp32), each
+// written into one of the warpgroup's two 8 KB staging slots in the 128-byte swizzled layout the
+// map expects (16-byte chunk c of row r at chunk c ^ (r % 8): the 32 lanes of each store hit 32
+// different banks), then stored asynchronously, so the warpgroup goes back to its main loop
+// while the copy engine writes C. `boxes_issued` counts this warpgroup's boxes across tiles: a
+// slot is rewritten only once the store issued from it two boxes earlier has read it.
+template <int BN, int KIND_OUT>
+__device__ __forceinline__ void store_accumulators_tma(const float (&acc)[BN / 2],
+                                                       const TensorMap* c_map, unsigned staging,
+                                                       int row0, int col0, int barrier_id,
+                                                       unsigned& boxes_issued) {
+  constexpr int OUT_BYTES = KIND_OUT == kF32 ? 4 : 2;
+  constexpr int BOX_COLS = 128 / OUT_BYTES;
+  constexpr int GROUPS_PER_BOX = BOX_COLS / 8;  // 8-column accumulator groups j in one box
+  const int tid = threadIdx.x % 128, lane = threadIdx.x % 32, warp = tid / 32;
+  const int q = lane % 4;
+#pragma unroll
+  for (int box = 0; box < BN / BOX_COLS; ++box) {
+    const unsigned slot = staging + (boxes_issued & 1u) * 8192u;
+    if (tid == 0) tma_store_wait_read<1>();
+    named_barrier_sync(barrier_id, 128);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int r = warp * 16 + lane / 4 + 8 * half;  // row in the box; r % 8 == lane / 4
+      const unsigned row_addr = slot + r * 128;
+#pragma unroll
+      for (int jj = 0; jj < GROUPS_PER_BOX; ++jj) {
+        const int j = box * GROUPS_PER_BOX + jj;
+        const float v0 = acc[4 * j + 2 * half], v1 = acc[4 * j + 2 * half + 1];
+        if (KIND_OUT == kF32) {
+          const int chunk = 2 * jj + q / 2;
+          store_shared_f32x2(row_addr + ((chunk ^ (lane / 4)) << 4) + 8 * (q % 2), v0, v1);
+        } else {
+          store_shared_u32(row_addr + ((jj ^ (lane / 4)) << 4) + 4 * q, pack2<KIND_OUT>(v0, v1));
+        }
+      }
+    }
+    fence_proxy_async_shared();
+    named_barrier_sync(barrier_id, 128);
+    if (tid == 0) {
+      tma_store_2d(c_map, slot, col0 + box * BOX_COLS, row0);
+      tma_store_commit();
+    }
+    ++boxes_issued;
+  }
+}
+
 template <int BM, int BN, int BK, int STAGES, int CONSUMERS, int CLUSTER_M, int CLUSTER_N,
           int GROUP_M, int KIND_IN, int KIND_OUT>
 __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
@@ -163,6 +215,8 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
   static_assert(A_ROWS % 8 == 0 && B_ROWS % 8 == 0, "multicast slices are whole swizzle rows");
   static_assert(KIND_IN == kBF16 || KIND_IN == kF16, "16-bit inputs");
   // Registers per thread after reallocation: the pool is 65536 / threads (rounded to 8) each.
+  // wgmma groups left running when a stage is handed back (TS_SM90_MMA_IN_FLIGHT: probe only).
+  constexpr int MMA_IN_FLIGHT = TS_SM90_MMA_IN_FLIGHT;
   constexpr int PRODUCER_REGS = CONSUMERS == 3 ? 24 : 40;
   constexpr int CONSUMER_REGS = CONSUMERS == 3 ? 160 : 232;
 
@@ -170,7 +224,8 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
   const unsigned smem_base = (smem_address(smem_raw) + 1023u) & ~1023u;
   const unsigned a_ring = smem_base;
   const unsigned b_ring = smem_base + STAGES * A_STAGE;
-  const unsigned barriers = b_ring + STAGES * B_STAGE;
+  const unsigned c_staging = b_ring + STAGES * B_STAGE;  // CONSUMERS x 2 slots x 8 KB
+  const unsigned barriers = c_staging + CONSUMERS * 2 * 8192;
   auto full = [&](int s) { return barriers + 8u * s; };
   auto empty = [&](int s) { return barriers + 8u * (STAGES + s); };
 
@@ -189,6 +244,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
   if (threadIdx.x == 32) {
     tma_prefetch_map(&p.a_map);
     tma_prefetch_map(&p.b_map);
+    if (p.c_store_tma) tma_prefetch_map(&p.c_map);
   }
   if (CLUSTER > 1)
     cluster_sync();
@@ -249,6 +305,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     const unsigned long long desc_b0 = wgmma_desc_sw128(b_ring, B_CHUNK, 1024);
     const bool vec_ok = (p.ldc % 2 == 0) && (reinterpret_cast<unsigned long long>(p.c) % 8 == 0);
     float acc[MT][BN / 2];
+    unsigned boxes_issued = 0;
     int stage = 0;
     unsigned phase = 0;
     for (int unit = first_unit; unit < units; unit += unit_step) {
@@ -276,13 +333,15 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
           }
         }
         wgmma_commit();
-        // Keep one group in flight: once the previous stage's group is done, hand it back.
-        if (kb > 0) {
-          wgmma_wait<1>();
+        // Keep MMA_IN_FLIGHT groups running: once the group before them is done, hand its stage
+        // back (with 0, each stage is handed back as soon as its own group is done).
+        if (MMA_IN_FLIGHT == 0 || kb > 0) {
+          wgmma_wait<MMA_IN_FLIGHT>();
+          const int done = MMA_IN_FLIGHT == 0 ? stage : previous;
           if (CLUSTER == 1) {
-            if (tid == 0) mbarrier_arrive(empty(previous));
+            if (tid == 0) mbarrier_arrive(empty(done));
           } else if (tid < CLUSTER) {
-            mbarrier_arrive_cluster(empty(previous), tid);
+            mbarrier_arrive_cluster(empty(done), tid);
           }
         }
         previous = stage;
@@ -294,18 +353,27 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
       wgmma_wait<0>();
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) wgmma_fence_registers(acc[mt]);
-      if (k_blocks > 0) {
+      if (MMA_IN_FLIGHT > 0 && k_blocks > 0) {
         if (CLUSTER == 1) {
           if (tid == 0) mbarrier_arrive(empty(previous));
         } else if (tid < CLUSTER) {
           mbarrier_arrive_cluster(empty(previous), tid);
         }
       }
+      if (p.c_store_tma) {
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-        store_accumulators<BN, KIND_OUT>(acc[mt], p.c, p.ldc, p.m, p.n, m0 + c * WG_M + mt * 64,
-                                         n0, vec_ok);
+        for (int mt = 0; mt < MT; ++mt)
+          store_accumulators_tma<BN, KIND_OUT>(acc[mt], &p.c_map, c_staging + c * 2 * 8192,
+                                               m0 + c * WG_M + mt * 64, n0, 1 + c, boxes_issued);
+      } else {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+          store_accumulators<BN, KIND_OUT>(acc[mt], p.c, p.ldc, p.m, p.n,
+                                           m0 + c * WG_M + mt * 64, n0, vec_ok);
+      }
     }
+    // The staging slots must outlive the last stores' reads of them.
+    if (p.c_store_tma && tid == 0) tma_store_wait<0>();
   }
   // No CTA may leave while a peer can still multicast into its shared memory or arrive on its
   // barriers.

@@ -8,13 +8,16 @@
 namespace tilesmith {
 
 // C[m x n] = A[m x k] * B[k x n], all row-major. A and B are read only through their tensor maps
-// (see matmul_sm90.cuh for the encoding); C is written with ordinary stores, clipped to m x n.
+// (see matmul_sm90.cuh for the encoding). C is written through c_map (TMA stores, clipped by the
+// map) when c_store_tma is 1, else with ordinary stores through c and ldc, clipped to m x n.
 struct MatmulSm90Params {
   TensorMap a_map;  // A: dims {k, m}, row stride lda * element bytes
   TensorMap b_map;  // B: dims {n, k}, row stride ldb * element bytes
-  void* c;          // C: m x n, leading dimension ldc (elements); any alignment
+  TensorMap c_map;  // C: dims {n, m}, row stride ldc * element bytes (used if c_store_tma)
+  void* c;          // C: m x n, leading dimension ldc (elements)
   int m, n, k;
   int ldc;
+  int c_store_tma;  // 1: C through c_map (needs ldc * bytes % 16 == 0, C 16-byte aligned)
 };
 
 }  // namespace tilesmith
