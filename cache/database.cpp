@@ -2,8 +2,13 @@
 
 #include <sqlite3.h>
 
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
@@ -138,6 +143,20 @@ CREATE TABLE misses (
   last_seen     TEXT NOT NULL DEFAULT ()sql" TILESMITH_NOW R"sql(),
   PRIMARY KEY (gpu_id, problem_id, template_hash)
 );
+)sql"},
+    // Trials of older versions keep a NULL sweep_id: nothing tells whether their sweep is alive,
+    // so a `running` one among them is abandoned as before.
+    {3, "add sweeps, so a trial left running is abandoned only when its sweep is gone", R"sql(
+CREATE TABLE sweeps (
+  id            INTEGER PRIMARY KEY,
+  host          TEXT NOT NULL,
+  pid           INTEGER NOT NULL,
+  process_start TEXT NOT NULL,  -- SweepOwner::process_start: boot id and start time of the pid
+  started_at    TEXT NOT NULL DEFAULT ()sql" TILESMITH_NOW R"sql(),
+  heartbeat_at  TEXT NOT NULL DEFAULT ()sql" TILESMITH_NOW R"sql(),
+  ended_at      TEXT
+);
+ALTER TABLE trials ADD COLUMN sweep_id INTEGER REFERENCES sweeps(id);
 )sql"},
 };
 static_assert(std::size(kMigrations) == kSchemaVersion,
@@ -578,8 +597,8 @@ std::int64_t ensure_problem_id(sqlite3* db, const Problem& problem) {
   return sqlite3_last_insert_rowid(db);
 }
 
-std::int64_t insert_trial(sqlite3* db, const TrialKey& key, const Trial& trial,
-                          TrialStatus status) {
+std::int64_t insert_trial(sqlite3* db, const TrialKey& key, const Trial& trial, TrialStatus status,
+                          std::optional<std::int64_t> sweep_id = std::nullopt) {
   // The problem row may be created before the GPU check fails: the caller's transaction then
   // rolls it back with everything else.
   const std::int64_t problem_id = ensure_problem_id(db, key.problem);
@@ -588,13 +607,17 @@ std::int64_t insert_trial(sqlite3* db, const TrialKey& key, const Trial& trial,
 INSERT INTO trials (gpu_id, problem_id, template_hash, config, source_hash, status, detail,
                     median_ms, min_ms, spread, repetitions, rel_error, registers,
                     static_smem_bytes, stack_frame_bytes, spill_store_bytes, spill_load_bytes,
-                    compile_seconds, driver_version, nvrtc_version)
+                    compile_seconds, driver_version, nvrtc_version, sweep_id)
 VALUES (:gpu_id, :problem_id, :template_hash, :config, :source_hash, :status, :detail,
         :median_ms, :min_ms, :spread, :repetitions, :rel_error, :registers,
         :static_smem_bytes, :stack_frame_bytes, :spill_store_bytes, :spill_load_bytes,
-        :compile_seconds, :driver_version, :nvrtc_version)
+        :compile_seconds, :driver_version, :nvrtc_version, :sweep_id)
 )sql",
                    "recording a trial");
+  if (sweep_id)
+    insert.bind(":sweep_id", *sweep_id);
+  else
+    insert.bind_null(":sweep_id");
   insert.bind(":gpu_id", gpu_id)
       .bind(":problem_id", problem_id)
       .bind(":template_hash", key.template_hash)
@@ -627,6 +650,40 @@ std::optional<Winner> read_winner(sqlite3* db, const TrialKey& key) {
       .bind(":template_hash", key.template_hash);
   if (!query.step()) return std::nullopt;
   return winner_from_row(query, db);
+}
+
+// Opens `target` (a path, or a URI with SQLITE_OPEN_URI), sets the busy timeout and checks
+// that it reads as an SQLite database; messages name the file `name`. On failure *db may hold a
+// connection to close.
+void open_connection(sqlite3** db, const std::string& target, int flags,
+                     const std::string& name) {
+  const int rc = sqlite3_open_v2(target.c_str(), db, flags, nullptr);
+  if (rc != SQLITE_OK) {
+    if (!*db) throw Error("cache " + name + ": cannot open: out of memory");
+    throw Error("cache " + name + ": cannot open: " + sqlite3_errmsg(*db));
+  }
+  sqlite3_extended_result_codes(*db, 1);
+  // Another process may hold the write lock for a while (a sweep committing a trial).
+  const int timeout_rc = sqlite3_busy_timeout(*db, static_cast<int>(kBusyTimeout.count()));
+  if (timeout_rc != SQLITE_OK) throw_sqlite(*db, timeout_rc, "setting the busy timeout");
+  probe_readable(*db, name);
+}
+
+// "file:" URI of a path with query parameters; every byte outside the unreserved set is
+// percent-encoded, so '?', '#' and '%' in folder names stay part of the path.
+std::string sqlite_uri(const std::filesystem::path& path, const std::string& parameters) {
+  static const char* digits = "0123456789ABCDEF";
+  std::string uri = "file:";
+  for (unsigned char c : std::filesystem::absolute(path).string()) {
+    if (std::isalnum(c) || c == '/' || c == '.' || c == '_' || c == '-' || c == '~') {
+      uri += static_cast<char>(c);
+    } else {
+      uri += '%';
+      uri += digits[c >> 4];
+      uri += digits[c & 15];
+    }
+  }
+  return uri + "?" + parameters;
 }
 
 std::filesystem::path env_path(const char* name) {
@@ -684,32 +741,25 @@ std::filesystem::path Database::default_path() {
       "cache: no location for the tuning database: set TILESMITH_DB (or XDG_CACHE_HOME or HOME)");
 }
 
-Database::Database(const std::filesystem::path& path) : path_(path) {
+Database::Database(const std::filesystem::path& path, Access access) : path_(path) {
   const std::string name = path.string();
   if (name.empty()) throw Error("cache: empty database path");
-  if (path.has_parent_path()) {
-    std::error_code error;
-    std::filesystem::create_directories(path.parent_path(), error);
-    if (error)
-      throw Error("cache " + name + ": cannot create folder " + path.parent_path().string() + ": " +
-                  error.message());
-  }
-
-  const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
-  int rc = sqlite3_open_v2(name.c_str(), &db_, flags, nullptr);
   try {
-    if (rc != SQLITE_OK) {
-      if (!db_) throw Error("cache " + name + ": cannot open: out of memory");
-      throw Error("cache " + name + ": cannot open: " + sqlite3_errmsg(db_));
+    if (access == Access::read_only) {
+      open_for_reading();
+      return;
     }
-    sqlite3_extended_result_codes(db_, 1);
-    // Another process may hold the write lock for a while (a sweep committing a trial).
-    rc = sqlite3_busy_timeout(db_, static_cast<int>(kBusyTimeout.count()));
-    if (rc != SQLITE_OK) throw_sqlite(db_, rc, "setting the busy timeout");
-
+    if (path.has_parent_path()) {
+      std::error_code error;
+      std::filesystem::create_directories(path.parent_path(), error);
+      if (error)
+        throw Error("cache " + name + ": cannot create folder " + path.parent_path().string() +
+                    ": " + error.message());
+    }
+    const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
+    open_connection(&db_, name, flags, name);
     // Everything up to here only read the file. Nothing below writes unless the file is ours:
     // PRAGMA journal_mode=WAL alone would rewrite the header of a foreign database.
-    probe_readable(db_, name);
     const Identity identity = read_identity(db_);
     check_identity(identity, name);
 
@@ -720,6 +770,75 @@ Database::Database(const std::filesystem::path& path) : path_(path) {
     sqlite3_close_v2(db_);
     db_ = nullptr;
     throw;
+  }
+}
+
+// A reading command must work on a database it cannot write (a read-only file, folder or file
+// system: a shipped database) and must leave nothing behind. SQLite's read-only mode needs the
+// -shm file and keeps -wal and -shm on close, since only a writer may remove them. So:
+// - file and folder writable: a normal connection with query_only set; the last connection to
+//   close checkpoints and removes -wal and -shm, as every tilesmith process does;
+// - otherwise, without a -wal file: immutable, which reads the file alone and creates nothing;
+//   nobody can be writing it, since a writer would need a -wal file in that folder;
+// - otherwise: read-only, reading the -wal file too; if SQLite cannot use it, immutable, and
+//   notes() says what is not shown.
+void Database::open_for_reading() {
+  namespace fs = std::filesystem;
+  const std::string name = path_.string();
+  std::error_code error;
+  if (!fs::exists(path_, error)) throw Error("cache " + name + ": no database there");
+  const fs::path folder = path_.has_parent_path() ? path_.parent_path() : fs::path(".");
+  const bool writable = ::access(name.c_str(), W_OK) == 0 && ::access(folder.c_str(), W_OK) == 0;
+  const int why_not = errno;
+  if (writable) {
+    open_connection(&db_, name, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, name);
+    exec(db_, "PRAGMA query_only = ON", "making the connection read-only");
+  } else {
+    const std::string cannot = name + " cannot be written here (" + std::strerror(why_not) + ")";
+    const bool has_wal = fs::exists(name + "-wal", error);
+    bool opened = false;
+    if (has_wal) {
+      try {
+        open_connection(&db_, sqlite_uri(path_, "mode=ro"),
+                        SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, name);
+        opened = true;
+      } catch (const Error& failure) {
+        sqlite3_close_v2(db_);
+        db_ = nullptr;
+        notes_.push_back(cannot + ", and SQLite cannot read its write-ahead log (" +
+                         failure.what() +
+                         "): read as an immutable snapshot, without the changes in that log");
+      }
+    } else {
+      notes_.push_back(cannot + ": read as an immutable snapshot");
+    }
+    if (!opened)
+      open_connection(&db_, sqlite_uri(path_, "immutable=1"),
+                      SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, name);
+  }
+  const Identity identity = read_identity(db_);
+  check_identity(identity, name);
+  if (identity.user_version < kSchemaVersion) {
+    // The queries need the current schema, and a reader may not migrate the file: migrate a copy.
+    sqlite3* memory = nullptr;
+    open_connection(&memory, ":memory:", SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, name);
+    sqlite3_backup* backup = sqlite3_backup_init(memory, "main", db_, "main");
+    const int rc = backup ? sqlite3_backup_step(backup, -1) : sqlite3_errcode(memory);
+    if (backup) sqlite3_backup_finish(backup);
+    if (rc != SQLITE_DONE) {
+      std::string message = sqlite3_errmsg(memory);
+      sqlite3_close_v2(memory);
+      throw Error("cache " + name + ": copying an older schema into memory to read it failed: " +
+                  message);
+    }
+    sqlite3_close_v2(db_);
+    db_ = memory;
+    migrate(db_, name);
+    if (identity.user_version > 0)
+      notes_.push_back(name + " has schema version " + std::to_string(identity.user_version) +
+                       " (this build writes " + std::to_string(kSchemaVersion) +
+                       "): read through a migrated copy in memory; the file is migrated when a "
+                       "command that writes opens it");
   }
 }
 
@@ -826,24 +945,131 @@ std::int64_t Database::record_trial(const TrialKey& key, const Trial& trial) {
   return id;
 }
 
-int Database::abandon_running(const TrialKey& key) {
+std::int64_t Database::begin_sweep(const SweepOwner& owner) {
   std::lock_guard lock(mutex_);
-  Transaction transaction(db_, "abandoning running trials");
-  Statement update(db_, R"sql(
-UPDATE trials
-   SET status = 'abandoned', detail = :detail
- WHERE status = 'running'
-   AND gpu_id = (SELECT id FROM gpus WHERE model_key = :gpu)
-   AND problem_id = (SELECT id FROM problems WHERE key = :problem)
-   AND template_hash = :template_hash
+  Transaction transaction(db_, "registering a sweep");
+  Statement insert(db_,
+                   "INSERT INTO sweeps (host, pid, process_start)"
+                   " VALUES (:host, :pid, :process_start)",
+                   "registering a sweep");
+  insert.bind(":host", owner.host).bind(":pid", owner.pid).bind(":process_start", owner.process_start);
+  insert.run();
+  const std::int64_t id = sqlite3_last_insert_rowid(db_);
+  transaction.commit();
+  return id;
+}
+
+void Database::heartbeat(std::int64_t sweep_id) {
+  std::lock_guard lock(mutex_);
+  Statement update(db_, "UPDATE sweeps SET heartbeat_at = " TILESMITH_NOW " WHERE id = :id",
+                   "writing a sweep's heartbeat");
+  update.bind(":id", sweep_id);
+  update.run();  // one statement: its own transaction
+}
+
+void Database::end_sweep(std::int64_t sweep_id) {
+  std::lock_guard lock(mutex_);
+  Statement update(db_, "UPDATE sweeps SET ended_at = " TILESMITH_NOW " WHERE id = :id",
+                   "ending a sweep");
+  update.bind(":id", sweep_id);
+  update.run();
+}
+
+std::optional<std::int64_t> Database::claim_trial(const TrialKey& key, const Trial& trial,
+                                                  std::int64_t sweep_id,
+                                                  std::int64_t after_trial_id) {
+  std::lock_guard lock(mutex_);
+  // BEGIN IMMEDIATE: the check and the insert see no other writer in between.
+  Transaction transaction(db_, "claiming a trial");
+  const std::int64_t problem_id = ensure_problem_id(db_, key.problem);
+  const std::int64_t gpu_id = require_gpu_id(db_, key.gpu_model);
+  Statement taken(db_, R"sql(
+SELECT 1 FROM trials
+ WHERE gpu_id = :gpu_id AND problem_id = :problem_id AND template_hash = :template_hash
+   AND config = :config AND id > :after
+ LIMIT 1
 )sql",
-                   "abandoning running trials");
-  update.bind(":detail", kAbandonedDetail)
-      .bind(":gpu", key.gpu_model)
+                  "checking whether a config is taken");
+  taken.bind(":gpu_id", gpu_id)
+      .bind(":problem_id", problem_id)
+      .bind(":template_hash", key.template_hash)
+      .bind(":config", config_json(trial.config))
+      .bind(":after", after_trial_id);
+  if (taken.step()) return std::nullopt;  // rolls back the problem row if it was new
+  const std::int64_t id = insert_trial(db_, key, trial, trial.status, sweep_id);
+  transaction.commit();
+  return id;
+}
+
+void Database::withdraw_trial(std::int64_t trial_id) {
+  std::lock_guard lock(mutex_);
+  Statement remove(db_, "DELETE FROM trials WHERE id = :id AND status = 'running'",
+                   "withdrawing an interrupted trial");
+  remove.bind(":id", trial_id);
+  remove.run();
+}
+
+std::int64_t Database::last_trial_id() const {
+  std::lock_guard lock(mutex_);
+  Statement query(db_, "SELECT coalesce(max(id), 0) FROM trials", "reading the last trial id");
+  query.step();
+  return query.int64(0);
+}
+
+int Database::abandon_orphaned(const TrialKey& key) {
+  std::lock_guard lock(mutex_);
+  Transaction transaction(db_, "abandoning orphaned trials");
+  constexpr const char* kRunningUnderKey = R"sql(
+ t.status = 'running'
+   AND t.gpu_id = (SELECT id FROM gpus WHERE model_key = :gpu)
+   AND t.problem_id = (SELECT id FROM problems WHERE key = :problem)
+   AND t.template_hash = :template_hash)sql";
+  Statement owners(db_,
+                   std::string(R"sql(
+SELECT DISTINCT t.sweep_id, s.id IS NULL, s.host, s.pid, s.process_start, s.ended_at IS NOT NULL,
+       CAST((julianday('now') - julianday(s.heartbeat_at)) * 86400 AS INTEGER)
+  FROM trials t LEFT JOIN sweeps s ON s.id = t.sweep_id
+ WHERE)sql") + kRunningUnderKey,
+                   "finding the sweeps of running trials");
+  owners.bind(":gpu", key.gpu_model)
       .bind(":problem", key.problem.key())
       .bind(":template_hash", key.template_hash);
-  update.run();
-  const int abandoned = sqlite3_changes(db_);
+  struct Gone {
+    std::optional<std::int64_t> sweep_id;
+    std::string why;
+  };
+  std::vector<Gone> gone;
+  while (owners.step()) {
+    if (owners.is_null(0) || owners.integer(1)) {  // an older tilesmith's trial: no sweep known
+      gone.push_back({owners.is_null(0) ? std::nullopt : std::optional(owners.int64(0)),
+                      std::string(kAbandonedDetail)});
+      continue;
+    }
+    SweepOwner owner{owners.text(2), owners.int64(3), owners.text(4)};
+    const bool ended = owners.integer(5) != 0;
+    if (!ended && owner.alive(std::chrono::seconds(owners.int64(6)))) continue;
+    gone.push_back({owners.int64(0), "left running by sweep " + std::to_string(owners.int64(0)) +
+                                         " (pid " + std::to_string(owner.pid) + " on " +
+                                         owner.host + "), which stopped mid-candidate"});
+  }
+  int abandoned = 0;
+  for (const Gone& sweep : gone) {
+    Statement update(db_,
+                     std::string("UPDATE trials AS t SET status = 'abandoned', detail = :detail"
+                                 " WHERE t.sweep_id IS :sweep AND") +
+                         kRunningUnderKey,
+                     "abandoning the running trials of a sweep that is gone");
+    update.bind(":detail", sweep.why)
+        .bind(":gpu", key.gpu_model)
+        .bind(":problem", key.problem.key())
+        .bind(":template_hash", key.template_hash);
+    if (sweep.sweep_id)
+      update.bind(":sweep", *sweep.sweep_id);
+    else
+      update.bind_null(":sweep");
+    update.run();
+    abandoned += sqlite3_changes(db_);
+  }
   transaction.commit();
   return abandoned;
 }

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "cache/sweep_owner.hpp"
 #include "generator/compiled_kernel.hpp"
 #include "templates/problem.hpp"
 
@@ -19,7 +20,7 @@ struct sqlite3;
 namespace tilesmith::cache {
 
 // The schema version this build writes (PRAGMA user_version); older files are migrated forward.
-constexpr int kSchemaVersion = 2;
+constexpr int kSchemaVersion = 3;
 
 struct Toolchain {
   std::string driver_version;  // "13.0" (cuDriverGetVersion), "none" without a GPU
@@ -35,7 +36,7 @@ enum class TrialStatus {
   launch_failed,   // the driver refused the launch (resources)
   fault,           // the kernel faulted (illegal address...) and took the worker down
   timeout,         // the watchdog killed the worker
-  abandoned,       // a `running` trial found on resume: it crashed an earlier sweep
+  abandoned,       // left `running` by a sweep that is gone: it crashed that sweep
   pruned_early,    // stopped early: far behind the best
 };
 std::string_view status_name(TrialStatus status);
@@ -95,24 +96,39 @@ struct GpuInfo {
   std::vector<Toolchain> toolchains_seen;
 };
 
+// How a command uses the file. Reading commands never write it: not the schema, not the journal
+// mode, not a -wal or -shm file where they cannot be removed again.
+enum class Access { read_write, read_only };
+
 // One connection to the file. Calls may come from several threads: they are serialized.
 class Database {
  public:
   // $TILESMITH_DB, else $XDG_CACHE_HOME/tilesmith/tilesmith.db, else ~/.cache/tilesmith/tilesmith.db
   static std::filesystem::path default_path();
 
-  // Opens or creates the file (and its parent folder), WAL mode, busy timeout, migrations.
-  // Throws Error, leaving the file untouched, when it is not SQLite, not tilesmith's
-  // (application_id), or has a newer schema than this build knows.
-  explicit Database(const std::filesystem::path& path);
+  // read_write: opens or creates the file (and its parent folder), WAL mode, busy timeout,
+  // migrations. read_only: opens an existing file and writes nothing: where the file or its
+  // folder cannot be written it is read as an immutable snapshot, and an older schema is
+  // migrated in a copy in memory; notes() says so. Either way throws Error, leaving the file
+  // untouched, when it is not SQLite, not tilesmith's (application_id), or has a newer schema
+  // than this build knows.
+  explicit Database(const std::filesystem::path& path, Access access = Access::read_write);
   ~Database();
   Database(const Database&) = delete;
   Database& operator=(const Database&) = delete;
 
   const std::filesystem::path& path() const { return path_; }
+  // What a read-only open could not do the usual way, one sentence each; empty when nothing.
+  const std::vector<std::string>& notes() const { return notes_; }
 
   void record_gpu(const DeviceTarget& device, const Toolchain& toolchain);
   std::vector<GpuInfo> gpus() const;
+
+  // A sweep registers before its first trial and keeps its registration alive with heartbeats,
+  // so other sweeps can tell whether the trials it left `running` are still running.
+  std::int64_t begin_sweep(const SweepOwner& owner);
+  void heartbeat(std::int64_t sweep_id);
+  void end_sweep(std::int64_t sweep_id);
 
   // A trial is started (status running) before its GPU work begins and finished after, so a
   // sweep that dies mid-candidate leaves evidence and its resume does not retry that config.
@@ -120,8 +136,21 @@ class Database {
   void finish_trial(std::int64_t trial_id, const Trial& trial);
   // Records a finished trial in one step (compile failures, pruned configs).
   std::int64_t record_trial(const TrialKey& key, const Trial& trial);
-  // Marks trials left `running` under this key as `abandoned`; returns how many.
-  int abandon_running(const TrialKey& key);
+  // For sweep `sweep_id`: records `trial` (running, or already finished) unless the key holds a
+  // trial of the same config with an id above `after_trial_id` (0: any trial), in one
+  // transaction, so that two sweeps of one problem never run one config twice. Nothing when the
+  // config is taken.
+  std::optional<std::int64_t> claim_trial(const TrialKey& key, const Trial& trial,
+                                          std::int64_t sweep_id, std::int64_t after_trial_id);
+  // Removes a trial that was interrupted before it finished (Ctrl-C), so the next sweep runs it
+  // again rather than taking it for one that crashed.
+  void withdraw_trial(std::int64_t trial_id);
+  // The highest trial id so far (0 for none): trials recorded later have higher ids.
+  std::int64_t last_trial_id() const;
+  // Marks trials left `running` under this key as `abandoned` when the sweep that started them
+  // is gone (SweepOwner::alive), or is unknown (trials of older tilesmith versions); trials of
+  // live sweeps are left alone. Returns how many were abandoned.
+  int abandon_orphaned(const TrialKey& key);
 
   std::vector<Trial> trials(const TrialKey& key) const;  // all, best ok first
   std::vector<Trial> top_trials(const TrialKey& key, int limit) const;
@@ -144,8 +173,11 @@ class Database {
                                       const std::string& nvrtc_version) const;
 
  private:
+  void open_for_reading();
+
   std::filesystem::path path_;
   sqlite3* db_ = nullptr;
+  std::vector<std::string> notes_;
   // A transaction spans several calls into SQLite; two threads must not interleave them.
   mutable std::mutex mutex_;
 };

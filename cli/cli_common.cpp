@@ -52,6 +52,10 @@ std::filesystem::path existing_database_path(const std::string& database_flag) {
   return path;
 }
 
+void print_database_notes(const cache::Database& database) {
+  for (const std::string& note : database.notes()) std::cerr << "tilesmith: note: " << note << "\n";
+}
+
 void add_gpu_filter_option(po::options_description& options, std::string& gpu_model) {
   options.add_options()("gpu", po::value(&gpu_model)->value_name("MODEL_KEY"),
                         "only this GPU model (as 'tilesmith devices' prints it)");

@@ -12,6 +12,10 @@
 #include "templates/family.hpp"
 #include "templates/problem.hpp"
 
+namespace tilesmith::cache {
+class Database;
+}
+
 namespace tilesmith::cli {
 
 namespace po = boost::program_options;
@@ -35,6 +39,10 @@ std::filesystem::path database_path(const std::string& database_flag);
 // The same path for commands that only read: throws Error when no database is there, so that a
 // mistyped --db says so instead of creating an empty database and reporting nothing.
 std::filesystem::path existing_database_path(const std::string& database_flag);
+
+// What a read-only open of the database could not do the usual way (cache::Database::notes),
+// one "tilesmith: note: ..." line each on stderr.
+void print_database_notes(const cache::Database& database);
 
 // --gpu MODEL_KEY, a filter on the GPU model; gpu_filter() is nothing when it was not given.
 void add_gpu_filter_option(po::options_description& options, std::string& gpu_model);

@@ -1,11 +1,6 @@
 // `tilesmith export`: the winners as JSON or CSV, each entry carrying what it was made with
 // (template and source hashes) so a consumer can judge entries one by one.
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -13,6 +8,7 @@
 #include "cache/database.hpp"
 #include "cli/cli_common.hpp"
 #include "cli/commands.hpp"
+#include "cli/output_file.hpp"
 
 namespace tilesmith::cli {
 namespace {
@@ -84,36 +80,18 @@ std::string to_csv(const std::vector<cache::Winner>& winners) {
   return out.str();
 }
 
-// A reader of `path` sees the old file or the new one, never half of one.
-void write_atomically(const std::filesystem::path& path, const std::string& text) {
-  std::filesystem::path temporary = path;
-  temporary += ".tmp-" + std::to_string(getpid());
-  {
-    std::ofstream file(temporary, std::ios::binary | std::ios::trunc);
-    file << text;
-    file.flush();
-    if (!file) {
-      int error = errno;
-      std::filesystem::remove(temporary);
-      throw Error("cannot write " + path.string() + ": " + std::strerror(error));
-    }
-  }
-  std::error_code error;
-  std::filesystem::rename(temporary, path, error);
-  if (error) {
-    std::filesystem::remove(temporary);
-    throw Error("cannot replace " + path.string() + ": " + error.message());
-  }
-}
-
 }  // namespace
 
 int run_export(const std::vector<std::string>& args) {
   const CommandHelp help{
-      "export", "[--format json|csv] [--out FILE] [--gpu MODEL_KEY] [--include-old] [--db PATH]",
+      "export",
+      "[--format json|csv] [--out FILE [--force]] [--gpu MODEL_KEY] [--include-old] [--db PATH]",
       "Exports the best config per GPU model and problem: GPU, problem, config, median time,\n"
       "FLOP rate, and the template and source hashes it was tuned with. Only winners of this\n"
-      "build's templates unless --include-old. Writes to stdout, or atomically to --out.",
+      "build's templates unless --include-old. Writes to stdout, or to --out: a regular file is\n"
+      "replaced atomically (a symlink's target is written, the link stays), a device or pipe is\n"
+      "written through. --out never overwrites the database being read, nor any other SQLite\n"
+      "database unless --force.",
       "  tilesmith export --format json --out winners.json\n"
       "  tilesmith export --format csv --gpu 'NVIDIA H100 80GB HBM3 | sm_90 | 132 SMs'\n"};
   std::string database_flag, format = "json", out, gpu_model;
@@ -122,6 +100,7 @@ int run_export(const std::vector<std::string>& args) {
   options.add_options()
       ("format", po::value(&format)->default_value(format)->value_name("json|csv"), "output format")
       ("out", po::value(&out)->value_name("FILE"), "write to FILE (atomically) instead of stdout")
+      ("force", po::bool_switch(), "let --out replace an SQLite database (never the one read)")
       ("include-old", po::bool_switch(), "also winners tuned with older templates");
   // clang-format on
   add_gpu_filter_option(options, gpu_model);
@@ -129,9 +108,14 @@ int run_export(const std::vector<std::string>& args) {
   po::variables_map values;
   if (!parse_arguments(help, options, args, values)) return 0;
   if (format != "json" && format != "csv")
-    throw Error("unknown --format '" + format + "' (expected json or csv)");
+    throw InvalidArgument("unknown --format " + quote_input(format) + " (expected json or csv)");
+  if (values.count("out") && out.empty())
+    throw InvalidArgument("--out needs a file name (leave --out out to write to stdout)");
+  if (values["force"].as<bool>() && out.empty())
+    throw InvalidArgument("--force only applies to --out FILE");
 
-  cache::Database database(existing_database_path(database_flag));
+  cache::Database database(existing_database_path(database_flag), cache::Access::read_only);
+  print_database_notes(database);
   std::vector<cache::Winner> winners;
   for (cache::Winner& winner : database.winners(gpu_filter(gpu_model)))
     if (values["include-old"].as<bool>() ||
@@ -142,7 +126,7 @@ int run_export(const std::vector<std::string>& args) {
   if (out.empty()) {
     std::cout << text;
   } else {
-    write_atomically(out, text);
+    write_output_file(out, text, {database.path(), values["force"].as<bool>()});
     std::cout << "wrote " << winners.size() << " winners to " << out << "\n";
   }
   return 0;

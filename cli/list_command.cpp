@@ -19,7 +19,8 @@ int run_list(const std::vector<std::string>& args) {
   const std::optional<ListingArgs> listing = parse_listing_arguments(help, args);
   if (!listing) return 0;
 
-  cache::Database database(listing->database);
+  cache::Database database(listing->database, cache::Access::read_only);
+  print_database_notes(database);
   std::vector<cache::Winner> winners = database.winners(listing->gpu_model);
   if (winners.empty()) {
     print_nothing_listed("no tuned results", *listing);

@@ -7,6 +7,7 @@
 
 #include "cli/cli_common.hpp"
 #include "cli/commands.hpp"
+#include "cli/output_file.hpp"
 #include "tuner/sweep.hpp"
 
 namespace {
@@ -61,34 +62,43 @@ int fail(const std::string& message, int status) {
   return status;
 }
 
+// Runs the command line; what it printed to stdout is checked by main().
+int run(int argc, char** argv, std::string& command_name) {
+  // The tuner starts its compile and GPU workers by re-executing this binary.
+  if (tilesmith::tuner::run_worker_if_requested(argc, argv)) return 0;
+
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty()) {
+    print_usage(std::cerr);
+    return 2;
+  }
+  auto is_help = [](const std::string& arg) { return arg == "--help" || arg == "-h"; };
+  if (args[0] == "help" && args.size() > 2)
+    return fail("'help' takes one command name (see 'tilesmith --help')", 2);
+  if (is_help(args[0]) || (args[0] == "help" && (args.size() == 1 || is_help(args[1])))) {
+    print_usage(std::cout);
+    return 0;
+  }
+  if (args[0] == "help") args = {args[1], "--help"};  // "tilesmith help tune"
+  const Command* command = find_command(args[0]);
+  if (!command)
+    return fail("unknown command " + tilesmith::quote_input(args[0]) + " (commands: " + command_names() +
+                    "; see 'tilesmith --help')",
+                2);
+  command_name = command->name;
+  return command->run(std::vector<std::string>(args.begin() + 1, args.end()));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string command_name;
+  tilesmith::cli::CheckedStandardOutput standard_output;
   try {
-    // The tuner starts its compile and GPU workers by re-executing this binary.
-    if (tilesmith::tuner::run_worker_if_requested(argc, argv)) return 0;
-
-    std::vector<std::string> args(argv + 1, argv + argc);
-    if (args.empty()) {
-      print_usage(std::cerr);
-      return 2;
-    }
-    auto is_help = [](const std::string& arg) { return arg == "--help" || arg == "-h"; };
-    if (args[0] == "help" && args.size() > 2)
-      return fail("'help' takes one command name (see 'tilesmith --help')", 2);
-    if (is_help(args[0]) || (args[0] == "help" && (args.size() == 1 || is_help(args[1])))) {
-      print_usage(std::cout);
-      return 0;
-    }
-    if (args[0] == "help") args = {args[1], "--help"};  // "tilesmith help tune"
-    const Command* command = find_command(args[0]);
-    if (!command)
-      return fail("unknown command '" + args[0] + "' (commands: " + command_names() +
-                      "; see 'tilesmith --help')",
-                  2);
-    command_name = command->name;
-    return command->run(std::vector<std::string>(args.begin() + 1, args.end()));
+    const int status = run(argc, argv, command_name);
+    // An export to a full disk or a closed pipe must not end in success.
+    standard_output.finish();
+    return status;
   } catch (const error& e) {  // bad command-line arguments
     return fail(command_name + ": " + e.what() + " (see 'tilesmith " + command_name + " --help')",
                 2);

@@ -21,7 +21,8 @@ int run_misses(const std::vector<std::string>& args) {
   const std::optional<ListingArgs> listing = parse_listing_arguments(help, args);
   if (!listing) return 0;
 
-  cache::Database database(listing->database);
+  cache::Database database(listing->database, cache::Access::read_only);
+  print_database_notes(database);
   const std::vector<cache::Miss> misses = database.misses(listing->gpu_model);
   if (misses.empty()) {
     print_nothing_listed("no misses", *listing);

@@ -92,7 +92,8 @@ int run_show(const std::vector<std::string>& args) {
 
   Problem problem = make_problem(problem_args, problem_args.shapes.at(0));
   const std::string current = template_hash(find_family(problem.op));
-  cache::Database database(existing_database_path(database_flag));
+  cache::Database database(existing_database_path(database_flag), cache::Access::read_only);
+  print_database_notes(database);
 
   std::vector<cache::Winner> for_problem;  // every GPU model and template
   for (cache::Winner& winner : database.winners())

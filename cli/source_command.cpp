@@ -21,8 +21,8 @@ Config chosen_config(const Family& family, const Problem& problem, const DeviceT
   for (const ParamSpec& param : family.space()) known += (known.empty() ? "" : ", ") + param.name;
   for (const auto& [name, value] : Config::parse(overrides).values) {
     if (!config.values.count(name))
-      throw Error("--config: " + family.name() + " has no parameter '" + name +
-                  "' (parameters: " + known + ")");
+      throw InvalidArgument("--config: " + family.name() + " has no parameter " + quote_input(name) +
+                            " (parameters: " + known + ")");
     config.values[name] = value;
   }
   if (auto reason = family.reject(config, problem, device))
@@ -66,7 +66,7 @@ int run_source(const std::vector<std::string>& args) {
   po::variables_map values;
   if (!parse_arguments(help, options, args, values)) return 0;
   if (emit != "cuda" && emit != "ptx")
-    throw Error("unknown --emit '" + emit + "' (expected cuda or ptx)");
+    throw InvalidArgument("unknown --emit " + quote_input(emit) + " (expected cuda or ptx)");
 
   Problem problem = make_problem(problem_args, problem_args.shapes.at(0));
   const Family& family = find_family(problem.op);

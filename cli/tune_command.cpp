@@ -15,6 +15,7 @@
 #include "cli/commands.hpp"
 #include "generator/rendered_source.hpp"
 #include "templates/registry.hpp"
+#include "tuner/interrupt.hpp"
 #include "tuner/sweep.hpp"
 
 namespace tilesmith::cli {
@@ -42,8 +43,8 @@ void apply_budget(const std::string& text, tuner::SweepOptions& options) {
       return;
     }
   }
-  throw Error("bad --budget '" + text +
-              "': expected a number of candidates (e.g. 50) or of seconds (e.g. 30s)");
+  throw InvalidArgument("bad --budget " + quote_input(text) +
+                        ": expected a number of candidates (e.g. 50) or of seconds (e.g. 30s)");
 }
 
 // Parsed here rather than by Boost, which wraps "-1" into 2^64-1 without a word.
@@ -51,7 +52,7 @@ std::uint64_t parse_seed(const std::string& text) {
   std::uint64_t seed = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), seed);
   if (text.empty() || ec != std::errc() || end != text.data() + text.size())
-    throw Error("bad --seed '" + text + "': expected an integer in 0 .. 2^64-1");
+    throw InvalidArgument("bad --seed " + quote_input(text) + ": expected an integer in 0 .. 2^64-1");
   return seed;
 }
 
@@ -114,17 +115,22 @@ void print_space(const tuner::SweepReport& report) {
     std::cout << ", " << report.skipped_done << " already in the database";
   if (report.abandoned > 0)
     std::cout << ", " << report.abandoned << " abandoned (crashed an earlier sweep; not retried)";
+  if (report.taken > 0)
+    std::cout << ", " << report.taken << " tried by another sweep of this problem meanwhile";
   std::cout << "\n";
   const tuner::ResourceSummary& resources = report.resources;
-  std::cout << "  compiled  " << resources.compiled << " kernels, " << report.compile_failed
+  std::cout << "  compiled  " << resources.compiled << " kernels, " << resources.reused
+            << " reused from the database, " << report.compile_failed
             << " compile failures; registers ";
-  if (resources.compiled > 0)
+  if (resources.compiled + resources.reused > 0)
     std::cout << resources.min_registers << ".." << resources.max_registers;
   else
     std::cout << "-";
   std::cout << ", " << resources.spilling.size() << " spilling; NVRTC "
             << fixed(resources.compile_seconds_total, 1) << " s in "
             << fixed(resources.wall_seconds, 1) << " s of wall time\n";
+  if (!report.first_compile_error.empty())
+    std::cout << "  first compile failure  " << report.first_compile_error << "\n";
   // Spills point at a constraint that is too loose: name them so they can be pruned.
   constexpr std::size_t kNamed = 5;
   for (std::size_t i = 0; i < std::min(resources.spilling.size(), kNamed); ++i)
@@ -258,7 +264,8 @@ int run_tune(const std::vector<std::string>& args) {
       if (!values.count(name)) throw po::required_option(std::string("--") + name);
   }
   if (sweep.strategy != "exhaustive" && sweep.strategy != "random")
-    throw Error("unknown --strategy '" + sweep.strategy + "' (expected exhaustive or random)");
+    throw InvalidArgument("unknown --strategy " + quote_input(sweep.strategy) +
+                          " (expected exhaustive or random)");
   apply_budget(budget, sweep);
   sweep.seed = parse_seed(seed);
   if (sweep.compile_processes < 0) throw Error("--jobs must be 0 (automatic) or more");
@@ -286,6 +293,8 @@ int run_tune(const std::vector<std::string>& args) {
     if (problems.empty()) return 0;
   }
 
+  // Ctrl-C or SIGTERM stop the sweep between two database writes (tuner/interrupt.hpp).
+  tuner::InterruptScope interrupts;
   int without_winner = 0;
   for (const Problem& problem : problems) {
     const Family& family = find_family(problem.op);
@@ -301,9 +310,26 @@ int run_tune(const std::vector<std::string>& args) {
     printer.finish();
 
     print_space(report);
+    if (report.interrupted_by) {
+      if (report.timed) print_trial_counts(database, {report.gpu_model, problem, template_hash(family)});
+      std::cout << "  stopped   " << tuner::Interrupted(report.interrupted_by).what()
+                << ": what was done is kept; the same command resumes the sweep\n"
+                << std::flush;
+      return 128 + report.interrupted_by;
+    }
+    if (report.progress.done == 0 && report.progress.total > 0 && report.taken == 0 &&
+        (sweep.max_seconds || sweep.max_candidates))
+      throw Error("the --budget of " + budget + " ran out before the first of " +
+                  std::to_string(report.progress.total) + " candidates of " + problem.key() +
+                  " was tried; give a larger one");
     if (!report.timed) {
+      const int in_hand = report.resources.compiled + report.resources.reused;
       std::cout << "  timing needs a GPU: " << report.no_gpu_reason << "; rendered and compiled "
-                << report.resources.compiled << " configs for " << sweep.offline_arch << "\n";
+                << in_hand << " configs for " << sweep.offline_arch << "\n";
+      if (in_hand == 0 && report.compile_failed > 0)
+        throw Error("none of the " + std::to_string(report.compile_failed) + " configs of " +
+                    problem.key() + " compiled for " + sweep.offline_arch +
+                    " (the first failure is shown above)");
       continue;
     }
     print_trial_counts(database, {report.gpu_model, problem, template_hash(family)});

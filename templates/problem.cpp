@@ -21,7 +21,7 @@ DType parse_dtype(std::string_view name) {
   if (name == "f16" || name == "fp16" || name == "half" || name == "float16") return DType::f16;
   if (name == "bf16" || name == "bfloat16") return DType::bf16;
   if (name == "f32" || name == "fp32" || name == "float" || name == "float32") return DType::f32;
-  throw Error("unknown dtype '" + std::string(name) + "' (expected f16, bf16 or f32)");
+  throw InvalidArgument("unknown dtype " + quote_input(name) + " (expected f16, bf16 or f32)");
 }
 
 std::size_t dtype_size(DType dtype) { return dtype == DType::f32 ? 4 : 2; }
@@ -49,6 +49,14 @@ std::string Problem::key() const {
          " " + shape_text();
 }
 
+std::string quote_input(std::string_view text) {
+  constexpr std::size_t kShown = 40;
+  std::string quote(1, '\'');
+  quote.append(text.substr(0, kShown));
+  if (text.size() <= kShown) return quote.append(1, '\'');
+  return quote.append("...' (").append(std::to_string(text.size())).append(" characters)");
+}
+
 std::vector<std::int64_t> parse_shape(const std::string& text) {
   std::vector<std::int64_t> dims;
   std::size_t start = 0;
@@ -58,8 +66,10 @@ std::vector<std::int64_t> parse_shape(const std::string& text) {
     std::int64_t value = 0;
     auto [ptr, ec] = std::from_chars(text.data() + start, text.data() + end, value);
     if (ec != std::errc() || ptr != text.data() + end || end == start)
-      throw Error("bad shape '" + text + "': expected positive integers joined by 'x', e.g. 4096x4096x4096");
-    if (value <= 0) throw Error("bad shape '" + text + "': every dimension must be positive");
+      throw InvalidArgument("bad shape " + quote_input(text) +
+                            ": expected positive integers joined by 'x', e.g. 4096x4096x4096");
+    if (value <= 0)
+      throw InvalidArgument("bad shape " + quote_input(text) + ": every dimension must be positive");
     dims.push_back(value);
     start = end + 1;
   }
@@ -94,9 +104,11 @@ Config Config::parse(const std::string& text) {
       parsed = std::from_chars(item.data() + eq + 1, item.data() + item.size(), value);
     if (eq == std::string::npos || eq == 0 || eq + 1 == item.size() ||
         parsed.ec != std::errc() || parsed.ptr != item.data() + item.size())
-      throw Error("bad config item '" + item + "' in '" + text + "': expected name=integer");
+      throw InvalidArgument("bad config item " + quote_input(item) + " in " + quote_input(text) +
+                            ": expected name=integer");
     if (!config.values.emplace(item.substr(0, eq), value).second)
-      throw Error("config '" + text + "' sets '" + item.substr(0, eq) + "' twice");
+      throw InvalidArgument("config " + quote_input(text) + " sets " + quote_input(item.substr(0, eq)) +
+                            " twice");
   }
   return config;
 }
@@ -123,7 +135,8 @@ DeviceTarget DeviceTarget::assumed_for_arch(const std::string& arch) {
           digits.data() + digits.size() - 1 ||
       std::from_chars(digits.data() + digits.size() - 1, digits.data() + digits.size(), minor).ec !=
           std::errc())
-    throw Error("bad architecture '" + arch + "': expected sm_XY or sm_XYa, e.g. sm_80 or sm_90a");
+    throw InvalidArgument("bad architecture " + quote_input(arch) +
+                          ": expected sm_XY or sm_XYa, e.g. sm_80 or sm_90a");
   DeviceTarget target;
   target.name = "assumed " + arch;
   target.cc_major = major;

@@ -23,10 +23,14 @@ struct Problem {
   std::string shape_text() const;  // "4096x4096x4096"
 };
 
-std::vector<std::int64_t> parse_shape(const std::string& text);
+std::vector<std::int64_t> parse_shape(const std::string& text);  // "MxNxK" -> {M,N,K}; throws
+
+// User input quoted in an error message, cut to a readable length: a 10 KB argument is named by
+// its start and its size, not echoed whole. "'4096x40...' (10240 characters)".
+std::string quote_input(std::string_view text);
 
 // The code of `dtype` in kernel template arguments: ElementKind in common/tile_primitives.cuh.
-int element_kind(DType dtype);  // "MxNxK" -> {M,N,K}; throws Error
+int element_kind(DType dtype);
 
 // A point of a family's parameter space. Ordered by name so its text form is canonical.
 struct Config {

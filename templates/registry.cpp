@@ -22,7 +22,7 @@ const Family& find_family(const std::string& name) {
     if (family->name() == name) return *family;
     known += (known.empty() ? "" : ", ") + family->name();
   }
-  throw Error("unknown op '" + name + "' (known: " + known + ")");
+  throw InvalidArgument("unknown op " + quote_input(name) + " (known: " + known + ")");
 }
 
 std::vector<const Family*> all_families() {

@@ -1,7 +1,10 @@
 #include "tuner/compile_pool.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
+
+#include "tuner/interrupt.hpp"
 
 namespace tilesmith::tuner {
 namespace {
@@ -101,7 +104,10 @@ std::size_t CompilePool::pending() const {
 CompileOutcome CompilePool::next() {
   std::unique_lock lock(mutex_);
   if (in_flight_ == 0) throw Error("CompilePool::next with nothing submitted");
-  result_ready_.wait(lock, [this] { return !results_.empty(); });
+  // A signal cannot notify a condition variable: look for one every 50 ms.
+  while (!result_ready_.wait_for(lock, std::chrono::milliseconds(50),
+                                 [this] { return !results_.empty(); }))
+    throw_if_interrupted();
   CompileOutcome outcome = std::move(results_.front());
   results_.pop_front();
   --in_flight_;
@@ -134,6 +140,8 @@ void CompilePool::serve() {
       } else {
         outcome.kernel = kernel_from_reply(*reply);
       }
+    } catch (const Interrupted&) {
+      return;  // not a compile failure: the sweep is stopping and will not record this job
     } catch (const std::exception& error) {
       outcome.error = error.what();
       worker.reset();

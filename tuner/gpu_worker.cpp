@@ -6,6 +6,7 @@
 
 #include "driver/cuda_driver.hpp"
 #include "templates/registry.hpp"
+#include "tuner/interrupt.hpp"
 
 namespace tilesmith::tuner {
 namespace {
@@ -128,6 +129,10 @@ GpuTrialResult GpuWorker::evaluate(const Family& family, const Problem& problem,
   try {
     process_->send(request);
     reply = process_->receive(timeout_s_, &timed_out);
+  } catch (const Interrupted&) {
+    // Not the candidate's fault: stop its work now; the sweep withdraws the trial.
+    process_.reset();
+    throw;
   } catch (const Error& error) {
     result.detail = error.what();
   }

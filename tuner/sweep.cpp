@@ -1,15 +1,22 @@
 #include "tuner/sweep.hpp"
 
+#include <signal.h>
+#include <sys/prctl.h>
+
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <deque>
 #include <map>
+#include <mutex>
 #include <set>
+#include <thread>
 
 #include "generator/compiled_kernel.hpp"
 #include "tuner/compile_pool.hpp"
 #include "tuner/gpu_worker.hpp"
+#include "tuner/interrupt.hpp"
 #include "tuner/search_strategy.hpp"
 
 namespace tilesmith::tuner {
@@ -30,13 +37,16 @@ cache::Trial trial_from(const Config& config, const CompiledKernel* kernel,
   return trial;
 }
 
-void note_resources(ResourceSummary& summary, const CompiledKernel& kernel, const Config& config) {
+void note_resources(ResourceSummary& summary, const CompiledKernel& kernel, const Config& config,
+                    bool reused) {
   const ResourceUsage& r = kernel.resources;
   if (r.registers >= 0) {  // unknown only for cubins stored by an older tilesmith
-    if (summary.max_registers == 0 || r.registers < summary.min_registers) summary.min_registers = r.registers;
+    const bool first = summary.max_registers == 0;
+    if (first || r.registers < summary.min_registers) summary.min_registers = r.registers;
     summary.max_registers = std::max(summary.max_registers, r.registers);
   }
   if (r.spills()) summary.spilling.push_back(config.text());
+  if (reused) return;  // its NVRTC time was spent by an earlier sweep
   summary.compile_seconds_total += kernel.compile_seconds;
   ++summary.compiled;
 }
@@ -44,6 +54,65 @@ void note_resources(ResourceSummary& summary, const CompiledKernel& kernel, cons
 bool is_failure(cache::TrialStatus status) {
   return status != cache::TrialStatus::ok && status != cache::TrialStatus::pruned_early;
 }
+
+// "block_m=64,...: <the first lines of the NVRTC log>", for a report line.
+std::string compile_error_excerpt(const Config& config, const std::string& error) {
+  constexpr std::size_t kMaxLines = 4, kMaxChars = 600;
+  std::string excerpt = config.text() + ": ";
+  std::size_t lines = 0, position = 0;
+  while (position < error.size() && lines < kMaxLines) {
+    std::size_t end = error.find('\n', position);
+    if (end == std::string::npos) end = error.size();
+    if (end > position) {
+      excerpt += (lines ? "\n    " : "") + error.substr(position, end - position);
+      ++lines;
+    }
+    position = end + 1;
+  }
+  if (excerpt.size() > kMaxChars) excerpt = excerpt.substr(0, kMaxChars) + " ...";
+  return excerpt;
+}
+
+// A sweep's registration in the database: begun before its first trial, kept alive by a
+// heartbeat thread, ended when the sweep returns, however it returns.
+class SweepLease {
+ public:
+  explicit SweepLease(cache::Database& database)
+      : database_(database), id_(database.begin_sweep(cache::SweepOwner::current())) {
+    beat_ = std::thread([this] {
+      std::unique_lock lock(mutex_);
+      while (!stop_.wait_for(lock, cache::kHeartbeatInterval, [this] { return stopping_; })) {
+        try {
+          database_.heartbeat(id_);
+        } catch (const std::exception&) {
+          // A busy or full database: the next beat tries again, well within the lease.
+        }
+      }
+    });
+  }
+  ~SweepLease() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    stop_.notify_one();
+    beat_.join();
+    try {
+      database_.end_sweep(id_);
+    } catch (const std::exception&) {
+      // Unended, the sweep is judged by its pid (or its heartbeat from another host): the same.
+    }
+  }
+  std::int64_t id() const { return id_; }
+
+ private:
+  cache::Database& database_;
+  const std::int64_t id_;
+  std::mutex mutex_;
+  std::condition_variable stop_;
+  bool stopping_ = false;
+  std::thread beat_;
+};
 
 }  // namespace
 
@@ -83,13 +152,21 @@ SweepReport run_sweep(const Family& family, const Problem& problem, cache::Datab
   report.pruned = report.space_size - static_cast<int>(candidates.size());
 
   cache::TrialKey key{"", problem, template_hash(family)};
+  std::optional<SweepLease> lease;
+  // A config is claimed when the key has no trial of it after this id: with --retune, no trial
+  // recorded since this sweep began; otherwise none at all.
+  std::int64_t claim_after = 0;
   if (report.timed) {
     key.gpu_model = device.model_key();
     report.gpu_model = key.gpu_model;
     database.record_gpu(device, toolchain);
-    // A trial left running means an earlier sweep died on it: record that, never retry it.
-    report.abandoned = database.abandon_running(key);
-    if (!options.retune) {
+    lease.emplace(database);
+    // A trial left running by a sweep that is gone crashed it: record that, never retry it.
+    // Trials of sweeps still running are theirs.
+    report.abandoned = database.abandon_orphaned(key);
+    if (options.retune) {
+      claim_after = database.last_trial_id();
+    } else {
       std::set<std::string> done;
       for (const cache::Trial& trial : database.trials(key)) done.insert(trial.config.text());
       auto before = candidates.size();
@@ -112,14 +189,16 @@ SweepReport run_sweep(const Family& family, const Problem& problem, cache::Datab
 
   CompilePool pool(options.compile_processes);
   std::map<std::size_t, Config> in_flight;
-  std::deque<CompileOutcome> from_cache;  // cubins the database already had: no NVRTC
+  struct Reused {
+    std::size_t id;
+    CompiledKernel kernel;
+  };
+  std::deque<Reused> from_cache;  // cubins the database already had: no NVRTC
   std::size_t proposed = 0;
+  auto seconds_spent = [&] { return std::chrono::duration<double>(Clock::now() - started).count(); };
   auto out_of_budget = [&] {
     if (options.max_candidates && static_cast<int>(proposed) >= *options.max_candidates) return true;
-    if (options.max_seconds &&
-        std::chrono::duration<double>(Clock::now() - started).count() >= *options.max_seconds)
-      return true;
-    return false;
+    return options.max_seconds && seconds_spent() >= *options.max_seconds;
   };
   // Keep every compile process busy, two jobs deep, while the GPU worker times.
   auto refill = [&] {
@@ -128,74 +207,97 @@ SweepReport run_sweep(const Family& family, const Problem& problem, cache::Datab
       if (!config) return;
       CompileJob job{proposed++, render(family, *config, problem), arch};
       in_flight.emplace(job.id, *config);
-      if (auto cached = database.cubin(job.source.hash, arch, toolchain.nvrtc_version)) {
-        from_cache.push_back(CompileOutcome{job.id, std::move(cached), ""});
-        ++report.resources.reused;
-      } else {
+      if (auto cached = database.cubin(job.source.hash, arch, toolchain.nvrtc_version))
+        from_cache.push_back(Reused{job.id, std::move(*cached)});
+      else
         pool.submit(std::move(job));
-      }
     }
   };
+  auto finish = [&](const Config& config, cache::TrialStatus status) {
+    ++progress.done;
+    if (status == cache::TrialStatus::ok) ++progress.ok;
+    if (is_failure(status)) ++progress.failed;
+    progress.last_config = config.text();
+    progress.last_status = cache::status_name(status);
+    if (on_progress) on_progress(progress);
+  };
 
-  refill();
-  while (!in_flight.empty()) {
-    CompileOutcome outcome;
-    if (from_cache.empty()) {
-      outcome = pool.next();
-      if (outcome.kernel) database.put_cubin(*outcome.kernel);  // keyed by source hash
-    } else {
-      outcome = std::move(from_cache.front());
-      from_cache.pop_front();
-    }
-    Config config = in_flight.at(outcome.id);
-    in_flight.erase(outcome.id);
+  std::int64_t running_trial = 0;  // started on the GPU, not yet finished (ids start at 1)
+  try {
     refill();
-
-    cache::Trial trial = trial_from(config, outcome.kernel ? &*outcome.kernel : nullptr, toolchain);
-    if (!outcome.kernel) {
-      ++report.compile_failed;
-      trial.status = cache::TrialStatus::compile_failed;
-      trial.detail = outcome.error;
-      if (report.timed) database.record_trial(key, trial);
-    } else {
-      note_resources(report.resources, *outcome.kernel, config);
-      if (!report.timed) {
-        trial.status = cache::TrialStatus::ok;  // compiled; nothing more can be learned here
-      } else if (options.max_seconds &&
-                 std::chrono::duration<double>(Clock::now() - started).count() >= *options.max_seconds) {
-        continue;  // budget spent while it compiled: leave it for a later sweep
+    while (!in_flight.empty()) {
+      CompileOutcome outcome;
+      bool reused = false;
+      if (from_cache.empty()) {
+        outcome = pool.next();
+        if (outcome.kernel) database.put_cubin(*outcome.kernel);  // keyed by source hash
       } else {
-        std::int64_t id = database.start_trial(key, trial);
-        TimingOptions timing;
-        timing.best_ms = progress.best_ms;
-        timing.give_up_factor = options.give_up_factor;
-        GpuTrialResult result = gpu.evaluate(family, problem, config, *outcome.kernel,
-                                             options.seed * 1000003 + outcome.id, timing);
-        trial.status = result.status;
-        trial.detail = result.detail;
-        trial.rel_error = result.verification.rel_error;
-        trial.median_ms = result.timing.median_ms;
-        trial.min_ms = result.timing.min_ms;
-        trial.spread = result.timing.spread;
-        trial.repetitions = result.timing.repetitions;
-        database.finish_trial(id, trial);
-        strategy->observe(config, trial);
-        if (trial.status == cache::TrialStatus::ok &&
-            (progress.best_ms == 0 || trial.median_ms < progress.best_ms)) {
-          progress.best_ms = trial.median_ms;
-          progress.best_config = config.text();
+        outcome = CompileOutcome{from_cache.front().id, std::move(from_cache.front().kernel), ""};
+        from_cache.pop_front();
+        reused = true;
+        ++report.resources.reused;
+      }
+      Config config = in_flight.at(outcome.id);
+      in_flight.erase(outcome.id);
+      refill();
+
+      cache::Trial trial =
+          trial_from(config, outcome.kernel ? &*outcome.kernel : nullptr, toolchain);
+      if (!outcome.kernel) {
+        ++report.compile_failed;
+        if (report.first_compile_error.empty())
+          report.first_compile_error = compile_error_excerpt(config, outcome.error);
+        trial.status = cache::TrialStatus::compile_failed;
+        trial.detail = outcome.error;
+        if (report.timed && !database.claim_trial(key, trial, lease->id(), claim_after)) {
+          ++report.taken;
+          continue;
+        }
+      } else {
+        note_resources(report.resources, *outcome.kernel, config, reused);
+        if (!report.timed) {
+          trial.status = cache::TrialStatus::ok;  // compiled; nothing more can be learned here
+        } else if (options.max_seconds && seconds_spent() >= *options.max_seconds) {
+          continue;  // budget spent while it compiled: leave it for a later sweep
+        } else {
+          std::optional<std::int64_t> id = database.claim_trial(key, trial, lease->id(), claim_after);
+          if (!id) {  // another sweep of this problem took it first
+            ++report.taken;
+            continue;
+          }
+          running_trial = *id;
+          TimingOptions timing;
+          timing.best_ms = progress.best_ms;
+          timing.give_up_factor = options.give_up_factor;
+          GpuTrialResult result = gpu.evaluate(family, problem, config, *outcome.kernel,
+                                               options.seed * 1000003 + outcome.id, timing);
+          trial.status = result.status;
+          trial.detail = result.detail;
+          trial.rel_error = result.verification.rel_error;
+          trial.median_ms = result.timing.median_ms;
+          trial.min_ms = result.timing.min_ms;
+          trial.spread = result.timing.spread;
+          trial.repetitions = result.timing.repetitions;
+          database.finish_trial(*id, trial);
+          running_trial = 0;
+          strategy->observe(config, trial);
+          if (trial.status == cache::TrialStatus::ok &&
+              (progress.best_ms == 0 || trial.median_ms < progress.best_ms)) {
+            progress.best_ms = trial.median_ms;
+            progress.best_config = config.text();
+          }
         }
       }
+      finish(config, trial.status);
+      throw_if_interrupted();  // a signal during a database write or a cached step
     }
-    ++progress.done;
-    if (trial.status == cache::TrialStatus::ok) ++progress.ok;
-    if (is_failure(trial.status)) ++progress.failed;
-    progress.last_config = config.text();
-    progress.last_status = cache::status_name(trial.status);
-    if (on_progress) on_progress(progress);
+  } catch (const Interrupted& interrupted) {
+    // The trial on the GPU was cut off, not failed: withdrawn, the next sweep runs it again.
+    if (running_trial) database.withdraw_trial(running_trial);
+    report.interrupted_by = interrupted.signal();
   }
 
-  report.resources.wall_seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  report.resources.wall_seconds = seconds_spent();
   if (report.timed) {
     report.winner = database.refresh_winner(key);
     if (report.winner && report.winner->median_ms > 0) {
@@ -209,6 +311,9 @@ SweepReport run_sweep(const Family& family, const Problem& problem, cache::Datab
 bool run_worker_if_requested(int argc, char** argv) {
   std::optional<WorkerArgs> args = parse_worker_args(argc, argv);
   if (!args) return false;
+  // In a process group of its own a worker gets no Ctrl-C: it ends with the tuner that
+  // started it, even one killed with SIGKILL.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   int code = 2;
   try {
     if (args->role == "gpu") code = gpu_worker_main(*args);

@@ -39,11 +39,12 @@ struct Progress {
 };
 
 struct ResourceSummary {
-  int compiled = 0;  // kernels in hand: compiled now or reused
+  int compiled = 0;  // kernels NVRTC compiled in this sweep
   int reused = 0;    // cubins found in the database by source hash (no NVRTC)
+  // Over every kernel in hand, compiled or reused:
   int min_registers = 0, max_registers = 0;
   std::vector<std::string> spilling;  // configs whose kernels spill registers
-  double compile_seconds_total = 0;
+  double compile_seconds_total = 0;   // NVRTC time of this sweep's compiles only
   double wall_seconds = 0;
 };
 
@@ -55,8 +56,11 @@ struct SweepReport {
   int space_size = 0;          // configs in the family's space
   int pruned = 0;              // rejected by constraints before compiling
   int skipped_done = 0;        // already in the database (resume)
-  int abandoned = 0;           // left running by an earlier sweep; marked, never retried
+  int abandoned = 0;           // left running by a sweep that is gone; marked, never retried
+  int taken = 0;               // configs another sweep of this problem claimed first
   int compile_failed = 0;
+  std::string first_compile_error;  // the first failure's config and NVRTC log, cut short
+  int interrupted_by = 0;           // SIGINT or SIGTERM when the sweep stopped early, else 0
   Progress progress;
   ResourceSummary resources;
   std::optional<cache::Winner> winner;
@@ -69,6 +73,9 @@ using ProgressCallback = std::function<void(const Progress&)>;
 
 // Tunes `problem` with `family`. With a GPU: every trial and the winner go to `database`.
 // Without one: renders and compiles the pruned space for options.offline_arch and reports.
+// Inside an InterruptScope (tuner/interrupt.hpp) SIGINT and SIGTERM end the sweep early and
+// cleanly: report.interrupted_by says so. Several sweeps of one problem may run at once, on one
+// database: each config is tried by one of them.
 // Throws Error only for real errors (bad problem, unusable database).
 SweepReport run_sweep(const Family& family, const Problem& problem, cache::Database& database,
                       const SweepOptions& options, const ProgressCallback& on_progress = {});

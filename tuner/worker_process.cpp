@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tilesmith/types.hpp"
+#include "tuner/interrupt.hpp"
 
 extern char** environ;
 
@@ -69,12 +70,15 @@ std::optional<Message> read_message(int fd) {
 }
 
 bool wait_readable(int fd, double seconds) {
-  pollfd entry{fd, POLLIN, 0};
+  // The second entry wakes the wait when SIGINT or SIGTERM arrives (ignored when fd is -1).
+  pollfd entries[2] = {{fd, POLLIN, 0}, {interrupt_fd(), POLLIN, 0}};
   int timeout_ms = seconds < 0 ? -1 : static_cast<int>(seconds * 1000);
   for (;;) {
-    int ready = ::poll(&entry, 1, timeout_ms);
+    throw_if_interrupted();
+    int ready = ::poll(entries, 2, timeout_ms);
     if (ready < 0 && errno == EINTR) continue;
     if (ready < 0) throw Error(std::string("poll on a worker pipe: ") + std::strerror(errno));
+    throw_if_interrupted();
     return ready > 0;
   }
 }
@@ -89,6 +93,12 @@ WorkerProcess::WorkerProcess(const std::string& role, const std::string& argumen
   const int child_in = 100, child_out = 101;
   posix_spawn_file_actions_adddup2(&actions, down[0], child_in);
   posix_spawn_file_actions_adddup2(&actions, up[1], child_out);
+  // A process group of its own: Ctrl-C on a terminal reaches the tuner alone, which stops its
+  // workers itself after recording what they did.
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  posix_spawnattr_setpgroup(&attributes, 0);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
   std::string in_text = std::to_string(child_in), out_text = std::to_string(child_out);
   std::vector<char*> argv = {const_cast<char*>("tilesmith-worker"),
                              const_cast<char*>("--tilesmith-worker"),
@@ -97,8 +107,9 @@ WorkerProcess::WorkerProcess(const std::string& role, const std::string& argumen
                              out_text.data(),
                              const_cast<char*>(argument.c_str()),
                              nullptr};
-  int result = posix_spawn(&pid_, "/proc/self/exe", &actions, nullptr, argv.data(), environ);
+  int result = posix_spawn(&pid_, "/proc/self/exe", &actions, &attributes, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attributes);
   ::close(down[0]);
   ::close(up[1]);
   to_child_ = down[1];

@@ -19,6 +19,9 @@ int guarded(Body&& body) {
     body();
     last_error.clear();
     return TILESMITH_OK;
+  } catch (const tilesmith::InvalidArgument& error) {
+    last_error = error.what();
+    return TILESMITH_INVALID_ARGUMENT;
   } catch (const std::exception& error) {
     last_error = error.what();
     return TILESMITH_ERROR;
@@ -31,7 +34,8 @@ tilesmith::DType to_dtype(int dtype) {
     case TILESMITH_BF16: return tilesmith::DType::bf16;
     case TILESMITH_F32: return tilesmith::DType::f32;
   }
-  throw tilesmith::Error("unknown dtype code " + std::to_string(dtype));
+  throw tilesmith::InvalidArgument("unknown dtype code " + std::to_string(dtype) +
+                                  " (TILESMITH_F16, TILESMITH_BF16 or TILESMITH_F32)");
 }
 
 }  // namespace
@@ -56,24 +60,21 @@ void tilesmith_runtime_destroy(tilesmith_runtime* runtime) { delete runtime; }
 
 int tilesmith_matmul(tilesmith_runtime* runtime, const void* a, const void* b, void* c, int64_t m,
                      int64_t n, int64_t k, int dtype, int out_dtype, void* stream) {
-  if (!runtime) {
-    last_error = "tilesmith_matmul: runtime is NULL";
-    return TILESMITH_INVALID_ARGUMENT;
-  }
   return guarded([&] {
-    runtime->runtime.matmul({a, b, c, m, n, k, to_dtype(dtype), to_dtype(out_dtype)}, stream);
+    const tilesmith::MatmulArgs args{a, b, c, m, n, k, to_dtype(dtype), to_dtype(out_dtype)};
+    if (!runtime) throw tilesmith::InvalidArgument("tilesmith_matmul: runtime is NULL");
+    runtime->runtime.matmul(args, stream);
   });
 }
 
 int tilesmith_matmul_config(tilesmith_runtime* runtime, int64_t m, int64_t n, int64_t k, int dtype,
                             int out_dtype, char* config, int config_capacity, int* tuned) {
-  if (!runtime || !config || config_capacity <= 0) {
-    last_error = "tilesmith_matmul_config: NULL runtime or config buffer";
-    return TILESMITH_INVALID_ARGUMENT;
-  }
   return guarded([&] {
-    tilesmith::DispatchInfo info = runtime->runtime.describe_matmul(
-        {nullptr, nullptr, nullptr, m, n, k, to_dtype(dtype), to_dtype(out_dtype)});
+    const tilesmith::MatmulArgs args{nullptr, nullptr, nullptr, m,
+                                     n,       k,       to_dtype(dtype), to_dtype(out_dtype)};
+    if (!runtime || !config || config_capacity <= 0)
+      throw tilesmith::InvalidArgument("tilesmith_matmul_config: NULL runtime or config buffer");
+    tilesmith::DispatchInfo info = runtime->runtime.describe_matmul(args);
     std::snprintf(config, static_cast<std::size_t>(config_capacity), "%s", info.config.c_str());
     if (tuned) *tuned = info.tuned ? 1 : 0;
   });

@@ -45,10 +45,10 @@ struct Entry {
 };
 
 void require_pointer(const void* pointer, const char* name) {
-  if (!pointer) throw Error(std::string("matmul: ") + name + " is a null pointer");
+  if (!pointer) throw InvalidArgument(std::string("matmul: ") + name + " is a null pointer");
   // cp.async moves 16-byte chunks: every tile row starts on a 16-byte boundary.
   if (reinterpret_cast<std::uintptr_t>(pointer) % 16)
-    throw Error(std::string("matmul: ") + name + " is not 16-byte aligned");
+    throw InvalidArgument(std::string("matmul: ") + name + " is not 16-byte aligned");
 }
 
 }  // namespace
@@ -195,7 +195,7 @@ void Runtime::matmul(const MatmulArgs& args, void* stream) {
   require_pointer(args.b, "B");
   require_pointer(args.c, "C");
   if (args.m <= 0 || args.n <= 0 || args.k <= 0)
-    throw Error("matmul: shape " + std::to_string(args.m) + "x" + std::to_string(args.n) + "x" +
+    throw InvalidArgument("matmul: shape " + std::to_string(args.m) + "x" + std::to_string(args.n) + "x" +
                 std::to_string(args.k) + " has a non-positive dimension");
   driver::make_current(impl_->context);
   const Family& family = impl_->matmul_family;

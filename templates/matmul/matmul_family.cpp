@@ -118,20 +118,21 @@ class MatmulFamily final : public Family {
   }
 
   void validate(const Problem& problem) const override {
-    if (problem.op != "matmul") throw Error("matmul: asked for op '" + problem.op + "'");
+    if (problem.op != "matmul") throw InvalidArgument("matmul: asked for op " + quote_input(problem.op));
     if (problem.shape.size() != 3)
-      throw Error("matmul: shape '" + problem.shape_text() + "' must be MxNxK");
+      throw InvalidArgument("matmul: shape " + quote_input(problem.shape_text()) + " must be MxNxK");
     for (auto dim : problem.shape)
       if (dim <= 0 || dim > (1ll << 31) - 1)
-        throw Error("matmul: shape '" + problem.shape_text() + "' has a dimension outside 1..2^31-1");
+        throw InvalidArgument("matmul: shape " + quote_input(problem.shape_text()) +
+                              " has a dimension outside 1..2^31-1");
     MatmulShape s(problem);
     if (s.m * s.k >= (1ll << 40) || s.k * s.n >= (1ll << 40) || s.m * s.n >= (1ll << 40))
-      throw Error("matmul: shape '" + problem.shape_text() + "' is too large");
+      throw InvalidArgument("matmul: shape " + quote_input(problem.shape_text()) + " is too large");
     if (problem.dtype != DType::f16 && problem.dtype != DType::bf16)
-      throw Error("matmul: input dtype " + std::string(dtype_name(problem.dtype)) +
+      throw InvalidArgument("matmul: input dtype " + std::string(dtype_name(problem.dtype)) +
                   " is not supported (f16 or bf16)");
     if (problem.out_dtype != problem.dtype && problem.out_dtype != DType::f32)
-      throw Error("matmul: output dtype " + std::string(dtype_name(problem.out_dtype)) +
+      throw InvalidArgument("matmul: output dtype " + std::string(dtype_name(problem.out_dtype)) +
                   " must be the input dtype or f32");
   }
 

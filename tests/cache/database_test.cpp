@@ -12,6 +12,7 @@
 #include <fstream>
 #include <iterator>
 #include <limits>
+#include <map>
 #include <optional>
 #include <random>
 #include <regex>
@@ -560,7 +561,7 @@ TEST_F(DatabaseTest, NoWinnerWithoutAnOkTrial) {
   EXPECT_FALSE(db.winner(key).has_value());
 }
 
-TEST_F(DatabaseTest, AbandonRunningMarksOnlyThatKeysRunningTrials) {
+TEST_F(DatabaseTest, AbandonOrphanedMarksOnlyThatKeysRunningTrialsOfUnknownSweeps) {
   Database db(db_path());
   db.record_gpu(h100(), toolchain());
   const TrialKey key = key_for(h100(), matmul(256, 256, 256));
@@ -571,8 +572,8 @@ TEST_F(DatabaseTest, AbandonRunningMarksOnlyThatKeysRunningTrials) {
   const auto crashed_b = db.start_trial(key, trial_with(TrialStatus::running, config(64, 128), 0));
   db.start_trial(elsewhere, trial_with(TrialStatus::running, config(64, 64), 0));
 
-  EXPECT_EQ(db.abandon_running(key), 2);
-  EXPECT_EQ(db.abandon_running(key), 0);
+  EXPECT_EQ(db.abandon_orphaned(key), 2);
+  EXPECT_EQ(db.abandon_orphaned(key), 0);
   for (const Trial& trial : db.trials(key)) {
     if (trial.id == crashed_a || trial.id == crashed_b) {
       EXPECT_EQ(trial.status, TrialStatus::abandoned);
@@ -943,6 +944,135 @@ TEST_F(DatabaseTest, OneHandleSharedByThreadsSerializesItsTransactions) {
   }
   for (std::thread& thread : threads) thread.join();
   EXPECT_EQ(db.trials(key).size(), 80u);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sweeps at once: claims, live and gone sweeps, interrupted trials
+
+TEST_F(DatabaseTest, ClaimTrialGivesEachConfigToOneSweep) {
+  Database db(db_path());
+  db.record_gpu(h100(), toolchain());
+  const TrialKey key = key_for(h100(), matmul(256, 256, 256));
+  const std::int64_t first = db.begin_sweep(SweepOwner::current());
+  const std::int64_t second = db.begin_sweep(SweepOwner::current());
+  const Trial running = trial_with(TrialStatus::running, config(64, 64), 0);
+
+  const std::optional<std::int64_t> claimed = db.claim_trial(key, running, first, 0);
+  ASSERT_TRUE(claimed.has_value());
+  EXPECT_FALSE(db.claim_trial(key, running, second, 0).has_value());  // live, running: taken
+  db.finish_trial(*claimed, trial_with(TrialStatus::ok, config(64, 64), 1.0));
+  EXPECT_FALSE(db.claim_trial(key, running, second, 0).has_value());  // finished: taken
+  // A finished outcome (a compile failure) is claimed the same way, under its own status.
+  const Trial failed = trial_with(TrialStatus::compile_failed, config(128, 64), 0);
+  ASSERT_TRUE(db.claim_trial(key, failed, second, 0).has_value());
+  EXPECT_FALSE(db.claim_trial(key, failed, first, 0).has_value());
+  // --retune: trials recorded before the sweep began do not count, those after it do.
+  const std::int64_t retune_from = db.last_trial_id();
+  const std::optional<std::int64_t> again = db.claim_trial(key, running, second, retune_from);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_FALSE(db.claim_trial(key, running, first, retune_from).has_value());
+  // Another key is another problem: the same config is free there.
+  EXPECT_TRUE(db.claim_trial(key_for(h100(), matmul(512, 256, 256)), running, first, 0));
+  EXPECT_EQ(db.trials(key).size(), 3u);
+}
+
+TEST_F(DatabaseTest, AbandonOrphanedLeavesTheTrialsOfLiveSweepsAlone) {
+  Database db(db_path());
+  db.record_gpu(h100(), toolchain());
+  const TrialKey key = key_for(h100(), matmul(256, 256, 256));
+  SweepOwner live = SweepOwner::current();
+  SweepOwner reused_pid = live;  // this pid, but another process's start: that one is gone
+  reused_pid.process_start = "another-boot:1";
+  SweepOwner remote_fresh{"another-host.example", 4242, "boot:7"};
+  SweepOwner remote_stale{"a-third-host.example", 4243, "boot:8"};
+  const std::int64_t live_sweep = db.begin_sweep(live);
+  const std::int64_t gone_sweep = db.begin_sweep(reused_pid);
+  const std::int64_t fresh_sweep = db.begin_sweep(remote_fresh);
+  const std::int64_t stale_sweep = db.begin_sweep(remote_stale);
+  const std::int64_t ended_sweep = db.begin_sweep(live);
+  db.end_sweep(ended_sweep);
+  // A remote sweep whose last heartbeat is older than the lease is gone.
+  raw_exec(db_path(), "UPDATE sweeps SET heartbeat_at = '2020-01-01T00:00:00Z' WHERE id = " +
+                          std::to_string(stale_sweep));
+
+  std::map<std::int64_t, std::int64_t> trial_of;  // sweep -> its running trial
+  int block_n = 16;
+  for (std::int64_t sweep : {live_sweep, gone_sweep, fresh_sweep, stale_sweep, ended_sweep})
+    trial_of[sweep] =
+        *db.claim_trial(key, trial_with(TrialStatus::running, config(64, block_n *= 2), 0), sweep, 0);
+  const std::int64_t legacy = db.start_trial(key, trial_with(TrialStatus::running, config(8, 8), 0));
+
+  EXPECT_EQ(db.abandon_orphaned(key), 4);
+  EXPECT_EQ(db.abandon_orphaned(key), 0);
+  std::map<std::int64_t, Trial> by_id;
+  for (const Trial& trial : db.trials(key)) by_id[trial.id] = trial;
+  EXPECT_EQ(by_id[trial_of[live_sweep]].status, TrialStatus::running);
+  EXPECT_EQ(by_id[trial_of[fresh_sweep]].status, TrialStatus::running);
+  for (std::int64_t gone : {trial_of[gone_sweep], trial_of[stale_sweep], trial_of[ended_sweep]}) {
+    EXPECT_EQ(by_id[gone].status, TrialStatus::abandoned);
+    EXPECT_NE(by_id[gone].detail.find("which stopped mid-candidate"), std::string::npos)
+        << by_id[gone].detail;
+  }
+  EXPECT_EQ(by_id[legacy].status, TrialStatus::abandoned);
+}
+
+TEST_F(DatabaseTest, WithdrawTrialRemovesAnInterruptedTrialOnly) {
+  Database db(db_path());
+  db.record_gpu(h100(), toolchain());
+  const TrialKey key = key_for(h100(), matmul(256, 256, 256));
+  const std::int64_t sweep = db.begin_sweep(SweepOwner::current());
+  const std::int64_t cut = *db.claim_trial(key, trial_with(TrialStatus::running, config(64, 64), 0), sweep, 0);
+  const std::int64_t done = *db.claim_trial(key, trial_with(TrialStatus::running, config(64, 32), 0), sweep, 0);
+  db.finish_trial(done, trial_with(TrialStatus::ok, config(64, 32), 1.0));
+  db.withdraw_trial(cut);
+  db.withdraw_trial(done);  // finished: stays
+  const std::vector<Trial> trials = db.trials(key);
+  ASSERT_EQ(trials.size(), 1u);
+  EXPECT_EQ(trials[0].id, done);
+  // The withdrawn config is free again for the next sweep.
+  EXPECT_TRUE(db.claim_trial(key, trial_with(TrialStatus::running, config(64, 64), 0), sweep, 0));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading without writing
+
+TEST_F(DatabaseTest, ReadOnlyOpenWritesNothingAndLeavesNoFilesBehind) {
+  {
+    Database db(db_path());
+    db.record_gpu(h100(), toolchain());
+    const TrialKey key = key_for(h100(), matmul(256, 256, 256));
+    db.record_trial(key, trial_with(TrialStatus::ok, config(64, 64), 1.0));
+    db.refresh_winner(key);
+  }
+  const std::string before = read_bytes(db_path());
+  ASSERT_EQ(folder_entries(dir_), std::vector<std::string>{"tilesmith.db"});
+  {
+    Database db(db_path(), Access::read_only);
+    EXPECT_TRUE(db.notes().empty());
+    EXPECT_EQ(db.winners().size(), 1u);
+    EXPECT_THROW(db.record_gpu(a100(), toolchain()), Error);  // query_only
+  }
+  EXPECT_EQ(read_bytes(db_path()), before);
+  EXPECT_EQ(folder_entries(dir_), std::vector<std::string>{"tilesmith.db"});
+  EXPECT_THROW(Database(dir_ / "absent.db", Access::read_only), Error);
+  EXPECT_FALSE(fs::exists(dir_ / "absent.db"));
+}
+
+TEST_F(DatabaseTest, ReadOnlyOpenOfAnOlderSchemaReadsAMigratedCopyAndLeavesTheFile) {
+  raw_exec(db_path(), kVersion1File);
+  const std::string before = read_bytes(db_path());
+  const TrialKey key =
+      key_for(h100(), matmul(4096, 1024, 512, DType::bf16, DType::f32), "tmplhash1");
+  {
+    Database db(db_path(), Access::read_only);
+    ASSERT_EQ(db.notes().size(), 1u);
+    EXPECT_NE(db.notes()[0].find("schema version 1"), std::string::npos) << db.notes()[0];
+    ASSERT_TRUE(db.winner(key).has_value());
+    EXPECT_DOUBLE_EQ(db.winner(key)->median_ms, 0.5);
+    EXPECT_TRUE(db.misses().empty());  // a table of version 2, present in the copy
+  }
+  EXPECT_EQ(raw_query_text(db_path(), "PRAGMA user_version"), "1");
+  EXPECT_EQ(read_bytes(db_path()), before);
 }
 
 }  // namespace

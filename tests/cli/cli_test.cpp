@@ -1,15 +1,10 @@
 // The `tilesmith` CLI as a user runs it: the built binary in a subprocess, its stdout, stderr and
 // exit status. Every run points TILESMITH_DB and --db into a temp folder, so no test can reach the
 // user's cache. Tests pass with and without a GPU, asserting what each case must print.
-#include <fcntl.h>
-#include <spawn.h>
 #include <sqlite3.h>
-#include <sys/wait.h>
 
 #include <algorithm>
-#include <cstring>
 #include <fstream>
-#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -18,79 +13,20 @@
 
 #include "cache/database.hpp"
 #include "generator/rendered_source.hpp"
+#include "support/cli_runner.hpp"
 #include "support/matmul_configs.hpp"
 #include "support/test_support.hpp"
-
-extern char** environ;
 
 namespace tilesmith {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::CliRun;
+using testing::contains;
+using testing::expect_error_line;
+using testing::read_bytes;
+using testing::run_cli;
 using testing::tile_config;
-
-struct CliRun {
-  int status = -1;  // the exit code; 128 + the signal when killed by one
-  std::string out, err;
-};
-
-std::string read_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-// Output goes to files rather than pipes: a chatty command can never block on a full pipe.
-CliRun run_cli(const std::vector<std::string>& args, const fs::path& dir) {
-  const fs::path out = dir / "cli.stdout", err = dir / "cli.stderr";
-  static const std::string cli =
-      (fs::read_symlink("/proc/self/exe").parent_path() / TILESMITH_CLI_FROM_TESTS).string();
-  std::vector<std::string> strings = {cli};
-  strings.insert(strings.end(), args.begin(), args.end());
-  std::vector<std::string> env = {"TILESMITH_DB=" + (dir / "env-default.db").string()};
-  for (char** entry = environ; *entry; ++entry)
-    if (std::string(*entry).rfind("TILESMITH_DB=", 0) != 0) env.push_back(*entry);
-  auto pointers = [](std::vector<std::string>& from) {
-    std::vector<char*> to;
-    for (std::string& s : from) to.push_back(s.data());
-    to.push_back(nullptr);
-    return to;
-  };
-  std::vector<char*> argv = pointers(strings), envp = pointers(env);
-
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  pid_t pid = 0;
-  int spawned = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  CliRun run;
-  if (spawned != 0) {
-    ADD_FAILURE() << "cannot start " << argv[0] << ": " << std::strerror(spawned);
-    return run;
-  }
-  int wait_status = 0;
-  waitpid(pid, &wait_status, 0);
-  run.status = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 128 + WTERMSIG(wait_status);
-  run.out = read_bytes(out);
-  run.err = read_bytes(err);
-  fs::remove(out);
-  fs::remove(err);
-  return run;
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
-// The README's promise for every failure: a non-zero exit and one line on stderr.
-void expect_error_line(const CliRun& run, const std::string& part) {
-  EXPECT_NE(run.status, 0) << run.out;
-  EXPECT_EQ(run.err.rfind("tilesmith: error: ", 0), 0u) << run.err;
-  EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
-  EXPECT_TRUE(contains(run.err, part)) << "expected '" << part << "' in: " << run.err;
-}
 
 std::vector<std::string> split_lines(const std::string& text) {
   std::vector<std::string> lines;
@@ -500,7 +436,7 @@ TEST_F(CliTune, MissesSweepsEachMissedShapeLikeAShape) {
   ASSERT_EQ(tune.status, 0) << tune.out << tune.err;
   std::smatch compiled;
   ASSERT_TRUE(std::regex_search(tune.out, compiled,
-                                std::regex("compiled +(\\d+) kernels, 0 compile failures")))
+                                std::regex("compiled +(\\d+) kernels, 0 reused from the database, 0 compile failures")))
       << tune.out;
   EXPECT_EQ(std::stoi(compiled[1]), 2) << tune.out;  // --budget applies to the missed shape
   CliRun misses = run({"misses", "--db", db.string()});
@@ -618,7 +554,9 @@ TEST_F(CliTune, SmallRandomSweepCompilesOrFindsAWinner) {
   ASSERT_EQ(tune.status, 0) << tune.out << tune.err;
   EXPECT_TRUE(contains(tune.out, "database: " + db.string() + "\n"));
   std::smatch compiled;
-  const std::regex compiled_line("compiled +(\\d+) kernels, 0 compile failures");
+  // A new database: every kernel is compiled, none reused.
+  const std::regex compiled_line(
+      "compiled +(\\d+) kernels, 0 reused from the database, 0 compile failures");
   ASSERT_TRUE(std::regex_search(tune.out, compiled, compiled_line)) << tune.out;
   EXPECT_EQ(std::stoi(compiled[1]), 4) << tune.out;  // --budget 4, and every candidate compiles
   CliRun list = run({"list", "--db", db.string()});

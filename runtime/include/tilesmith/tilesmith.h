@@ -12,6 +12,9 @@ extern "C" {
 typedef struct tilesmith_runtime tilesmith_runtime;
 
 enum tilesmith_dtype { TILESMITH_F16 = 0, TILESMITH_BF16 = 1, TILESMITH_F32 = 2 };
+/* TILESMITH_INVALID_ARGUMENT: the call's arguments are wrong (a NULL or misaligned pointer, a
+ * non-positive or unsupported shape, an unknown dtype code); TILESMITH_ERROR: anything else (no
+ * GPU, an unreadable database, a failed compile or launch). */
 enum tilesmith_status { TILESMITH_OK = 0, TILESMITH_ERROR = 1, TILESMITH_INVALID_ARGUMENT = 2 };
 
 /* database_path: NULL or "" for the default; device_ordinal: usually 0. */

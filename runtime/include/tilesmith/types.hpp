@@ -21,4 +21,11 @@ class Error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// An Error in what the caller passed (a shape, a dtype, a pointer, an option): the C ABI returns
+// TILESMITH_INVALID_ARGUMENT for it rather than TILESMITH_ERROR.
+class InvalidArgument : public Error {
+ public:
+  using Error::Error;
+};
+
 }  // namespace tilesmith

@@ -1,0 +1,125 @@
+// Sweeps on the GPU as a user runs them: interrupted while a candidate is being timed, and two
+// sweeps of one problem at once on one database. The database is then checked as a whole.
+#include <signal.h>
+#include <sqlite3.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/cli_runner.hpp"
+#include "support/test_support.hpp"
+
+namespace tilesmith {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::CliProcess;
+using testing::CliRun;
+using testing::contains;
+
+// The first column of every row of `sql`, as text; read-only, beside any running sweep.
+std::vector<std::string> column(const fs::path& db, const std::string& sql) {
+  std::vector<std::string> values;
+  sqlite3* connection = nullptr;
+  if (sqlite3_open_v2(db.c_str(), &connection, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+    sqlite3_close(connection);
+    return values;
+  }
+  sqlite3_busy_timeout(connection, 10000);
+  sqlite3_stmt* statement = nullptr;
+  if (sqlite3_prepare_v2(connection, sql.c_str(), -1, &statement, nullptr) == SQLITE_OK)
+    while (sqlite3_step(statement) == SQLITE_ROW) {
+      const unsigned char* text = sqlite3_column_text(statement, 0);
+      values.push_back(text ? reinterpret_cast<const char*>(text) : "NULL");
+    }
+  sqlite3_finalize(statement);
+  sqlite3_close(connection);
+  return values;
+}
+
+std::string one(const fs::path& db, const std::string& sql) {
+  std::vector<std::string> values = column(db, sql);
+  return values.empty() ? "" : values[0];
+}
+
+// What every sweep must leave, however it ended: a sound file, no trial left running or
+// wrongly abandoned, no config tried twice, and the fastest ok trial as the winner.
+void expect_whole(const fs::path& db) {
+  EXPECT_EQ(one(db, "PRAGMA integrity_check"), "ok");
+  EXPECT_EQ(one(db, "SELECT count(*) FROM trials WHERE status = 'running'"), "0");
+  EXPECT_EQ(one(db, "SELECT count(*) FROM trials WHERE status = 'abandoned'"), "0");
+  EXPECT_TRUE(column(db, "SELECT config FROM trials GROUP BY problem_id, template_hash, config"
+                         " HAVING count(*) > 1")
+                  .empty());
+  EXPECT_EQ(one(db, "SELECT count(*) FROM winners w WHERE w.median_ms > (SELECT min(median_ms)"
+                    " FROM trials t WHERE t.status = 'ok' AND t.problem_id = w.problem_id"
+                    " AND t.template_hash = w.template_hash)"),
+            "0");
+}
+
+const std::vector<std::string> kTune = {"tune",     "--op",         "matmul",     "--dtype",
+                                        "bf16",     "--shape",      "256x256x256", "--strategy",
+                                        "exhaustive", "--budget",   "40"};
+
+TEST(GpuCliSweep, InterruptedWhileTimingKeepsItsTrialsAndResumesWithTheCutOne) {
+  TILESMITH_REQUIRE_GPU();
+  testing::TempDir dir;
+  const fs::path db = dir.file("sweep.db");
+  std::vector<std::string> args = kTune;
+  args.insert(args.end(), {"--db", db.string()});
+  for (int signal : {SIGINT, SIGTERM}) {
+    SCOPED_TRACE(signal);
+    CliProcess sweep(args, dir.path());
+    std::string cut;  // the config on the GPU when the signal was sent
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (std::chrono::steady_clock::now() < deadline) {
+      const std::string before = one(db, "SELECT count(*) FROM trials WHERE status = 'ok'");
+      cut = one(db, "SELECT config FROM trials WHERE status = 'running'");
+      if (!cut.empty() && !before.empty() && std::stoi(before) >= 3 * (signal == SIGINT ? 1 : 2))
+        break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ASSERT_FALSE(cut.empty()) << sweep.out_so_far();
+    kill(sweep.pid(), signal);
+    const CliRun stopped = sweep.wait();
+    EXPECT_EQ(stopped.status, 128 + signal) << stopped.out << stopped.err;
+    EXPECT_TRUE(contains(stopped.out, "stopped   interrupted by")) << stopped.out;
+    expect_whole(db);
+  }
+  // The rerun picks up where the sweeps stopped: exhaustive order, so the first config it tries
+  // is the one cut off last (withdrawn, not abandoned).
+  const std::string done = one(db, "SELECT count(*) FROM trials");
+  const CliRun rerun = testing::run_cli(args, dir.path());
+  ASSERT_EQ(rerun.status, 0) << rerun.out << rerun.err;
+  EXPECT_TRUE(contains(rerun.out, ", " + done + " already in the database")) << rerun.out;
+  expect_whole(db);
+  EXPECT_EQ(one(db, "SELECT count(*) FROM trials"), std::to_string(std::stoi(done) + 40));
+}
+
+TEST(GpuCliSweep, TwoSweepsOfOneProblemAtOnceShareTheWorkAndBothFinish) {
+  TILESMITH_REQUIRE_GPU();
+  testing::TempDir dir;
+  const fs::path db = dir.file("sweep.db");
+  std::vector<std::string> args = kTune;
+  args.insert(args.end(), {"--db", db.string()});
+  CliRun first, second;
+  {
+    testing::TempDir other;  // each process its own stdout and stderr files
+    CliProcess a(args, dir.path()), b(args, other.path());
+    first = a.wait();
+    second = b.wait();
+  }
+  EXPECT_EQ(first.status, 0) << first.out << first.err;
+  EXPECT_EQ(second.status, 0) << second.out << second.err;
+  expect_whole(db);
+  // Both proposed the same 40 configs in the same order; each was tried by one of them.
+  EXPECT_EQ(one(db, "SELECT count(*) FROM trials"), "40");
+  EXPECT_EQ(one(db, "SELECT count(DISTINCT sweep_id) FROM trials"), "2");
+  EXPECT_TRUE(contains(first.out + second.out, "tried by another sweep of this problem"))
+      << first.out << second.out;
+}
+
+}  // namespace
+}  // namespace tilesmith
