@@ -3,7 +3,10 @@
 translation unit per config, instantiated through a name expression, sm_90a, C++17, -I templates)
 and reports the compile time, the lowered name and NVRTC's log. No GPU needed.
 
-Usage: python3 bench/matmul_sm90_nvrtc.py [BM,BN,BK,STAGES,CONSUMERS,CM,CN,GROUP_M,KIN,KOUT ...]"""
+Usage: python3 bench/matmul_sm90_nvrtc.py [--out DIR] [BM,BN,BK,STAGES,CONSUMERS,CM,CN,GROUP_M,KIN,KOUT ...]
+  --out DIR: also write DIR/cfg<i>.cubin and DIR/cfg<i>.name (lowered name) for the probe's
+  configs (matmul_sm90_probe --nvrtc DIR checks them on the GPU); i is the probe's config index.
+"""
 import ctypes
 import os
 import sys
@@ -30,7 +33,7 @@ def compile_one(args, cubin_out=None):
     assert lib.nvrtcCreateProgram(ctypes.byref(prog), src, b"matmul_sm90_tu.cu", 0, None, None) == 0
     assert lib.nvrtcAddNameExpression(prog, expr.encode()) == 0
     opts = [b"--gpu-architecture=sm_90a", b"-std=c++17", b"-I" + os.path.join(ROOT, "templates").encode(),
-            b"-default-device", b"--ptxas-options=-v"]
+            b"--ptxas-options=-v"]
     arr = (ctypes.c_char_p * len(opts))(*opts)
     t0 = time.time()
     rc = lib.nvrtcCompileProgram(prog, len(opts), arr)
@@ -50,10 +53,33 @@ def compile_one(args, cubin_out=None):
     return rc, dt, lowered.value, log.value.decode(errors="replace")
 
 
+# The probe's configs (bench/matmul_sm90_probe.cu, all_configs()), by index, with BK = 64.
+PROBE_CONFIGS = {
+    0: [128, 256, 64, 4, 2, 1, 1, 8, 1, 1], 1: [128, 256, 64, 4, 2, 2, 1, 8, 1, 1],
+    3: [256, 128, 64, 4, 2, 2, 1, 8, 1, 1], 4: [256, 128, 64, 4, 2, 1, 2, 8, 1, 1],
+    7: [192, 128, 64, 4, 3, 2, 1, 8, 1, 1], 9: [128, 256, 64, 4, 2, 2, 1, 8, 0, 0],
+    10: [128, 256, 64, 4, 2, 2, 1, 8, 1, 2], 12: [128, 64, 64, 6, 2, 1, 2, 8, 0, 2],
+}
+
+
 def main():
-    configs = [a.split(",") for a in sys.argv[1:]] or [
+    args = sys.argv[1:]
+    if args[:1] == ["--out"]:
+        out = args[1]
+        os.makedirs(out, exist_ok=True)
+        failed = 0
+        for i, cfg in PROBE_CONFIGS.items():
+            rc, dt, lowered, log = compile_one(cfg, os.path.join(out, f"cfg{i}.cubin"))
+            print(f"cfg{i} {','.join(map(str, cfg)):32s} rc={rc} {dt:.3f}s")
+            if rc != 0:
+                print(log)
+                failed += 1
+                continue
+            open(os.path.join(out, f"cfg{i}.name"), "w").write(lowered.decode() + "\n")
+        sys.exit(1 if failed else 0)
+    configs = [a.split(",") for a in args] or [
         [128, 256, 64, 4, 2, 2, 1, 8, 1, 1], [128, 256, 64, 4, 2, 1, 1, 8, 1, 1],
-        [256, 128, 64, 4, 2, 1, 2, 8, 1, 1], [192, 128, 64, 5, 3, 2, 1, 8, 0, 2],
+        [256, 128, 64, 4, 2, 1, 2, 8, 1, 1], [192, 128, 64, 4, 3, 2, 1, 8, 0, 2],
         [128, 128, 64, 5, 1, 1, 1, 8, 1, 0]]
     failed = 0
     for cfg in configs:

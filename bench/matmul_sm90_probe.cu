@@ -56,6 +56,7 @@ using tilesmith::MatmulSm90Params;
 struct Config {
   std::string name;
   const void* kernel;
+  CUfunction nvrtc_function = nullptr;  // set: the same kernel compiled by NVRTC, driver launch
   int bm, bn, stages, consumers, cluster_m, cluster_n, group_m, kind_in, kind_out;
   int smem_bytes() const {
     return stages * (bm + bn) * 64 * 2 + consumers * 2 * 8192 + 1024 + 16 * stages;
@@ -236,7 +237,12 @@ static Launch prepare(const Config& cfg, const void* a, const void* b, void* c, 
                     ((n + cfg.bn * cfg.cluster_n - 1) / (cfg.bn * cfg.cluster_n));
   l.smem = cfg.smem_bytes();
   l.block = dim3(cfg.threads());
-  CHECK_CUDA(cudaFuncSetAttribute(cfg.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, l.smem));
+  if (cfg.nvrtc_function)
+    CHECK_CU(cuFuncSetAttribute(cfg.nvrtc_function,
+                                CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, l.smem));
+  else
+    CHECK_CUDA(cudaFuncSetAttribute(cfg.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    l.smem));
   long long clusters = units;
   if (persistent) {
     cudaLaunchConfig_t lc = {};
@@ -244,7 +250,8 @@ static Launch prepare(const Config& cfg, const void* a, const void* b, void* c, 
     lc.blockDim = l.block;
     lc.dynamicSmemBytes = l.smem;
     int max_clusters = 0;
-    if (cudaOccupancyMaxActiveClusters(&max_clusters, cfg.kernel, &lc) != cudaSuccess ||
+    if (cfg.nvrtc_function ||
+        cudaOccupancyMaxActiveClusters(&max_clusters, cfg.kernel, &lc) != cudaSuccess ||
         max_clusters <= 0) {
       cudaGetLastError();
       max_clusters = g_sms / cfg.cluster();
@@ -257,7 +264,11 @@ static Launch prepare(const Config& cfg, const void* a, const void* b, void* c, 
 
 static void launch(const Config& cfg, Launch& l, cudaStream_t stream) {
   void* args[] = {&l.params};
-  CHECK_CUDA(cudaLaunchKernel(cfg.kernel, l.grid, l.block, args, l.smem, stream));
+  if (cfg.nvrtc_function)  // plain cuLaunchKernel: the cluster shape is in the cubin
+    CHECK_CU(cuLaunchKernel(cfg.nvrtc_function, l.grid.x, 1, 1, l.block.x, 1, 1, l.smem, stream,
+                            args, nullptr));
+  else
+    CHECK_CUDA(cudaLaunchKernel(cfg.kernel, l.grid, l.block, args, l.smem, stream));
 }
 
 static cudaDataType cuda_type(int kind) {
@@ -389,6 +400,8 @@ static void time_pair(F&& mine, G&& reference, void* flush, size_t flush_bytes, 
 
 int main(int argc, char** argv) {
   bool check_only = false;
+  const char* nvrtc_dir = nullptr;
+  int headline = -1;  // timed alone before cuBLAS at each shape (the GPU at its coolest)
   int reps = 30, profile = -1, profile_size = 4096;
   std::vector<int> only;
   for (int i = 1; i < argc; ++i) {
@@ -397,6 +410,8 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) only.push_back(std::atoi(argv[++i]));
     else if (!std::strcmp(argv[i], "--profile") && i + 1 < argc) profile = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--psize") && i + 1 < argc) profile_size = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--nvrtc") && i + 1 < argc) nvrtc_dir = argv[++i];
+    else if (!std::strcmp(argv[i], "--headline") && i + 1 < argc) headline = std::atoi(argv[++i]);
   }
   CHECK_CU(cuInit(0));
   cudaDeviceProp prop;
@@ -473,6 +488,32 @@ int main(int argc, char** argv) {
     }
     std::fflush(stdout);
   }
+  // The NVRTC builds (bench/matmul_sm90_nvrtc.py --out DIR), loaded as cubins and launched with
+  // cuLaunchKernel, as the tilesmith runtime will: same checks on a few shapes.
+  if (nvrtc_dir) {
+    CHECK_CUDA(cudaFree(0));  // the primary context, current for the driver API too
+    for (size_t ci = 0; ci < configs.size(); ++ci) {
+      std::string base = std::string(nvrtc_dir) + "/cfg" + std::to_string(ci);
+      FILE* f = std::fopen((base + ".name").c_str(), "r");
+      if (!f) continue;
+      char lowered[512] = {0};
+      if (!std::fgets(lowered, sizeof lowered, f)) lowered[0] = 0;
+      std::fclose(f);
+      lowered[std::strcspn(lowered, "\r\n")] = 0;
+      CUmodule module;
+      CHECK_CU(cuModuleLoad(&module, (base + ".cubin").c_str()));
+      Config cfg = configs[ci];
+      CHECK_CU(cuModuleGetFunction(&cfg.nvrtc_function, module, lowered));
+      cfg.name += " (NVRTC)";
+      for (const Shape& s : {shapes[1], shapes[2], shapes[3], shapes[6], shapes[9]}) {
+        Check r = check_one(cfg, h, s.m, s.n, s.k, s.ldc_pad, true);
+        if (!r.ok) ++failures;
+        std::printf("[%2zu] %-40s %5d x %5d x %5d ldc+%d rel %.3e nonfinite %llu stray %llu %s\n",
+                    ci, cfg.name.c_str(), s.m, s.n, s.k, s.ldc_pad, r.rel, r.nonfinite, r.stray,
+                    r.ok ? "ok" : "FAIL");
+      }
+    }
+  }
   // 8192^3 for the headline configs only (cost).
   for (int ci : {1, 0}) {
     if (!only.empty() && std::find(only.begin(), only.end(), ci) == only.end()) continue;
@@ -511,13 +552,19 @@ int main(int argc, char** argv) {
     char shape[64];
     std::snprintf(shape, sizeof shape, "%dx%dx%d", m, n, k);
     double flops = 2.0 * m * n * k;
-    float cublas_ms = 0;
     for (int kind : {kBF16}) {
       fill_normal<<<1024, 256>>>((unsigned short*)a, m, k, k, g_seed++, kind);
       fill_normal<<<1024, 256>>>((unsigned short*)b, k, n, n, g_seed++, kind);
+      if (headline >= 0) {
+        const Config& cfg = configs[headline];
+        Launch l = prepare(cfg, a, b, c, m, n, k, k, n, n, true);
+        Timing t = time_it([&] { launch(cfg, l, 0); }, flush, flush_bytes, reps);
+        rows.push_back({shape, cfg.name + " alone", t.ms, t.spread_lo, t.spread_hi, 0,
+                        flops / t.ms / 1e9, NAN});
+      }
       Timing tc = time_it([&] { cublas_matmul(h, kBF16, kBF16, a, b, cb, m, n, k, k, n, n); },
                           flush, flush_bytes, reps);
-      cublas_ms = tc.ms;
+      if (headline >= 0) rows.back().cublas_ms = tc.ms;
       cublas_matmul(h, kBF16, kF32, a, b, ref, m, n, k, k, n, n);
       rows.push_back({shape, "cuBLAS bf16", tc.ms, tc.spread_lo, tc.spread_hi, tc.ms,
                       flops / tc.ms / 1e9, 0});

@@ -7,39 +7,55 @@
 //
 // ---- launch_info (what the host must do) --------------------------------------------------------
 //  template: matmul_sm90<BM, BN, BK, STAGES, CONSUMERS, CLUSTER_M, CLUSTER_N, GROUP_M, KIND_IN,
-//            KIND_OUT>; kernel parameter: const __grid_constant__ MatmulSm90Params.
-//  block:    (CONSUMERS + 1) * 128 threads (x only).
+//            KIND_OUT> (KIND_*: ElementKind codes, kF16 = 0, kBF16 = 1, kF32 = 2 (out only));
+//            kernel parameter: const __grid_constant__ MatmulSm90Params (matmul_sm90_params.h).
+//  block:    (CONSUMERS + 1) * 128 threads (x only): warpgroup 0 produces, 1..CONSUMERS multiply.
 //  cluster:  CLUSTER_M * CLUSTER_N CTAs along x, fixed at compile time (__cluster_dims__): a plain
-//            cuLaunchKernel works; cuLaunchKernelEx must not name another cluster shape.
-//  grid:     x only, a multiple of CLUSTER_M * CLUSTER_N; persistent: at most the number of
-//            clusters that fit at once (cudaOccupancyMaxActiveClusters, about SMs / cluster size:
-//            132 CTAs on an H100 SXM at cluster 1 or 2) and at most the number of work units,
-//            units = ceil(M / (BM * CLUSTER_M)) * ceil(N / (BN * CLUSTER_N)), times cluster size.
-//            Any grid of at least one cluster is correct; more clusters than fit only add waves.
-//  smem:     dynamic, smem_bytes = STAGES * (BM + BN) * BK * 2 + 1024 (align slack) + 16 * STAGES
-//            (mbarriers); raise CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES to it. Limit on
-//            H100: 232448 bytes per block (227 KB).
-//  tensor maps (cuTensorMapEncodeTiled, 2D, both):
-//    data type  BFLOAT16 (KIND_IN = kBF16) or FLOAT16 (kF16); interleave NONE;
-//    swizzle    128B; l2 promotion 256B (any works); oob fill NONE (out-of-bounds reads are zeros);
-//    A: globalDim {K, M}, globalStrides {lda * 2} bytes, boxDim {64, BM / CLUSTER_N},
-//       elementStrides {1, 1};
-//    B: globalDim {N, K}, globalStrides {ldb * 2} bytes, boxDim {64, BK / CLUSTER_M},
-//       elementStrides {1, 1}.
-//    TMA needs 16-byte aligned base addresses and row strides: lda, ldb multiples of 8 elements.
-//  C: written with plain stores (no tensor map), clipped to M x N; any ldc >= N, any alignment
-//     (2-element vector stores when ldc is even and C is 8-byte aligned).
+//            cuLaunchKernel works (checked); cuLaunchKernelEx must not name another cluster shape.
+//  grid:     (x only) a multiple of CLUSTER = CLUSTER_M * CLUSTER_N; persistent:
+//              units = ceil(M / (BM * CLUSTER_M)) * ceil(N / (BN * CLUSTER_N))
+//              grid  = CLUSTER * min(units, max_active_clusters)
+//            max_active_clusters = cuOccupancyMaxActiveClusters for the kernel, block and smem
+//            (on an H100 SXM: 132 at cluster 1, 66 at cluster 2, 30 at cluster 4), or
+//            floor(SMs / CLUSTER) where the query is not at hand. Any grid of at least one cluster
+//            is correct; grid = CLUSTER * units (one cluster per unit, no persistence) is also
+//            correct and was measured 5% slower at 4096^3.
+//  smem:     dynamic, smem_bytes = STAGES * (BM + BN) * BK * 2      (A and B rings)
+//                                + CONSUMERS * 16384                 (C staging, 2 x 8 KB each)
+//                                + 1024                              (alignment slack)
+//                                + 16 * STAGES                       (mbarriers)
+//            e.g. 128x256 (or 256x128), 4 stages, 2 consumers: 230464 bytes. Raise
+//            CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES to it; H100 limit: 232448 per block.
+//  tensor maps (cuTensorMapEncodeTiled, rank 2, elementStrides {1, 1}, interleave NONE,
+//            swizzle 128B, l2 promotion L2_256B, oob fill NONE = zeros):
+//    A: BFLOAT16 / FLOAT16 (KIND_IN); globalDim {K, M}; globalStrides {lda * 2} bytes;
+//       boxDim {64, BM / CLUSTER_N}.
+//    B: BFLOAT16 / FLOAT16 (KIND_IN); globalDim {N, K}; globalStrides {ldb * 2} bytes;
+//       boxDim {64, BK / CLUSTER_M}.
+//    C (only with c_store_tma = 1): BFLOAT16 / FLOAT16 / FLOAT32 (KIND_OUT); globalDim {N, M};
+//       globalStrides {ldc * bytes(KIND_OUT)}; boxDim {128 / bytes(KIND_OUT), 64}
+//       (64 x 64 for 16-bit C, 32 x 64 for fp32).
+//    TMA needs 16-byte aligned base addresses and row strides: lda and ldb multiples of 8
+//    elements (the host rejects others), A and B 16-byte aligned. For C through TMA: ldc *
+//    bytes % 16 == 0 and C 16-byte aligned; otherwise set c_store_tma = 0 and C is written with
+//    plain stores (any ldc >= N, any alignment; 2-element stores when ldc is even and C 8-byte
+//    aligned), about 10% slower at 4096^3.
 //  constraints: BK == 64; BN in {64, 128, 192, 256}; BM / CONSUMERS a multiple of 64;
 //     (BM / CONSUMERS / 64) * BN <= 256 (accumulator registers); CONSUMERS in {1, 2, 3};
-//     CLUSTER_M, CLUSTER_N in {1, 2}; BM % (8 * CLUSTER_N) == 0; smem_bytes <= 232448.
-//  registers: the producer warpgroup drops to 40 (24 with 3 consumers) and the consumers rise
-//     to 232 (160 with 3 consumers) with setmaxnreg; ptxas reports the entry cap
-//     (65536 / threads, rounded down to 8: 168 for 384 threads, 128 for 512).
+//     CLUSTER_M, CLUSTER_N in {1, 2}; BM % (8 * CLUSTER_N) == 0; GROUP_M >= 1;
+//     smem_bytes <= 232448.
+//  registers: with 2 or 3 consumers the producer warpgroup drops to 40 (24 with 3) registers
+//     and the consumers rise to 232 (160 with 3) with setmaxnreg; ptxas reports the entry cap
+//     (65536 / threads, rounded down to 8: 168 for 384 threads, 128 for 512); one consumer:
+//     no reallocation (154 registers at 256 threads). No configuration spills.
+//  measured best (H100 SXM, bf16): 128x256, 4 stages, 2 consumers, cluster 2x1, GROUP_M 8
+//     (0.995x cuBLAS at 4096^3, 1.007x at 8192^3); 256x128 cluster 1x2 is within 2%.
 // -------------------------------------------------------------------------------------------------
 //
 // Shared memory (base rounded up to 1024 bytes, as the 128-byte swizzle repeats every 1024):
 //   A ring: STAGES x [BM rows][64 k] (128-byte rows, swizzled)       STAGES * BM * 128 bytes
 //   B ring: STAGES x (BN / 64) chunks of [BK k rows][64 n]            STAGES * BN * 128 bytes
+//   C staging: CONSUMERS x 2 slots of [64 rows][128 bytes] (swizzled)  CONSUMERS * 16 KB
 //   full[STAGES], empty[STAGES] mbarriers (8 bytes each)
 // One stage = one BK slice of one output tile. full[s] completes when the TMA bytes of stage s
 // have landed (the producer's arrive_expect_tx plus the bytes); empty[s] completes when every
@@ -55,6 +71,9 @@
 #include "common/hopper.cuh"
 #include "matmul/matmul_sm90_params.h"
 
+// wgmma groups a consumer leaves running when it hands a stage back: 1 (default) hands stage
+// k - 1 back once stage k's group is issued and k - 1's is done; 0 hands each stage back as soon
+// as its own group is done. The probe measured no consistent difference (within 3% either way).
 #ifndef TS_SM90_MMA_IN_FLIGHT
 #define TS_SM90_MMA_IN_FLIGHT 1
 #endif
