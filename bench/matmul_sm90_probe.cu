@@ -4,7 +4,8 @@
 // poisoned output, then times the chosen configurations beside cuBLAS bf16 (events, L2 flushed
 // before every repetition, median). Build and run: scripts/matmul_sm90_probe.sh.
 //
-// Usage: matmul_sm90_probe [--check-only] [--reps N]
+// Usage: matmul_sm90_probe [--check-only] [--reps N] [--only I]... [--size M,N,K]...
+//        [--headline I] [--nvrtc DIR] [--profile I [--psize S]]   (I: index in all_configs())
 #include <cublas_v2.h>
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -101,6 +102,8 @@ static std::vector<Config> all_configs() {
       make_config<128, 256, 4, 2, 1, 2, 4, kBF16, kBF16>(),   // 17
       make_config<128, 256, 4, 2, 2, 2, 8, kBF16, kBF16>(),   // 18: 4-CTA cluster
       make_config<256, 128, 4, 2, 2, 2, 8, kBF16, kBF16>(),   // 19
+      make_config<128, 128, 6, 2, 1, 1, 8, kBF16, kBF16>(),   // 20: small shapes
+      make_config<128, 64, 6, 2, 1, 1, 8, kBF16, kBF16>(),    // 21
   };
 }
 
@@ -402,6 +405,7 @@ int main(int argc, char** argv) {
   bool check_only = false;
   const char* nvrtc_dir = nullptr;
   int headline = -1;  // timed alone before cuBLAS at each shape (the GPU at its coolest)
+  std::vector<std::vector<int>> size_list;  // --size M,N,K (repeatable): the timed shapes
   int reps = 30, profile = -1, profile_size = 4096;
   std::vector<int> only;
   for (int i = 1; i < argc; ++i) {
@@ -412,6 +416,11 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--psize") && i + 1 < argc) profile_size = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--nvrtc") && i + 1 < argc) nvrtc_dir = argv[++i];
     else if (!std::strcmp(argv[i], "--headline") && i + 1 < argc) headline = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--size") && i + 1 < argc) {
+      std::vector<int> v(3, 0);
+      std::sscanf(argv[++i], "%d,%d,%d", &v[0], &v[1], &v[2]);
+      size_list.push_back(v);
+    }
   }
   CHECK_CU(cuInit(0));
   cudaDeviceProp prop;
@@ -536,6 +545,7 @@ int main(int argc, char** argv) {
   };
   std::vector<Row> rows;
   std::vector<std::vector<int>> sizes = {{4096, 4096, 4096}, {8192, 8192, 8192}, {4096, 14336, 4096}};
+  if (!size_list.empty()) sizes = size_list;
   for (auto& sz : sizes) {
     int m = sz[0], n = sz[1], k = sz[2];
     void *a, *b, *c, *cb;
