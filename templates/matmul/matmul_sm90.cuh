@@ -42,12 +42,13 @@
 //    aligned), about 10% slower at 4096^3.
 //  constraints: BK == 64; BN in {64, 128, 192, 256}; BM / CONSUMERS a multiple of 64;
 //     (BM / CONSUMERS / 64) * BN <= 256 (accumulator registers); CONSUMERS in {1, 2, 3};
-//     CLUSTER_M, CLUSTER_N in {1, 2}; BM % (8 * CLUSTER_N) == 0; GROUP_M >= 1;
-//     smem_bytes <= 232448.
+//     CONSUMERS == 3 needs BN <= 192 (entry cap 128 registers); CLUSTER_M, CLUSTER_N in {1, 2};
+//     BM % (8 * CLUSTER_N) == 0; GROUP_M >= 1; smem_bytes <= 232448.
 //  registers: with 2 or 3 consumers the producer warpgroup drops to 40 (24 with 3) registers
 //     and the consumers rise to 232 (160 with 3) with setmaxnreg; ptxas reports the entry cap
-//     (65536 / threads, rounded down to 8: 168 for 384 threads, 128 for 512); one consumer:
-//     no reallocation (154 registers at 256 threads). No configuration spills.
+//     (65536 / threads, rounded down to 8: 168 for 384 threads, 128 for 512) and allocates the
+//     consumer code within it; one consumer: no reallocation (154 registers at 256 threads).
+//     No valid configuration spills (checked: every probe config, 64x256 c1, 192x192 c3).
 //  measured best (H100 SXM, bf16): 128x256, 4 stages, 2 consumers, cluster 2x1, GROUP_M 8
 //     (0.995x cuBLAS at 4096^3, 1.007x at 8192^3); 256x128 cluster 1x2 is within 2%.
 // -------------------------------------------------------------------------------------------------
@@ -230,6 +231,9 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
   static_assert(BN % 64 == 0 && BN >= 64 && BN <= 256, "BN in 64..256, a multiple of 64");
   static_assert(WG_M % 64 == 0 && MT * BN <= 256, "accumulators must fit the registers");
   static_assert(CONSUMERS >= 1 && CONSUMERS <= 3, "1 to 3 consumer warpgroups");
+  // ptxas allocates every role within the entry cap (128 registers at 512 threads): with three
+  // consumers a 64 x 256 accumulator block does not fit (C7602), 64 x 192 does.
+  static_assert(CONSUMERS != 3 || MT * BN <= 192, "three consumers: BN <= 192");
   static_assert(CLUSTER_M <= 2 && CLUSTER_N <= 2, "clusters of up to 2 x 2");
   static_assert(A_ROWS % 8 == 0 && B_ROWS % 8 == 0, "multicast slices are whole swizzle rows");
   static_assert(KIND_IN == kBF16 || KIND_IN == kF16, "16-bit inputs");
