@@ -686,6 +686,27 @@ std::string sqlite_uri(const std::filesystem::path& path, const std::string& par
   return uri + "?" + parameters;
 }
 
+// The cubins table keeps every kernel of a translation unit in its lowered_name column, one per
+// line: mangled names hold no line breaks, and a file written before several kernels per config
+// existed holds one name, which reads back as a list of one.
+std::string join_lowered_names(const std::vector<std::string>& names) {
+  std::string joined;
+  for (const std::string& name : names) joined += (joined.empty() ? "" : "\n") + name;
+  return joined;
+}
+
+std::vector<std::string> split_lowered_names(const std::string& joined) {
+  std::vector<std::string> names;
+  std::size_t start = 0;
+  while (start <= joined.size()) {
+    std::size_t end = joined.find('\n', start);
+    if (end == std::string::npos) end = joined.size();
+    if (end > start) names.push_back(joined.substr(start, end - start));
+    start = end + 1;
+  }
+  return names;
+}
+
 std::filesystem::path env_path(const char* name) {
   const char* value = std::getenv(name);
   return value && *value ? std::filesystem::path(value) : std::filesystem::path();
@@ -1230,7 +1251,7 @@ VALUES (:source_hash, :arch, :nvrtc_version, :lowered_name, :cubin, :registers,
   insert.bind(":source_hash", kernel.source_hash)
       .bind(":arch", kernel.arch)
       .bind(":nvrtc_version", kernel.nvrtc_version)
-      .bind(":lowered_name", kernel.lowered_name)
+      .bind(":lowered_name", join_lowered_names(kernel.lowered_names))
       .bind_blob(":cubin", kernel.cubin.bytes)
       .bind(":registers", kernel.resources.registers)
       .bind(":static_smem_bytes", kernel.resources.static_smem_bytes)
@@ -1260,7 +1281,7 @@ SELECT lowered_name, cubin, registers, static_smem_bytes, stack_frame_bytes, spi
   kernel.source_hash = source_hash;
   kernel.arch = arch;
   kernel.nvrtc_version = nvrtc_version;
-  kernel.lowered_name = query.text(0);
+  kernel.lowered_names = split_lowered_names(query.text(0));
   kernel.cubin.bytes = query.blob(1);
   kernel.resources.registers = query.integer(2);
   kernel.resources.static_smem_bytes = query.integer(3);

@@ -1,5 +1,6 @@
 // `tilesmith source`: the exact source (or PTX) of one config, so a config that failed in the
 // tuner can be reproduced and read outside it. Needs no GPU.
+#include <algorithm>
 #include <iostream>
 
 #include "cli/cli_common.hpp"
@@ -86,8 +87,7 @@ int run_source(const std::vector<std::string>& args) {
   std::cout << "// tilesmith source: " << problem.key() << " for " << arch << ", " << target
             << ", source hash " << source.hash << "\n"
             << "// NVRTC compiles the first file with the headers below on its include path and\n"
-            << "// instantiates the kernel through the name expression " << source.kernel_expression
-            << "\n";
+            << "// instantiates the kernels through the name expressions in its comments\n";
   print_file(source.main_name, source.text);
   for (const auto& [name, text] : source.headers) print_file(name, text);
   return 0;

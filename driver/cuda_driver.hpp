@@ -18,7 +18,8 @@ namespace tilesmith::driver {
   X(cuFuncGetAttribute) X(cuLaunchKernel) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD)            \
   X(cuMemcpyDtoH) X(cuMemsetD32Async) X(cuMemsetD8Async) X(cuStreamCreate) X(cuStreamDestroy)   \
   X(cuStreamSynchronize) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)                    \
-  X(cuEventSynchronize) X(cuEventElapsedTime) X(cuPointerGetAttribute)
+  X(cuEventSynchronize) X(cuEventElapsedTime) X(cuPointerGetAttribute) X(cuLaunchKernelEx)      \
+  X(cuTensorMapEncodeTiled)
 
 // Entry points whose plain name cuGetProcAddress resolves, at CUDA_VERSION, to a newer ABI than
 // cuda.h's prototype of that name: they are asked for at the prototype's version. CUDA 13 added

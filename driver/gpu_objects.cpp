@@ -1,5 +1,6 @@
 #include "driver/gpu_objects.hpp"
 
+#include <algorithm>
 #include <utility>
 
 namespace tilesmith::driver {
@@ -25,12 +26,81 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
   return *this;
 }
 
+namespace {
+
+CUtensorMapDataType tensor_map_type(DType dtype) {
+  switch (dtype) {
+    case DType::f16: return CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    case DType::bf16: return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    case DType::f32: return CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+  }
+  return CU_TENSOR_MAP_DATA_TYPE_UINT8;
+}
+
+CUtensorMapSwizzle tensor_map_swizzle(std::uint32_t bytes) {
+  switch (bytes) {
+    case 32: return CU_TENSOR_MAP_SWIZZLE_32B;
+    case 64: return CU_TENSOR_MAP_SWIZZLE_64B;
+    case 128: return CU_TENSOR_MAP_SWIZZLE_128B;
+  }
+  return CU_TENSOR_MAP_SWIZZLE_NONE;
+}
+
+// Writes the CUtensorMap of `spec` into `bytes` at its offset.
+CUresult encode_tensor_map(const TensorMapSpec& spec, std::byte* bytes) {
+  static_assert(sizeof(CUtensorMap) == 128);
+  cuuint64_t dims[5], strides[4];
+  cuuint32_t box[5], element_strides[5];
+  for (std::uint32_t i = 0; i < spec.rank; ++i) {
+    dims[i] = spec.dims[i];
+    box[i] = spec.box[i];
+    element_strides[i] = 1;
+    if (i + 1 < spec.rank) strides[i] = spec.stride_bytes[i];
+  }
+  return api().cuTensorMapEncodeTiled(
+      reinterpret_cast<CUtensorMap*>(bytes + spec.offset), tensor_map_type(spec.dtype), spec.rank,
+      reinterpret_cast<void*>(spec.address), dims, strides, box, element_strides,
+      CU_TENSOR_MAP_INTERLEAVE_NONE, tensor_map_swizzle(spec.swizzle_bytes),
+      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+}
+
+}  // namespace
+
 CUresult LaunchableKernel::try_launch(const LaunchGeometry& geometry, const KernelArgs& args,
                                       CUstream stream) const {
-  void* params[] = {const_cast<std::byte*>(args.bytes.data())};  // one Params struct
-  return api().cuLaunchKernel(function_, geometry.grid[0], geometry.grid[1], geometry.grid[2],
-                              geometry.block[0], geometry.block[1], geometry.block[2],
-                              geometry.dynamic_smem_bytes, stream, params, nullptr);
+  const KernelArgs* launched = &args;
+  KernelArgs encoded;  // tensor maps are filled in a copy: the caller's arguments stay a recipe
+  if (args.tensor_map_count > 0) {
+    encoded = args;
+    for (int i = 0; i < args.tensor_map_count; ++i)
+      if (CUresult result = encode_tensor_map(args.tensor_maps[i], encoded.bytes.data());
+          result != CUDA_SUCCESS)
+        return result;
+    launched = &encoded;
+  }
+  void* params[] = {const_cast<std::byte*>(launched->bytes.data())};  // one Params struct
+  const unsigned* cluster = geometry.cluster;
+  if (cluster[0] * cluster[1] * cluster[2] == 1)
+    return api().cuLaunchKernel(function_, geometry.grid[0], geometry.grid[1], geometry.grid[2],
+                                geometry.block[0], geometry.block[1], geometry.block[2],
+                                geometry.dynamic_smem_bytes, stream, params, nullptr);
+  CUlaunchAttribute attribute{};
+  attribute.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  attribute.value.clusterDim.x = cluster[0];
+  attribute.value.clusterDim.y = cluster[1];
+  attribute.value.clusterDim.z = cluster[2];
+  CUlaunchConfig config{};
+  config.gridDimX = geometry.grid[0];
+  config.gridDimY = geometry.grid[1];
+  config.gridDimZ = geometry.grid[2];
+  config.blockDimX = geometry.block[0];
+  config.blockDimY = geometry.block[1];
+  config.blockDimZ = geometry.block[2];
+  config.sharedMemBytes = geometry.dynamic_smem_bytes;
+  config.hStream = stream;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  return api().cuLaunchKernelEx(&config, function_, params, nullptr);
 }
 
 void LaunchableKernel::launch(const LaunchGeometry& geometry, const KernelArgs& args,
@@ -51,8 +121,10 @@ int LaunchableKernel::registers() const {
   return value;
 }
 
-LoadedModule::LoadedModule(const CompiledKernel& kernel) : lowered_name_(kernel.lowered_name) {
-  description_ = kernel.lowered_name + " (" + kernel.arch + ", source " + kernel.source_hash + ")";
+LoadedModule::LoadedModule(const CompiledKernel& kernel) : lowered_names_(kernel.lowered_names) {
+  if (lowered_names_.empty())
+    throw Error("loading the cubin of source " + kernel.source_hash + ": it names no kernel");
+  description_ = lowered_names_.front() + " (" + kernel.arch + ", source " + kernel.source_hash + ")";
   TILESMITH_CU(api().cuModuleLoadData(&module_, kernel.cubin.bytes.data()),
                "loading the cubin of " + description_);
 }
@@ -61,10 +133,10 @@ LoadedModule::~LoadedModule() {
   if (module_) api().cuModuleUnload(module_);
 }
 
-LaunchableKernel LoadedModule::kernel(const std::string& description) const {
+LaunchableKernel LoadedModule::kernel(std::size_t index, const std::string& description) const {
   CUfunction function;
-  TILESMITH_CU(api().cuModuleGetFunction(&function, module_, lowered_name_.c_str()),
-               "finding " + description_);
+  TILESMITH_CU(api().cuModuleGetFunction(&function, module_, lowered_names_.at(index).c_str()),
+               "finding " + lowered_names_.at(index) + " in " + description_);
   return LaunchableKernel(function, description);
 }
 
@@ -92,14 +164,52 @@ void Stream::synchronize(const std::string& what) const {
   TILESMITH_CU(api().cuStreamSynchronize(stream_), what);
 }
 
-ReadyKernel load_kernel(const CompiledKernel& compiled, unsigned dynamic_smem_bytes,
+CUresult ReadyKernel::try_run(const LaunchPlan& plan, CUstream stream) const {
+  for (const LaunchStep& step : plan.all()) {
+    if (step.kernel < 0 || static_cast<std::size_t>(step.kernel) >= kernels.size())
+      return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult result = kernels[static_cast<std::size_t>(step.kernel)].try_launch(
+            step.geometry, step.args, stream);
+        result != CUDA_SUCCESS)
+      return result;
+  }
+  return CUDA_SUCCESS;
+}
+
+void ReadyKernel::run(const LaunchPlan& plan, CUstream stream) const {
+  for (const LaunchStep& step : plan.all()) {
+    if (step.kernel < 0 || static_cast<std::size_t>(step.kernel) >= kernels.size())
+      throw Error("a launch plan names kernel " + std::to_string(step.kernel) + " of " +
+                  std::to_string(kernels.size()) + " (" + first().description() + ")");
+    kernels[static_cast<std::size_t>(step.kernel)].launch(step.geometry, step.args, stream);
+  }
+}
+
+ReadyKernel load_kernel(const CompiledKernel& compiled, const LaunchPlan& plan,
                         const std::string& description) {
   ReadyKernel ready;
   ready.module = std::make_unique<LoadedModule>(compiled);
-  ready.kernel = std::make_unique<LaunchableKernel>(ready.module->kernel(description));
-  // Above 48 KB a block gets dynamic shared memory only after its limit is raised.
-  if (dynamic_smem_bytes > 48 * 1024) ready.kernel->allow_dynamic_smem(dynamic_smem_bytes);
+  for (std::size_t i = 0; i < ready.module->kernel_count(); ++i) {
+    const std::string name =
+        ready.module->kernel_count() == 1 ? description : description + " #" + std::to_string(i);
+    ready.kernels.push_back(ready.module->kernel(i, name));
+    unsigned smem = 0;
+    for (const LaunchStep& step : plan.all())
+      if (static_cast<std::size_t>(step.kernel) == i)
+        smem = std::max(smem, step.geometry.dynamic_smem_bytes);
+    // Above 48 KB a block gets dynamic shared memory only after its limit is raised.
+    if (smem > 48 * 1024) ready.kernels.back().allow_dynamic_smem(smem);
+  }
   return ready;
+}
+
+ReadyKernel load_kernel(const CompiledKernel& compiled, unsigned dynamic_smem_bytes,
+                        const std::string& description) {
+  LaunchPlan plan;
+  LaunchGeometry geometry;
+  geometry.dynamic_smem_bytes = dynamic_smem_bytes;
+  plan.add(0, geometry, KernelArgs{});
+  return load_kernel(compiled, plan, description);
 }
 
 }  // namespace tilesmith::driver

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "driver/cuda_driver.hpp"
 #include "generator/compiled_kernel.hpp"
@@ -33,12 +34,14 @@ class DeviceBuffer {
 };
 
 // A kernel ready to launch: its function in a loaded module, with the dynamic shared memory
-// limit raised as far as the launch rule needs.
+// limit raised as far as the launch rule needs. A launch encodes the arguments' tensor maps
+// (cuTensorMapEncodeTiled) and uses cuLaunchKernelEx when the geometry names a cluster.
 class LaunchableKernel {
  public:
   LaunchableKernel(CUfunction function, std::string description)
       : function_(function), description_(std::move(description)) {}
-  // Throws Error naming the kernel on any launch error (sticky or not).
+  // Throws Error naming the kernel on any launch error (sticky or not), or on a tensor map the
+  // driver cannot encode.
   void launch(const LaunchGeometry& geometry, const KernelArgs& args, CUstream stream) const;
   // Returns the driver's result instead of throwing (the tuner classifies failures).
   CUresult try_launch(const LaunchGeometry& geometry, const KernelArgs& args, CUstream stream) const;
@@ -59,11 +62,13 @@ class LoadedModule {
   LoadedModule(const LoadedModule&) = delete;
   LoadedModule& operator=(const LoadedModule&) = delete;
 
-  LaunchableKernel kernel(const std::string& description) const;
+  // The kernel of lowered_names[index].
+  LaunchableKernel kernel(std::size_t index, const std::string& description) const;
+  std::size_t kernel_count() const { return lowered_names_.size(); }
 
  private:
   CUmodule module_ = nullptr;
-  std::string lowered_name_;
+  std::vector<std::string> lowered_names_;
   std::string description_;
 };
 
@@ -95,12 +100,22 @@ class Stream {
   CUstream stream_ = nullptr;
 };
 
-// A compiled kernel loaded into the current context with its dynamic shared memory limit
-// raised for `dynamic_smem_bytes`. Shared by the tuner's GPU worker and the runtime.
+// A compiled config loaded into the current context: one launchable kernel per name expression,
+// each with its dynamic shared memory limit raised as far as a plan needs. Shared by the
+// tuner's GPU worker and the runtime.
 struct ReadyKernel {
   std::unique_ptr<LoadedModule> module;
-  std::unique_ptr<LaunchableKernel> kernel;
+  std::vector<LaunchableKernel> kernels;
+
+  const LaunchableKernel& first() const { return kernels.at(0); }
+  // Launches every step of `plan` on `stream`, in order; the first failure's result.
+  CUresult try_run(const LaunchPlan& plan, CUstream stream) const;
+  void run(const LaunchPlan& plan, CUstream stream) const;  // throws Error naming the kernel
 };
+// `plan` gives each kernel's dynamic shared memory (its largest step); its arguments are unused.
+ReadyKernel load_kernel(const CompiledKernel& compiled, const LaunchPlan& plan,
+                        const std::string& description);
+// A single-kernel program (support and reference kernels) launched with `dynamic_smem_bytes`.
 ReadyKernel load_kernel(const CompiledKernel& compiled, unsigned dynamic_smem_bytes,
                         const std::string& description);
 

@@ -10,7 +10,7 @@ namespace tilesmith {
 namespace {
 
 std::string describe(const RenderedSource& source, const std::string& arch) {
-  return source.family + " kernel " + source.kernel_expression + " for " + arch;
+  return source.describe() + " for " + arch;
 }
 
 void check(nvrtcResult result, const char* call, const RenderedSource& source,
@@ -34,8 +34,11 @@ class Program {
     check(nvrtcCreateProgram(&program_, source.text.c_str(), source.main_name.c_str(),
                              static_cast<int>(texts.size()), texts.data(), names.data()),
           "nvrtcCreateProgram", source, arch);
-    check(nvrtcAddNameExpression(program_, source.kernel_expression.c_str()),
-          "nvrtcAddNameExpression", source, arch);
+    if (source.kernel_expressions.empty())
+      throw Error("compiling " + describe(source, arch) + ": no kernel name expression");
+    for (const std::string& expression : source.kernel_expressions)
+      check(nvrtcAddNameExpression(program_, expression.c_str()), "nvrtcAddNameExpression", source,
+            arch);
   }
   ~Program() { nvrtcDestroyProgram(&program_); }
   Program(const Program&) = delete;
@@ -107,10 +110,12 @@ CompiledKernel compile(const RenderedSource& source, const std::string& arch) {
   Program program(source, arch);
   CompiledKernel kernel;
   kernel.log = program.compile(/*verbose_ptxas=*/true);
-  const char* lowered = nullptr;
-  check(nvrtcGetLoweredName(program.get(), source.kernel_expression.c_str(), &lowered),
-        "nvrtcGetLoweredName", source, arch);
-  kernel.lowered_name = lowered;
+  for (const std::string& expression : source.kernel_expressions) {
+    const char* lowered = nullptr;
+    check(nvrtcGetLoweredName(program.get(), expression.c_str(), &lowered), "nvrtcGetLoweredName",
+          source, arch);
+    kernel.lowered_names.push_back(lowered);
+  }
   std::size_t size = 0;
   check(nvrtcGetCUBINSize(program.get(), &size), "nvrtcGetCUBINSize", source, arch);
   kernel.cubin.bytes.resize(size);
@@ -118,8 +123,8 @@ CompiledKernel compile(const RenderedSource& source, const std::string& arch) {
   kernel.source_hash = source.hash;
   kernel.arch = arch;
   kernel.nvrtc_version = nvrtc_version();
-  const ResourceUsage reported = parse_resource_usage(kernel.log, kernel.lowered_name);
-  kernel.resources = read_cubin_resources(kernel.cubin, kernel.lowered_name);
+  const ResourceUsage reported = parse_resource_usage(kernel.log, kernel.lowered_names.front());
+  kernel.resources = read_cubin_resources(kernel.cubin, kernel.lowered_names.front());
   kernel.resources.static_smem_bytes = reported.static_smem_bytes;
   kernel.resources.spill_store_bytes = reported.spill_store_bytes;
   kernel.resources.spill_load_bytes = reported.spill_load_bytes;

@@ -33,7 +33,8 @@ struct CompiledKernel {
   std::string source_hash;    // RenderedSource::hash
   std::string arch;           // "sm_90a"
   std::string nvrtc_version;  // "13.0"
-  std::string lowered_name;   // mangled kernel symbol in the cubin
+  // Mangled symbols in the cubin, one per RenderedSource::kernel_expressions entry.
+  std::vector<std::string> lowered_names;
   Cubin cubin;
   ResourceUsage resources;
   std::string log;  // NVRTC/ptxas log
@@ -49,6 +50,8 @@ std::string compile_to_ptx(const RenderedSource& source, const std::string& arch
 
 std::string nvrtc_version();  // "13.0"
 
+// Registers, shared memory and spills of a compiled config are those of its first kernel (the
+// main one; others are small copies and reductions).
 // Parses ptxas' verbose report (as NVRTC returns it in the log) for the named kernel; every
 // field stays -1 when the log has no report for it.
 ResourceUsage parse_resource_usage(const std::string& log, const std::string& lowered_name);

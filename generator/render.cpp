@@ -24,37 +24,50 @@ std::string content_hash(const std::string& text) {
 namespace {
 
 std::string all_source_text(const FamilySource& source) {
-  std::string text = source.main_name + "\n" + source.main_text;
-  for (const auto& [name, header] : source.headers) text += "\n" + name + "\n" + header;
+  std::string text;
+  for (const auto& [name, file] : source.files) text += name + "\n" + file + "\n";
   return text;
 }
 
-RenderedSource render_expression(const Family& family, const Config& config,
-                                 const std::string& expression, const std::string& what) {
+RenderedSource render_file(const Family& family, const Config& config, const std::string& file,
+                           std::vector<std::string> expressions, const std::string& what) {
   const FamilySource& source = family.source();
+  if (!source.files.count(file))
+    throw Error(family.name() + ": kernel file '" + file + "' is not among the family's sources");
   RenderedSource rendered;
   rendered.family = family.name();
   rendered.config = config;
   rendered.main_name = family.name() + "_" + what + ".cu";
-  rendered.headers = source.headers;
-  rendered.kernel_expression = expression;
-  // The name expression instantiates the kernel; the comment makes the translation unit
+  rendered.headers = source.files;
+  rendered.kernel_expressions = std::move(expressions);
+  // The name expressions instantiate the kernels; the comment makes the translation unit
   // self-describing when it is printed or saved to reproduce a failure outside the tuner.
   rendered.text = "// tilesmith: family " + family.name() + ", " + what +
-                  (config.values.empty() ? "" : ", config " + config.text()) + "\n// kernel: " +
-                  expression + "\n" + source.main_text;
-  rendered.hash = content_hash(all_source_text(source) + "\n" + rendered.text + "\n" + expression);
+                  (config.values.empty() ? "" : ", config " + config.text()) + "\n";
+  for (const std::string& expression : rendered.kernel_expressions)
+    rendered.text += "// kernel: " + expression + "\n";
+  rendered.text += "#include \"" + file + "\"\n";
+  rendered.hash = content_hash(all_source_text(source) + "\n" + rendered.text);
   return rendered;
 }
 
 }  // namespace
 
+std::string RenderedSource::describe() const {
+  std::string names;
+  for (const std::string& expression : kernel_expressions)
+    names += (names.empty() ? "" : ", ") + expression;
+  return family + (kernel_expressions.size() == 1 ? " kernel " : " kernels ") + names;
+}
+
 RenderedSource render(const Family& family, const Config& config, const Problem& problem) {
-  return render_expression(family, config, family.kernel_expression(config, problem), "kernel");
+  return render_file(family, config, family.kernel_file(config),
+                     family.kernel_expressions(config, problem), "kernel");
 }
 
 RenderedSource render_reference(const Family& family, const Problem& problem) {
-  return render_expression(family, Config{}, family.reference_expression(problem), "reference");
+  return render_file(family, Config{}, family.reference_file(),
+                     {family.reference_expression(problem)}, "reference");
 }
 
 std::string template_hash(const Family& family) {

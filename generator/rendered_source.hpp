@@ -3,6 +3,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "templates/family.hpp"
 
@@ -14,8 +15,12 @@ struct RenderedSource {
   std::string main_name;                       // file name NVRTC reports in its log
   std::string text;                            // the translation unit
   std::map<std::string, std::string> headers;  // embedded headers, by include name
-  std::string kernel_expression;               // NVRTC name expression of the kernel
+  // NVRTC name expressions of the kernels, in the order the launch plan numbers them.
+  std::vector<std::string> kernel_expressions;
   std::string hash;                            // identity: same config, same source, same hash
+
+  // "matmul kernel tilesmith::matmul_kernel<...>": for messages.
+  std::string describe() const;
 };
 
 // Renders the candidate kernel for `config`. Deterministic.

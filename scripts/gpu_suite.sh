@@ -13,7 +13,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-$(mktemp -d)}
 BUILD=${BUILD_DIR:-build}
-STEPS=${SUITE_STEPS:-"tests tune bench"}
+STEPS=${SUITE_STEPS:-"tests tune sass bench"}
 export TILESMITH_DB=${TILESMITH_DB:-$OUT/tilesmith.db}
 export PYTHONUNBUFFERED=1
 # Budgets per tuned shape ("N" candidates or "Ns" seconds; "all" = exhaustive). A budgeted
@@ -56,6 +56,29 @@ if has_step tune; then
   "$BUILD/tilesmith" list | tee "$OUT/list.txt"
 fi
 
+# The wgmma template's SASS: HGMMA and TMA (UTMALDG/UTMASTG) present, no local-memory spills.
+if has_step sass; then
+  echo "== SASS of the 4096^3 winner (and of every wgmma cubin in the database)"
+  python3 - "$TILESMITH_DB" "$OUT" <<'PY' > "$OUT/sass_summary.txt" 2>&1
+import sqlite3, subprocess, sys
+db, out = sys.argv[1], sys.argv[2]
+rows = sqlite3.connect(db).execute(
+    "SELECT source_hash, lowered_name, cubin FROM cubins WHERE lowered_name LIKE '%matmul_sm90%'").fetchall()
+counts = {"HGMMA": 0, "UTMALDG": 0, "UTMASTG": 0, "LDL": 0, "STL": 0}
+with_hgmma = 0
+for source_hash, name, cubin in rows:
+    path = f"{out}/{source_hash}.cubin"
+    open(path, "wb").write(cubin)
+    sass = subprocess.run(["cuobjdump", "-sass", path], capture_output=True, text=True).stdout
+    for op in counts:
+        counts[op] += sass.count(op + ".") + sass.count(op + " ")
+    with_hgmma += "HGMMA" in sass
+print(f"wgmma cubins: {len(rows)}, with HGMMA: {with_hgmma}; instruction counts over all: {counts}")
+PY
+  cat "$OUT/sass_summary.txt"
+  summary+=("sass: $(cat "$OUT/sass_summary.txt" | tail -1)")
+fi
+
 if has_step bench; then
   echo "== bench (tilesmith runtime vs cuBLAS via torch.matmul, same process)"
   python3 bench/matmul_bench.py --lib "$BUILD/libtilesmith.so" --db "$TILESMITH_DB" \
@@ -67,4 +90,27 @@ echo
 echo "================ summary ================"
 for line in "${summary[@]}"; do echo "$line"; done
 if has_step tune; then echo; cat "$OUT/list.txt"; fi
+# The wgmma template's SASS: HGMMA and TMA (UTMALDG/UTMASTG) present, no local-memory spills.
+if has_step sass; then
+  echo "== SASS of the 4096^3 winner (and of every wgmma cubin in the database)"
+  python3 - "$TILESMITH_DB" "$OUT" <<'PY' > "$OUT/sass_summary.txt" 2>&1
+import sqlite3, subprocess, sys
+db, out = sys.argv[1], sys.argv[2]
+rows = sqlite3.connect(db).execute(
+    "SELECT source_hash, lowered_name, cubin FROM cubins WHERE lowered_name LIKE '%matmul_sm90%'").fetchall()
+counts = {"HGMMA": 0, "UTMALDG": 0, "UTMASTG": 0, "LDL": 0, "STL": 0}
+with_hgmma = 0
+for source_hash, name, cubin in rows:
+    path = f"{out}/{source_hash}.cubin"
+    open(path, "wb").write(cubin)
+    sass = subprocess.run(["cuobjdump", "-sass", path], capture_output=True, text=True).stdout
+    for op in counts:
+        counts[op] += sass.count(op + ".") + sass.count(op + " ")
+    with_hgmma += "HGMMA" in sass
+print(f"wgmma cubins: {len(rows)}, with HGMMA: {with_hgmma}; instruction counts over all: {counts}")
+PY
+  cat "$OUT/sass_summary.txt"
+  summary+=("sass: $(cat "$OUT/sass_summary.txt" | tail -1)")
+fi
+
 if has_step bench; then echo; tail -n 25 "$OUT/bench.log"; fi

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "templates/problem.hpp"
+#include "tilesmith/types.hpp"
 
 namespace tilesmith {
 
@@ -22,19 +23,44 @@ struct ParamSpec {
   std::vector<int> values;
 };
 
+// The cartesian product of a space's value lists, in a fixed order.
+std::vector<Config> enumerate_space(const std::vector<ParamSpec>& space);
+
 struct LaunchGeometry {
   unsigned grid[3] = {1, 1, 1};
   unsigned block[3] = {1, 1, 1};
+  // Thread-block cluster (sm_90+): {1, 1, 1} is none. A kernel whose cluster shape is compiled
+  // in (__cluster_dims__) leaves this at {1, 1, 1}.
+  unsigned cluster[3] = {1, 1, 1};
   unsigned dynamic_smem_bytes = 0;
 };
 
+// A TMA descriptor (CUtensorMap) that the driver stage encodes on the host, with
+// cuTensorMapEncodeTiled, into a kernel's argument bytes: templates describe tensor maps, they
+// never call the driver. Tiled, interleave none, out-of-bounds elements read as zeros.
+struct TensorMapSpec {
+  std::uint32_t offset = 0;  // of the 128-byte TensorMap (common/tensor_map.h) in the arguments
+  DType dtype = DType::bf16;
+  std::uint32_t rank = 2;
+  std::uint64_t address = 0;            // the tensor's base: 16-byte aligned
+  std::uint64_t dims[5] = {};           // elements, innermost first
+  std::uint64_t stride_bytes[4] = {};   // of dimensions 1 .. rank-1: multiples of 16
+  std::uint32_t box[5] = {};            // elements per copy, innermost first
+  std::uint32_t swizzle_bytes = 128;    // 0, 32, 64 or 128
+};
+
 // A kernel's single by-value parameter struct, as bytes: every tilesmith kernel takes exactly
-// one `Params` argument, so launching needs no per-family argument marshalling.
+// one `Params` argument, so launching needs no per-family argument marshalling. Tensor maps
+// inside it are listed in `tensor_maps` and encoded by the driver stage just before the launch.
 // Fixed capacity, so building one on the runtime's hot path allocates nothing.
 struct KernelArgs {
-  static constexpr std::size_t kCapacity = 256;
-  alignas(16) std::array<std::byte, kCapacity> bytes{};
+  static constexpr std::size_t kCapacity = 1024;
+  static constexpr int kMaxTensorMaps = 4;
+  alignas(64) std::array<std::byte, kCapacity> bytes{};  // CUtensorMap: 64-byte aligned
   std::size_t size = 0;
+  std::array<TensorMapSpec, kMaxTensorMaps> tensor_maps{};
+  int tensor_map_count = 0;
+
   template <class T>
   static KernelArgs of(const T& params) {
     static_assert(sizeof(T) <= kCapacity, "kernel parameter struct too large");
@@ -44,6 +70,45 @@ struct KernelArgs {
     args.size = sizeof(T);
     return args;
   }
+  // `member` is a TensorMap inside `params` (the struct `of` copied): the driver fills it.
+  template <class T, class Map>
+  void encode_tensor_map(const T& params, const Map& member, TensorMapSpec spec) {
+    static_assert(sizeof(Map) == 128, "a tensor map is 128 bytes");
+    const auto offset = reinterpret_cast<const std::byte*>(&member) -
+                        reinterpret_cast<const std::byte*>(&params);
+    if (tensor_map_count == kMaxTensorMaps || offset < 0 || offset % 64 ||
+        static_cast<std::size_t>(offset) + 128 > size)
+      throw Error("a tensor map outside the kernel arguments, misaligned, or one too many");
+    spec.offset = static_cast<std::uint32_t>(offset);
+    tensor_maps[static_cast<std::size_t>(tensor_map_count++)] = spec;
+  }
+};
+
+// One launch of a call: which of the config's kernels (an index into kernel_expressions), where,
+// with what.
+struct LaunchStep {
+  int kernel = 0;
+  LaunchGeometry geometry;
+  KernelArgs args;
+};
+
+// Everything one call of a config runs, in order, on one stream: the main kernel, and where a
+// config needs them a padding copy before it or a split-K reduction after it. Fixed capacity:
+// the runtime builds one per call without allocating.
+struct LaunchPlan {
+  static constexpr int kMaxSteps = 4;
+  std::array<LaunchStep, kMaxSteps> steps{};
+  int step_count = 0;
+
+  LaunchStep& add(int kernel, const LaunchGeometry& geometry, const KernelArgs& args) {
+    if (step_count == kMaxSteps) throw Error("a launch plan holds at most 4 launches");
+    LaunchStep& step = steps[static_cast<std::size_t>(step_count++)];
+    step.kernel = kernel;
+    step.geometry = geometry;
+    step.args = args;
+    return step;
+  }
+  std::span<const LaunchStep> all() const { return {steps.data(), static_cast<std::size_t>(step_count)}; }
 };
 
 // A buffer the kernel reads or writes; the tuner allocates, fills and poisons them generically.
@@ -59,11 +124,11 @@ struct Work {
   double min_bytes = 0;  // each input read once, each output written once
 };
 
-// Embedded source of a family: the main file and the headers it includes, by include name.
+// Embedded source of a family: every file its kernels are built from, by include name
+// ("matmul/matmul.cuh", "common/tile_primitives.cuh"). A config's translation unit includes the
+// file that holds its kernels (Family::kernel_file); NVRTC parses only what is included.
 struct FamilySource {
-  std::string main_name;  // "matmul.cuh"
-  std::string main_text;
-  std::map<std::string, std::string> headers;  // include name -> text
+  std::map<std::string, std::string> files;
 };
 
 class Family {
@@ -78,23 +143,39 @@ class Family {
   virtual std::vector<ParamSpec> space() const = 0;
   virtual std::optional<std::string> reject(const Config& config, const Problem& problem,
                                             const DeviceTarget& device) const = 0;
+  // Every config of the space. Default: the product of space()'s value lists. A family whose
+  // variants take different parameters (one template on mma.sync, one on wgmma) lists the
+  // union of their products instead.
+  virtual std::vector<Config> enumerate() const;
   // A config that is valid for any problem the family accepts on this device.
   virtual Config default_config(const Problem& problem, const DeviceTarget& device) const = 0;
 
   // Throws Error when the family cannot express this problem (bad shape, unsupported dtype).
   virtual void validate(const Problem& problem) const = 0;
 
-  // The NVRTC name expression of the kernel for this config and problem, and its launch rule.
-  virtual std::string kernel_expression(const Config& config, const Problem& problem) const = 0;
-  virtual LaunchGeometry launch(const Config& config, const Problem& problem) const = 0;
+  // The file of source() holding this config's kernels, and their NVRTC name expressions: one
+  // translation unit per config, several kernels when its plan launches several.
+  virtual std::string kernel_file(const Config& config) const = 0;
+  virtual std::vector<std::string> kernel_expressions(const Config& config,
+                                                      const Problem& problem) const = 0;
 
-  // Buffers in the order `args` expects them; outputs are poisoned before every checked run.
+  // Buffers in the order `plan` expects their addresses; outputs are poisoned before every
+  // checked run.
   virtual std::vector<TensorSpec> tensors(const Problem& problem) const = 0;
-  virtual KernelArgs args(const Problem& problem,
-                          std::span<const std::uint64_t> tensor_addresses) const = 0;
+  // Device memory a call needs besides its tensors (split-K partial sums, padded copies),
+  // allocated once by the tuner and the runtime and reused.
+  virtual std::size_t workspace_bytes(const Config& config, const Problem& problem,
+                                      const DeviceTarget& device) const;
+  // The launches of one call. `device` sets what depends on the GPU (a persistent grid's size);
+  // `workspace` holds workspace_bytes (0 when none are needed).
+  virtual LaunchPlan plan(const Config& config, const Problem& problem,
+                          const DeviceTarget& device,
+                          std::span<const std::uint64_t> tensor_addresses,
+                          std::uint64_t workspace) const = 0;
 
-  // The trusted reference: a simple kernel in the same source writing fp32 output to
+  // The trusted reference: a simple kernel in `reference_file` writing fp32 output to
   // `reference_out` (one element per element of the first output tensor).
+  virtual std::string reference_file() const = 0;
   virtual std::string reference_expression(const Problem& problem) const = 0;
   virtual LaunchGeometry reference_launch(const Problem& problem) const = 0;
   virtual KernelArgs reference_args(const Problem& problem,

@@ -38,15 +38,4 @@ void register_family(std::unique_ptr<Family> family) {
   families().push_back(std::move(family));
 }
 
-double Family::tolerance(const Problem& problem) const {
-  // Norm-wise relative error with fp32 accumulation: the output's rounding dominates
-  // (bf16 keeps 8 bits, fp16 11), so the bound follows the output type.
-  switch (problem.out_dtype) {
-    case DType::bf16: return 1e-2;
-    case DType::f16: return 2e-3;
-    case DType::f32: return 5e-4;  // summation order only; tensor-core adds truncate
-  }
-  return 0;
-}
-
 }  // namespace tilesmith

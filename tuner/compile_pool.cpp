@@ -18,7 +18,7 @@ Message compile_request(const CompileJob& job) {
                   {"main_name", s.main_name},
                   {"text", s.text},
                   {"headers", s.headers},
-                  {"kernel_expression", s.kernel_expression},
+                  {"kernel_expressions", s.kernel_expressions},
                   {"hash", s.hash},
                   {"arch", job.arch}},
                  ""};
@@ -31,7 +31,7 @@ RenderedSource source_from_request(const json& h) {
   s.main_name = h.at("main_name");
   s.text = h.at("text");
   s.headers = h.at("headers").get<std::map<std::string, std::string>>();
-  s.kernel_expression = h.at("kernel_expression");
+  s.kernel_expressions = h.at("kernel_expressions").get<std::vector<std::string>>();
   s.hash = h.at("hash");
   return s;
 }
@@ -41,7 +41,7 @@ Message compile_reply(const CompiledKernel& k) {
                   {"source_hash", k.source_hash},
                   {"arch", k.arch},
                   {"nvrtc_version", k.nvrtc_version},
-                  {"lowered_name", k.lowered_name},
+                  {"lowered_names", k.lowered_names},
                   {"log", k.log},
                   {"registers", k.resources.registers},
                   {"static_smem_bytes", k.resources.static_smem_bytes},
@@ -58,7 +58,7 @@ CompiledKernel kernel_from_reply(const Message& m) {
   k.source_hash = h.at("source_hash");
   k.arch = h.at("arch");
   k.nvrtc_version = h.at("nvrtc_version");
-  k.lowered_name = h.at("lowered_name");
+  k.lowered_names = h.at("lowered_names").get<std::vector<std::string>>();
   k.log = h.at("log");
   k.resources.registers = h.at("registers");
   k.resources.static_smem_bytes = h.at("static_smem_bytes");
@@ -133,7 +133,7 @@ void CompilePool::serve() {
       std::optional<Message> reply = worker->receive(/*timeout_s=*/600);
       if (!reply) {
         outcome.error = "the compile worker died (" + worker->exit_description() + ") compiling " +
-                        job.source.kernel_expression;
+                        job.source.describe();
         worker.reset();
       } else if (!reply->header.at("ok").get<bool>()) {
         outcome.error = reply->header.at("error");

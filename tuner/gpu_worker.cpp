@@ -113,7 +113,7 @@ GpuTrialResult GpuWorker::evaluate(const Family& family, const Problem& problem,
   request.header = {{"family", family.name()},
                     {"problem", problem_json(problem)},
                     {"config", config.text()},
-                    {"lowered_name", kernel.lowered_name},
+                    {"lowered_names", kernel.lowered_names},
                     {"arch", kernel.arch},
                     {"source_hash", kernel.source_hash},
                     {"seed", seed},
@@ -193,15 +193,14 @@ int gpu_worker_main(const WorkerArgs& args) {
         bench = std::make_unique<Workbench>(family, problem, device);
       }
       CompiledKernel compiled;
-      compiled.lowered_name = h.at("lowered_name");
+      compiled.lowered_names = h.at("lowered_names").get<std::vector<std::string>>();
       compiled.arch = h.at("arch");
       compiled.source_hash = h.at("source_hash");
       compiled.cubin.bytes.assign(request->payload.begin(), request->payload.end());
-      LaunchGeometry geometry = family.launch(config, problem);
-      driver::ReadyKernel ready =
-          driver::load_kernel(compiled, geometry.dynamic_smem_bytes, family.kernel_expression(config, problem));
+      driver::ReadyKernel ready = driver::load_kernel(
+          compiled, bench->plan(config), family.name() + " " + problem.key() + " [" + config.text() + "]");
       bench->refresh_inputs(h.at("seed").get<std::uint64_t>());
-      verification = bench->verify(*ready.kernel, geometry);
+      verification = bench->verify(ready, config);
       if (!verification.passed) {
         reply = trial_reply(cache::TrialStatus::wrong, verification.detail, verification, timing);
       } else {
@@ -209,7 +208,7 @@ int gpu_worker_main(const WorkerArgs& args) {
         options.best_ms = h.at("timing").at("best_ms");
         options.give_up_factor = h.at("timing").at("give_up_factor");
         options.target_ms = h.at("timing").at("target_ms");
-        timing = bench->time(*ready.kernel, geometry, options);
+        timing = bench->time(ready, config, options);
         reply = trial_reply(timing.stopped_early ? cache::TrialStatus::pruned_early
                                                  : cache::TrialStatus::ok,
                             timing.stopped_early ? "slower than the best by more than the give-up factor" : "",

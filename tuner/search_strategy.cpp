@@ -33,20 +33,4 @@ std::unique_ptr<SearchStrategy> make_strategy(const std::string& name,
   throw Error("unknown search strategy '" + name + "' (expected exhaustive or random)");
 }
 
-std::vector<Config> enumerate_space(const std::vector<ParamSpec>& space) {
-  std::vector<Config> configs(1);
-  for (const ParamSpec& param : space) {
-    std::vector<Config> extended;
-    extended.reserve(configs.size() * param.values.size());
-    for (const Config& partial : configs)
-      for (int value : param.values) {
-        Config config = partial;
-        config.values[param.name] = value;
-        extended.push_back(std::move(config));
-      }
-    configs = std::move(extended);
-  }
-  return configs;
-}
-
 }  // namespace tilesmith::tuner

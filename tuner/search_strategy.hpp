@@ -29,7 +29,4 @@ class SearchStrategy {
 std::unique_ptr<SearchStrategy> make_strategy(const std::string& name,
                                               std::vector<Config> candidates, std::uint64_t seed);
 
-// The cartesian product of the space, in a fixed order.
-std::vector<Config> enumerate_space(const std::vector<ParamSpec>& space);
-
 }  // namespace tilesmith::tuner

@@ -144,7 +144,7 @@ SweepReport run_sweep(const Family& family, const Problem& problem, cache::Datab
   const cache::Toolchain toolchain{report.timed ? gpu.driver_version() : "none", nvrtc_version()};
 
   // Enumerate and prune before anything is compiled.
-  std::vector<Config> space = enumerate_space(family.space());
+  std::vector<Config> space = family.enumerate();
   report.space_size = static_cast<int>(space.size());
   std::vector<Config> candidates;
   for (Config& config : space)

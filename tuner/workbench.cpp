@@ -32,7 +32,7 @@ RenderedSource support_source(const std::string& expression) {
   source.text = std::string(embedded::file("common/support_kernels.cuh"));
   source.headers["common/tile_primitives.cuh"] =
       std::string(embedded::file("common/tile_primitives.cuh"));
-  source.kernel_expression = expression;
+  source.kernel_expressions = {expression};
   source.hash = content_hash(source.text + source.headers.begin()->second + expression);
   return source;
 }
@@ -58,7 +58,7 @@ struct Workbench::Kernels {
 };
 
 Workbench::Workbench(const Family& family, const Problem& problem, const DeviceTarget& device)
-    : family_(family), problem_(problem), specs_(family.tensors(problem)) {
+    : family_(family), problem_(problem), device_(device), specs_(family.tensors(problem)) {
   const std::string arch = device.arch();
   const std::string what = family.name() + " " + problem.key();
   for (std::size_t i = 0; i < specs_.size(); ++i) {
@@ -79,7 +79,7 @@ Workbench::Workbench(const Family& family, const Problem& problem, const DeviceT
   RenderedSource reference = render_reference(family, problem);
   kernels_->reference = driver::load_kernel(compiled_once(reference, arch),
                                             family.reference_launch(problem).dynamic_smem_bytes,
-                                            "reference " + reference.kernel_expression);
+                                            "reference " + reference.describe());
   for (const TensorSpec& spec : specs_) {
     int kind = element_kind(spec.dtype);
     if (kernels_->fill.count(kind)) continue;
@@ -108,21 +108,28 @@ void Workbench::refresh_inputs(std::uint64_t seed) {
       std::uint64_t out, count, seed;
     } params{addresses_[i], spec.elements, seed * 131 + i};
     kernels_->fill.at(element_kind(spec.dtype))
-        .kernel->launch(grid_stride(spec.elements), KernelArgs::of(params), stream_.get());
+        .first()
+        .launch(grid_stride(spec.elements), KernelArgs::of(params), stream_.get());
   }
   stream_.synchronize("filling inputs of " + problem_.key());
 }
 
 void Workbench::run_reference() {
-  kernels_->reference.kernel->launch(
+  kernels_->reference.first().launch(
       family_.reference_launch(problem_),
       family_.reference_args(problem_, addresses_, reference_out_.address()), stream_.get());
 }
 
-Verification Workbench::verify(const driver::LaunchableKernel& kernel,
-                               const LaunchGeometry& geometry) {
-  kernel.launch(geometry, family_.args(problem_, addresses_), stream_.get());
-  stream_.synchronize("running " + kernel.description());
+LaunchPlan Workbench::plan(const Config& config) {
+  const std::size_t bytes = family_.workspace_bytes(config, problem_, device_);
+  if (bytes > workspace_.bytes())
+    workspace_ = driver::DeviceBuffer(bytes, "the workspace of " + problem_.key());
+  return family_.plan(config, problem_, device_, addresses_, bytes ? workspace_.address() : 0);
+}
+
+Verification Workbench::verify(const driver::ReadyKernel& kernel, const Config& config) {
+  kernel.run(plan(config), stream_.get());
+  stream_.synchronize("running " + kernel.first().description());
   return check_output();
 }
 
@@ -134,7 +141,8 @@ Verification Workbench::check_output() {
     std::uint64_t out, reference, count, totals;
   } params{addresses_[output_index_], reference_out_.address(), specs_[output_index_].elements,
            totals_.address()};
-  kernels_->compare.kernel->launch(grid_stride(params.count), KernelArgs::of(params), stream_.get());
+  kernels_->compare.first().launch(grid_stride(params.count), KernelArgs::of(params),
+                                   stream_.get());
   stream_.synchronize("comparing " + problem_.key() + " with the reference");
   double totals[3];
   TILESMITH_CU(api().cuMemcpyDtoH(totals, totals_.address(), sizeof totals),
@@ -156,20 +164,20 @@ Verification Workbench::check_output() {
   return result;
 }
 
-Timing Workbench::time(const driver::LaunchableKernel& kernel, const LaunchGeometry& geometry,
+Timing Workbench::time(const driver::ReadyKernel& kernel, const Config& config,
                        const TimingOptions& options) {
-  KernelArgs args = family_.args(problem_, addresses_);
+  const LaunchPlan call = plan(config);
   CUstream stream = stream_.get();
   auto flush = [&] {
     TILESMITH_CU(api().cuMemsetD32Async(l2_flush_.address(), 0x5a5a5a5a, l2_flush_.bytes() / 4, stream),
                  "flushing L2");
   };
-  for (int i = 0; i < options.warmup; ++i) kernel.launch(geometry, args, stream);
+  for (int i = 0; i < options.warmup; ++i) kernel.run(call, stream);
   // One timed launch sizes the run: enough repetitions for ~target_ms of kernel time.
   driver::Event probe_start, probe_stop;
   flush();
   probe_start.record(stream);
-  kernel.launch(geometry, args, stream);
+  kernel.run(call, stream);
   probe_stop.record(stream);
   float probe_ms = std::max(probe_stop.since(probe_start), 1e-3f);
   int repetitions = std::clamp(static_cast<int>(options.target_ms / probe_ms),
@@ -183,7 +191,7 @@ Timing Workbench::time(const driver::LaunchableKernel& kernel, const LaunchGeome
     for (int i = from; i < to; ++i) {
       flush();
       starts[i].record(stream);
-      kernel.launch(geometry, args, stream);
+      kernel.run(call, stream);
       stops[i].record(stream);
     }
     for (int i = from; i < to; ++i) samples.push_back(stops[i].since(starts[i]));

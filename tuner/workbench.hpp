@@ -52,15 +52,19 @@ class Workbench {
 
   // Fills the inputs with fresh normal values from `seed` and poisons the outputs (NaN).
   void refresh_inputs(std::uint64_t seed);
-  // Runs `kernel` once on the current inputs and compares it with the reference. Launch or
-  // execution errors propagate as Error (the caller classifies them).
-  Verification verify(const driver::LaunchableKernel& kernel, const LaunchGeometry& geometry);
+  // What one call of `config` runs on this bench's tensors and workspace (grown to what the
+  // config needs).
+  LaunchPlan plan(const Config& config);
+  // Runs `kernel`'s plan for `config` once on the current inputs and compares the output with
+  // the reference. Launch or execution errors propagate as Error (the caller classifies them).
+  Verification verify(const driver::ReadyKernel& kernel, const Config& config);
   // Compares the output tensor as it is now (written by anyone, e.g. the runtime) with the
   // reference of the current inputs.
   Verification check_output();
-  // Times `kernel`: CUDA events around each launch, L2 flushed before each one (a write of a
-  // buffer twice the L2's size), warm-up, median of repetitions.
-  Timing time(const driver::LaunchableKernel& kernel, const LaunchGeometry& geometry,
+  // Times one call of `config` (every launch of its plan, padding copies and reductions
+  // included): CUDA events around each call, L2 flushed before each one (a write of a buffer
+  // twice the L2's size), warm-up, median of repetitions.
+  Timing time(const driver::ReadyKernel& kernel, const Config& config,
               const TimingOptions& options);
 
   // The reference output (fp32) of the current inputs, for tests.
@@ -73,6 +77,8 @@ class Workbench {
 
   const Family& family_;
   Problem problem_;
+  DeviceTarget device_;
+  driver::DeviceBuffer workspace_;
   std::vector<TensorSpec> specs_;
   std::vector<driver::DeviceBuffer> buffers_;
   std::vector<std::uint64_t> addresses_;

@@ -37,10 +37,14 @@ struct DispatchKeyHash {
   }
 };
 
+// A resolved shape. The workspace belongs to the entry: calls of one shape on several streams
+// at once must not share it, so a config that needs one is only used where calls of a shape
+// are serialized (one stream, or one Runtime per stream).
 struct Entry {
   driver::ReadyKernel kernel;
-  LaunchGeometry geometry;
+  Config config;
   Problem problem;
+  driver::DeviceBuffer workspace;
   DispatchInfo info;
 };
 
@@ -134,9 +138,14 @@ struct Runtime::Impl {
       if (entry->info.source == KernelSource::default_cached)
         entry->info.source = KernelSource::default_compiled;
     }
-    entry->geometry = family.launch(config, problem);
-    entry->kernel = driver::load_kernel(*compiled, entry->geometry.dynamic_smem_bytes,
-                                        family.name() + " " + problem.key() + " [" + config.text() + "]");
+    entry->config = config;
+    const std::size_t workspace_bytes = family.workspace_bytes(config, problem, device);
+    if (workspace_bytes > 0)
+      entry->workspace = driver::DeviceBuffer(workspace_bytes, "the workspace of " + problem.key());
+    const std::uint64_t no_tensors[3] = {0, 0, 0};
+    entry->kernel = driver::load_kernel(
+        *compiled, family.plan(config, problem, device, no_tensors, entry->workspace.address()),
+        family.name() + " " + problem.key() + " [" + config.text() + "]");
     return entry;
   }
 
@@ -204,8 +213,9 @@ void Runtime::matmul(const MatmulArgs& args, void* stream) {
   const std::uint64_t addresses[3] = {reinterpret_cast<std::uint64_t>(args.a),
                                       reinterpret_cast<std::uint64_t>(args.b),
                                       reinterpret_cast<std::uint64_t>(args.c)};
-  entry.kernel.kernel->launch(entry.geometry, family.args(entry.problem, addresses),
-                              static_cast<CUstream>(stream));
+  entry.kernel.run(family.plan(entry.config, entry.problem, impl_->device, addresses,
+                               entry.workspace.address()),
+                   static_cast<CUstream>(stream));
 }
 
 DispatchInfo Runtime::describe_matmul(const MatmulArgs& args) {

@@ -1,11 +1,16 @@
-// The matmul family's descriptor: its space, constraints, launch rule, arguments, reference and
-// work. The kernel itself is matmul.cuh.
+// The matmul family's descriptor: its space, constraints, launch plans, reference and work.
+// Two templates race in one space, told apart by the `variant` parameter:
+//   variant 0: matmul.cuh, mma.sync + cp.async (sm_80+; any M, N, K);
+//   variant 1: matmul_sm90.cuh, wgmma + TMA + warp specialization + clusters (sm_90a; rows of A
+//              and B on 16-byte boundaries, as TMA needs).
 #include <algorithm>
+#include <map>
 #include <string>
 
 #include "templates/embedded_files.hpp"
 #include "templates/matmul/matmul_family.hpp"
 #include "templates/matmul/matmul_params.h"
+#include "templates/matmul/matmul_sm90_params.h"
 
 namespace tilesmith {
 namespace {
@@ -16,6 +21,53 @@ struct MatmulShape {
       : m(problem.shape.at(0)), n(problem.shape.at(1)), k(problem.shape.at(2)) {}
   // cp.async moves 16 bytes (8 elements): rows of A and B must start on 16-byte boundaries.
   bool aligned() const { return k % 8 == 0 && n % 8 == 0; }
+};
+
+constexpr int kMmaSync = 0, kWgmma = 1;
+
+// The parameters of each variant, with the values the tuner tries. Configs of one variant carry
+// exactly its parameters plus `variant`, so each config has one canonical text.
+std::vector<ParamSpec> variant_space(int variant) {
+  if (variant == kMmaSync)
+    // Small tiles (16 rows, 32 columns) give skinny shapes (decode: M = 16) enough blocks to
+    // fill the SMs; they stream B, which is what bounds those shapes.
+    return {{"block_m", {16, 32, 64, 128, 256}},
+            {"block_n", {32, 64, 128, 256}},
+            {"block_k", {32, 64}},
+            {"warps_m", {1, 2, 4}},
+            {"warps_n", {1, 2, 4}},
+            {"stages", {2, 3, 4, 5}},
+            {"group_m", {1, 8}}};
+  // Non-powers of two (192) so the count of output tiles can be matched to the 132 SMs.
+  return {{"block_m", {64, 128, 192, 256}},
+          {"block_n", {64, 128, 192, 256}},
+          {"block_k", {64}},
+          {"stages", {3, 4, 5, 6}},
+          {"consumers", {1, 2, 3}},
+          {"cluster_m", {1, 2}},
+          {"cluster_n", {1, 2}},
+          {"group_m", {1, 8}}};
+}
+
+// The sm_90a template's tile, stage ring, warpgroups and cluster (matmul_sm90.cuh's launch_info).
+struct WgmmaConfig {
+  int block_m, block_n, block_k, stages, consumers, cluster_m, cluster_n, group_m;
+  explicit WgmmaConfig(const Config& config)
+      : block_m(config.at("block_m")),
+        block_n(config.at("block_n")),
+        block_k(config.at("block_k")),
+        stages(config.at("stages")),
+        consumers(config.at("consumers")),
+        cluster_m(config.at("cluster_m")),
+        cluster_n(config.at("cluster_n")),
+        group_m(config.at("group_m")) {}
+  int cluster() const { return cluster_m * cluster_n; }
+  int threads() const { return (consumers + 1) * 128; }
+  // The A and B rings, two 8 KB C staging slots per consumer warpgroup, the mbarriers, and the
+  // slack to round the base up to 1024 bytes (the 128-byte swizzle's period).
+  int smem_bytes() const {
+    return stages * (block_m + block_n) * block_k * 2 + consumers * 2 * 8192 + 16 * stages + 1024;
+  }
 };
 
 struct TileConfig {
@@ -38,31 +90,58 @@ struct TileConfig {
 class MatmulFamily final : public Family {
  public:
   MatmulFamily() {
-    source_.main_name = "matmul.cuh";
-    source_.main_text = std::string(embedded::file("matmul/matmul.cuh"));
-    for (const char* header : {"common/tile_primitives.cuh", "matmul/matmul_params.h"})
-      source_.headers[header] = std::string(embedded::file(header));
+    for (const char* file : {"matmul/matmul.cuh", "matmul/matmul_params.h", "matmul/matmul_sm90.cuh",
+                             "matmul/matmul_sm90_params.h", "common/tile_primitives.cuh",
+                             "common/hopper.cuh", "common/tensor_map.h"})
+      source_.files[file] = std::string(embedded::file(file));
   }
 
   std::string name() const override { return "matmul"; }
   const FamilySource& source() const override { return source_; }
 
+  // Every parameter of either variant, with every value (for help and --config checks).
   std::vector<ParamSpec> space() const override {
-    // Small tiles (16 rows, 32 columns) give skinny shapes (decode: M = 16) enough blocks to
-    // fill the SMs; they stream B, which is what bounds those shapes.
-    return {{"block_m", {16, 32, 64, 128, 256}},
-            {"block_n", {32, 64, 128, 256}},
-            {"block_k", {32, 64}},
-            {"warps_m", {1, 2, 4}},
-            {"warps_n", {1, 2, 4}},
-            {"stages", {2, 3, 4, 5}},
-            {"group_m", {1, 8}}};
+    std::map<std::string, std::vector<int>> merged;
+    for (int variant : {kMmaSync, kWgmma})
+      for (const ParamSpec& param : variant_space(variant))
+        for (int value : param.values)
+          if (std::find(merged[param.name].begin(), merged[param.name].end(), value) ==
+              merged[param.name].end())
+            merged[param.name].push_back(value);
+    std::vector<ParamSpec> params = {{"variant", {kMmaSync, kWgmma}}};
+    for (auto& [name, values] : merged) {
+      std::sort(values.begin(), values.end());
+      params.push_back({name, values});
+    }
+    return params;
+  }
+
+  std::vector<Config> enumerate() const override {
+    std::vector<Config> configs;
+    for (int variant : {kMmaSync, kWgmma})
+      for (Config config : enumerate_space(variant_space(variant))) {
+        config.values["variant"] = variant;
+        configs.push_back(std::move(config));
+      }
+    return configs;
   }
 
   std::optional<std::string> reject(const Config& config, const Problem& problem,
                                     const DeviceTarget& device) const override {
-    for (const ParamSpec& param : space())
-      if (!config.values.count(param.name)) return "missing parameter " + param.name;
+    auto variant = config.values.find("variant");
+    if (variant == config.values.end()) return "missing parameter variant";
+    if (variant->second != kMmaSync && variant->second != kWgmma)
+      return "variant must be 0 (mma.sync) or 1 (wgmma)";
+    const std::vector<ParamSpec> params = variant_space(variant->second);
+    for (const ParamSpec& param : params)
+      if (!config.values.count(param.name))
+        return "missing parameter " + param.name + " of variant " + std::to_string(variant->second);
+    for (const auto& [name, value] : config.values)
+      if (name != "variant" && std::none_of(params.begin(), params.end(),
+                                            [&](const ParamSpec& p) { return p.name == name; }))
+        return "parameter " + name + " does not apply to variant " +
+               std::to_string(variant->second);
+    if (variant->second == kWgmma) return reject_wgmma(WgmmaConfig(config), problem, device);
     TileConfig tile(config);
     if (tile.block_m <= 0 || tile.block_n <= 0 || tile.block_k <= 0 || tile.warps_m <= 0 ||
         tile.warps_n <= 0 || tile.group_m <= 0)
@@ -104,16 +183,21 @@ class MatmulFamily final : public Family {
   }
 
   Config default_config(const Problem& problem, const DeviceTarget& device) const override {
-    (void)problem;
+    // On Hopper, where TMA can read the rows: 128x256 tiles on two consumer warpgroups, four
+    // stages, 2-CTA clusters sharing B.
+    Config wgmma{{{"variant", kWgmma}, {"block_m", 128}, {"block_n", 256}, {"block_k", 64},
+                  {"stages", 4}, {"consumers", 2}, {"cluster_m", 2}, {"cluster_n", 1},
+                  {"group_m", 8}}};
+    if (!reject(wgmma, problem, device)) return wgmma;
     Config config;
     // 128x128x32 with a 64x64 warp tile, 4 stages: 76 KB of shared memory; 3 stages (57 KB)
     // where the device allows less.
-    config.values = {{"block_m", 128}, {"block_n", 128}, {"block_k", 32}, {"warps_m", 2},
-                     {"warps_n", 2},   {"stages", 4},    {"group_m", 8}};
+    config.values = {{"variant", kMmaSync}, {"block_m", 128}, {"block_n", 128}, {"block_k", 32},
+                     {"warps_m", 2},        {"warps_n", 2},    {"stages", 4},    {"group_m", 8}};
     while (reject(config, problem, device) && config.values["stages"] > 2) config.values["stages"]--;
     if (reject(config, problem, device))
-      config.values = {{"block_m", 64}, {"block_n", 64}, {"block_k", 32}, {"warps_m", 2},
-                       {"warps_n", 2},  {"stages", 2},   {"group_m", 1}};
+      config.values = {{"variant", kMmaSync}, {"block_m", 64}, {"block_n", 64}, {"block_k", 32},
+                       {"warps_m", 2},        {"warps_n", 2},   {"stages", 2},   {"group_m", 1}};
     return config;
   }
 
@@ -136,25 +220,78 @@ class MatmulFamily final : public Family {
                   " must be the input dtype or f32");
   }
 
-  std::string kernel_expression(const Config& config, const Problem& problem) const override {
-    TileConfig t(config);
-    return "tilesmith::matmul_kernel<" + std::to_string(t.block_m) + "," + std::to_string(t.block_n) +
-           "," + std::to_string(t.block_k) + "," + std::to_string(t.warps_m) + "," +
-           std::to_string(t.warps_n) + "," + std::to_string(t.stages) + "," +
-           std::to_string(t.group_m) + "," + (MatmulShape(problem).aligned() ? "1" : "0") + "," +
-           std::to_string(element_kind(problem.dtype)) + "," +
-           std::to_string(element_kind(problem.out_dtype)) + ">";
+  std::string kernel_file(const Config& config) const override {
+    return config.at("variant") == kWgmma ? "matmul/matmul_sm90.cuh" : "matmul/matmul.cuh";
   }
 
-  LaunchGeometry launch(const Config& config, const Problem& problem) const override {
+  std::vector<std::string> kernel_expressions(const Config& config,
+                                              const Problem& problem) const override {
+    const std::string kinds = std::to_string(element_kind(problem.dtype)) + "," +
+                              std::to_string(element_kind(problem.out_dtype));
+    if (config.at("variant") == kWgmma) {
+      WgmmaConfig w(config);
+      return {"tilesmith::matmul_sm90<" + std::to_string(w.block_m) + "," +
+              std::to_string(w.block_n) + "," + std::to_string(w.block_k) + "," +
+              std::to_string(w.stages) + "," + std::to_string(w.consumers) + "," +
+              std::to_string(w.cluster_m) + "," + std::to_string(w.cluster_n) + "," +
+              std::to_string(w.group_m) + "," + kinds + ">"};
+    }
     TileConfig t(config);
-    MatmulShape s(problem);
+    return {"tilesmith::matmul_kernel<" + std::to_string(t.block_m) + "," +
+            std::to_string(t.block_n) + "," + std::to_string(t.block_k) + "," +
+            std::to_string(t.warps_m) + "," + std::to_string(t.warps_n) + "," +
+            std::to_string(t.stages) + "," + std::to_string(t.group_m) + "," +
+            (MatmulShape(problem).aligned() ? "1" : "0") + "," + kinds + ">"};
+  }
+
+  LaunchPlan plan(const Config& config, const Problem& problem, const DeviceTarget& device,
+                  std::span<const std::uint64_t> addresses, std::uint64_t) const override {
+    LaunchPlan plan;
+    const MatmulShape s(problem);
+    if (config.at("variant") == kWgmma) {
+      const WgmmaConfig w(config);
+      // Persistent: one CTA per SM at most (one fits, by its shared memory), in whole clusters,
+      // and no more clusters than there are cluster-sized blocks of C.
+      const long long units = ceil_div(s.m, w.block_m * w.cluster_m) *
+                              ceil_div(s.n, w.block_n * w.cluster_n);
+      const long long fitting = std::max(device.sm_count / w.cluster(), 1);
+      LaunchGeometry geometry;
+      geometry.grid[0] = static_cast<unsigned>(std::min(units, fitting) * w.cluster());
+      geometry.block[0] = static_cast<unsigned>(w.threads());
+      geometry.dynamic_smem_bytes = static_cast<unsigned>(w.smem_bytes());
+      MatmulSm90Params p{};
+      p.c = reinterpret_cast<void*>(addresses[2]);
+      p.m = static_cast<int>(s.m);
+      p.n = static_cast<int>(s.n);
+      p.k = static_cast<int>(s.k);
+      p.ldc = static_cast<int>(s.n);
+      p.c_store_tma = 1;
+      KernelArgs args = KernelArgs::of(p);
+      const std::uint64_t in_bytes = dtype_size(problem.dtype);
+      const std::uint64_t out_bytes = dtype_size(problem.out_dtype);
+      // A: K-major rows of K; each CTA of a row of the cluster loads 1/cluster_n of the rows.
+      args.encode_tensor_map(p, p.a_map, tensor_map(problem.dtype, addresses[0], s.k, s.m,
+                                                    s.k * in_bytes, 64,
+                                                    w.block_m / w.cluster_n));
+      // B: N-major rows of N, in 64-column chunks; each CTA loads 1/cluster_m of the k rows.
+      args.encode_tensor_map(p, p.b_map, tensor_map(problem.dtype, addresses[1], s.n, s.k,
+                                                    s.n * in_bytes, 64,
+                                                    w.block_k / w.cluster_m));
+      // C: stored in boxes of 128 bytes x 64 rows from swizzled staging slots.
+      args.encode_tensor_map(p, p.c_map, tensor_map(problem.out_dtype, addresses[2], s.n, s.m,
+                                                    s.n * out_bytes,
+                                                    static_cast<std::uint32_t>(128 / out_bytes),
+                                                    64));
+      plan.add(0, geometry, args);
+      return plan;
+    }
+    const TileConfig t(config);
     LaunchGeometry geometry;
-    geometry.grid[0] =
-        static_cast<unsigned>(((s.m + t.block_m - 1) / t.block_m) * ((s.n + t.block_n - 1) / t.block_n));
+    geometry.grid[0] = static_cast<unsigned>(ceil_div(s.m, t.block_m) * ceil_div(s.n, t.block_n));
     geometry.block[0] = t.threads();
     geometry.dynamic_smem_bytes = t.smem_bytes();
-    return geometry;
+    plan.add(0, geometry, KernelArgs::of(params(problem, addresses[0], addresses[1], addresses[2])));
+    return plan;
   }
 
   std::vector<TensorSpec> tensors(const Problem& problem) const override {
@@ -164,10 +301,7 @@ class MatmulFamily final : public Family {
             {"C", problem.out_dtype, static_cast<std::size_t>(s.m * s.n), true}};
   }
 
-  KernelArgs args(const Problem& problem,
-                  std::span<const std::uint64_t> addresses) const override {
-    return KernelArgs::of(params(problem, addresses[0], addresses[1], addresses[2]));
-  }
+  std::string reference_file() const override { return "matmul/matmul.cuh"; }
 
   std::string reference_expression(const Problem& problem) const override {
     return "tilesmith::matmul_reference<" + std::to_string(element_kind(problem.dtype)) + ">";
@@ -211,6 +345,58 @@ class MatmulFamily final : public Family {
   }
 
  private:
+  static long long ceil_div(long long a, long long b) { return (a + b - 1) / b; }
+
+  // A 2D row-major tensor of `rows` rows of `columns` elements, copied in boxes of
+  // box_columns x box_rows with the 128-byte swizzle.
+  static TensorMapSpec tensor_map(DType dtype, std::uint64_t address, long long columns,
+                                  long long rows, std::uint64_t row_bytes,
+                                  std::uint32_t box_columns, int box_rows) {
+    TensorMapSpec spec;
+    spec.dtype = dtype;
+    spec.rank = 2;
+    spec.address = address;
+    spec.dims[0] = static_cast<std::uint64_t>(columns);
+    spec.dims[1] = static_cast<std::uint64_t>(rows);
+    spec.stride_bytes[0] = row_bytes;
+    spec.box[0] = box_columns;
+    spec.box[1] = static_cast<std::uint32_t>(box_rows);
+    spec.swizzle_bytes = 128;
+    return spec;
+  }
+
+  // The constraints of matmul_sm90.cuh (its launch_info), against this device and problem.
+  static std::optional<std::string> reject_wgmma(const WgmmaConfig& w, const Problem& problem,
+                                                 const DeviceTarget& device) {
+    if (device.arch() != "sm_90a") return "wgmma and TMA need sm_90a (this is " + device.arch() + ")";
+    const MatmulShape s(problem);
+    // TMA reads rows that start on 16-byte boundaries, and writes C the same way.
+    if (!s.aligned()) return "TMA needs K and N to be multiples of 8 (16-byte rows)";
+    if (w.block_k != 64) return "block_k must be 64 (one 128-byte swizzled row of 16-bit k)";
+    if (w.consumers < 1 || w.consumers > 3) return "1 to 3 consumer warpgroups";
+    if (w.block_m % (64 * w.consumers)) return "each consumer warpgroup takes whole 64-row wgmmas";
+    if (w.block_n % 64 || w.block_n > 256) return "block_n must be 64, 128, 192 or 256";
+    // fp32 accumulators: (block_m / consumers / 64) m64 tiles of block_n / 2 registers each.
+    if (w.block_m / w.consumers / 64 * w.block_n > 256)
+      return "a consumer warpgroup would hold more than 128 accumulator registers per thread";
+    // Three consumers leave 160 registers each (setmaxnreg): 256 accumulator columns do not fit
+    // (ptxas C7602 at 192x256).
+    if (w.consumers == 3 && w.block_n > 192) return "3 consumer warpgroups take at most 192 columns";
+    if ((w.cluster_m != 1 && w.cluster_m != 2) || (w.cluster_n != 1 && w.cluster_n != 2))
+      return "clusters of 1 or 2 CTAs along each dimension";
+    // Only 30 clusters of 4 fit on an H100's 132 SMs (measured): 4 is slower than 2, so pruned.
+    if (w.cluster() > 2) return "clusters of at most 2 CTAs";
+    if (w.block_m % (8 * w.cluster_n) || w.block_k % (8 * w.cluster_m))
+      return "the multicast slices must be whole 8-row boxes";
+    if (w.stages < 2) return "the pipeline needs at least 2 stages";
+    if (w.group_m < 1) return "group_m must be positive";
+    if (w.threads() > device.max_threads_per_block) return "too many threads";
+    if (w.smem_bytes() > device.max_smem_per_block_optin)
+      return "needs " + std::to_string(w.smem_bytes()) + " bytes of shared memory, device allows " +
+             std::to_string(device.max_smem_per_block_optin);
+    return std::nullopt;
+  }
+
   static MatmulParams params(const Problem& problem, std::uint64_t a, std::uint64_t b,
                              std::uint64_t c) {
     MatmulShape s(problem);

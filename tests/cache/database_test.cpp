@@ -210,7 +210,7 @@ TEST_F(DatabaseTest, ReopenKeepsEverything) {
   kernel.source_hash = "abc";
   kernel.arch = "sm_90a";
   kernel.nvrtc_version = "13.0";
-  kernel.lowered_name = "_Z6kernelv";
+  kernel.lowered_names = {"_Z6kernelv"};
   kernel.cubin.bytes = {'\x7f', 'E', 'L', 'F'};
   {
     Database db(db_path());
@@ -826,7 +826,7 @@ TEST_F(DatabaseTest, CubinRoundTripIsExactAndKeyedByNvrtcVersion) {
   kernel.source_hash = "0123456789abcdef0123456789abcdef";
   kernel.arch = "sm_90a";
   kernel.nvrtc_version = "13.0";
-  kernel.lowered_name = "_Z13matmul_kernelILi128ELi128EEv6Params";
+  kernel.lowered_names = {"_Z13matmul_kernelILi128ELi128EEv6Params", "_Z6reducev"};
   for (int i = 0; i < 70000; ++i) kernel.cubin.bytes.push_back(static_cast<char>((i * 7) & 0xff));
   kernel.resources = ResourceUsage{232, 0, 8, 0, 0};
   kernel.log = "ptxas info    : Used 232 registers\n";
@@ -836,7 +836,7 @@ TEST_F(DatabaseTest, CubinRoundTripIsExactAndKeyedByNvrtcVersion) {
   const std::optional<CompiledKernel> hit = db.cubin(kernel.source_hash, "sm_90a", "13.0");
   ASSERT_TRUE(hit.has_value());
   EXPECT_EQ(hit->cubin.bytes, kernel.cubin.bytes);
-  EXPECT_EQ(hit->lowered_name, kernel.lowered_name);
+  EXPECT_EQ(hit->lowered_names, kernel.lowered_names);  // every kernel of the unit
   EXPECT_EQ(hit->source_hash, kernel.source_hash);
   EXPECT_EQ(hit->arch, "sm_90a");
   EXPECT_EQ(hit->nvrtc_version, "13.0");
@@ -879,7 +879,7 @@ TEST_F(DatabaseTest, TwoHandlesOnOneFileWriteInterleaved) {
     finisher.finish_trial(id, trial_with(TrialStatus::ok, config(i, i), 10.0 - i));
     ids.push_back(id);
   }
-  second.put_cubin(CompiledKernel{"h", "sm_90a", "13.0", "k", Cubin{{'a'}}, {}, "", 0});
+  second.put_cubin(CompiledKernel{"h", "sm_90a", "13.0", {"k"}, Cubin{{'a'}}, {}, "", 0});
   EXPECT_EQ(first.trials(key).size(), 10u);
   EXPECT_EQ(second.trials(key).size(), 10u);
   EXPECT_EQ(second.refresh_winner(key)->config, config(9, 9));

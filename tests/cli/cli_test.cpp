@@ -134,11 +134,12 @@ TEST_F(CliSource, CudaIsTheExactRenderedSourceOfTheMergedConfig) {
                        "--arch", "sm_80", "--emit", "cuda", "--config", config.text()});
   ASSERT_EQ(source.status, 0) << source.err;
   const RenderedSource rendered = render(find_family("matmul"), config, problem);
-  ASSERT_EQ(rendered.kernel_expression.rfind("tilesmith::matmul_kernel<", 0), 0u);
+  ASSERT_EQ(rendered.kernel_expressions.size(), 1u);
+  ASSERT_EQ(rendered.kernel_expressions[0].rfind("tilesmith::matmul_kernel<", 0), 0u);
   EXPECT_EQ(source.out.rfind("// tilesmith source: matmul bf16->bf16 100x200x300 for sm_80", 0),
             0u);
   EXPECT_TRUE(contains(source.out, "source hash " + rendered.hash + "\n"));
-  EXPECT_TRUE(contains(source.out, "name expression " + rendered.kernel_expression + "\n"));
+  EXPECT_TRUE(contains(source.out, "// kernel: " + rendered.kernel_expressions[0] + "\n"));
   EXPECT_TRUE(
       contains(source.out, "// ==== file: " + rendered.main_name + " ====\n" + rendered.text));
   for (const auto& [name, text] : rendered.headers)

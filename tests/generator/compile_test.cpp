@@ -37,7 +37,7 @@ RenderedSource broken_source() {
       "extern \"C\" __global__ void broken_kernel(float* out) {\n"
       "  out[threadIdx.x] = 1.0f +;\n"
       "}\n";
-  source.kernel_expression = "broken_kernel";
+  source.kernel_expressions = {"broken_kernel"};
   source.hash = content_hash(source.text);
   return source;
 }
@@ -70,8 +70,11 @@ TEST_P(DefaultConfigCompileTest, ProducesACubinWithoutSpills) {
   EXPECT_EQ(std::string(kernel.cubin.bytes.data(), 4),
             "\x7f"
             "ELF");
-  EXPECT_EQ(kernel.lowered_name.rfind("_Z", 0), 0u) << kernel.lowered_name;
-  EXPECT_NE(kernel.lowered_name.find("matmul_kernel"), std::string::npos) << kernel.lowered_name;
+  EXPECT_EQ(kernel.lowered_names.front().rfind("_Z", 0), 0u) << kernel.lowered_names.front();
+  // The default on Hopper is the wgmma template; elsewhere mma.sync.
+  const char* kernel_name = arch == "sm_90a" ? "matmul_sm90" : "matmul_kernel";
+  EXPECT_NE(kernel.lowered_names.front().find(kernel_name), std::string::npos)
+      << kernel.lowered_names.front();
   EXPECT_EQ(kernel.source_hash, source.hash);
   EXPECT_EQ(kernel.arch, arch);
   EXPECT_TRUE(std::regex_match(kernel.nvrtc_version, std::regex(R"(1[3-9]\.\d+)")))
@@ -88,9 +91,20 @@ TEST_P(DefaultConfigCompileTest, ProducesACubinWithoutSpills) {
 
 INSTANTIATE_TEST_SUITE_P(Archs, DefaultConfigCompileTest, ::testing::Values("sm_80", "sm_90a"));
 
+TEST(CompileToPtxTest, WgmmaVariantUsesWgmmaTmaAndMbarriers) {
+  Problem problem = matmul_problem(4096, 4096, 4096);
+  std::string ptx = compile_to_ptx(
+      render(matmul(), testing::wgmma_config(128, 256, 4, 2, 2, 1), problem), "sm_90a");
+  EXPECT_NE(ptx.find("wgmma.mma_async"), std::string::npos);
+  EXPECT_NE(ptx.find("cp.async.bulk.tensor"), std::string::npos);
+  EXPECT_NE(ptx.find("mbarrier"), std::string::npos);
+  EXPECT_NE(ptx.find("setmaxnreg"), std::string::npos);
+  EXPECT_NE(ptx.find(".target sm_90a"), std::string::npos);
+}
+
 TEST(CompileToPtxTest, UsesTensorCoreMmaAndTheExactTarget) {
   Problem problem = matmul_problem(4096, 4096, 4096);
-  Config config = matmul().default_config(problem, DeviceTarget::assumed_for_arch("sm_90a"));
+  Config config = tile_config(128, 128, 32, 2, 2, 4);
   std::string ptx = compile_to_ptx(render(matmul(), config, problem), "sm_90a");
   EXPECT_NE(ptx.find("mma.sync.aligned.m16n8k16"), std::string::npos);
   EXPECT_NE(ptx.find(".target sm_90a"), std::string::npos);
@@ -137,7 +151,7 @@ TEST(CompileErrorTest, UnknownArchitectureThrowsNamingIt) {
   source.family = "tiny";
   source.main_name = "tiny.cu";
   source.text = "extern \"C\" __global__ void tiny(float* out) { out[0] = 1.0f; }\n";
-  source.kernel_expression = "tiny";
+  source.kernel_expressions = {"tiny"};
   EXPECT_NO_THROW(compile(source, "sm_80"));
   std::string message = compile_error_of(source, "sm_13");
   EXPECT_NE(message.find("sm_13"), std::string::npos) << message;
@@ -202,9 +216,9 @@ TEST(ParseResourceUsageTest, ReadsARealNvrtcLog) {
   Problem problem = matmul_problem(4096, 4096, 4096);
   Config config = matmul().default_config(problem, DeviceTarget::assumed_for_arch("sm_90a"));
   CompiledKernel kernel = compile_uncached(config, problem, "sm_90a");
-  ASSERT_NE(kernel.log.find(kernel.lowered_name), std::string::npos)
+  ASSERT_NE(kernel.log.find(kernel.lowered_names.front()), std::string::npos)
       << "the verbose ptxas report should name the kernel:\n" << kernel.log;
-  ResourceUsage usage = parse_resource_usage(kernel.log, kernel.lowered_name);
+  ResourceUsage usage = parse_resource_usage(kernel.log, kernel.lowered_names.front());
   EXPECT_GT(usage.registers, 0) << kernel.log;
   EXPECT_EQ(usage.spill_store_bytes, 0) << kernel.log;
   // The pipeline's shared memory is dynamic: nothing static.
@@ -223,9 +237,9 @@ TEST(CubinResourcesTest, AgreeWithPtxasReport) {
   for (bool spills : {false, true}) {
     const Config& config = spills ? spilling : lean;
     CompiledKernel kernel = compile_uncached(config, problem, "sm_90a");
-    ResourceUsage reported = parse_resource_usage(kernel.log, kernel.lowered_name);
+    ResourceUsage reported = parse_resource_usage(kernel.log, kernel.lowered_names.front());
     ASSERT_GT(reported.registers, 0) << kernel.log;
-    ResourceUsage from_cubin = read_cubin_resources(kernel.cubin, kernel.lowered_name);
+    ResourceUsage from_cubin = read_cubin_resources(kernel.cubin, kernel.lowered_names.front());
     EXPECT_EQ(from_cubin.registers, reported.registers) << config.text();
     EXPECT_EQ(from_cubin.stack_frame_bytes, reported.stack_frame_bytes) << config.text();
     EXPECT_EQ(kernel.resources.registers, reported.registers);
@@ -242,9 +256,9 @@ TEST(CubinResourcesTest, RefusesWhatIsNotTheKernelsCubin) {
       "sm_90a");
   EXPECT_THROW(read_cubin_resources(kernel.cubin, "_Z9elsewherev"), Error);
   Cubin truncated{std::vector<char>(kernel.cubin.bytes.begin(), kernel.cubin.bytes.begin() + 100)};
-  EXPECT_THROW(read_cubin_resources(truncated, kernel.lowered_name), Error);
+  EXPECT_THROW(read_cubin_resources(truncated, kernel.lowered_names.front()), Error);
   Cubin text{std::vector<char>(200, 'x')};
-  EXPECT_THROW(read_cubin_resources(text, kernel.lowered_name), Error);
+  EXPECT_THROW(read_cubin_resources(text, kernel.lowered_names.front()), Error);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -256,17 +270,6 @@ struct SampleCase {
   Config config;
   Problem problem;
 };
-
-// Parameters the space has beyond the seven tile parameters take their i-th value (cyclically),
-// so the sample also spreads over parameters added later.
-Config spread_extra_parameters(Config config, std::size_t i) {
-  const std::set<std::string> tile_params = {"block_m", "block_n", "block_k", "warps_m",
-                                             "warps_n", "stages",  "group_m"};
-  for (const ParamSpec& param : matmul().space())
-    if (!tile_params.count(param.name) && !param.values.empty())
-      config.values[param.name] = param.values[i % param.values.size()];
-  return config;
-}
 
 std::vector<SampleCase> space_sample() {
   std::vector<SampleCase> sample = {
@@ -283,9 +286,23 @@ std::vector<SampleCase> space_sample() {
       {"128x128x32_w4x4_s4_bf16_aligned", tile_config(128, 128, 32, 4, 4, 4, 8),
        matmul_problem(2048, 1536, 512, DType::bf16, DType::bf16)},
   };
-  for (std::size_t i = 0; i < sample.size(); ++i)
-    sample[i].config = spread_extra_parameters(sample[i].config, i);
   return sample;
+}
+
+// The wgmma template's tile shapes, warpgroup counts, clusters and output types (sm_90a only).
+std::vector<SampleCase> wgmma_sample() {
+  return {
+      {"wg128x256_s4_c2_cl2x1_bf16", testing::wgmma_config(128, 256, 4, 2, 2, 1),
+       matmul_problem(4096, 4096, 4096, DType::bf16, DType::bf16)},
+      {"wg256x128_s4_c2_cl1x2_f16", testing::wgmma_config(256, 128, 4, 2, 1, 2),
+       matmul_problem(1000, 1000, 1000, DType::f16, DType::f16)},
+      {"wg192x128_s4_c3_cl1x1_bf16_f32", testing::wgmma_config(192, 128, 4, 3, 1, 1, 1),
+       matmul_problem(300, 520, 136, DType::bf16, DType::f32)},
+      {"wg128x192_s4_c2_cl1x1_f16_f32", testing::wgmma_config(128, 192, 4, 2, 1, 1),
+       matmul_problem(129, 72, 264, DType::f16, DType::f32)},
+      {"wg128x64_s6_c1_cl2x1_bf16", testing::wgmma_config(128, 64, 6, 1, 2, 1),
+       matmul_problem(16, 4096, 4096, DType::bf16, DType::bf16)},
+  };
 }
 
 void PrintTo(const SampleCase& sample, std::ostream* out) {
@@ -314,7 +331,9 @@ TEST_P(SpaceSampleCompileTest, CompilesWithoutSpills) {
   EXPECT_FALSE(kernel.resources.spills()) << kernel.log;
   EXPECT_EQ(kernel.log.find("warning"), std::string::npos) << kernel.log;
   // __launch_bounds__(threads): registers * threads fit the register file.
-  int threads = sample.config.at("warps_m") * sample.config.at("warps_n") * 32;
+  const int threads = sample.config.at("variant") == 1
+                          ? (sample.config.at("consumers") + 1) * 128
+                          : sample.config.at("warps_m") * sample.config.at("warps_n") * 32;
   EXPECT_LE(kernel.resources.registers * threads, device.regs_per_block) << kernel.log;
 }
 
@@ -324,6 +343,13 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<SpaceSampleCompileTest::ParamType>& info) {
       std::string arch = std::get<1>(info.param);
       return std::string(std::get<0>(info.param).label) + "_" + arch;
+    });
+
+INSTANTIATE_TEST_SUITE_P(
+    Wgmma, SpaceSampleCompileTest,
+    ::testing::Combine(::testing::ValuesIn(wgmma_sample()), ::testing::Values("sm_90a")),
+    [](const ::testing::TestParamInfo<SpaceSampleCompileTest::ParamType>& info) {
+      return std::string(std::get<0>(info.param).label) + "_sm_90a";
     });
 
 }  // namespace

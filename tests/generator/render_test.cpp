@@ -38,7 +38,7 @@ TEST(RenderTest, IsDeterministic) {
   RenderedSource second = render(matmul(), config, problem);
   EXPECT_EQ(first.text, second.text);
   EXPECT_EQ(first.hash, second.hash);
-  EXPECT_EQ(first.kernel_expression, second.kernel_expression);
+  EXPECT_EQ(first.kernel_expressions, second.kernel_expressions);
   EXPECT_EQ(first.headers, second.headers);
   EXPECT_EQ(first.main_name, second.main_name);
 }
@@ -49,14 +49,14 @@ TEST(RenderTest, CarriesTheFamilyConfigAndKernelExpression) {
   RenderedSource source = render(matmul(), config, problem);
   EXPECT_EQ(source.family, "matmul");
   EXPECT_EQ(source.config, config);
-  EXPECT_EQ(source.kernel_expression, matmul().kernel_expression(config, problem));
-  EXPECT_EQ(source.headers, matmul().source().headers);
+  EXPECT_EQ(source.kernel_expressions, matmul().kernel_expressions(config, problem));
+  EXPECT_EQ(source.headers, matmul().source().files);
   EXPECT_FALSE(source.main_name.empty());
   EXPECT_NE(source.text.find(config.text()), std::string::npos)
       << "the config should be readable in the source";
-  EXPECT_NE(source.text.find(source.kernel_expression), std::string::npos);
-  EXPECT_NE(source.text.find(matmul().source().main_text), std::string::npos)
-      << "the family's kernel source should be in the translation unit";
+  EXPECT_NE(source.text.find(source.kernel_expressions.at(0)), std::string::npos);
+  EXPECT_NE(source.text.find("#include \"matmul/matmul.cuh\""), std::string::npos)
+      << "the translation unit should include the variant's kernel file";
   EXPECT_EQ(source.hash.size(), 32u);
   EXPECT_TRUE(is_lowercase_hex(source.hash)) << source.hash;
 }
@@ -80,6 +80,7 @@ TEST(RenderTest, OneParameterChangesTheHash) {
   Config base = tile_config(128, 128, 32, 2, 2, 4, 8);
   std::string base_hash = render(matmul(), base, problem).hash;
   for (const auto& [name, value] : base.values) {
+    if (name == "variant") continue;  // another variant takes other parameters: VariantPicks...
     Config changed = base;
     changed.values[name] = value == 0 ? 1 : value == 1 ? 2 : value / 2;
     EXPECT_NE(render(matmul(), changed, problem).hash, base_hash) << name;
@@ -90,7 +91,7 @@ TEST(RenderTest, AlignmentAndDtypesChangeTheHash) {
   Config config = tile_config(128, 128, 32, 2, 2, 4);
   RenderedSource aligned = render(matmul(), config, matmul_problem(4096, 4096, 4096));
   RenderedSource unaligned = render(matmul(), config, matmul_problem(4093, 4093, 4093));
-  EXPECT_NE(aligned.kernel_expression, unaligned.kernel_expression);
+  EXPECT_NE(aligned.kernel_expressions, unaligned.kernel_expressions);
   EXPECT_NE(aligned.hash, unaligned.hash);
   EXPECT_NE(aligned.text, unaligned.text);
 
@@ -114,6 +115,17 @@ TEST(RenderTest, ShapesWithTheSameAlignmentShareTheSource) {
   EXPECT_EQ(large.text, small.text);
 }
 
+TEST(RenderTest, VariantPicksTheKernelFileAndTemplate) {
+  Problem problem = matmul_problem(4096, 4096, 4096);
+  RenderedSource mma = render(matmul(), tile_config(128, 128, 32, 2, 2, 4), problem);
+  RenderedSource wgmma = render(matmul(), testing::wgmma_config(128, 256, 4, 2, 2, 1), problem);
+  EXPECT_NE(mma.text.find("#include \"matmul/matmul.cuh\""), std::string::npos);
+  EXPECT_NE(wgmma.text.find("#include \"matmul/matmul_sm90.cuh\""), std::string::npos);
+  ASSERT_EQ(wgmma.kernel_expressions.size(), 1u);
+  EXPECT_EQ(wgmma.kernel_expressions[0], "tilesmith::matmul_sm90<128,256,64,4,2,2,1,8,1,1>");
+  EXPECT_NE(mma.hash, wgmma.hash);
+}
+
 TEST(RenderTest, ReferenceIsItsOwnTranslationUnit) {
   Problem problem = matmul_problem(64, 64, 64);
   RenderedSource reference = render_reference(matmul(), problem);
@@ -122,8 +134,9 @@ TEST(RenderTest, ReferenceIsItsOwnTranslationUnit) {
              problem);
   EXPECT_EQ(reference.family, "matmul");
   EXPECT_TRUE(reference.config.values.empty());
-  EXPECT_EQ(reference.kernel_expression, matmul().reference_expression(problem));
-  EXPECT_NE(reference.text.find(reference.kernel_expression), std::string::npos);
+  EXPECT_EQ(reference.kernel_expressions,
+            std::vector<std::string>{matmul().reference_expression(problem)});
+  EXPECT_NE(reference.text.find(reference.kernel_expressions.at(0)), std::string::npos);
   EXPECT_NE(reference.hash, kernel.hash);
   EXPECT_NE(reference.main_name, kernel.main_name);
   EXPECT_EQ(render_reference(matmul(), problem).hash, reference.hash);

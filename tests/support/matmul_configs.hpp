@@ -5,21 +5,31 @@
 
 namespace tilesmith::testing {
 
-// A config of the family's current space: the default config's values (so parameters added to
-// the space later keep their defaults) with the tile parameters overridden.
+// A config of the mma.sync template (variant 0).
 inline Config tile_config(int block_m, int block_n, int block_k, int warps_m, int warps_n,
                           int stages, int group_m = 8) {
-  Config config = find_family("matmul").default_config(
-      Problem{"matmul", DType::bf16, DType::bf16, {4096, 4096, 4096}},
-      DeviceTarget::assumed_for_arch("sm_90a"));
-  config.values["block_m"] = block_m;
-  config.values["block_n"] = block_n;
-  config.values["block_k"] = block_k;
-  config.values["warps_m"] = warps_m;
-  config.values["warps_n"] = warps_n;
-  config.values["stages"] = stages;
-  config.values["group_m"] = group_m;
-  return config;
+  return Config{{{"variant", 0},
+                 {"block_m", block_m},
+                 {"block_n", block_n},
+                 {"block_k", block_k},
+                 {"warps_m", warps_m},
+                 {"warps_n", warps_n},
+                 {"stages", stages},
+                 {"group_m", group_m}}};
+}
+
+// A config of the wgmma + TMA template (variant 1, sm_90a).
+inline Config wgmma_config(int block_m, int block_n, int stages, int consumers, int cluster_m,
+                           int cluster_n, int group_m = 8) {
+  return Config{{{"variant", 1},
+                 {"block_m", block_m},
+                 {"block_n", block_n},
+                 {"block_k", 64},
+                 {"stages", stages},
+                 {"consumers", consumers},
+                 {"cluster_m", cluster_m},
+                 {"cluster_n", cluster_n},
+                 {"group_m", group_m}}};
 }
 
 }  // namespace tilesmith::testing

@@ -41,8 +41,7 @@ struct ProbeParams {
 class ProbeFamily final : public Family {
  public:
   ProbeFamily() {
-    source_.main_name = "probe.cuh";
-    source_.main_text = kProbeSource;
+    source_.files["probe.cuh"] = kProbeSource;
   }
   std::string name() const override { return "probe"; }
   const FamilySource& source() const override { return source_; }
@@ -61,11 +60,13 @@ class ProbeFamily final : public Family {
     if (problem.shape.size() != 1 || problem.dtype != DType::f32 || problem.out_dtype != DType::f32)
       throw Error("probe: expects one dimension and f32");
   }
-  std::string kernel_expression(const Config& config, const Problem&) const override {
-    return "probe_kernel<" + std::to_string(config.at("behavior")) + "," +
-           std::to_string(config.at("block")) + ">";
+  std::string kernel_file(const Config&) const override { return "probe.cuh"; }
+  std::vector<std::string> kernel_expressions(const Config& config,
+                                              const Problem&) const override {
+    return {"probe_kernel<" + std::to_string(config.at("behavior")) + "," +
+            std::to_string(config.at("block")) + ">"};
   }
-  LaunchGeometry launch(const Config& config, const Problem& problem) const override {
+  static LaunchGeometry launch(const Config& config, const Problem& problem) {
     LaunchGeometry g;
     g.block[0] = config.at("block");
     g.grid[0] = static_cast<unsigned>((problem.shape[0] + g.block[0] - 1) / g.block[0]);
@@ -75,10 +76,15 @@ class ProbeFamily final : public Family {
     auto n = static_cast<std::size_t>(problem.shape[0]);
     return {{"in", DType::f32, n, false}, {"out", DType::f32, n, true}};
   }
-  KernelArgs args(const Problem& problem, std::span<const std::uint64_t> a) const override {
-    return KernelArgs::of(ProbeParams{reinterpret_cast<const float*>(a[0]),
-                                      reinterpret_cast<float*>(a[1]), problem.shape[0]});
+  LaunchPlan plan(const Config& config, const Problem& problem, const DeviceTarget&,
+                  std::span<const std::uint64_t> a, std::uint64_t) const override {
+    LaunchPlan plan;
+    plan.add(0, launch(config, problem),
+             KernelArgs::of(ProbeParams{reinterpret_cast<const float*>(a[0]),
+                                        reinterpret_cast<float*>(a[1]), problem.shape[0]}));
+    return plan;
   }
+  std::string reference_file() const override { return "probe.cuh"; }
   std::string reference_expression(const Problem&) const override { return "probe_reference"; }
   LaunchGeometry reference_launch(const Problem& problem) const override {
     return launch(default_config(problem, {}), problem);

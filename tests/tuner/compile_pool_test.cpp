@@ -41,7 +41,7 @@ RenderedSource broken_source() {
   source.family = "brokenfamily";
   source.main_name = "broken_kernel.cu";
   source.text = "extern \"C\" __global__ void broken_kernel(float* out) { out[0] = ; }\n";
-  source.kernel_expression = "broken_kernel";
+  source.kernel_expressions = {"broken_kernel"};
   source.hash = content_hash(source.text);
   return source;
 }
@@ -84,7 +84,7 @@ TEST(CompilePoolTest, TwoProcessesCompileFourConfigs) {
     EXPECT_EQ(std::string(kernel.cubin.bytes.data(), 4),
               "\x7f"
               "ELF");
-    EXPECT_EQ(kernel.lowered_name.rfind("_Z", 0), 0u) << kernel.lowered_name;
+    EXPECT_EQ(kernel.lowered_names.front().rfind("_Z", 0), 0u) << kernel.lowered_names.front();
     EXPECT_GT(kernel.resources.registers, 0) << kernel.log;
     EXPECT_EQ(kernel.resources.stack_frame_bytes, 0) << kernel.log;
     EXPECT_EQ(kernel.nvrtc_version, nvrtc_version());
@@ -104,7 +104,7 @@ TEST(CompilePoolTest, CubinMatchesAnInProcessCompile) {
   CompileOutcome outcome = pool.next();
   ASSERT_TRUE(outcome.kernel.has_value()) << outcome.error;
   EXPECT_EQ(outcome.kernel->cubin.bytes, local.cubin.bytes);
-  EXPECT_EQ(outcome.kernel->lowered_name, local.lowered_name);
+  EXPECT_EQ(outcome.kernel->lowered_names.front(), local.lowered_names.front());
   EXPECT_EQ(outcome.kernel->resources.registers, local.resources.registers);
 }
 

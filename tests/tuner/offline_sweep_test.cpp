@@ -25,26 +25,9 @@ Problem problem_1000_bf16() {
   return Problem{"matmul", DType::bf16, DType::bf16, {1000, 1000, 1000}};
 }
 
-int space_product(const Family& family) {
-  int product = 1;
-  for (const ParamSpec& param : family.space()) product *= static_cast<int>(param.values.size());
-  return product;
-}
-
 int pruned_count(const Family& family, const Problem& problem, const DeviceTarget& device) {
   int pruned = 0;
-  std::vector<Config> configs(1);
-  for (const ParamSpec& param : family.space()) {
-    std::vector<Config> extended;
-    for (const Config& partial : configs)
-      for (int value : param.values) {
-        Config config = partial;
-        config.values[param.name] = value;
-        extended.push_back(config);
-      }
-    configs = extended;
-  }
-  for (const Config& config : configs)
+  for (const Config& config : family.enumerate())
     if (family.reject(config, problem, device)) ++pruned;
   return pruned;
 }
@@ -69,7 +52,7 @@ TEST(OfflineSweepTest, CompilesABudgetOfCandidatesAndRecordsNothing) {
   EXPECT_TRUE(report.gpu_model.empty()) << report.gpu_model;
   EXPECT_EQ(report.problem.key(), problem.key());
 
-  EXPECT_EQ(report.space_size, space_product(family));
+  EXPECT_EQ(report.space_size, static_cast<int>(family.enumerate().size()));
   EXPECT_GT(report.pruned, 0);
   EXPECT_EQ(report.pruned,
             pruned_count(family, problem, DeviceTarget::assumed_for_arch(options.offline_arch)));

@@ -97,7 +97,7 @@ TEST(SearchStrategyTest, ExhaustiveIgnoresTheSeed) {
 }
 
 TEST(SearchStrategyTest, RandomIsAPermutation) {
-  std::vector<Config> candidates = enumerate_space(find_family("matmul").space());
+  std::vector<Config> candidates = find_family("matmul").enumerate();
   std::vector<Config> proposed = drain(*make_strategy("random", candidates, /*seed=*/42));
   ASSERT_EQ(proposed.size(), candidates.size());
   EXPECT_EQ(sorted(proposed), sorted(candidates));
@@ -105,7 +105,7 @@ TEST(SearchStrategyTest, RandomIsAPermutation) {
 }
 
 TEST(SearchStrategyTest, RandomIsDeterministicForASeedAndDiffersAcrossSeeds) {
-  std::vector<Config> candidates = enumerate_space(find_family("matmul").space());
+  std::vector<Config> candidates = find_family("matmul").enumerate();
   std::vector<Config> first = drain(*make_strategy("random", candidates, 1));
   EXPECT_EQ(first, drain(*make_strategy("random", candidates, 1)));
   std::vector<Config> other = drain(*make_strategy("random", candidates, 2));

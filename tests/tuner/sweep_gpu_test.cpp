@@ -104,7 +104,7 @@ TEST(GpuSweep, ResumeSkipsFinishedTrialsAndNeverRetriesOneThatDiedRunning) {
   cache::TrialKey key{first.gpu_model, problem, template_hash(family)};
   cache::Trial crashed;
   std::vector<Config> remaining;
-  for (const Config& config : tuner::enumerate_space(family.space()))
+  for (const Config& config : enumerate_space(family.space()))
     if (!family.reject(config, problem, driver::describe_device(0))) remaining.push_back(config);
   crashed.config = remaining.back();
   db.start_trial(key, crashed);

@@ -35,20 +35,19 @@ int expected_smem_bytes(int block_m, int block_n, int block_k, int stages) {
   return stages * (block_m * (block_k + 8) + block_k * (block_n + 8)) * 2;
 }
 
-// All configs of the space in a fixed order (independent of the tuner's enumerate_space).
-std::vector<Config> whole_space(const Family& family) {
-  std::vector<Config> configs(1);
-  for (const ParamSpec& param : family.space()) {
-    std::vector<Config> extended;
-    for (const Config& partial : configs)
-      for (int value : param.values) {
-        Config config = partial;
-        config.values[param.name] = value;
-        extended.push_back(config);
-      }
-    configs = extended;
-  }
+// The configs of one variant of the space (0: mma.sync, 1: wgmma).
+std::vector<Config> variant_space(int variant) {
+  std::vector<Config> configs;
+  for (const Config& config : matmul().enumerate())
+    if (config.at("variant") == variant) configs.push_back(config);
   return configs;
+}
+
+// The launch plan of a config with made-up tensor addresses.
+LaunchPlan plan_of(const Config& config, const Problem& problem,
+                   const DeviceTarget& device = DeviceTarget::assumed_for_arch("sm_90a")) {
+  const std::uint64_t addresses[3] = {0x10000, 0x20000, 0x30000};
+  return matmul().plan(config, problem, device, addresses, 0);
 }
 
 template <class Action>
@@ -78,7 +77,7 @@ TEST(MatmulRegistryTest, UnknownOpThrowsListingKnownNames) {
   EXPECT_NE(message.find("matmul"), std::string::npos) << message;
 }
 
-TEST(MatmulFamilyTest, SpaceStartsWithTheTileParametersInOrder) {
+TEST(MatmulFamilyTest, SpaceNamesEveryParameterOfBothVariantsOnce) {
   std::vector<std::string> names;
   for (const ParamSpec& param : matmul().space()) {
     names.push_back(param.name);
@@ -86,34 +85,54 @@ TEST(MatmulFamilyTest, SpaceStartsWithTheTileParametersInOrder) {
     std::set<int> distinct(param.values.begin(), param.values.end());
     EXPECT_EQ(distinct.size(), param.values.size()) << param.name << " repeats a value";
   }
-  const std::vector<std::string> tile_params = {"block_m", "block_n", "block_k", "warps_m",
-                                                "warps_n", "stages",  "group_m"};
-  ASSERT_GE(names.size(), tile_params.size());
-  EXPECT_EQ(std::vector<std::string>(names.begin(), names.begin() + tile_params.size()),
-            tile_params);
-  EXPECT_EQ(std::set<std::string>(names.begin(), names.end()).size(), names.size());
+  ASSERT_FALSE(names.empty());
+  EXPECT_EQ(names[0], "variant");
+  EXPECT_EQ(std::set<std::string>(names.begin(), names.end()),
+            (std::set<std::string>{"variant", "block_m", "block_n", "block_k", "warps_m",
+                                   "warps_n", "stages", "group_m", "consumers", "cluster_m",
+                                   "cluster_n"}));
 }
 
-TEST(MatmulFamilyTest, DefaultConfigSetsEveryParameterOfTheSpace) {
-  Config config = matmul().default_config(matmul_problem(4096, 4096, 4096),
-                                          DeviceTarget::assumed_for_arch("sm_90a"));
-  EXPECT_EQ(config.values.size(), matmul().space().size()) << config.text();
-  for (const ParamSpec& param : matmul().space()) {
-    ASSERT_EQ(config.values.count(param.name), 1u) << param.name;
-    EXPECT_NE(std::find(param.values.begin(), param.values.end(), config.at(param.name)),
-              param.values.end())
-        << "the default config should be a point of the space: " << config.text();
+TEST(MatmulFamilyTest, EachVariantsConfigsCarryExactlyItsParameters) {
+  const std::set<std::string> mma = {"variant", "block_m", "block_n", "block_k", "warps_m",
+                                     "warps_n", "stages",  "group_m"};
+  const std::set<std::string> wgmma = {"variant", "block_m",   "block_n",   "block_k", "stages",
+                                       "consumers", "cluster_m", "cluster_n", "group_m"};
+  std::set<std::string> texts;
+  for (const Config& config : matmul().enumerate()) {
+    std::set<std::string> keys;
+    for (const auto& [name, value] : config.values) keys.insert(name);
+    EXPECT_EQ(keys, config.at("variant") == 0 ? mma : wgmma) << config.text();
+    texts.insert(config.text());
+  }
+  EXPECT_EQ(texts.size(), matmul().enumerate().size()) << "every config has one text";
+  EXPECT_EQ(variant_space(0).size(), 2880u);
+}
+
+TEST(MatmulFamilyTest, DefaultConfigIsAPointOfTheSpace) {
+  const std::vector<Config> space = matmul().enumerate();
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    Config config = matmul().default_config(matmul_problem(4096, 4096, 4096),
+                                            DeviceTarget::assumed_for_arch(arch));
+    EXPECT_NE(std::find(space.begin(), space.end(), config), space.end()) << config.text();
   }
 }
 
-TEST(MatmulFamilyTest, SourceEmbedsTheKernelAndItsHeaders) {
+TEST(MatmulFamilyTest, SourceEmbedsBothTemplatesAndTheirHeaders) {
   const FamilySource& source = matmul().source();
-  EXPECT_EQ(source.main_name, "matmul.cuh");
-  EXPECT_NE(source.main_text.find("matmul_kernel"), std::string::npos);
-  EXPECT_NE(source.main_text.find("matmul_reference"), std::string::npos);
-  EXPECT_EQ(source.headers.count("common/tile_primitives.cuh"), 1u);
-  EXPECT_EQ(source.headers.count("matmul/matmul_params.h"), 1u);
-  for (const auto& [name, text] : source.headers) EXPECT_FALSE(text.empty()) << name;
+  ASSERT_EQ(source.files.count("matmul/matmul.cuh"), 1u);
+  ASSERT_EQ(source.files.count("matmul/matmul_sm90.cuh"), 1u);
+  EXPECT_NE(source.files.at("matmul/matmul.cuh").find("matmul_kernel"), std::string::npos);
+  EXPECT_NE(source.files.at("matmul/matmul.cuh").find("matmul_reference"), std::string::npos);
+  EXPECT_NE(source.files.at("matmul/matmul_sm90.cuh").find("matmul_sm90"), std::string::npos);
+  for (const char* header : {"common/tile_primitives.cuh", "common/hopper.cuh",
+                             "common/tensor_map.h", "matmul/matmul_params.h",
+                             "matmul/matmul_sm90_params.h"})
+    EXPECT_EQ(source.files.count(header), 1u) << header;
+  for (const auto& [name, text] : source.files) EXPECT_FALSE(text.empty()) << name;
+  EXPECT_EQ(matmul().kernel_file(tile_config(128, 128, 32, 2, 2, 4)), "matmul/matmul.cuh");
+  EXPECT_EQ(matmul().kernel_file(testing::wgmma_config(128, 256, 4, 2, 2, 1)),
+            "matmul/matmul_sm90.cuh");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -277,7 +296,7 @@ TEST(MatmulRejectSpaceTest, UnalignedShapesNeverAllowMoreThanAlignedOnes) {
   const Problem unaligned = matmul_problem(4093, 4093, 4093);
   for (const char* arch : {"sm_80", "sm_90a"}) {
     DeviceTarget device = DeviceTarget::assumed_for_arch(arch);
-    for (const Config& config : whole_space(matmul())) {
+    for (const Config& config : matmul().enumerate()) {
       if (matmul().reject(config, unaligned, device)) continue;
       EXPECT_FALSE(matmul().reject(config, aligned, device).has_value())
           << arch << " " << config.text();
@@ -308,7 +327,7 @@ TEST_F(MatmulRejectTest, EverySurvivorOfTheSpaceMeetsTheKernelsStaticAsserts) {
   // The kernel's static_asserts must never fire for a config reject() lets through: a survivor
   // that fails them would be a guaranteed compile failure in every sweep.
   int survivors = 0;
-  for (const Config& config : whole_space(matmul())) {
+  for (const Config& config : variant_space(0)) {
     if (reject(config, hopper_)) continue;
     ++survivors;
     int bm = config.at("block_m"), bn = config.at("block_n"), bk = config.at("block_k");
@@ -350,9 +369,9 @@ TEST(MatmulDefaultConfigTest, IsNeverRejected) {
 
 TEST(MatmulDefaultConfigTest, UsesFourStagesWhereTheyFitAndFewerWhereNot) {
   Problem problem = matmul_problem(4096, 4096, 4096);
-  EXPECT_EQ(matmul().default_config(problem, DeviceTarget::assumed_for_arch("sm_90a")).at("stages"),
+  EXPECT_EQ(matmul().default_config(problem, DeviceTarget::assumed_for_arch("sm_80")).at("stages"),
             4);
-  DeviceTarget tight = DeviceTarget::assumed_for_arch("sm_90a");
+  DeviceTarget tight = DeviceTarget::assumed_for_arch("sm_80");
   tight.max_smem_per_block_optin = expected_smem_bytes(128, 128, 32, 3);
   Config config = matmul().default_config(problem, tight);
   EXPECT_EQ(config.at("stages"), 3) << config.text();
@@ -362,15 +381,12 @@ TEST(MatmulDefaultConfigTest, UsesFourStagesWhereTheyFitAndFewerWhereNot) {
 TEST(MatmulPrunedSpaceTest, LeavesManyCandidatesFor4096CubedOnHopper) {
   Problem problem = matmul_problem(4096, 4096, 4096);
   DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
-  std::vector<Config> space = whole_space(matmul());
+  std::vector<Config> space = matmul().enumerate();
   int kept = 0;
   for (const Config& config : space)
     if (!matmul().reject(config, problem, hopper)) ++kept;
   std::cout << "[ info     ] matmul 4096^3 on assumed sm_90a: " << kept << " of " << space.size()
             << " configs survive pruning\n";
-  std::size_t product = 1;
-  for (const ParamSpec& param : matmul().space()) product *= param.values.size();
-  EXPECT_EQ(space.size(), product);
   EXPECT_GE(kept, 50);
   EXPECT_LT(kept, static_cast<int>(space.size()));
 }
@@ -392,7 +408,9 @@ TEST(MatmulLaunchTest, GridCoversTheOutputAndBlockIsTheWarps) {
   for (const Case& c : cases) {
     Problem problem = matmul_problem(c.m, c.n, c.k);
     int bm = c.config.at("block_m"), bn = c.config.at("block_n"), bk = c.config.at("block_k");
-    LaunchGeometry geometry = matmul().launch(c.config, problem);
+    const LaunchPlan plan = plan_of(c.config, problem);
+    ASSERT_EQ(plan.step_count, 1);
+    const LaunchGeometry& geometry = plan.steps[0].geometry;
     std::int64_t tiles = ((c.m + bm - 1) / bm) * ((c.n + bn - 1) / bn);
     EXPECT_EQ(geometry.grid[0], static_cast<unsigned>(tiles)) << problem.key();
     EXPECT_EQ(geometry.grid[1], 1u);
@@ -405,7 +423,7 @@ TEST(MatmulLaunchTest, GridCoversTheOutputAndBlockIsTheWarps) {
               static_cast<unsigned>(expected_smem_bytes(bm, bn, bk, c.config.at("stages"))));
   }
   // Spot values: 1000x3000 with 128x256 tiles is 8 x 12 tiles; 81408 bytes of shared memory.
-  LaunchGeometry spot = matmul().launch(cases[1].config, matmul_problem(1000, 3000, 500));
+  LaunchGeometry spot = plan_of(cases[1].config, matmul_problem(1000, 3000, 500)).steps[0].geometry;
   EXPECT_EQ(spot.grid[0], 96u);
   EXPECT_EQ(spot.block[0], 256u);
   EXPECT_EQ(spot.dynamic_smem_bytes, 81408u);
@@ -428,7 +446,7 @@ std::vector<std::string> template_arguments(const std::string& expression) {
 // The last three template arguments: ALIGNED, IN_KIND, OUT_KIND.
 std::vector<std::string> alignment_and_dtypes(const Config& config, const Problem& problem) {
   std::vector<std::string> arguments =
-      template_arguments(matmul().kernel_expression(config, problem));
+      template_arguments(matmul().kernel_expressions(config, problem).at(0));
   if (arguments.size() < 3) return arguments;
   return std::vector<std::string>(arguments.end() - 3, arguments.end());
 }
@@ -436,9 +454,9 @@ std::vector<std::string> alignment_and_dtypes(const Config& config, const Proble
 TEST(MatmulKernelExpressionTest, StartsWithTheTileParameters) {
   Config config = tile_config(128, 64, 32, 2, 1, 3, 8);
   std::vector<std::string> arguments =
-      template_arguments(matmul().kernel_expression(config, matmul_problem(4096, 4096, 4096)));
-  // One argument per space parameter, then ALIGNED, IN_KIND and OUT_KIND.
-  EXPECT_EQ(arguments.size(), matmul().space().size() + 3);
+      template_arguments(matmul().kernel_expressions(config, matmul_problem(4096, 4096, 4096)).at(0));
+  // One argument per parameter of the variant, then ALIGNED, IN_KIND and OUT_KIND.
+  EXPECT_EQ(arguments.size(), config.values.size() - 1 + 3);
   ASSERT_GE(arguments.size(), 7u);
   EXPECT_EQ(std::vector<std::string>(arguments.begin(), arguments.begin() + 7),
             (std::vector<std::string>{"128", "64", "32", "2", "1", "3", "8"}));
@@ -531,7 +549,11 @@ TEST(MatmulTensorsTest, ListsABThenTheOutputWithTheirSizes) {
 TEST(MatmulArgsTest, PacksAddressesAndRowMajorLeadingDimensions) {
   Problem problem = matmul_problem(17, 33, 65);
   std::vector<std::uint64_t> addresses = {0x1000, 0x2000, 0x3000};
-  KernelArgs args = matmul().args(problem, addresses);
+  KernelArgs args = matmul().plan(tile_config(64, 64, 32, 2, 2, 2), problem,
+                                  DeviceTarget::assumed_for_arch("sm_90a"), addresses, 0)
+                        .steps[0]
+                        .args;
+  EXPECT_EQ(args.tensor_map_count, 0);
   ASSERT_EQ(args.size, sizeof(MatmulParams));
   MatmulParams params;
   std::memcpy(&params, args.bytes.data(), sizeof(params));
@@ -558,6 +580,82 @@ TEST(MatmulToleranceTest, FollowsTheOutputType) {
   EXPECT_GT(bf16, f16);
   EXPECT_GT(f16, f32);
   EXPECT_GT(f32, 0);
+}
+
+}  // namespace
+}  // namespace tilesmith
+
+namespace tilesmith {
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// The wgmma variant (sm_90a): constraints and launch plan
+
+TEST(MatmulWgmmaTest, NeedsHopperAndRowsThatTmaCanRead) {
+  const Config config = testing::wgmma_config(128, 256, 4, 2, 2, 1);
+  const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
+  EXPECT_FALSE(matmul().reject(config, matmul_problem(4096, 4096, 4096), hopper).has_value());
+  EXPECT_TRUE(matmul().reject(config, matmul_problem(4096, 4096, 4096),
+                              DeviceTarget::assumed_for_arch("sm_80")));
+  EXPECT_TRUE(matmul().reject(config, matmul_problem(4093, 4093, 4093), hopper));
+  EXPECT_TRUE(matmul().reject(config, matmul_problem(64, 60, 64), hopper));  // N % 8
+  EXPECT_FALSE(matmul().reject(config, matmul_problem(1, 8, 8), hopper).has_value());
+  // 3 consumers cannot hold 256 accumulator columns; a mma.sync parameter does not belong.
+  EXPECT_TRUE(matmul().reject(testing::wgmma_config(192, 256, 3, 3, 1, 1),
+                              matmul_problem(4096, 4096, 4096), hopper));
+  Config stray = config;
+  stray.values["warps_m"] = 2;
+  auto reason = matmul().reject(stray, matmul_problem(4096, 4096, 4096), hopper);
+  ASSERT_TRUE(reason.has_value());
+  EXPECT_NE(reason->find("warps_m"), std::string::npos) << *reason;
+}
+
+TEST(MatmulWgmmaTest, DefaultIsWgmmaOnHopperForAlignedShapesOnly) {
+  const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
+  EXPECT_EQ(matmul().default_config(matmul_problem(4096, 4096, 4096), hopper).at("variant"), 1);
+  EXPECT_EQ(matmul().default_config(matmul_problem(4093, 4093, 4093), hopper).at("variant"), 0);
+  EXPECT_EQ(matmul()
+                .default_config(matmul_problem(4096, 4096, 4096),
+                                DeviceTarget::assumed_for_arch("sm_80"))
+                .at("variant"),
+            0);
+}
+
+TEST(MatmulWgmmaTest, PlanIsOnePersistentLaunchWithThreeTensorMaps) {
+  const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");  // 132 SMs
+  const Problem problem = matmul_problem(4096, 4096, 4096, DType::bf16, DType::f32);
+  const LaunchPlan plan = plan_of(testing::wgmma_config(128, 256, 4, 2, 2, 1), problem, hopper);
+  ASSERT_EQ(plan.step_count, 1);
+  const LaunchStep& step = plan.steps[0];
+  // 4096/256 x 4096/256 = 256 cluster units > 66 clusters of 2 that fit: 132 CTAs.
+  EXPECT_EQ(step.geometry.grid[0], 132u);
+  EXPECT_EQ(step.geometry.block[0], 384u);
+  EXPECT_EQ(step.geometry.dynamic_smem_bytes, 4u * (128 + 256) * 64 * 2 + 2 * 16384 + 1024 + 64);
+  // A small problem gets one cluster per unit, not an idle persistent grid.
+  EXPECT_EQ(plan_of(testing::wgmma_config(128, 256, 4, 2, 2, 1), matmul_problem(256, 256, 64),
+                    hopper)
+                .steps[0]
+                .geometry.grid[0],
+            2u);
+
+  ASSERT_EQ(step.args.tensor_map_count, 3);
+  const TensorMapSpec& a = step.args.tensor_maps[0];
+  const TensorMapSpec& b = step.args.tensor_maps[1];
+  const TensorMapSpec& c = step.args.tensor_maps[2];
+  EXPECT_EQ(a.address, 0x10000u);
+  EXPECT_EQ(a.dims[0], 4096u);  // K innermost
+  EXPECT_EQ(a.stride_bytes[0], 4096u * 2);
+  EXPECT_EQ(a.box[0], 64u);
+  EXPECT_EQ(a.box[1], 128u);  // cluster_n 1: the whole tile's rows
+  EXPECT_EQ(b.box[1], 32u);   // cluster_m 2: each CTA loads half of BK's rows, multicast
+  EXPECT_EQ(c.dtype, DType::f32);
+  EXPECT_EQ(c.box[0], 32u);  // 128 bytes of fp32
+  EXPECT_EQ(c.box[1], 64u);
+  EXPECT_EQ(c.stride_bytes[0], 4096u * 4);
+  for (const TensorMapSpec* map : {&a, &b, &c}) {
+    EXPECT_EQ(map->offset % 64, 0u);
+    EXPECT_EQ(map->swizzle_bytes, 128u);
+  }
 }
 
 }  // namespace

@@ -51,36 +51,41 @@ TEST_F(GpuMatmul, ReferenceMatchesCpuLoop) {
 // A spread of configs (tile shapes, warp layouts, stages, tile order) on aligned and unaligned
 // odd shapes, every dtype combination: each must match the reference with no unwritten output.
 TEST_F(GpuMatmul, SampledConfigsMatchReferenceOnOddShapes) {
-  std::vector<Config> space = tuner::enumerate_space(family_.space());
+  std::vector<Config> space = family_.enumerate();
   const std::vector<Problem> problems = {
       matmul(DType::bf16, DType::bf16, 1, 1, 1),      matmul(DType::bf16, DType::bf16, 17, 33, 65),
       matmul(DType::f16, DType::f16, 129, 72, 264),   matmul(DType::bf16, DType::f32, 300, 520, 136),
       matmul(DType::f16, DType::f32, 1000, 1000, 1000), matmul(DType::bf16, DType::bf16, 257, 1031, 517)};
-  int checked = 0;
+  int checked = 0, wgmma_checked = 0;
   for (const Problem& problem : problems) {
     tuner::Workbench bench(family_, problem, device_);
     int taken = 0;
-    // Every 7th valid config: a deterministic sample across the whole space.
-    for (std::size_t i = checked % 7; i < space.size() && taken < 6; i += 7) {
-      const Config& config = space[i];
-      if (family_.reject(config, problem, device_)) continue;
-      RenderedSource source = render(family_, config, problem);
-      CompiledKernel compiled = compile(source, device_.arch());
-      LaunchGeometry geometry = family_.launch(config, problem);
-      driver::ReadyKernel ready =
-          driver::load_kernel(compiled, geometry.dynamic_smem_bytes, source.kernel_expression);
-      // The registers the tuner records (read from the cubin) are what the driver loaded.
-      EXPECT_EQ(compiled.resources.registers, ready.kernel->registers()) << config.text();
-      bench.refresh_inputs(1000 + checked);
-      tuner::Verification result = bench.verify(*ready.kernel, geometry);
-      EXPECT_TRUE(result.passed) << problem.key() << " [" << config.text() << "]: " << result.detail;
-      EXPECT_EQ(result.nonfinite, 0u);
-      ++taken;
-      ++checked;
-    }
+    // Every 7th valid config of each variant: a deterministic sample across the whole space.
+    for (int variant : {0, 1})
+      for (std::size_t i = checked % 7, of_variant = 0; i < space.size() && of_variant < 6;
+           i += 7) {
+        const Config& config = space[i];
+        if (config.at("variant") != variant || family_.reject(config, problem, device_)) continue;
+        RenderedSource source = render(family_, config, problem);
+        CompiledKernel compiled = compile(source, device_.arch());
+        driver::ReadyKernel ready =
+            driver::load_kernel(compiled, bench.plan(config), source.describe());
+        // The registers the tuner records (read from the cubin) are what the driver loaded.
+        EXPECT_EQ(compiled.resources.registers, ready.first().registers()) << config.text();
+        bench.refresh_inputs(1000 + checked);
+        tuner::Verification result = bench.verify(ready, config);
+        EXPECT_TRUE(result.passed) << problem.key() << " [" << config.text() << "]: " << result.detail;
+        EXPECT_EQ(result.nonfinite, 0u);
+        ++of_variant;
+        ++taken;
+        ++checked;
+        if (variant == 1) ++wgmma_checked;
+      }
     EXPECT_GT(taken, 0) << problem.key();
   }
   EXPECT_GE(checked, 20);
+  // sm_90a: the wgmma template on every aligned shape of the list (on other GPUs it is pruned).
+  if (device_.arch() == "sm_90a") EXPECT_GE(wgmma_checked, 18);
 }
 
 // A kernel that writes the wrong values must fail verification: the check can fail.
@@ -91,12 +96,11 @@ TEST_F(GpuMatmul, VerificationCatchesAWrongKernel) {
   Config config = family_.default_config(problem, device_);
   RenderedSource source = render(family_, config, problem);
   CompiledKernel compiled = compile(source, device_.arch());
-  driver::ReadyKernel ready = driver::load_kernel(
-      compiled, family_.launch(config, problem).dynamic_smem_bytes, source.kernel_expression);
+  driver::ReadyKernel ready = driver::load_kernel(compiled, bench.plan(config), source.describe());
   bench.refresh_inputs(3);
   // Launch with the smaller K baked into the args: a wrong answer that still writes everything.
   std::vector<std::uint64_t> addresses = bench.tensor_addresses();
-  ready.kernel->launch(family_.launch(config, problem), family_.args(other, addresses), nullptr);
+  ready.run(family_.plan(config, other, device_, addresses, 0), nullptr);
   TILESMITH_CU(driver::api().cuCtxSynchronize(), "running the wrong kernel");
   tuner::Verification result = bench.check_output();
   EXPECT_FALSE(result.passed);
@@ -105,7 +109,7 @@ TEST_F(GpuMatmul, VerificationCatchesAWrongKernel) {
   // Only the first 32 rows written: the poisoned rest must show as non-finite.
   Problem half_rows = matmul(DType::bf16, DType::bf16, 32, 64, 64);
   bench.refresh_inputs(4);
-  ready.kernel->launch(family_.launch(config, problem), family_.args(half_rows, addresses), nullptr);
+  ready.run(family_.plan(config, half_rows, device_, addresses, 0), nullptr);
   TILESMITH_CU(driver::api().cuCtxSynchronize(), "running the half-writing kernel");
   result = bench.check_output();
   EXPECT_FALSE(result.passed);

@@ -1,0 +1,39 @@
+// What every family shares unless it says otherwise.
+#include "templates/family.hpp"
+
+namespace tilesmith {
+
+std::vector<Config> enumerate_space(const std::vector<ParamSpec>& space) {
+  std::vector<Config> configs(1);
+  for (const ParamSpec& param : space) {
+    std::vector<Config> extended;
+    extended.reserve(configs.size() * param.values.size());
+    for (const Config& partial : configs)
+      for (int value : param.values) {
+        Config config = partial;
+        config.values[param.name] = value;
+        extended.push_back(std::move(config));
+      }
+    configs = std::move(extended);
+  }
+  return configs;
+}
+
+std::vector<Config> Family::enumerate() const { return enumerate_space(space()); }
+
+std::size_t Family::workspace_bytes(const Config&, const Problem&, const DeviceTarget&) const {
+  return 0;
+}
+
+double Family::tolerance(const Problem& problem) const {
+  // Norm-wise relative error with fp32 accumulation: the output's rounding dominates
+  // (bf16 keeps 8 bits, fp16 11), so the bound follows the output type.
+  switch (problem.out_dtype) {
+    case DType::bf16: return 1e-2;
+    case DType::f16: return 2e-3;
+    case DType::f32: return 5e-4;  // summation order only; tensor-core adds truncate
+  }
+  return 0;
+}
+
+}  // namespace tilesmith
