@@ -59,9 +59,9 @@ fi
 # The wgmma template's SASS: HGMMA and TMA (UTMALDG/UTMASTG) present, no local-memory spills.
 if has_step sass; then
   echo "== SASS of the 4096^3 winner (and of every wgmma cubin in the database)"
-  python3 - "$TILESMITH_DB" "$OUT" <<'PY' > "$OUT/sass_summary.txt" 2>&1
+  python3 - "$TILESMITH_DB" "$(mktemp -d)" <<'PY' > "$OUT/sass_summary.txt" 2>&1
 import sqlite3, subprocess, sys
-db, out = sys.argv[1], sys.argv[2]
+db, out = sys.argv[1], sys.argv[2]  # cubins go to a scratch folder: $OUT returns 8 files at most
 rows = sqlite3.connect(db).execute(
     "SELECT source_hash, lowered_name, cubin FROM cubins WHERE lowered_name LIKE '%matmul_sm90%'").fetchall()
 counts = {"HGMMA": 0, "UTMALDG": 0, "UTMASTG": 0, "LDL": 0, "STL": 0}
@@ -93,9 +93,9 @@ if has_step tune; then echo; cat "$OUT/list.txt"; fi
 # The wgmma template's SASS: HGMMA and TMA (UTMALDG/UTMASTG) present, no local-memory spills.
 if has_step sass; then
   echo "== SASS of the 4096^3 winner (and of every wgmma cubin in the database)"
-  python3 - "$TILESMITH_DB" "$OUT" <<'PY' > "$OUT/sass_summary.txt" 2>&1
+  python3 - "$TILESMITH_DB" "$(mktemp -d)" <<'PY' > "$OUT/sass_summary.txt" 2>&1
 import sqlite3, subprocess, sys
-db, out = sys.argv[1], sys.argv[2]
+db, out = sys.argv[1], sys.argv[2]  # cubins go to a scratch folder: $OUT returns 8 files at most
 rows = sqlite3.connect(db).execute(
     "SELECT source_hash, lowered_name, cubin FROM cubins WHERE lowered_name LIKE '%matmul_sm90%'").fetchall()
 counts = {"HGMMA": 0, "UTMALDG": 0, "UTMASTG": 0, "LDL": 0, "STL": 0}

@@ -104,8 +104,9 @@ TEST(GpuSweep, ResumeSkipsFinishedTrialsAndNeverRetriesOneThatDiedRunning) {
   cache::TrialKey key{first.gpu_model, problem, template_hash(family)};
   cache::Trial crashed;
   std::vector<Config> remaining;
-  for (const Config& config : enumerate_space(family.space()))
+  for (const Config& config : family.enumerate())
     if (!family.reject(config, problem, driver::describe_device(0))) remaining.push_back(config);
+  ASSERT_FALSE(remaining.empty());
   crashed.config = remaining.back();
   db.start_trial(key, crashed);
 
