@@ -13,19 +13,35 @@ namespace tilesmith::cli {
 namespace {
 
 // The family's default config for this problem and device, with `overrides` ("block_m=64,...")
-// merged over it, checked against the family's constraints.
-// `target` names the device in messages.
+// merged over it, checked against the family's constraints. Where the overrides pick another
+// variant (variant=0), the base is the first valid config of that variant instead, so the
+// parameters that variant needs come with it. `target` names the device in messages.
 Config chosen_config(const Family& family, const Problem& problem, const DeviceTarget& device,
                      const std::string& target, const std::string& overrides) {
-  Config config = family.default_config(problem, device);
+  const Config asked = Config::parse(overrides);
+  const std::vector<ParamSpec> space = family.space();
   std::string known;
-  for (const ParamSpec& param : family.space()) known += (known.empty() ? "" : ", ") + param.name;
-  for (const auto& [name, value] : Config::parse(overrides).values) {
-    if (!config.values.count(name))
-      throw InvalidArgument("--config: " + family.name() + " has no parameter " + quote_input(name) +
-                            " (parameters: " + known + ")");
-    config.values[name] = value;
-  }
+  for (const ParamSpec& param : space) known += (known.empty() ? "" : ", ") + param.name;
+  for (const auto& [name, value] : asked.values)
+    if (std::none_of(space.begin(), space.end(),
+                     [&](const ParamSpec& param) { return param.name == name; }))
+      throw InvalidArgument("--config: " + family.name() + " has no parameter " +
+                            quote_input(name) + " (parameters: " + known + ")");
+  // A base fits when it has every parameter asked for and the same variant, if one is asked.
+  auto fits = [&](const Config& base) {
+    return std::all_of(asked.values.begin(), asked.values.end(), [&](const auto& item) {
+      const auto it = base.values.find(item.first);
+      return it != base.values.end() && (item.first != "variant" || it->second == item.second);
+    });
+  };
+  Config config = family.default_config(problem, device);
+  if (!fits(config))
+    for (const Config& candidate : family.enumerate())
+      if (fits(candidate) && !family.reject(candidate, problem, device)) {
+        config = candidate;
+        break;
+      }
+  for (const auto& [name, value] : asked.values) config.values[name] = value;
   if (auto reason = family.reject(config, problem, device))
     throw Error("config " + config.text() + " cannot run " + problem.key() + " on " + target +
                 ": " + *reason);

@@ -1,14 +1,17 @@
 // The matmul family's descriptor: its space, constraints, launch plans, reference and work.
 // Two templates race in one space, told apart by the `variant` parameter:
 //   variant 0: matmul.cuh, mma.sync + cp.async (sm_80+; any M, N, K);
-//   variant 1: matmul_sm90.cuh, wgmma + TMA + warp specialization + clusters (sm_90a; rows of A
-//              and B on 16-byte boundaries, as TMA needs).
+//   variant 1: matmul_sm90.cuh, wgmma + TMA + warp specialization + clusters (sm_90a). TMA reads
+//              rows that start on 16-byte boundaries: where K or N is not a multiple of 8, the
+//              plan first copies A and B into padded rows in the workspace (counted in every
+//              timing), so the tuner decides per shape whether padding pays.
 #include <algorithm>
 #include <map>
 #include <string>
 
 #include "templates/embedded_files.hpp"
 #include "templates/matmul/matmul_family.hpp"
+#include "templates/common/copy_rows_params.h"
 #include "templates/matmul/matmul_params.h"
 #include "templates/matmul/matmul_sm90_params.h"
 
@@ -90,9 +93,10 @@ struct TileConfig {
 class MatmulFamily final : public Family {
  public:
   MatmulFamily() {
-    for (const char* file : {"matmul/matmul.cuh", "matmul/matmul_params.h", "matmul/matmul_sm90.cuh",
-                             "matmul/matmul_sm90_params.h", "common/tile_primitives.cuh",
-                             "common/hopper.cuh", "common/tensor_map.h"})
+    for (const char* file :
+         {"matmul/matmul.cuh", "matmul/matmul_params.h", "matmul/matmul_sm90.cuh",
+          "matmul/matmul_sm90_params.h", "common/tile_primitives.cuh", "common/hopper.cuh",
+          "common/tensor_map.h", "common/copy_rows.cuh", "common/copy_rows_params.h"})
       source_.files[file] = std::string(embedded::file(file));
   }
 
@@ -230,11 +234,14 @@ class MatmulFamily final : public Family {
                               std::to_string(element_kind(problem.out_dtype));
     if (config.at("variant") == kWgmma) {
       WgmmaConfig w(config);
-      return {"tilesmith::matmul_sm90<" + std::to_string(w.block_m) + "," +
-              std::to_string(w.block_n) + "," + std::to_string(w.block_k) + "," +
-              std::to_string(w.stages) + "," + std::to_string(w.consumers) + "," +
-              std::to_string(w.cluster_m) + "," + std::to_string(w.cluster_n) + "," +
-              std::to_string(w.group_m) + "," + kinds + ">"};
+      std::vector<std::string> kernels = {
+          "tilesmith::matmul_sm90<" + std::to_string(w.block_m) + "," +
+          std::to_string(w.block_n) + "," + std::to_string(w.block_k) + "," +
+          std::to_string(w.stages) + "," + std::to_string(w.consumers) + "," +
+          std::to_string(w.cluster_m) + "," + std::to_string(w.cluster_n) + "," +
+          std::to_string(w.group_m) + "," + kinds + ">"};
+      if (!MatmulShape(problem).aligned()) kernels.push_back("tilesmith::copy_rows<2>");
+      return kernels;
     }
     TileConfig t(config);
     return {"tilesmith::matmul_kernel<" + std::to_string(t.block_m) + "," +
@@ -244,11 +251,37 @@ class MatmulFamily final : public Family {
             (MatmulShape(problem).aligned() ? "1" : "0") + "," + kinds + ">"};
   }
 
+  // Unaligned shapes on the wgmma variant: A and B with their rows padded to 16 bytes.
+  std::size_t workspace_bytes(const Config& config, const Problem& problem,
+                              const DeviceTarget&) const override {
+    const MatmulShape s(problem);
+    if (config.at("variant") != kWgmma || s.aligned()) return 0;
+    const PaddedInputs padded(problem, 0);
+    return padded.bytes;
+  }
+
   LaunchPlan plan(const Config& config, const Problem& problem, const DeviceTarget& device,
-                  std::span<const std::uint64_t> addresses, std::uint64_t) const override {
+                  std::span<const std::uint64_t> addresses,
+                  std::uint64_t workspace) const override {
     LaunchPlan plan;
     const MatmulShape s(problem);
     if (config.at("variant") == kWgmma) {
+      std::uint64_t a = addresses[0], b = addresses[1];
+      long long lda = s.k, ldb = s.n;
+      if (!s.aligned()) {
+        // Two copies into the workspace first; the kernel then reads the padded rows.
+        const PaddedInputs padded(problem, workspace);
+        plan.add(1, copy_geometry(s.m), KernelArgs::of(CopyRowsParams{
+                     reinterpret_cast<const void*>(a), reinterpret_cast<void*>(padded.a), s.m,
+                     s.k, s.k, padded.lda}));
+        plan.add(1, copy_geometry(s.k), KernelArgs::of(CopyRowsParams{
+                     reinterpret_cast<const void*>(b), reinterpret_cast<void*>(padded.b), s.k,
+                     s.n, s.n, padded.ldb}));
+        a = padded.a;
+        b = padded.b;
+        lda = padded.lda;
+        ldb = padded.ldb;
+      }
       const WgmmaConfig w(config);
       // Persistent: one CTA per SM at most (one fits, by its shared memory), in whole clusters,
       // and no more clusters than there are cluster-sized blocks of C.
@@ -265,23 +298,25 @@ class MatmulFamily final : public Family {
       p.n = static_cast<int>(s.n);
       p.k = static_cast<int>(s.k);
       p.ldc = static_cast<int>(s.n);
-      p.c_store_tma = 1;
-      KernelArgs args = KernelArgs::of(p);
       const std::uint64_t in_bytes = dtype_size(problem.dtype);
       const std::uint64_t out_bytes = dtype_size(problem.out_dtype);
+      // C through TMA stores where its rows start on 16-byte boundaries (C itself is 16-byte
+      // aligned: the runtime and the tuner require it); else plain stores, any ldc.
+      p.c_store_tma = (s.n * out_bytes) % 16 == 0 ? 1 : 0;
+      KernelArgs args = KernelArgs::of(p);
       // A: K-major rows of K; each CTA of a row of the cluster loads 1/cluster_n of the rows.
-      args.encode_tensor_map(p, p.a_map, tensor_map(problem.dtype, addresses[0], s.k, s.m,
-                                                    s.k * in_bytes, 64,
-                                                    w.block_m / w.cluster_n));
+      // The dimensions are the true ones: TMA reads zeros past them, never the padding.
+      args.encode_tensor_map(p, p.a_map, tensor_map(problem.dtype, a, s.k, s.m, lda * in_bytes,
+                                                    64, w.block_m / w.cluster_n));
       // B: N-major rows of N, in 64-column chunks; each CTA loads 1/cluster_m of the k rows.
-      args.encode_tensor_map(p, p.b_map, tensor_map(problem.dtype, addresses[1], s.n, s.k,
-                                                    s.n * in_bytes, 64,
-                                                    w.block_k / w.cluster_m));
+      args.encode_tensor_map(p, p.b_map, tensor_map(problem.dtype, b, s.n, s.k, ldb * in_bytes,
+                                                    64, w.block_k / w.cluster_m));
       // C: stored in boxes of 128 bytes x 64 rows from swizzled staging slots.
-      args.encode_tensor_map(p, p.c_map, tensor_map(problem.out_dtype, addresses[2], s.n, s.m,
-                                                    s.n * out_bytes,
-                                                    static_cast<std::uint32_t>(128 / out_bytes),
-                                                    64));
+      if (p.c_store_tma)
+        args.encode_tensor_map(p, p.c_map,
+                               tensor_map(problem.out_dtype, addresses[2], s.n, s.m,
+                                          s.n * out_bytes,
+                                          static_cast<std::uint32_t>(128 / out_bytes), 64));
       plan.add(0, geometry, args);
       return plan;
     }
@@ -347,6 +382,32 @@ class MatmulFamily final : public Family {
  private:
   static long long ceil_div(long long a, long long b) { return (a + b - 1) / b; }
 
+  // Where the padded copies of A and B live in the workspace: rows rounded up to 8 elements
+  // (16 bytes), each matrix on a 256-byte boundary.
+  struct PaddedInputs {
+    long long lda, ldb;
+    std::uint64_t a, b;
+    std::size_t bytes;
+    PaddedInputs(const Problem& problem, std::uint64_t workspace) {
+      const MatmulShape s(problem);
+      const std::size_t element = dtype_size(problem.dtype);
+      lda = (s.k + 7) / 8 * 8;
+      ldb = (s.n + 7) / 8 * 8;
+      const std::size_t a_bytes = (static_cast<std::size_t>(s.m * lda) * element + 255) / 256 * 256;
+      a = workspace;
+      b = workspace + a_bytes;
+      bytes = a_bytes + static_cast<std::size_t>(s.k * ldb) * element;
+    }
+  };
+
+  // One block per row up to 8 per SM's worth (1056 on an H100): a grid-stride loop does the rest.
+  static LaunchGeometry copy_geometry(long long rows) {
+    LaunchGeometry geometry;
+    geometry.grid[0] = static_cast<unsigned>(std::min<long long>(rows, 1056));
+    geometry.block[0] = 256;
+    return geometry;
+  }
+
   // A 2D row-major tensor of `rows` rows of `columns` elements, copied in boxes of
   // box_columns x box_rows with the 128-byte swizzle.
   static TensorMapSpec tensor_map(DType dtype, std::uint64_t address, long long columns,
@@ -369,9 +430,7 @@ class MatmulFamily final : public Family {
   static std::optional<std::string> reject_wgmma(const WgmmaConfig& w, const Problem& problem,
                                                  const DeviceTarget& device) {
     if (device.arch() != "sm_90a") return "wgmma and TMA need sm_90a (this is " + device.arch() + ")";
-    const MatmulShape s(problem);
-    // TMA reads rows that start on 16-byte boundaries, and writes C the same way.
-    if (!s.aligned()) return "TMA needs K and N to be multiples of 8 (16-byte rows)";
+    (void)problem;  // any shape: unaligned rows are padded in the workspace first
     if (w.block_k != 64) return "block_k must be 64 (one 128-byte swizzled row of 16-bit k)";
     if (w.consumers < 1 || w.consumers > 3) return "1 to 3 consumer warpgroups";
     if (w.block_m % (64 * w.consumers)) return "each consumer warpgroup takes whole 64-row wgmmas";

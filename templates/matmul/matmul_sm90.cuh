@@ -69,6 +69,7 @@
 // same cn share the B tile: each loads BK / CLUSTER_M of its k rows and multicasts them.
 #pragma once
 
+#include "common/copy_rows.cuh"  // the padding copy of unaligned A and B, in the same unit
 #include "common/hopper.cuh"
 #include "matmul/matmul_sm90_params.h"
 

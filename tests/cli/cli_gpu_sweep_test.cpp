@@ -10,6 +10,7 @@
 
 #include "support/cli_runner.hpp"
 #include "support/test_support.hpp"
+#include "templates/registry.hpp"
 
 namespace tilesmith {
 namespace {
@@ -88,14 +89,21 @@ TEST(GpuCliSweep, InterruptedWhileTimingKeepsItsTrialsAndResumesWithTheCutOne) {
     EXPECT_TRUE(contains(stopped.out, "stopped   interrupted by")) << stopped.out;
     expect_whole(db);
   }
-  // The rerun picks up where the sweeps stopped: exhaustive order, so the first config it tries
-  // is the one cut off last (withdrawn, not abandoned).
+  // The rerun, without a budget, completes the space from where the sweeps stopped: each
+  // config once, the cut-off ones (withdrawn, not abandoned) included.
   const std::string done = one(db, "SELECT count(*) FROM trials");
-  const CliRun rerun = testing::run_cli(args, dir.path());
+  std::vector<std::string> complete(args.begin(), args.end() - 4);  // no --budget 40, no --db
+  complete.insert(complete.end(), {"--db", db.string()});
+  const CliRun rerun = testing::run_cli(complete, dir.path());
   ASSERT_EQ(rerun.status, 0) << rerun.out << rerun.err;
   EXPECT_TRUE(contains(rerun.out, ", " + done + " already in the database")) << rerun.out;
   expect_whole(db);
-  EXPECT_EQ(one(db, "SELECT count(*) FROM trials"), std::to_string(std::stoi(done) + 40));
+  const Family& family = find_family("matmul");
+  const Problem problem{"matmul", DType::bf16, DType::bf16, {256, 256, 256}};
+  int space = 0;
+  for (const Config& config : family.enumerate())
+    if (!family.reject(config, problem, driver::describe_device(0))) ++space;
+  EXPECT_EQ(one(db, "SELECT count(*) FROM trials"), std::to_string(space));
 }
 
 TEST(GpuCliSweep, TwoSweepsOfOneProblemAtOnceShareTheWorkAndBothFinish) {

@@ -151,8 +151,14 @@ TEST_F(CliSource, PtxTargetsTheAskedArchitectureAndUsesTensorCores) {
                     "--arch", "sm_90a", "--emit", "ptx"});
   ASSERT_EQ(ptx.status, 0) << ptx.err;
   EXPECT_TRUE(contains(ptx.out, ".target sm_90a"));
-  EXPECT_TRUE(contains(ptx.out, "mma.sync.aligned.m16n8k16"));
+  EXPECT_TRUE(contains(ptx.out, "wgmma.mma_async"));  // Hopper's default: the wgmma template
   EXPECT_FALSE(contains(ptx.out, "// ==== file:"));  // PTX only, no CUDA source
+  // --config switches to the other template: variant 0's parameters come with it.
+  CliRun mma = run({"source", "--op", "matmul", "--dtype", "bf16", "--shape", "100x200x300",
+                    "--arch", "sm_90a", "--emit", "ptx", "--config", "variant=0"});
+  ASSERT_EQ(mma.status, 0) << mma.err;
+  EXPECT_TRUE(contains(mma.out, "mma.sync.aligned.m16n8k16"));
+  EXPECT_FALSE(contains(mma.out, "wgmma"));
 }
 
 TEST_F(CliSource, RejectsBadConfigsShapesAndTypesNamingTheProblem) {

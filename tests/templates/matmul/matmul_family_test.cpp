@@ -13,7 +13,9 @@
 
 #include "templates/family.hpp"
 #include "support/matmul_configs.hpp"
+#include "templates/common/copy_rows_params.h"
 #include "templates/matmul/matmul_params.h"
+#include "templates/matmul/matmul_sm90_params.h"
 #include "templates/registry.hpp"
 
 namespace tilesmith {
@@ -591,15 +593,16 @@ namespace {
 // ---------------------------------------------------------------------------------------------
 // The wgmma variant (sm_90a): constraints and launch plan
 
-TEST(MatmulWgmmaTest, NeedsHopperAndRowsThatTmaCanRead) {
+TEST(MatmulWgmmaTest, NeedsHopperAndTakesAnyShape) {
   const Config config = testing::wgmma_config(128, 256, 4, 2, 2, 1);
   const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
   EXPECT_FALSE(matmul().reject(config, matmul_problem(4096, 4096, 4096), hopper).has_value());
   EXPECT_TRUE(matmul().reject(config, matmul_problem(4096, 4096, 4096),
                               DeviceTarget::assumed_for_arch("sm_80")));
-  EXPECT_TRUE(matmul().reject(config, matmul_problem(4093, 4093, 4093), hopper));
-  EXPECT_TRUE(matmul().reject(config, matmul_problem(64, 60, 64), hopper));  // N % 8
-  EXPECT_FALSE(matmul().reject(config, matmul_problem(1, 8, 8), hopper).has_value());
+  // Rows TMA cannot read are padded first (PadsUnalignedInputsInTheWorkspace).
+  EXPECT_FALSE(matmul().reject(config, matmul_problem(4093, 4093, 4093), hopper).has_value());
+  EXPECT_FALSE(matmul().reject(config, matmul_problem(64, 60, 64), hopper).has_value());
+  EXPECT_FALSE(matmul().reject(config, matmul_problem(1, 1, 1), hopper).has_value());
   // 3 consumers cannot hold 256 accumulator columns; a mma.sync parameter does not belong.
   EXPECT_TRUE(matmul().reject(testing::wgmma_config(192, 256, 3, 3, 1, 1),
                               matmul_problem(4096, 4096, 4096), hopper));
@@ -610,10 +613,10 @@ TEST(MatmulWgmmaTest, NeedsHopperAndRowsThatTmaCanRead) {
   EXPECT_NE(reason->find("warps_m"), std::string::npos) << *reason;
 }
 
-TEST(MatmulWgmmaTest, DefaultIsWgmmaOnHopperForAlignedShapesOnly) {
+TEST(MatmulWgmmaTest, DefaultIsWgmmaOnHopperOnly) {
   const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
   EXPECT_EQ(matmul().default_config(matmul_problem(4096, 4096, 4096), hopper).at("variant"), 1);
-  EXPECT_EQ(matmul().default_config(matmul_problem(4093, 4093, 4093), hopper).at("variant"), 0);
+  EXPECT_EQ(matmul().default_config(matmul_problem(4093, 4093, 4093), hopper).at("variant"), 1);
   EXPECT_EQ(matmul()
                 .default_config(matmul_problem(4096, 4096, 4096),
                                 DeviceTarget::assumed_for_arch("sm_80"))
@@ -656,6 +659,43 @@ TEST(MatmulWgmmaTest, PlanIsOnePersistentLaunchWithThreeTensorMaps) {
     EXPECT_EQ(map->offset % 64, 0u);
     EXPECT_EQ(map->swizzle_bytes, 128u);
   }
+}
+
+TEST(MatmulWgmmaTest, PadsUnalignedInputsInTheWorkspace) {
+  const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
+  const Config config = testing::wgmma_config(128, 256, 4, 2, 2, 1);
+  const Problem problem = matmul_problem(4093, 1001, 300);  // K aligned, N not: both copied
+  EXPECT_EQ(matmul().workspace_bytes(config, matmul_problem(4096, 4096, 4096), hopper), 0u);
+  const std::size_t a_bytes = (4093u * 304 * 2 + 255) / 256 * 256;
+  EXPECT_EQ(matmul().workspace_bytes(config, problem, hopper), a_bytes + 300u * 1008 * 2);
+  EXPECT_EQ(matmul().kernel_expressions(config, problem).size(), 2u);
+  const std::uint64_t addresses[3] = {0x10000, 0x20000, 0x30000};
+  const std::uint64_t workspace = 0x100000;
+  const LaunchPlan plan = matmul().plan(config, problem, hopper, addresses, workspace);
+  ASSERT_EQ(plan.step_count, 3);
+  EXPECT_EQ(plan.steps[0].kernel, 1);  // copy A
+  EXPECT_EQ(plan.steps[1].kernel, 1);  // copy B
+  EXPECT_EQ(plan.steps[2].kernel, 0);  // the matmul on the copies
+  CopyRowsParams copy_a, copy_b;
+  std::memcpy(&copy_a, plan.steps[0].args.bytes.data(), sizeof copy_a);
+  std::memcpy(&copy_b, plan.steps[1].args.bytes.data(), sizeof copy_b);
+  EXPECT_EQ(reinterpret_cast<std::uint64_t>(copy_a.src), 0x10000u);
+  EXPECT_EQ(reinterpret_cast<std::uint64_t>(copy_a.dst), workspace);
+  EXPECT_EQ(copy_a.dst_ld, 304);
+  EXPECT_EQ(reinterpret_cast<std::uint64_t>(copy_b.dst), workspace + a_bytes);
+  EXPECT_EQ(copy_b.rows, 300);
+  EXPECT_EQ(copy_b.dst_ld, 1008);
+  const KernelArgs& args = plan.steps[2].args;
+  ASSERT_EQ(args.tensor_map_count, 2);  // N * 2 bytes is not a multiple of 16: C by plain stores
+  EXPECT_EQ(args.tensor_maps[0].address, workspace);
+  EXPECT_EQ(args.tensor_maps[0].dims[0], 300u);  // the true K: TMA never reads the padding
+  EXPECT_EQ(args.tensor_maps[0].stride_bytes[0], 304u * 2);
+  EXPECT_EQ(args.tensor_maps[1].address, workspace + a_bytes);
+  EXPECT_EQ(args.tensor_maps[1].stride_bytes[0], 1008u * 2);
+  MatmulSm90Params params;
+  std::memcpy(&params, args.bytes.data(), sizeof params);
+  EXPECT_EQ(params.c_store_tma, 0);
+  EXPECT_EQ(params.ldc, 1001);
 }
 
 }  // namespace

@@ -85,7 +85,9 @@ TEST_F(GpuMatmul, SampledConfigsMatchReferenceOnOddShapes) {
   }
   EXPECT_GE(checked, 20);
   // sm_90a: the wgmma template on every aligned shape of the list (on other GPUs it is pruned).
-  if (device_.arch() == "sm_90a") EXPECT_GE(wgmma_checked, 18);
+  if (device_.arch() == "sm_90a") {
+    EXPECT_GE(wgmma_checked, 18);
+  }
 }
 
 // A kernel that writes the wrong values must fail verification: the check can fail.

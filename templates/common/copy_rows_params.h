@@ -1,0 +1,15 @@
+// The argument of copy_rows (common/copy_rows.cuh), shared by host and kernel.
+#pragma once
+
+namespace tilesmith {
+
+// A rows x cols matrix of ELEMENT_BYTES-byte elements copied from rows src_ld elements apart to
+// rows dst_ld elements apart.
+struct CopyRowsParams {
+  const void* src;
+  void* dst;
+  long long rows, cols;
+  long long src_ld, dst_ld;
+};
+
+}  // namespace tilesmith
