@@ -41,7 +41,8 @@ std::vector<ParamSpec> variant_space(int variant) {
             {"warps_n", {1, 2, 4}},
             {"stages", {2, 3, 4, 5}},
             {"group_m", {1, 8}}};
-  // Non-powers of two (192) so the count of output tiles can be matched to the 132 SMs.
+  // Non-powers of two (192) so the count of output tiles can be matched to the 132 SMs; split_k
+  // for grids with fewer tiles than SMs (small, skinny and K-heavy shapes).
   return {{"block_m", {64, 128, 192, 256}},
           {"block_n", {64, 128, 192, 256}},
           {"block_k", {64}},
@@ -49,12 +50,13 @@ std::vector<ParamSpec> variant_space(int variant) {
           {"consumers", {1, 2, 3}},
           {"cluster_m", {1, 2}},
           {"cluster_n", {1, 2}},
-          {"group_m", {1, 8}}};
+          {"group_m", {1, 8}},
+          {"split_k", {1, 2, 4, 8}}};
 }
 
 // The sm_90a template's tile, stage ring, warpgroups and cluster (matmul_sm90.cuh's launch_info).
 struct WgmmaConfig {
-  int block_m, block_n, block_k, stages, consumers, cluster_m, cluster_n, group_m;
+  int block_m, block_n, block_k, stages, consumers, cluster_m, cluster_n, group_m, split_k;
   explicit WgmmaConfig(const Config& config)
       : block_m(config.at("block_m")),
         block_n(config.at("block_n")),
@@ -63,7 +65,8 @@ struct WgmmaConfig {
         consumers(config.at("consumers")),
         cluster_m(config.at("cluster_m")),
         cluster_n(config.at("cluster_n")),
-        group_m(config.at("group_m")) {}
+        group_m(config.at("group_m")),
+        split_k(config.at("split_k")) {}
   int cluster() const { return cluster_m * cluster_n; }
   int threads() const { return (consumers + 1) * 128; }
   // The A and B rings, two 8 KB C staging slots per consumer warpgroup, the mbarriers, and the
@@ -95,8 +98,9 @@ class MatmulFamily final : public Family {
   MatmulFamily() {
     for (const char* file :
          {"matmul/matmul.cuh", "matmul/matmul_params.h", "matmul/matmul_sm90.cuh",
-          "matmul/matmul_sm90_params.h", "common/tile_primitives.cuh", "common/hopper.cuh",
-          "common/tensor_map.h", "common/copy_rows.cuh", "common/copy_rows_params.h"})
+          "matmul/matmul_sm90_params.h", "matmul/matmul_splitk.cuh", "common/tile_primitives.cuh",
+          "common/hopper.cuh", "common/tensor_map.h", "common/copy_rows.cuh",
+          "common/copy_rows_params.h"})
       source_.files[file] = std::string(embedded::file(file));
   }
 
@@ -191,7 +195,7 @@ class MatmulFamily final : public Family {
     // stages, 2-CTA clusters sharing B.
     Config wgmma{{{"variant", kWgmma}, {"block_m", 128}, {"block_n", 256}, {"block_k", 64},
                   {"stages", 4}, {"consumers", 2}, {"cluster_m", 2}, {"cluster_n", 1},
-                  {"group_m", 8}}};
+                  {"group_m", 8}, {"split_k", 1}}};
     if (!reject(wgmma, problem, device)) return wgmma;
     Config config;
     // 128x128x32 with a 64x64 warp tile, 4 stages: 76 KB of shared memory; 3 stages (57 KB)
@@ -240,7 +244,11 @@ class MatmulFamily final : public Family {
           std::to_string(w.stages) + "," + std::to_string(w.consumers) + "," +
           std::to_string(w.cluster_m) + "," + std::to_string(w.cluster_n) + "," +
           std::to_string(w.group_m) + "," + kinds + ">"};
-      if (!MatmulShape(problem).aligned()) kernels.push_back("tilesmith::copy_rows<2>");
+      const WgmmaKernels index(config, problem);
+      if (index.copy >= 0) kernels.push_back("tilesmith::copy_rows<2>");
+      if (index.reduce >= 0)
+        kernels.push_back("tilesmith::splitk_reduce<" +
+                          std::to_string(element_kind(problem.out_dtype)) + ">");
       return kernels;
     }
     TileConfig t(config);
@@ -251,13 +259,12 @@ class MatmulFamily final : public Family {
             (MatmulShape(problem).aligned() ? "1" : "0") + "," + kinds + ">"};
   }
 
-  // Unaligned shapes on the wgmma variant: A and B with their rows padded to 16 bytes.
+  // The wgmma variant's workspace: A and B with their rows padded to 16 bytes (unaligned
+  // shapes), then the fp32 partial products of the K slices (split_k > 1).
   std::size_t workspace_bytes(const Config& config, const Problem& problem,
                               const DeviceTarget&) const override {
-    const MatmulShape s(problem);
-    if (config.at("variant") != kWgmma || s.aligned()) return 0;
-    const PaddedInputs padded(problem, 0);
-    return padded.bytes;
+    if (config.at("variant") != kWgmma) return 0;
+    return Workspace(config, problem, 0).bytes;
   }
 
   LaunchPlan plan(const Config& config, const Problem& problem, const DeviceTarget& device,
@@ -266,27 +273,28 @@ class MatmulFamily final : public Family {
     LaunchPlan plan;
     const MatmulShape s(problem);
     if (config.at("variant") == kWgmma) {
+      const WgmmaKernels index(config, problem);
+      const Workspace space(config, problem, workspace);
       std::uint64_t a = addresses[0], b = addresses[1];
       long long lda = s.k, ldb = s.n;
-      if (!s.aligned()) {
+      if (index.copy >= 0) {
         // Two copies into the workspace first; the kernel then reads the padded rows.
-        const PaddedInputs padded(problem, workspace);
-        plan.add(1, copy_geometry(s.m), KernelArgs::of(CopyRowsParams{
-                     reinterpret_cast<const void*>(a), reinterpret_cast<void*>(padded.a), s.m,
-                     s.k, s.k, padded.lda}));
-        plan.add(1, copy_geometry(s.k), KernelArgs::of(CopyRowsParams{
-                     reinterpret_cast<const void*>(b), reinterpret_cast<void*>(padded.b), s.k,
-                     s.n, s.n, padded.ldb}));
-        a = padded.a;
-        b = padded.b;
-        lda = padded.lda;
-        ldb = padded.ldb;
+        plan.add(index.copy, copy_geometry(s.m), KernelArgs::of(CopyRowsParams{
+                     reinterpret_cast<const void*>(a), reinterpret_cast<void*>(space.a), s.m,
+                     s.k, s.k, space.lda}));
+        plan.add(index.copy, copy_geometry(s.k), KernelArgs::of(CopyRowsParams{
+                     reinterpret_cast<const void*>(b), reinterpret_cast<void*>(space.b), s.k,
+                     s.n, s.n, space.ldb}));
+        a = space.a;
+        b = space.b;
+        lda = space.lda;
+        ldb = space.ldb;
       }
       const WgmmaConfig w(config);
       // Persistent: one CTA per SM at most (one fits, by its shared memory), in whole clusters,
       // and no more clusters than there are cluster-sized blocks of C.
       const long long units = ceil_div(s.m, w.block_m * w.cluster_m) *
-                              ceil_div(s.n, w.block_n * w.cluster_n);
+                              ceil_div(s.n, w.block_n * w.cluster_n) * w.split_k;
       const long long fitting = std::max(device.sm_count / w.cluster(), 1);
       LaunchGeometry geometry;
       geometry.grid[0] = static_cast<unsigned>(std::min(units, fitting) * w.cluster());
@@ -302,7 +310,9 @@ class MatmulFamily final : public Family {
       const std::uint64_t out_bytes = dtype_size(problem.out_dtype);
       // C through TMA stores where its rows start on 16-byte boundaries (C itself is 16-byte
       // aligned: the runtime and the tuner require it); else plain stores, any ldc.
-      p.c_store_tma = (s.n * out_bytes) % 16 == 0 ? 1 : 0;
+      p.c_store_tma = (s.n * out_bytes) % 16 == 0 && w.split_k == 1 ? 1 : 0;
+      p.k_splits = w.split_k;
+      p.partials = reinterpret_cast<float*>(space.partials);
       KernelArgs args = KernelArgs::of(p);
       // A: K-major rows of K; each CTA of a row of the cluster loads 1/cluster_n of the rows.
       // The dimensions are the true ones: TMA reads zeros past them, never the padding.
@@ -318,6 +328,17 @@ class MatmulFamily final : public Family {
                                           s.n * out_bytes,
                                           static_cast<std::uint32_t>(128 / out_bytes), 64));
       plan.add(0, geometry, args);
+      if (index.reduce >= 0) {
+        LaunchGeometry reduce;
+        reduce.grid[0] = static_cast<unsigned>(
+            std::clamp<long long>(ceil_div(s.m * s.n, 256), 1, 8ll * device.sm_count));
+        reduce.block[0] = 256;
+        plan.add(index.reduce, reduce,
+                 KernelArgs::of(SplitKReduceParams{reinterpret_cast<const float*>(space.partials),
+                                                   reinterpret_cast<void*>(addresses[2]),
+                                                   static_cast<int>(s.m), static_cast<int>(s.n),
+                                                   static_cast<int>(s.n), w.split_k}));
+      }
       return plan;
     }
     const TileConfig t(config);
@@ -382,21 +403,40 @@ class MatmulFamily final : public Family {
  private:
   static long long ceil_div(long long a, long long b) { return (a + b - 1) / b; }
 
-  // Where the padded copies of A and B live in the workspace: rows rounded up to 8 elements
-  // (16 bytes), each matrix on a 256-byte boundary.
-  struct PaddedInputs {
-    long long lda, ldb;
-    std::uint64_t a, b;
-    std::size_t bytes;
-    PaddedInputs(const Problem& problem, std::uint64_t workspace) {
+  // The kernels of a wgmma config, as numbered in kernel_expressions: the matmul (0), then the
+  // padding copy where rows are unaligned, then split-K's reduction; -1 where not used.
+  struct WgmmaKernels {
+    int copy = -1, reduce = -1;
+    WgmmaKernels(const Config& config, const Problem& problem) {
+      int next = 1;
+      if (!MatmulShape(problem).aligned()) copy = next++;
+      if (config.at("split_k") > 1) reduce = next++;
+    }
+  };
+
+  // The wgmma variant's workspace, each part on a 256-byte boundary: padded copies of A and B
+  // (rows rounded up to 8 elements, 16 bytes) where rows are unaligned, then split_k slices of
+  // m x n fp32 partial products where K is split.
+  struct Workspace {
+    long long lda = 0, ldb = 0;
+    std::uint64_t a = 0, b = 0, partials = 0;
+    std::size_t bytes = 0;
+    Workspace(const Config& config, const Problem& problem, std::uint64_t base) {
       const MatmulShape s(problem);
-      const std::size_t element = dtype_size(problem.dtype);
-      lda = (s.k + 7) / 8 * 8;
-      ldb = (s.n + 7) / 8 * 8;
-      const std::size_t a_bytes = (static_cast<std::size_t>(s.m * lda) * element + 255) / 256 * 256;
-      a = workspace;
-      b = workspace + a_bytes;
-      bytes = a_bytes + static_cast<std::size_t>(s.k * ldb) * element;
+      auto take = [&](std::size_t size) {
+        const std::uint64_t at = base + bytes;
+        bytes += (size + 255) / 256 * 256;
+        return at;
+      };
+      if (!s.aligned()) {
+        const std::size_t element = dtype_size(problem.dtype);
+        lda = (s.k + 7) / 8 * 8;
+        ldb = (s.n + 7) / 8 * 8;
+        a = take(static_cast<std::size_t>(s.m * lda) * element);
+        b = take(static_cast<std::size_t>(s.k * ldb) * element);
+      }
+      const int split_k = config.at("split_k");
+      if (split_k > 1) partials = take(static_cast<std::size_t>(split_k) * s.m * s.n * 4);
     }
   };
 
@@ -430,7 +470,6 @@ class MatmulFamily final : public Family {
   static std::optional<std::string> reject_wgmma(const WgmmaConfig& w, const Problem& problem,
                                                  const DeviceTarget& device) {
     if (device.arch() != "sm_90a") return "wgmma and TMA need sm_90a (this is " + device.arch() + ")";
-    (void)problem;  // any shape: unaligned rows are padded in the workspace first
     if (w.block_k != 64) return "block_k must be 64 (one 128-byte swizzled row of 16-bit k)";
     if (w.consumers < 1 || w.consumers > 3) return "1 to 3 consumer warpgroups";
     if (w.block_m % (64 * w.consumers)) return "each consumer warpgroup takes whole 64-row wgmmas";
@@ -448,6 +487,15 @@ class MatmulFamily final : public Family {
     if (w.block_m % (8 * w.cluster_n) || w.block_k % (8 * w.cluster_m))
       return "the multicast slices must be whole 8-row boxes";
     if (w.stages < 2) return "the pipeline needs at least 2 stages";
+    if (w.split_k < 1) return "split_k must be positive";
+    if (w.split_k > 1) {
+      // Splitting K pays only where the output tiles alone leave SMs idle, and every slice
+      // needs K blocks to work on.
+      const MatmulShape s(problem);
+      const long long tiles = ceil_div(s.m, w.block_m) * ceil_div(s.n, w.block_n);
+      if (tiles >= device.sm_count) return "the output tiles already fill the SMs: no split-K";
+      if (ceil_div(s.k, w.block_k) < 2 * w.split_k) return "too few K blocks for the slices";
+    }
     if (w.group_m < 1) return "group_m must be positive";
     if (w.threads() > device.max_threads_per_block) return "too many threads";
     if (w.smem_bytes() > device.max_smem_per_block_optin)

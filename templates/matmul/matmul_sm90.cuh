@@ -72,6 +72,7 @@
 #include "common/copy_rows.cuh"  // the padding copy of unaligned A and B, in the same unit
 #include "common/hopper.cuh"
 #include "matmul/matmul_sm90_params.h"
+#include "matmul/matmul_splitk.cuh"  // split-K's reduction, in the same unit
 
 // wgmma groups a consumer leaves running when it hands a stage back: 1 (default) hands stage
 // k - 1 back once stage k's group is issued and k - 1's is done; 0 hands each stage back as soon
@@ -277,8 +278,11 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
 
   const int tiles_m = (p.m + BM * CLUSTER_M - 1) / (BM * CLUSTER_M);
   const int tiles_n = (p.n + BN * CLUSTER_N - 1) / (BN * CLUSTER_N);
-  const int units = tiles_m * tiles_n;
+  // Split-K: a unit is one K slice of one tile; the slices of a tile are neighbouring units.
+  const int splits = p.k_splits > 1 ? p.k_splits : 1;
+  const int units = tiles_m * tiles_n * splits;
   const int k_blocks = (p.k + BK - 1) / BK;
+  const int slice_blocks = (k_blocks + splits - 1) / splits;
   const int first_unit = blockIdx.x / CLUSTER, unit_step = gridDim.x / CLUSTER;
 
   if (wg == 0) {
@@ -292,10 +296,12 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
       unsigned phase = 0;
       for (int unit = first_unit; unit < units; unit += unit_step) {
         int tile_m, tile_n;
-        grouped_tile<GROUP_M>(unit, tiles_m, tiles_n, tile_m, tile_n);
+        grouped_tile<GROUP_M>(unit / splits, tiles_m, tiles_n, tile_m, tile_n);
         const int m0 = (tile_m * CLUSTER_M + cm) * BM;
         const int n0 = (tile_n * CLUSTER_N + cn) * BN;
-        for (int kb = 0; kb < k_blocks; ++kb) {
+        const int kb_begin = (unit % splits) * slice_blocks;
+        const int kb_end = min(k_blocks, kb_begin + slice_blocks);
+        for (int kb = kb_begin; kb < kb_end; ++kb) {
           mbarrier_wait(empty(stage), phase ^ 1u);
           mbarrier_arrive_expect_tx(full(stage), A_STAGE + B_STAGE);
           const int k0 = kb * BK;
@@ -334,16 +340,19 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     unsigned phase = 0;
     for (int unit = first_unit; unit < units; unit += unit_step) {
       int tile_m, tile_n;
-      grouped_tile<GROUP_M>(unit, tiles_m, tiles_n, tile_m, tile_n);
+      grouped_tile<GROUP_M>(unit / splits, tiles_m, tiles_n, tile_m, tile_n);
       const int m0 = (tile_m * CLUSTER_M + cm) * BM;
       const int n0 = (tile_n * CLUSTER_N + cn) * BN;
+      const int slice = unit % splits;
+      const int kb_begin = slice * slice_blocks;
+      const int kb_end = min(k_blocks, kb_begin + slice_blocks);
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int i = 0; i < BN / 2; ++i) acc[mt][i] = 0.f;
 
       int previous = 0;
-      for (int kb = 0; kb < k_blocks; ++kb) {
+      for (int kb = kb_begin; kb < kb_end; ++kb) {
         mbarrier_wait(full(stage), phase);
         wgmma_fence();
 #pragma unroll
@@ -359,7 +368,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
         wgmma_commit();
         // Keep MMA_IN_FLIGHT groups running: once the group before them is done, hand its stage
         // back (with 0, each stage is handed back as soon as its own group is done).
-        if (MMA_IN_FLIGHT == 0 || kb > 0) {
+        if (MMA_IN_FLIGHT == 0 || kb > kb_begin) {
           wgmma_wait<MMA_IN_FLIGHT>();
           const int done = MMA_IN_FLIGHT == 0 ? stage : previous;
           if (CLUSTER == 1) {
@@ -377,14 +386,20 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
       wgmma_wait<0>();
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) wgmma_fence_registers(acc[mt]);
-      if (MMA_IN_FLIGHT > 0 && k_blocks > 0) {
+      if (MMA_IN_FLIGHT > 0 && kb_end > kb_begin) {
         if (CLUSTER == 1) {
           if (tid == 0) mbarrier_arrive(empty(previous));
         } else if (tid < CLUSTER) {
           mbarrier_arrive_cluster(empty(previous), tid);
         }
       }
-      if (p.c_store_tma) {
+      if (splits > 1) {
+        float* partial = p.partials + static_cast<long long>(slice) * p.m * p.n;
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+          store_accumulators<BN, kF32>(acc[mt], partial, p.n, p.m, p.n, m0 + c * WG_M + mt * 64,
+                                       n0, p.n % 2 == 0);
+      } else if (p.c_store_tma) {
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
           store_accumulators_tma<BN, KIND_OUT>(acc[mt], &p.c_map, c_staging + c * 2 * 8192,

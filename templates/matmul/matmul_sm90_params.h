@@ -18,6 +18,18 @@ struct MatmulSm90Params {
   int m, n, k;
   int ldc;
   int c_store_tma;  // 1: C through c_map (needs ldc * bytes % 16 == 0, C 16-byte aligned)
+  // Split-K: with k_splits > 1, work unit u is K slice u % k_splits of output tile
+  // u / k_splits, and its fp32 products go to partials + slice * m * n (rows n apart) instead of
+  // C; splitk_reduce (matmul_splitk.cuh) then sums the slices into C.
+  int k_splits;
+  float* partials;
+};
+
+// The argument of splitk_reduce.
+struct SplitKReduceParams {
+  const float* partials;  // `splits` slices of m x n fp32, rows n apart
+  void* c;                // m x n, leading dimension ldc
+  int m, n, ldc, splits;
 };
 
 }  // namespace tilesmith

@@ -302,6 +302,10 @@ std::vector<SampleCase> wgmma_sample() {
        matmul_problem(129, 72, 264, DType::f16, DType::f32)},
       {"wg128x64_s6_c1_cl2x1_bf16", testing::wgmma_config(128, 64, 6, 1, 2, 1),
        matmul_problem(16, 4096, 4096, DType::bf16, DType::bf16)},
+      {"wg128x128_s4_c2_split4_f16", testing::wgmma_config(128, 128, 4, 2, 1, 1, 8, 4),
+       matmul_problem(1000, 1000, 1000, DType::f16, DType::f16)},
+      {"wg128x256_s4_c2_padded_bf16", testing::wgmma_config(128, 256, 4, 2, 2, 1),
+       matmul_problem(4093, 4093, 4093, DType::bf16, DType::bf16)},
   };
 }
 

@@ -20,7 +20,7 @@ inline Config tile_config(int block_m, int block_n, int block_k, int warps_m, in
 
 // A config of the wgmma + TMA template (variant 1, sm_90a).
 inline Config wgmma_config(int block_m, int block_n, int stages, int consumers, int cluster_m,
-                           int cluster_n, int group_m = 8) {
+                           int cluster_n, int group_m = 8, int split_k = 1) {
   return Config{{{"variant", 1},
                  {"block_m", block_m},
                  {"block_n", block_n},
@@ -29,7 +29,8 @@ inline Config wgmma_config(int block_m, int block_n, int stages, int consumers, 
                  {"consumers", consumers},
                  {"cluster_m", cluster_m},
                  {"cluster_n", cluster_n},
-                 {"group_m", group_m}}};
+                 {"group_m", group_m},
+                 {"split_k", split_k}}};
 }
 
 }  // namespace tilesmith::testing

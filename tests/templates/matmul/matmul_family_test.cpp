@@ -92,14 +92,14 @@ TEST(MatmulFamilyTest, SpaceNamesEveryParameterOfBothVariantsOnce) {
   EXPECT_EQ(std::set<std::string>(names.begin(), names.end()),
             (std::set<std::string>{"variant", "block_m", "block_n", "block_k", "warps_m",
                                    "warps_n", "stages", "group_m", "consumers", "cluster_m",
-                                   "cluster_n"}));
+                                   "cluster_n", "split_k"}));
 }
 
 TEST(MatmulFamilyTest, EachVariantsConfigsCarryExactlyItsParameters) {
   const std::set<std::string> mma = {"variant", "block_m", "block_n", "block_k", "warps_m",
                                      "warps_n", "stages",  "group_m"};
   const std::set<std::string> wgmma = {"variant", "block_m",   "block_n",   "block_k", "stages",
-                                       "consumers", "cluster_m", "cluster_n", "group_m"};
+                                       "consumers", "cluster_m", "cluster_n", "group_m", "split_k"};
   std::set<std::string> texts;
   for (const Config& config : matmul().enumerate()) {
     std::set<std::string> keys;
@@ -667,7 +667,8 @@ TEST(MatmulWgmmaTest, PadsUnalignedInputsInTheWorkspace) {
   const Problem problem = matmul_problem(4093, 1001, 300);  // K aligned, N not: both copied
   EXPECT_EQ(matmul().workspace_bytes(config, matmul_problem(4096, 4096, 4096), hopper), 0u);
   const std::size_t a_bytes = (4093u * 304 * 2 + 255) / 256 * 256;
-  EXPECT_EQ(matmul().workspace_bytes(config, problem, hopper), a_bytes + 300u * 1008 * 2);
+  EXPECT_EQ(matmul().workspace_bytes(config, problem, hopper),
+            a_bytes + (300u * 1008 * 2 + 255) / 256 * 256);
   EXPECT_EQ(matmul().kernel_expressions(config, problem).size(), 2u);
   const std::uint64_t addresses[3] = {0x10000, 0x20000, 0x30000};
   const std::uint64_t workspace = 0x100000;
@@ -696,6 +697,41 @@ TEST(MatmulWgmmaTest, PadsUnalignedInputsInTheWorkspace) {
   std::memcpy(&params, args.bytes.data(), sizeof params);
   EXPECT_EQ(params.c_store_tma, 0);
   EXPECT_EQ(params.ldc, 1001);
+}
+
+TEST(MatmulWgmmaTest, SplitKWritesPartialsThenReducesThem) {
+  const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
+  const Config split = testing::wgmma_config(128, 128, 4, 2, 1, 1, 8, /*split_k=*/4);
+  // 4096^3 has 1024 tiles of 128x128: splitting K cannot help, it is pruned.
+  EXPECT_TRUE(matmul().reject(split, matmul_problem(4096, 4096, 4096), hopper));
+  // 1000^3: 64 tiles for 132 SMs, 16 K blocks.
+  const Problem problem = matmul_problem(1000, 1000, 1000, DType::bf16, DType::f16);
+  ASSERT_EQ(matmul().reject(split, matmul_problem(1000, 1000, 1000), hopper), std::nullopt);
+  EXPECT_TRUE(matmul().reject(testing::wgmma_config(128, 128, 4, 2, 1, 1, 8, 8),
+                              matmul_problem(1000, 1000, 256), hopper));  // 4 K blocks, 8 slices
+  EXPECT_EQ(matmul().workspace_bytes(split, problem, hopper), 4u * 1000 * 1000 * 4);
+  const std::vector<std::string> kernels = matmul().kernel_expressions(split, problem);
+  ASSERT_EQ(kernels.size(), 2u);
+  EXPECT_EQ(kernels[1], "tilesmith::splitk_reduce<0>");  // f16 C
+  const std::uint64_t addresses[3] = {0x10000, 0x20000, 0x30000};
+  const LaunchPlan plan = matmul().plan(split, problem, hopper, addresses, 0x100000);
+  ASSERT_EQ(plan.step_count, 2);
+  EXPECT_EQ(plan.steps[0].kernel, 0);
+  EXPECT_EQ(plan.steps[0].geometry.grid[0], 132u);  // 64 tiles x 4 slices, persistent
+  MatmulSm90Params params;
+  std::memcpy(&params, plan.steps[0].args.bytes.data(), sizeof params);
+  EXPECT_EQ(params.k_splits, 4);
+  EXPECT_EQ(reinterpret_cast<std::uint64_t>(params.partials), 0x100000u);
+  EXPECT_EQ(params.c_store_tma, 0);
+  EXPECT_EQ(plan.steps[0].args.tensor_map_count, 2);
+  EXPECT_EQ(plan.steps[1].kernel, 1);
+  SplitKReduceParams reduce;
+  std::memcpy(&reduce, plan.steps[1].args.bytes.data(), sizeof reduce);
+  EXPECT_EQ(reinterpret_cast<std::uint64_t>(reduce.partials), 0x100000u);
+  EXPECT_EQ(reinterpret_cast<std::uint64_t>(reduce.c), 0x30000u);
+  EXPECT_EQ(reduce.splits, 4);
+  EXPECT_EQ(reduce.m, 1000);
+  EXPECT_EQ(reduce.ldc, 1000);
 }
 
 }  // namespace

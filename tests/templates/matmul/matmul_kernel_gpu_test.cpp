@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "generator/compiled_kernel.hpp"
+#include "support/matmul_configs.hpp"
 #include "support/test_support.hpp"
 #include "templates/registry.hpp"
 #include "tuner/search_strategy.hpp"
@@ -87,6 +88,40 @@ TEST_F(GpuMatmul, SampledConfigsMatchReferenceOnOddShapes) {
   // sm_90a: the wgmma template on every aligned shape of the list (on other GPUs it is pruned).
   if (device_.arch() == "sm_90a") {
     EXPECT_GE(wgmma_checked, 18);
+  }
+}
+
+// The wgmma template's launch plans beyond one kernel: K split into slices and reduced, and rows
+// TMA cannot read copied into padded workspace rows first; each against the reference.
+TEST_F(GpuMatmul, WgmmaSplitKAndPaddedPlansMatchTheReference) {
+  if (device_.arch() != "sm_90a") GTEST_SKIP() << "the wgmma template needs sm_90a";
+  struct Case {
+    Problem problem;
+    Config config;
+  };
+  const std::vector<Case> cases = {
+      {matmul(DType::bf16, DType::bf16, 1000, 1000, 1000), testing::wgmma_config(128, 128, 4, 2, 1, 1, 8, 4)},
+      {matmul(DType::bf16, DType::bf16, 16, 4096, 4096), testing::wgmma_config(64, 128, 6, 1, 1, 1, 1, 8)},
+      {matmul(DType::f16, DType::f32, 512, 512, 16384), testing::wgmma_config(128, 64, 6, 2, 2, 1, 8, 8)},
+      {matmul(DType::bf16, DType::f32, 129, 72, 264), testing::wgmma_config(64, 64, 4, 1, 1, 1, 1, 2)},
+      {matmul(DType::f16, DType::f16, 257, 1031, 517), testing::wgmma_config(128, 128, 4, 2, 1, 1, 8, 4)},
+      {matmul(DType::bf16, DType::bf16, 4093, 4093, 4093), testing::wgmma_config(128, 256, 4, 2, 2, 1)},
+      {matmul(DType::bf16, DType::bf16, 1, 1, 1), testing::wgmma_config(128, 256, 4, 2, 2, 1)},
+      {matmul(DType::f16, DType::f32, 17, 33, 65), testing::wgmma_config(64, 64, 4, 1, 1, 2)},
+  };
+  for (const Case& c : cases) {
+    ASSERT_EQ(family_.reject(c.config, c.problem, device_), std::nullopt)
+        << c.problem.key() << " " << c.config.text();
+    tuner::Workbench bench(family_, c.problem, device_);
+    RenderedSource source = render(family_, c.config, c.problem);
+    driver::ReadyKernel ready =
+        driver::load_kernel(compile(source, device_.arch()), bench.plan(c.config), source.describe());
+    for (std::uint64_t seed : {11, 12}) {  // twice: a stale workspace must not leak into C
+      bench.refresh_inputs(seed);
+      tuner::Verification result = bench.verify(ready, c.config);
+      EXPECT_TRUE(result.passed) << c.problem.key() << " [" << c.config.text() << "]: " << result.detail;
+      EXPECT_EQ(result.nonfinite, 0u);
+    }
   }
 }
 
