@@ -90,27 +90,4 @@ echo
 echo "================ summary ================"
 for line in "${summary[@]}"; do echo "$line"; done
 if has_step tune; then echo; cat "$OUT/list.txt"; fi
-# The wgmma template's SASS: HGMMA and TMA (UTMALDG/UTMASTG) present, no local-memory spills.
-if has_step sass; then
-  echo "== SASS of the 4096^3 winner (and of every wgmma cubin in the database)"
-  python3 - "$TILESMITH_DB" "$(mktemp -d)" <<'PY' > "$OUT/sass_summary.txt" 2>&1
-import sqlite3, subprocess, sys
-db, out = sys.argv[1], sys.argv[2]  # cubins go to a scratch folder: $OUT returns 8 files at most
-rows = sqlite3.connect(db).execute(
-    "SELECT source_hash, lowered_name, cubin FROM cubins WHERE lowered_name LIKE '%matmul_sm90%'").fetchall()
-counts = {"HGMMA": 0, "UTMALDG": 0, "UTMASTG": 0, "LDL": 0, "STL": 0}
-with_hgmma = 0
-for source_hash, name, cubin in rows:
-    path = f"{out}/{source_hash}.cubin"
-    open(path, "wb").write(cubin)
-    sass = subprocess.run(["cuobjdump", "-sass", path], capture_output=True, text=True).stdout
-    for op in counts:
-        counts[op] += sass.count(op + ".") + sass.count(op + " ")
-    with_hgmma += "HGMMA" in sass
-print(f"wgmma cubins: {len(rows)}, with HGMMA: {with_hgmma}; instruction counts over all: {counts}")
-PY
-  cat "$OUT/sass_summary.txt"
-  summary+=("sass: $(cat "$OUT/sass_summary.txt" | tail -1)")
-fi
-
 if has_step bench; then echo; tail -n 25 "$OUT/bench.log"; fi
