@@ -37,15 +37,29 @@ struct DispatchKeyHash {
   }
 };
 
-// A resolved shape. The workspace belongs to the entry: calls of one shape on several streams
-// at once must not share it, so a config that needs one is only used where calls of a shape
-// are serialized (one stream, or one Runtime per stream).
+// A resolved shape. A config whose plan needs a workspace (padding copies, split-K partials)
+// gets one per stream: calls on one stream run in order and can share it, calls on two streams
+// must not. Shapes without a workspace (most) never take the lock.
 struct Entry {
   driver::ReadyKernel kernel;
   Config config;
   Problem problem;
-  driver::DeviceBuffer workspace;
+  std::size_t workspace_bytes = 0;
+  std::mutex workspace_mutex;
+  std::unordered_map<CUstream, driver::DeviceBuffer> workspaces;
   DispatchInfo info;
+
+  std::uint64_t workspace_for(CUstream stream) {
+    if (workspace_bytes == 0) return 0;
+    std::lock_guard lock(workspace_mutex);
+    auto it = workspaces.find(stream);
+    if (it == workspaces.end())
+      it = workspaces
+               .emplace(stream, driver::DeviceBuffer(workspace_bytes,
+                                                     "the workspace of " + problem.key()))
+               .first;
+    return it->second.address();
+  }
 };
 
 void require_pointer(const void* pointer, const char* name) {
@@ -139,19 +153,17 @@ struct Runtime::Impl {
         entry->info.source = KernelSource::default_compiled;
     }
     entry->config = config;
-    const std::size_t workspace_bytes = family.workspace_bytes(config, problem, device);
-    if (workspace_bytes > 0)
-      entry->workspace = driver::DeviceBuffer(workspace_bytes, "the workspace of " + problem.key());
+    entry->workspace_bytes = family.workspace_bytes(config, problem, device);
     const std::uint64_t no_tensors[3] = {0, 0, 0};
     entry->kernel = driver::load_kernel(
-        *compiled, family.plan(config, problem, device, no_tensors, entry->workspace.address()),
+        *compiled, family.plan(config, problem, device, no_tensors, 0),
         family.name() + " " + problem.key() + " [" + config.text() + "]");
     return entry;
   }
 
   // `make_problem` runs only on a miss: a hit builds nothing and allocates nothing.
   template <class MakeProblem>
-  const Entry& lookup(const DispatchKey& key, MakeProblem&& make_problem, DispatchInfo* info) {
+  Entry& lookup(const DispatchKey& key, MakeProblem&& make_problem, DispatchInfo* info) {
     {
       std::shared_lock lock(mutex);
       auto it = entries.find(key);
@@ -208,14 +220,15 @@ void Runtime::matmul(const MatmulArgs& args, void* stream) {
                 std::to_string(args.k) + " has a non-positive dimension");
   driver::make_current(impl_->context);
   const Family& family = impl_->matmul_family;
-  const Entry& entry =
+  Entry& entry =
       impl_->lookup(matmul_key(family, args), [&] { return matmul_problem(args); }, nullptr);
   const std::uint64_t addresses[3] = {reinterpret_cast<std::uint64_t>(args.a),
                                       reinterpret_cast<std::uint64_t>(args.b),
                                       reinterpret_cast<std::uint64_t>(args.c)};
+  const CUstream on = static_cast<CUstream>(stream);
   entry.kernel.run(family.plan(entry.config, entry.problem, impl_->device, addresses,
-                               entry.workspace.address()),
-                   static_cast<CUstream>(stream));
+                               entry.workspace_for(on)),
+                   on);
 }
 
 DispatchInfo Runtime::describe_matmul(const MatmulArgs& args) {
