@@ -158,6 +158,10 @@ CREATE TABLE sweeps (
 );
 ALTER TABLE trials ADD COLUMN sweep_id INTEGER REFERENCES sweeps(id);
 )sql"},
+    // Problems of older versions have no options: '' keeps their keys and meaning.
+    {4, "add the problems' options (what besides the shape changes the kernel)", R"sql(
+ALTER TABLE problems ADD COLUMN options TEXT NOT NULL DEFAULT '';  -- Problem::options_text()
+)sql"},
 };
 static_assert(std::size(kMigrations) == kSchemaVersion,
               "every schema version needs exactly one migration step leading to it");
@@ -458,6 +462,7 @@ Config parse_config_json(const std::string& text, sqlite3* db) {
   return config;
 }
 
+// p.op, p.dtype, p.out_dtype, p.shape, p.options from `first_column` on.
 Problem problem_from_columns(const Statement& row, int first_column) {
   Problem problem;
   problem.op = row.text(first_column);
@@ -465,6 +470,8 @@ Problem problem_from_columns(const Statement& row, int first_column) {
   problem.out_dtype = parse_dtype(row.text(first_column + 2));
   const std::string shape = row.text(first_column + 3);
   if (!shape.empty()) problem.shape = parse_shape(shape);
+  const std::string options = row.text(first_column + 4);
+  if (!options.empty()) problem.options = parse_options(options);
   return problem;
 }
 
@@ -519,7 +526,7 @@ Trial trial_from_row(const Statement& row, sqlite3* db) {
 
 // Selects a winner with its GPU, problem and trial counts; callers append WHERE/ORDER BY.
 constexpr const char* kWinnerSelect = R"sql(
-SELECT g.model_key, g.name, p.op, p.dtype, p.out_dtype, p.shape, w.template_hash, w.config,
+SELECT g.model_key, g.name, p.op, p.dtype, p.out_dtype, p.shape, p.options, w.template_hash, w.config,
        w.source_hash, w.median_ms, w.spread, w.updated_at,
        (SELECT count(*) FROM trials t
          WHERE t.gpu_id = w.gpu_id AND t.problem_id = w.problem_id
@@ -537,14 +544,14 @@ Winner winner_from_row(const Statement& row, sqlite3* db) {
   winner.gpu_model = row.text(0);
   winner.gpu_name = row.text(1);
   winner.problem = problem_from_columns(row, 2);
-  winner.template_hash = row.text(6);
-  winner.config = parse_config_json(row.text(7), db);
-  winner.source_hash = row.text(8);
-  winner.median_ms = row.real(9);
-  winner.spread = row.real(10);
-  winner.updated_at = row.text(11);
-  winner.trials_ok = row.integer(12);
-  winner.trials_total = row.integer(13);
+  winner.template_hash = row.text(7);
+  winner.config = parse_config_json(row.text(8), db);
+  winner.source_hash = row.text(9);
+  winner.median_ms = row.real(10);
+  winner.spread = row.real(11);
+  winner.updated_at = row.text(12);
+  winner.trials_ok = row.integer(13);
+  winner.trials_total = row.integer(14);
   return winner;
 }
 
@@ -585,14 +592,15 @@ std::optional<std::int64_t> find_problem_id(sqlite3* db, const Problem& problem)
 std::int64_t ensure_problem_id(sqlite3* db, const Problem& problem) {
   if (auto id = find_problem_id(db, problem)) return *id;
   Statement insert(db,
-                   "INSERT INTO problems (key, op, dtype, out_dtype, shape)"
-                   " VALUES (:key, :op, :dtype, :out_dtype, :shape)",
+                   "INSERT INTO problems (key, op, dtype, out_dtype, shape, options)"
+                   " VALUES (:key, :op, :dtype, :out_dtype, :shape, :options)",
                    "recording a problem");
   insert.bind(":key", problem.key())
       .bind(":op", problem.op)
       .bind(":dtype", dtype_name(problem.dtype))
       .bind(":out_dtype", dtype_name(problem.out_dtype))
-      .bind(":shape", problem.shape_text());
+      .bind(":shape", problem.shape_text())
+      .bind(":options", problem.options_text());
   insert.run();
   return sqlite3_last_insert_rowid(db);
 }
@@ -1212,8 +1220,8 @@ ON CONFLICT (gpu_id, problem_id, template_hash) DO UPDATE
 std::vector<Miss> Database::misses(const std::optional<std::string>& gpu_model) const {
   std::lock_guard lock(mutex_);
   Statement query(db_, R"sql(
-SELECT g.model_key, g.name, p.op, p.dtype, p.out_dtype, p.shape, m.template_hash, m.count,
-       m.first_seen, m.last_seen
+SELECT g.model_key, g.name, p.op, p.dtype, p.out_dtype, p.shape, p.options, m.template_hash,
+       m.count, m.first_seen, m.last_seen
   FROM misses m
   JOIN gpus g ON g.id = m.gpu_id
   JOIN problems p ON p.id = m.problem_id
@@ -1228,10 +1236,10 @@ SELECT g.model_key, g.name, p.op, p.dtype, p.out_dtype, p.shape, m.template_hash
     miss.gpu_model = query.text(0);
     miss.gpu_name = query.text(1);
     miss.problem = problem_from_columns(query, 2);
-    miss.template_hash = query.text(6);
-    miss.count = query.integer(7);
-    miss.first_seen = query.text(8);
-    miss.last_seen = query.text(9);
+    miss.template_hash = query.text(7);
+    miss.count = query.integer(8);
+    miss.first_seen = query.text(9);
+    miss.last_seen = query.text(10);
   }
   return misses;
 }

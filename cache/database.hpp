@@ -20,7 +20,7 @@ struct sqlite3;
 namespace tilesmith::cache {
 
 // The schema version this build writes (PRAGMA user_version); older files are migrated forward.
-constexpr int kSchemaVersion = 3;
+constexpr int kSchemaVersion = 4;
 
 struct Toolchain {
   std::string driver_version;  // "13.0" (cuDriverGetVersion), "none" without a GPU

@@ -101,7 +101,9 @@ void add_problem_options(po::options_description& options, ProblemArgs& args, bo
       ("out-dtype", po::value(&args.out_dtype)->value_name("T"),
        "output element type: the input type (default) or f32")
       ("shape", shapes, many_shapes ? "problem shape, e.g. 4096x4096x4096 (repeatable)"
-                                    : "problem shape, e.g. 4096x4096x4096");
+                                    : "problem shape, e.g. 4096x4096x4096")
+      ("option", po::value(&args.options)->composing()->value_name("NAME=VALUE"),
+       "an option of the op that changes its kernel (repeatable; matmul takes none yet)");
   // clang-format on
 }
 
@@ -111,6 +113,9 @@ Problem make_problem(const ProblemArgs& args, const std::string& shape) {
   problem.dtype = parse_dtype(args.dtype);
   problem.out_dtype = args.out_dtype.empty() ? problem.dtype : parse_dtype(args.out_dtype);
   problem.shape = parse_shape(shape);
+  std::string options;
+  for (const std::string& option : args.options) options += (options.empty() ? "" : ",") + option;
+  problem.options = parse_options(options);
   find_family(problem.op).validate(problem);
   return problem;
 }

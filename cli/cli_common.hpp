@@ -60,12 +60,13 @@ std::optional<ListingArgs> parse_listing_arguments(const CommandHelp& help,
 // What a listing prints when it found no rows: "no misses for MODEL in PATH".
 void print_nothing_listed(const std::string& nothing, const ListingArgs& listing);
 
-// --op, --dtype, --out-dtype and --shape (repeatable when `many_shapes`).
+// --op, --dtype, --out-dtype, --option (repeatable) and --shape (repeatable when `many_shapes`).
 struct ProblemArgs {
   std::string op;
   std::string dtype;
   std::string out_dtype;  // empty: the input dtype
   std::vector<std::string> shapes;
+  std::vector<std::string> options;  // "name=value" (repeatable --option)
 };
 // Not `required`: the caller checks what it needs (tune takes --misses instead of --shape).
 void add_problem_options(po::options_description& options, ProblemArgs& args, bool many_shapes,

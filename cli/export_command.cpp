@@ -31,6 +31,7 @@ std::string to_json(const std::vector<cache::Winner>& winners) {
                        {"dtype", std::string(dtype_name(winner.problem.dtype))},
                        {"out_dtype", std::string(dtype_name(winner.problem.out_dtype))},
                        {"shape", winner.problem.shape},
+                       {"options", winner.problem.options},
                        {"config", config},
                        {"median_ms", winner.median_ms},
                        {"spread", winner.spread},
@@ -55,8 +56,8 @@ std::string csv_field(const std::string& text) {
 
 std::string to_csv(const std::vector<cache::Winner>& winners) {
   std::ostringstream out;
-  out << "gpu_model,gpu_name,op,dtype,out_dtype,shape,config,median_ms,tflops,template_hash,"
-         "source_hash,updated_at\n";
+  out << "gpu_model,gpu_name,op,dtype,out_dtype,shape,options,config,median_ms,tflops,"
+         "template_hash,source_hash,updated_at\n";
   for (const cache::Winner& winner : winners) {
     std::string config;
     for (const auto& [name, value] : winner.config.values)
@@ -68,6 +69,7 @@ std::string to_csv(const std::vector<cache::Winner>& winners) {
                                              std::string(dtype_name(winner.problem.dtype)),
                                              std::string(dtype_name(winner.problem.out_dtype)),
                                              winner.problem.shape_text(),
+                                             winner.problem.options_text(),
                                              config,
                                              shortest(winner.median_ms),
                                              rate ? shortest(*rate) : "",

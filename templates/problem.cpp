@@ -1,5 +1,6 @@
 #include "templates/problem.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <sstream>
@@ -44,9 +45,38 @@ std::string Problem::shape_text() const {
   return text;
 }
 
+std::string Problem::options_text() const {
+  std::string text;
+  for (const auto& [name, value] : options) text += (text.empty() ? "" : ",") + name + "=" + value;
+  return text;
+}
+
 std::string Problem::key() const {
-  return op + " " + std::string(dtype_name(dtype)) + "->" + std::string(dtype_name(out_dtype)) +
-         " " + shape_text();
+  std::string key = op + " " + std::string(dtype_name(dtype)) + "->" +
+                    std::string(dtype_name(out_dtype)) + " " + shape_text();
+  if (!options.empty()) key += " [" + options_text() + "]";
+  return key;
+}
+
+std::map<std::string, std::string> parse_options(const std::string& text) {
+  auto is_word = [](std::string_view word) {
+    return !word.empty() && std::all_of(word.begin(), word.end(), [](unsigned char c) {
+      return std::isalnum(c) || c == '_' || c == '-' || c == '.';
+    });
+  };
+  std::map<std::string, std::string> options;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ',')) {
+    const std::size_t eq = item.find('=');
+    if (eq == std::string::npos || !is_word(std::string_view(item).substr(0, eq)) ||
+        !is_word(std::string_view(item).substr(eq + 1)))
+      throw InvalidArgument("bad option " + quote_input(item) + " in " + quote_input(text) +
+                            ": expected name=value");
+    if (!options.emplace(item.substr(0, eq), item.substr(eq + 1)).second)
+      throw InvalidArgument("option " + quote_input(item.substr(0, eq)) + " is given twice");
+  }
+  return options;
 }
 
 std::string quote_input(std::string_view text) {

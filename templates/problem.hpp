@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tilesmith/types.hpp"
@@ -12,16 +13,36 @@
 namespace tilesmith {
 
 // One operation instance. `shape` is the family's own dimension list (matmul: M, N, K).
+// `options` are what else changes the kernel (a layout, an activation, a bias present), by name;
+// values that do not change it (an epsilon, a softmax scale) are call arguments, not options.
 struct Problem {
+  Problem() = default;
+  Problem(std::string op_name, DType in, DType out, std::vector<std::int64_t> dims,
+          std::map<std::string, std::string> kernel_options = {})
+      : op(std::move(op_name)),
+        dtype(in),
+        out_dtype(out),
+        shape(std::move(dims)),
+        options(std::move(kernel_options)) {}
+
   std::string op;
   DType dtype = DType::bf16;      // input element type
   DType out_dtype = DType::bf16;  // output element type
   std::vector<std::int64_t> shape;
+  std::map<std::string, std::string> options;
 
-  // Canonical, stable text used as the database key: "matmul bf16->bf16 4096x4096x4096".
+  // Canonical, stable text used as the database key: "matmul bf16->bf16 4096x4096x4096", and
+  // with options "softmax bf16->bf16 32768x4096 [act=gelu,weight=1]". A problem without options
+  // keeps the key it had before options existed.
   std::string key() const;
-  std::string shape_text() const;  // "4096x4096x4096"
+  std::string shape_text() const;    // "4096x4096x4096"
+  std::string options_text() const;  // "act=gelu,weight=1"; "" when there are none
+  bool operator==(const Problem&) const = default;
 };
+
+// "name=value,..." (names and values of letters, digits, '_', '-' and '.') -> options; throws
+// InvalidArgument for a malformed item or a name given twice.
+std::map<std::string, std::string> parse_options(const std::string& text);
 
 std::vector<std::int64_t> parse_shape(const std::string& text);  // "MxNxK" -> {M,N,K}; throws
 

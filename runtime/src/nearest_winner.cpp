@@ -15,7 +15,8 @@ std::optional<cache::Winner> nearest_winner(const std::vector<cache::Winner>& wi
     const Problem& tuned = winner.problem;
     if (winner.gpu_model != device.model_key() || winner.template_hash != template_hash ||
         tuned.op != problem.op || tuned.dtype != problem.dtype ||
-        tuned.out_dtype != problem.out_dtype || tuned.shape.size() != problem.shape.size())
+        tuned.out_dtype != problem.out_dtype || tuned.options != problem.options ||
+        tuned.shape.size() != problem.shape.size())
       continue;
     double distance = 0;
     for (std::size_t i = 0; i < problem.shape.size(); ++i)

@@ -211,6 +211,9 @@ class MatmulFamily final : public Family {
 
   void validate(const Problem& problem) const override {
     if (problem.op != "matmul") throw InvalidArgument("matmul: asked for op " + quote_input(problem.op));
+    if (!problem.options.empty())
+      throw InvalidArgument("matmul takes no options yet (given " +
+                            quote_input(problem.options_text()) + ")");
     if (problem.shape.size() != 3)
       throw InvalidArgument("matmul: shape " + quote_input(problem.shape_text()) + " must be MxNxK");
     for (auto dim : problem.shape)

@@ -1075,5 +1075,28 @@ TEST_F(DatabaseTest, ReadOnlyOpenOfAnOlderSchemaReadsAMigratedCopyAndLeavesTheFi
   EXPECT_EQ(read_bytes(db_path()), before);
 }
 
+TEST_F(DatabaseTest, ProblemsKeepTheirOptionsThroughTrialsWinnersAndMisses) {
+  Database db(db_path());
+  db.record_gpu(h100(), toolchain());
+  Problem plain = matmul(256, 256, 256);
+  Problem with = plain;
+  with.options = {{"layout_b", "col"}};
+  const TrialKey with_key = key_for(h100(), with), plain_key = key_for(h100(), plain);
+  db.record_trial(with_key, trial_with(TrialStatus::ok, config(64, 64), 1.0));
+  db.record_trial(plain_key, trial_with(TrialStatus::ok, config(64, 64), 2.0));
+  ASSERT_TRUE(db.refresh_winner(with_key));
+  ASSERT_TRUE(db.refresh_winner(plain_key));
+  EXPECT_DOUBLE_EQ(db.winner(with_key)->median_ms, 1.0);  // two problems, two winners
+  EXPECT_DOUBLE_EQ(db.winner(plain_key)->median_ms, 2.0);
+  std::vector<Problem> listed;
+  for (const Winner& winner : db.winners()) listed.push_back(winner.problem);
+  EXPECT_NE(std::find(listed.begin(), listed.end(), with), listed.end());
+  EXPECT_NE(std::find(listed.begin(), listed.end(), plain), listed.end());
+  db.record_miss(key_for(h100(), Problem{"matmul", DType::bf16, DType::bf16, {8, 8, 8},
+                                         {{"act", "gelu"}}}));
+  ASSERT_EQ(db.misses().size(), 1u);
+  EXPECT_EQ(db.misses()[0].problem.options.at("act"), "gelu");
+}
+
 }  // namespace
 }  // namespace tilesmith::cache

@@ -119,6 +119,13 @@ TEST_F(CliHelp, BadCommandLinesFailWithOneErrorLine) {
   expect_error_line(run({"tune", "--dtype", "bf16", "--shape", "64x64x64"}), "'--op'");
   expect_error_line(run({"tune", "--misses", "--op", "matmul"}), "each miss brings its own");
   expect_error_line(run({"help", "tune", "extra"}), "'help' takes one command name");
+  // Options: well formed, and ones the op takes (matmul takes none yet).
+  expect_error_line(run({"tune", "--op", "matmul", "--dtype", "bf16", "--shape", "64x64x64",
+                         "--option", "act"}),
+                    "bad option 'act'");
+  expect_error_line(run({"source", "--op", "matmul", "--dtype", "bf16", "--shape", "64x64x64",
+                         "--option", "layout_b=col"}),
+                    "matmul takes no options yet (given 'layout_b=col')");
   CliRun help_help = run({"help", "--help"});
   EXPECT_EQ(help_help.status, 0) << help_help.err;
   EXPECT_TRUE(contains(help_help.out, "commands:"));
@@ -367,8 +374,8 @@ TEST_F(CliDatabase, ExportCsvHasAHeaderAndOneRowPerWinner) {
   const std::vector<std::string> lines = split_lines(csv.out);
   ASSERT_EQ(lines.size(), 3u) << csv.out;
   EXPECT_EQ(lines[0],
-            "gpu_model,gpu_name,op,dtype,out_dtype,shape,config,median_ms,tflops,template_hash,"
-            "source_hash,updated_at");
+            "gpu_model,gpu_name,op,dtype,out_dtype,shape,options,config,median_ms,tflops,"
+            "template_hash,source_hash,updated_at");
   std::string config = kWinner.text();
   std::replace(config.begin(), config.end(), ',', ';');
   const std::string row = test_gpu().model_key() + ",tilesmith test GPU,matmul,bf16,bf16,";
@@ -376,7 +383,7 @@ TEST_F(CliDatabase, ExportCsvHasAHeaderAndOneRowPerWinner) {
                           [&](const std::string& line) { return line.rfind(row, 0) == 0; }),
             2);
   // Ordered by problem key, so 512x256x128 comes before 64x64x64.
-  EXPECT_EQ(lines[1].rfind(row + "512x256x128," + config + ",0.25,", 0), 0u) << lines[1];
+  EXPECT_EQ(lines[1].rfind(row + "512x256x128,," + config + ",0.25,", 0), 0u) << lines[1];
   EXPECT_EQ(lines[2].rfind(row + "64x64x64,", 0), 0u) << lines[2];
 }
 

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "templates/problem_json.hpp"
+
 #include <string>
 #include <vector>
 
@@ -223,6 +225,53 @@ TEST(DeviceTargetTest, ModelKeyNamesTheDeviceItsArchAndSmCount) {
   DeviceTarget pcie = device;
   pcie.sm_count = 114;  // same name, fewer SMs: a different model for results
   EXPECT_NE(pcie.model_key(), key);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Options and the JSON form
+
+TEST(ProblemOptionsTest, KeyNamesOptionsAndIsUnchangedWithoutThem) {
+  Problem plain{"matmul", DType::bf16, DType::bf16, {64, 64, 64}};
+  EXPECT_EQ(plain.key(), "matmul bf16->bf16 64x64x64");  // as before options existed
+  Problem with = plain;
+  with.options = {{"layout_b", "col"}, {"act", "gelu"}};
+  EXPECT_EQ(with.key(), "matmul bf16->bf16 64x64x64 [act=gelu,layout_b=col]");  // sorted
+  EXPECT_EQ(with.options_text(), "act=gelu,layout_b=col");
+  EXPECT_NE(with, plain);
+}
+
+TEST(ProblemOptionsTest, ParseAcceptsNameValueItemsAndRejectsTheRest) {
+  EXPECT_EQ(parse_options(""), (std::map<std::string, std::string>{}));
+  EXPECT_EQ(parse_options("act=gelu,weight=1"),
+            (std::map<std::string, std::string>{{"act", "gelu"}, {"weight", "1"}}));
+  for (const char* bad : {"act", "=gelu", "act=", "act=ge lu", "a=b=c", "act=gelu,,w=1"}) {
+    std::string message = error_message_of([&] { parse_options(bad); });
+    EXPECT_NE(message.find("bad option"), std::string::npos) << bad << ": " << message;
+  }
+  EXPECT_NE(error_message_of([] { parse_options("act=relu,act=gelu"); }).find("given twice"),
+            std::string::npos);
+  // Options round-trip through their text, the database's column.
+  EXPECT_EQ(parse_options(Problem{"x", DType::f32, DType::f32, {1}, {{"b", "2"}, {"a", "1"}}}
+                              .options_text()),
+            (std::map<std::string, std::string>{{"a", "1"}, {"b", "2"}}));
+}
+
+TEST(ProblemJsonTest, RoundTripsEveryFieldAndReadsMessagesWithoutOptions) {
+  const Problem problem{"matmul", DType::f16, DType::f32, {17, 33, 65}, {{"layout_b", "col"}}};
+  const nlohmann::json json = problem;
+  EXPECT_EQ(json.at("dtype"), "f16");
+  EXPECT_EQ(json.at("options").at("layout_b"), "col");
+  EXPECT_EQ(json.get<Problem>(), problem);
+  nlohmann::json old = json;
+  old.erase("options");  // as older tilesmith builds wrote it
+  EXPECT_TRUE(old.get<Problem>().options.empty());
+  nlohmann::json broken = json;
+  broken["shape"] = "17x33x65";
+  std::string message = error_message_of([&] { broken.get<Problem>(); });
+  EXPECT_NE(message.find("malformed"), std::string::npos) << message;
+  broken = json;
+  broken["dtype"] = "f8";
+  EXPECT_THROW(broken.get<Problem>(), Error);
 }
 
 }  // namespace
