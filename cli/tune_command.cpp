@@ -213,8 +213,10 @@ int run_tune(const std::vector<std::string>& args) {
       "Tunes each shape on the local GPU: enumerates the family's configs, prunes them by its\n"
       "constraints, compiles the rest with NVRTC in a pool of processes, verifies every candidate\n"
       "against the reference, times it, and stores every trial and the winner in the database.\n"
-      "An interrupted sweep resumes where it stopped. Without a GPU it renders and compiles the\n"
-      "pruned space for --arch and says that timing needs a GPU.\n"
+      "Ctrl-C or SIGTERM stop it cleanly (the candidate on the GPU is tried again next time), and\n"
+      "the same command resumes where it stopped; several sweeps of one problem may run at once\n"
+      "and share the work. Without a GPU it renders and compiles the pruned space for --arch and\n"
+      "says that timing needs a GPU.\n"
       "--misses adds every shape the runtime missed on the local GPU's model with the current\n"
       "templates (see 'tilesmith misses'), each swept like a --shape; a winner clears its miss.\n"
       "Without a GPU it takes the misses of every GPU model and compiles them for --arch.",
