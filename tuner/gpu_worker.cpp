@@ -5,6 +5,7 @@
 #include <map>
 
 #include "driver/cuda_driver.hpp"
+#include "templates/problem_json.hpp"
 #include "templates/registry.hpp"
 #include "tuner/interrupt.hpp"
 
@@ -12,22 +13,6 @@ namespace tilesmith::tuner {
 namespace {
 
 using nlohmann::json;
-
-json problem_json(const Problem& problem) {
-  return {{"op", problem.op},
-          {"dtype", dtype_name(problem.dtype)},
-          {"out_dtype", dtype_name(problem.out_dtype)},
-          {"shape", problem.shape}};
-}
-
-Problem problem_from_json(const json& j) {
-  Problem problem;
-  problem.op = j.at("op");
-  problem.dtype = parse_dtype(j.at("dtype").get<std::string>());
-  problem.out_dtype = parse_dtype(j.at("out_dtype").get<std::string>());
-  problem.shape = j.at("shape").get<std::vector<std::int64_t>>();
-  return problem;
-}
 
 json device_json(const DeviceTarget& d) {
   return {{"name", d.name},
@@ -111,7 +96,7 @@ GpuTrialResult GpuWorker::evaluate(const Family& family, const Problem& problem,
   if (!device_) throw Error("GPU worker unavailable: " + unavailable_reason_);
   Message request;
   request.header = {{"family", family.name()},
-                    {"problem", problem_json(problem)},
+                    {"problem", problem},
                     {"config", config.text()},
                     {"lowered_names", kernel.lowered_names},
                     {"arch", kernel.arch},
@@ -186,7 +171,7 @@ int gpu_worker_main(const WorkerArgs& args) {
     bool fatal = false;
     try {
       const Family& family = find_family(h.at("family"));
-      Problem problem = problem_from_json(h.at("problem"));
+      Problem problem = h.at("problem").get<Problem>();
       Config config = Config::parse(h.at("config"));
       if (!bench || bench->problem().key() != problem.key()) {
         bench.reset();
