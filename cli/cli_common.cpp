@@ -145,9 +145,16 @@ std::optional<double> tflops(const Problem& problem, double milliseconds) {
   return family->work(problem).flops / (milliseconds * 1e9);
 }
 
+std::optional<double> gbps(const Problem& problem, double milliseconds) {
+  const Family* family = known_family(problem.op);
+  if (!family || milliseconds <= 0) return std::nullopt;
+  return family->work(problem).min_bytes / (milliseconds * 1e6);
+}
+
 std::string timing_text(const Problem& problem, double median_ms, double spread) {
   return fixed(median_ms, 4) + " ms median, spread " + fixed(spread * 100, 1) + "%, " +
-         fixed(tflops(problem, median_ms), 1) + " TFLOP/s";
+         fixed(tflops(problem, median_ms), 1) + " TFLOP/s, " + fixed(gbps(problem, median_ms), 0) +
+         " GB/s";
 }
 
 std::optional<std::string> current_template_hash(const std::string& op) {

@@ -83,6 +83,9 @@ LocalGpu local_gpu(int ordinal = 0);
 
 // FLOP rate of `problem` done in `milliseconds`; nothing for an unknown op or a zero time.
 std::optional<double> tflops(const Problem& problem, double milliseconds);
+// Bandwidth of the fewest bytes `problem` must move (each input read once, each output written
+// once) in `milliseconds`, in GB/s: the rate that matters for memory-bound problems.
+std::optional<double> gbps(const Problem& problem, double milliseconds);
 // "0.2031 ms median, spread 1.2%, 676.7 TFLOP/s": how a winner or trial performed.
 std::string timing_text(const Problem& problem, double median_ms, double spread);
 // The current template hash of `op`'s family; nothing when this build does not know the op.

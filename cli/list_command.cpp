@@ -11,9 +11,10 @@ int run_list(const std::vector<std::string>& args) {
   const CommandHelp help{
       "list", "[--gpu MODEL_KEY] [--db PATH]",
       "Lists the winners in the database: GPU model, problem, config, median time, FLOP rate,\n"
-      "verified trials out of all trials, and when the winner was last updated. 'template' says\n"
-      "whether a winner was tuned with this build's template ('current') or an older one ('old':\n"
-      "never used by the runtime; retune to replace it).",
+      "bandwidth (of the fewest bytes the problem must move: each input read once, each output\n"
+      "written once), verified trials out of all trials, and when the winner was last updated.\n"
+      "'template' says whether a winner was tuned with this build's template ('current') or an\n"
+      "older one ('old': never used by the runtime; retune to replace it).",
       "  tilesmith list\n"
       "  tilesmith list --gpu 'NVIDIA H100 80GB HBM3 | sm_90 | 132 SMs'\n"};
   const std::optional<ListingArgs> listing = parse_listing_arguments(help, args);
@@ -32,12 +33,14 @@ int run_list(const std::vector<std::string>& args) {
                {"config"},
                {"median ms", true},
                {"TFLOP/s", true},
+               {"GB/s", true},
                {"trials ok/all", true},
                {"template"},
                {"updated"}});
   for (const cache::Winner& winner : winners) {
     table.add_row({winner.gpu_model, winner.problem.key(), winner.config.text(),
                    fixed(winner.median_ms, 4), fixed(tflops(winner.problem, winner.median_ms), 1),
+                   fixed(gbps(winner.problem, winner.median_ms), 0),
                    std::to_string(winner.trials_ok) + "/" + std::to_string(winner.trials_total),
                    template_age(winner.problem.op, winner.template_hash), winner.updated_at});
   }

@@ -32,6 +32,7 @@ void print_trials(const std::vector<cache::Trial>& trials, const Problem& proble
                {"median ms", true},
                {"spread %", true},
                {"TFLOP/s", true},
+               {"GB/s", true},
                {"regs", true},
                {"rel_error", true},
                {"detail"}});
@@ -44,6 +45,7 @@ void print_trials(const std::vector<cache::Trial>& trials, const Problem& proble
         {std::to_string(++rank), trial.config.text(), std::string(cache::status_name(trial.status)),
          timed ? fixed(trial.median_ms, 4) : "-", timed ? fixed(trial.spread * 100, 1) : "-",
          timed ? fixed(tflops(problem, trial.median_ms), 1) : "-",
+         timed ? fixed(gbps(problem, trial.median_ms), 0) : "-",
          trial.resources.registers >= 0 ? std::to_string(trial.resources.registers) : "-",
          verified ? scientific(trial.rel_error) : "-", brief(trial.detail)});
   }
