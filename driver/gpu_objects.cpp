@@ -164,18 +164,6 @@ void Stream::synchronize(const std::string& what) const {
   TILESMITH_CU(api().cuStreamSynchronize(stream_), what);
 }
 
-CUresult ReadyKernel::try_run(const LaunchPlan& plan, CUstream stream) const {
-  for (const LaunchStep& step : plan.all()) {
-    if (step.kernel < 0 || static_cast<std::size_t>(step.kernel) >= kernels.size())
-      return CUDA_ERROR_INVALID_VALUE;
-    if (CUresult result = kernels[static_cast<std::size_t>(step.kernel)].try_launch(
-            step.geometry, step.args, stream);
-        result != CUDA_SUCCESS)
-      return result;
-  }
-  return CUDA_SUCCESS;
-}
-
 void ReadyKernel::run(const LaunchPlan& plan, CUstream stream) const {
   for (const LaunchStep& step : plan.all()) {
     if (step.kernel < 0 || static_cast<std::size_t>(step.kernel) >= kernels.size())

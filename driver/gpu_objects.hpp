@@ -108,9 +108,8 @@ struct ReadyKernel {
   std::vector<LaunchableKernel> kernels;
 
   const LaunchableKernel& first() const { return kernels.at(0); }
-  // Launches every step of `plan` on `stream`, in order; the first failure's result.
-  CUresult try_run(const LaunchPlan& plan, CUstream stream) const;
-  void run(const LaunchPlan& plan, CUstream stream) const;  // throws Error naming the kernel
+  // Launches every step of `plan` on `stream`, in order; throws Error naming the kernel.
+  void run(const LaunchPlan& plan, CUstream stream) const;
 };
 // `plan` gives each kernel's dynamic shared memory (its largest step); its arguments are unused.
 ReadyKernel load_kernel(const CompiledKernel& compiled, const LaunchPlan& plan,

@@ -70,9 +70,10 @@ struct KernelArgs {
     args.size = sizeof(T);
     return args;
   }
-  // `member` is a TensorMap inside `params` (the struct `of` copied): the driver fills it.
+  // Asks for `member`, a TensorMap inside `params` (the struct `of` copied), to be encoded from
+  // `spec`: the driver stage fills it in just before each launch.
   template <class T, class Map>
-  void encode_tensor_map(const T& params, const Map& member, TensorMapSpec spec) {
+  void request_tensor_map(const T& params, const Map& member, TensorMapSpec spec) {
     static_assert(sizeof(Map) == 128, "a tensor map is 128 bytes");
     const auto offset = reinterpret_cast<const std::byte*>(&member) -
                         reinterpret_cast<const std::byte*>(&params);

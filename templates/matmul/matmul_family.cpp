@@ -319,14 +319,14 @@ class MatmulFamily final : public Family {
       KernelArgs args = KernelArgs::of(p);
       // A: K-major rows of K; each CTA of a row of the cluster loads 1/cluster_n of the rows.
       // The dimensions are the true ones: TMA reads zeros past them, never the padding.
-      args.encode_tensor_map(p, p.a_map, tensor_map(problem.dtype, a, s.k, s.m, lda * in_bytes,
+      args.request_tensor_map(p, p.a_map, tensor_map(problem.dtype, a, s.k, s.m, lda * in_bytes,
                                                     64, w.block_m / w.cluster_n));
       // B: N-major rows of N, in 64-column chunks; each CTA loads 1/cluster_m of the k rows.
-      args.encode_tensor_map(p, p.b_map, tensor_map(problem.dtype, b, s.n, s.k, ldb * in_bytes,
+      args.request_tensor_map(p, p.b_map, tensor_map(problem.dtype, b, s.n, s.k, ldb * in_bytes,
                                                     64, w.block_k / w.cluster_m));
       // C: stored in boxes of 128 bytes x 64 rows from swizzled staging slots.
       if (p.c_store_tma)
-        args.encode_tensor_map(p, p.c_map,
+        args.request_tensor_map(p, p.c_map,
                                tensor_map(problem.out_dtype, addresses[2], s.n, s.m,
                                           s.n * out_bytes,
                                           static_cast<std::uint32_t>(128 / out_bytes), 64));

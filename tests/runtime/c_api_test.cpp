@@ -53,7 +53,8 @@ TEST_F(CApi, CallersMistakesAreInvalidArgumentsEvenWithoutARuntime) {
 
 TEST_F(CApi, NoGpuIsAnErrorNotAnInvalidArgument) {
   std::string why;
-  if (driver::gpu_available(&why)) GTEST_SKIP() << "a GPU is present: GpuCApi covers this";
+  if (driver::gpu_available(&why))
+    GTEST_SKIP() << "a GPU is present: the no-GPU error cannot happen on this machine";
   tilesmith_runtime* runtime = nullptr;
   testing::TempDir dir;
   EXPECT_EQ(create_(dir.file("c.db").c_str(), 0, &runtime), TILESMITH_ERROR);
