@@ -13,10 +13,11 @@ import argparse, ctypes, csv, inspect, json, math, os, sys
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DTYPE_CODES = {"f16": 0, "bf16": 1, "f32": 2}  # enum tilesmith_dtype in tilesmith.h
 TOLERANCE = {"bf16": 1e-2, "f16": 2e-3, "f32": 5e-4}  # by the output dtype's precision
+PROG = "matmul_bench"  # the name setup errors carry; a script importing this module sets its own
 
 
 def setup_error(message):
-    print(f"matmul_bench: setup error: {message}", file=sys.stderr)
+    print(f"{PROG}: setup error: {message}", file=sys.stderr)
     sys.exit(2)
 
 
@@ -30,17 +31,20 @@ def load_lib(path):
     except OSError as error:
         setup_error(f"cannot load {path}: {error}")
     vp, i64, c_int = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
-    lib.tilesmith_runtime_create.argtypes = [ctypes.c_char_p, c_int, ctypes.POINTER(vp)]
-    lib.tilesmith_runtime_create.restype = c_int
-    lib.tilesmith_runtime_destroy.argtypes = [vp]
-    lib.tilesmith_runtime_destroy.restype = None
-    lib.tilesmith_matmul.argtypes = [vp, vp, vp, vp, i64, i64, i64, c_int, c_int, vp]
-    lib.tilesmith_matmul.restype = c_int
-    lib.tilesmith_matmul_config.argtypes = [vp, i64, i64, i64, c_int, c_int, ctypes.c_char_p,
-                                            c_int, ctypes.POINTER(c_int)]
-    lib.tilesmith_matmul_config.restype = c_int
-    lib.tilesmith_last_error.argtypes = []
-    lib.tilesmith_last_error.restype = ctypes.c_char_p
+    try:
+        lib.tilesmith_runtime_create.argtypes = [ctypes.c_char_p, c_int, ctypes.POINTER(vp)]
+        lib.tilesmith_runtime_create.restype = c_int
+        lib.tilesmith_runtime_destroy.argtypes = [vp]
+        lib.tilesmith_runtime_destroy.restype = None
+        lib.tilesmith_matmul.argtypes = [vp, vp, vp, vp, i64, i64, i64, c_int, c_int, vp]
+        lib.tilesmith_matmul.restype = c_int
+        lib.tilesmith_matmul_config.argtypes = [vp, i64, i64, i64, c_int, c_int, ctypes.c_char_p,
+                                                c_int, ctypes.POINTER(c_int)]
+        lib.tilesmith_matmul_config.restype = c_int
+        lib.tilesmith_last_error.argtypes = []
+        lib.tilesmith_last_error.restype = ctypes.c_char_p
+    except AttributeError as error:  # another library, or an older tilesmith
+        setup_error(f"{path} lacks a function of tilesmith's C ABI: {error}")
     return lib
 
 
@@ -113,6 +117,34 @@ def cublas_version():
         return "unknown"
 
 
+def make_bench(warmup_ms, rep_ms):
+    """A timer of fn in milliseconds. triton's do_bench zeroes its own 256 MB buffer before every
+    rep to flush L2 (else A and B stay cache-resident between reps and small shapes look faster
+    than in real use), times with CUDA events, and here reports the median so stray slow reps do
+    not move the result."""
+    import triton.testing
+    use_mode = "return_mode" in inspect.signature(triton.testing.do_bench).parameters
+    def bench(fn):
+        if use_mode:
+            return float(triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms,
+                                                 return_mode="median"))
+        r = triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, quantiles=[0.5])
+        return float(r[0] if isinstance(r, (list, tuple)) else r)
+    return bench
+
+
+def copy_bandwidth_gbs(bench):
+    """Device-to-device copy bandwidth in GB/s, timed by bench (L2 flushed): a 1 GiB copy reads
+    and writes, so 2 GiB move."""
+    import torch
+    src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    copy_gbs = 2 * src.numel() / (bench(lambda: dst.copy_(src)) * 1e-3) / 1e9
+    src = dst = None  # freed before empty_cache hands the memory back
+    torch.cuda.empty_cache()
+    return copy_gbs
+
+
 def main(argv=None):
     args = parse_args(argv)
     try:
@@ -131,23 +163,8 @@ def main(argv=None):
     torch.backends.cuda.matmul.allow_tf32 = False  # the fp32 reference must really be fp32
     torch.manual_seed(0)
 
-    # triton's do_bench zeroes its own 256 MB buffer before every rep to flush L2 (else A and B
-    # stay cache-resident between reps and small shapes look faster than in real use), times
-    # with CUDA events, and here reports the median so stray slow reps do not move the result.
-    use_mode = "return_mode" in inspect.signature(triton.testing.do_bench).parameters
-    def bench(fn):
-        if use_mode:
-            return float(triton.testing.do_bench(fn, warmup=args.warmup_ms, rep=args.rep_ms,
-                                                 return_mode="median"))
-        r = triton.testing.do_bench(fn, warmup=args.warmup_ms, rep=args.rep_ms, quantiles=[0.5])
-        return float(r[0] if isinstance(r, (list, tuple)) else r)
-
-    # Copy bandwidth: a 1 GiB device-to-device copy reads and writes, so 2 GiB move.
-    src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
-    dst = torch.empty_like(src)
-    copy_gbs = 2 * src.numel() / (bench(lambda: dst.copy_(src)) * 1e-3) / 1e9
-    del src, dst
-    torch.cuda.empty_cache()
+    bench = make_bench(args.warmup_ms, args.rep_ms)
+    copy_gbs = copy_bandwidth_gbs(bench)
     torch.matmul(torch.ones(8, 8, device="cuda", dtype=in_dt),
                  torch.ones(8, 8, device="cuda", dtype=in_dt))  # so cuBLAS is loaded to ask
     gpu = torch.cuda.get_device_name()

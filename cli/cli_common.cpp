@@ -100,10 +100,14 @@ void add_problem_options(po::options_description& options, ProblemArgs& args, bo
        "input element type: bf16, f16")
       ("out-dtype", po::value(&args.out_dtype)->value_name("T"),
        "output element type: the input type (default) or f32")
-      ("shape", shapes, many_shapes ? "problem shape, e.g. 4096x4096x4096 (repeatable)"
-                                    : "problem shape, e.g. 4096x4096x4096")
+      ("shape", shapes, many_shapes ? "problem shape: matmul MxNxK or BxMxNxK (B batches), e.g. "
+                                      "4096x4096x4096 (repeatable)"
+                                    : "problem shape: matmul MxNxK or BxMxNxK (B batches), e.g. "
+                                      "4096x4096x4096")
       ("option", po::value(&args.options)->composing()->value_name("NAME=VALUE"),
-       "an option of the op that changes its kernel (repeatable; matmul takes none yet)");
+       "an option of the op that changes its kernel (repeatable); matmul: a=col (A stored k x "
+       "m), b=col (B stored n x k, x * W^T), bias=1, act=relu|gelu|silu, residual=1 "
+       "(C = act(A*B + bias) + residual)");
   // clang-format on
 }
 

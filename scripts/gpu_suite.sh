@@ -6,6 +6,7 @@
 #   scripts/gpu_suite.sh                  # everything
 #   SUITE_STEPS="tests" scripts/gpu_suite.sh
 #   SUITE_STEPS="tune bench" TUNE_4096=200 scripts/gpu_suite.sh
+#   SUITE_STEPS="tests suite" SUITE_ARGS="--part 1/3 --tune-budget 15s" scripts/gpu_suite.sh
 #
 # Build here (scripts/setup.sh) and carry the build folder: the GPU machine has no Boost or
 # sqlite3.h, and the binaries link both statically.
@@ -13,7 +14,10 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-$(mktemp -d)}
 BUILD=${BUILD_DIR:-build}
-STEPS=${SUITE_STEPS:-"tests tune sass bench"}
+STEPS=${SUITE_STEPS:-"tests tune sass bench suite"}
+# The 27-case suite beside cuBLAS and Inductor (bench/matmul_suite.py): about 40 s a case with
+# tuning and Inductor's compile, so split it over runs with --part i/N and merge the JSON files.
+SUITE_ARGS=${SUITE_ARGS:-"--tune-budget 15s --deadline 500"}
 export TILESMITH_DB=${TILESMITH_DB:-$OUT/tilesmith.db}
 export PYTHONUNBUFFERED=1
 # Budgets per tuned shape ("N" candidates or "Ns" seconds; "all" = exhaustive). A budgeted
@@ -86,8 +90,17 @@ if has_step bench; then
   summary+=("bench exit status: $?")
 fi
 
+if has_step suite; then
+  echo "== suite (tilesmith vs cuBLAS vs Inductor max-autotune, same process)"
+  # shellcheck disable=SC2086
+  python3 bench/matmul_suite.py --lib "$BUILD/libtilesmith.so" --db "$TILESMITH_DB" $SUITE_ARGS \
+    --json "$OUT/suite.json" --tune-log "$OUT/suite_tune.log" > "$OUT/suite.log" 2>&1
+  summary+=("suite exit status: $?")
+fi
+
 echo
 echo "================ summary ================"
 for line in "${summary[@]}"; do echo "$line"; done
 if has_step tune; then echo; cat "$OUT/list.txt"; fi
 if has_step bench; then echo; tail -n 25 "$OUT/bench.log"; fi
+if has_step suite; then echo; tail -n 45 "$OUT/suite.log"; fi

@@ -38,6 +38,39 @@ tilesmith::DType to_dtype(int dtype) {
                                   " (TILESMITH_F16, TILESMITH_BF16 or TILESMITH_F32)");
 }
 
+tilesmith::Layout to_layout(int layout, const char* operand) {
+  switch (layout) {
+    case TILESMITH_ROW_MAJOR: return tilesmith::Layout::row_major;
+    case TILESMITH_COLUMN_MAJOR: return tilesmith::Layout::column_major;
+  }
+  throw tilesmith::InvalidArgument(std::string("unknown layout code ") + std::to_string(layout) +
+                                   " for " + operand + " (TILESMITH_ROW_MAJOR or TILESMITH_COLUMN_MAJOR)");
+}
+
+tilesmith::MatmulArgs to_args(const tilesmith_matmul_desc* desc) {
+  if (!desc) throw tilesmith::InvalidArgument("the matmul descriptor is NULL");
+  if (desc->activation < TILESMITH_ACT_NONE || desc->activation > TILESMITH_ACT_SILU)
+    throw tilesmith::InvalidArgument("unknown activation code " + std::to_string(desc->activation));
+  tilesmith::MatmulArgs args{desc->a, desc->b, desc->c, desc->m, desc->n, desc->k,
+                             to_dtype(desc->dtype), to_dtype(desc->out_dtype)};
+  args.batch = desc->batch;
+  args.a_layout = to_layout(desc->a_layout, "A");
+  args.b_layout = to_layout(desc->b_layout, "B");
+  args.bias = desc->bias;
+  args.residual = desc->residual;
+  args.activation = static_cast<tilesmith::Activation>(desc->activation);
+  return args;
+}
+
+void write_config(tilesmith_runtime* runtime, const tilesmith::MatmulArgs& args, char* config,
+                  int config_capacity, int* tuned) {
+  if (!runtime || !config || config_capacity <= 0)
+    throw tilesmith::InvalidArgument("NULL runtime or config buffer");
+  tilesmith::DispatchInfo info = runtime->runtime.describe_matmul(args);
+  std::snprintf(config, static_cast<std::size_t>(config_capacity), "%s", info.config.c_str());
+  if (tuned) *tuned = info.tuned ? 1 : 0;
+}
+
 }  // namespace
 
 extern "C" {
@@ -72,12 +105,21 @@ int tilesmith_matmul_config(tilesmith_runtime* runtime, int64_t m, int64_t n, in
   return guarded([&] {
     const tilesmith::MatmulArgs args{nullptr, nullptr, nullptr, m,
                                      n,       k,       to_dtype(dtype), to_dtype(out_dtype)};
-    if (!runtime || !config || config_capacity <= 0)
-      throw tilesmith::InvalidArgument("tilesmith_matmul_config: NULL runtime or config buffer");
-    tilesmith::DispatchInfo info = runtime->runtime.describe_matmul(args);
-    std::snprintf(config, static_cast<std::size_t>(config_capacity), "%s", info.config.c_str());
-    if (tuned) *tuned = info.tuned ? 1 : 0;
+    write_config(runtime, args, config, config_capacity, tuned);
   });
+}
+
+int tilesmith_matmul_ex(tilesmith_runtime* runtime, const tilesmith_matmul_desc* desc, void* stream) {
+  return guarded([&] {
+    const tilesmith::MatmulArgs args = to_args(desc);
+    if (!runtime) throw tilesmith::InvalidArgument("tilesmith_matmul_ex: runtime is NULL");
+    runtime->runtime.matmul(args, stream);
+  });
+}
+
+int tilesmith_matmul_ex_config(tilesmith_runtime* runtime, const tilesmith_matmul_desc* desc,
+                               char* config, int config_capacity, int* tuned) {
+  return guarded([&] { write_config(runtime, to_args(desc), config, config_capacity, tuned); });
 }
 
 const char* tilesmith_last_error(void) { return last_error.c_str(); }

@@ -6,7 +6,9 @@
 #include <cstring>
 #include <mutex>
 #include <shared_mutex>
+#include <span>
 #include <unordered_map>
+#include <vector>
 
 #include "cache/database.hpp"
 #include "driver/cuda_driver.hpp"
@@ -23,6 +25,7 @@ struct DispatchKey {
   const Family* family;
   DType dtype, out_dtype;
   std::array<std::int64_t, 4> shape;
+  std::int64_t options;  // the family's options as one number (matmul: layouts and epilogue)
   bool operator==(const DispatchKey&) const = default;
 };
 
@@ -33,6 +36,7 @@ struct DispatchKeyHash {
     mix(static_cast<int>(key.dtype));
     mix(static_cast<int>(key.out_dtype));
     for (auto d : key.shape) mix(d);
+    mix(key.options);
     return h;
   }
 };
@@ -154,7 +158,7 @@ struct Runtime::Impl {
     }
     entry->config = config;
     entry->workspace_bytes = family.workspace_bytes(config, problem, device);
-    const std::uint64_t no_tensors[3] = {0, 0, 0};
+    const std::vector<std::uint64_t> no_tensors(family.tensors(problem).size(), 0);
     entry->kernel = driver::load_kernel(
         *compiled, family.plan(config, problem, device, no_tensors, 0),
         family.name() + " " + problem.key() + " [" + config.text() + "]");
@@ -198,16 +202,40 @@ Runtime::~Runtime() = default;
 
 namespace {
 DispatchKey matmul_key(const Family& family, const MatmulArgs& args) {
-  return {&family, args.dtype, args.out_dtype.value_or(args.dtype), {args.m, args.n, args.k, 0}};
+  const std::int64_t options = static_cast<std::int64_t>(args.a_layout) |
+                               static_cast<std::int64_t>(args.b_layout) << 1 |
+                               static_cast<std::int64_t>(args.activation) << 2 |
+                               std::int64_t{args.bias != nullptr} << 4 |
+                               std::int64_t{args.residual != nullptr} << 5;
+  return {&family, args.dtype, args.out_dtype.value_or(args.dtype),
+          {args.batch, args.m, args.n, args.k}, options};
 }
 
+// The problem of these arguments: options only where they differ from the defaults, so the
+// key is the one a sweep (`tune --option ...`) stores.
 Problem matmul_problem(const MatmulArgs& args) {
   Problem problem;
   problem.op = "matmul";
   problem.dtype = args.dtype;
   problem.out_dtype = args.out_dtype.value_or(args.dtype);
   problem.shape = {args.m, args.n, args.k};
+  if (args.batch != 1) problem.shape.insert(problem.shape.begin(), args.batch);
+  if (args.a_layout == Layout::column_major) problem.options["a"] = "col";
+  if (args.b_layout == Layout::column_major) problem.options["b"] = "col";
+  static const char* const activations[] = {"none", "relu", "gelu", "silu"};
+  const auto act = static_cast<std::size_t>(args.activation);
+  if (act >= 4) throw InvalidArgument("matmul: unknown activation code " + std::to_string(act));
+  if (act != 0) problem.options["act"] = activations[act];
+  if (args.bias) problem.options["bias"] = "1";
+  if (args.residual) problem.options["residual"] = "1";
   return problem;
+}
+
+// The epilogue's inputs are read element by element: aligned to their element, not 16 bytes.
+void require_element_aligned(const void* pointer, std::size_t element, const char* name) {
+  if (reinterpret_cast<std::uintptr_t>(pointer) % element)
+    throw InvalidArgument(std::string("matmul: ") + name + " is not aligned to its " +
+                          std::to_string(element) + "-byte elements");
 }
 }  // namespace
 
@@ -215,18 +243,28 @@ void Runtime::matmul(const MatmulArgs& args, void* stream) {
   require_pointer(args.a, "A");
   require_pointer(args.b, "B");
   require_pointer(args.c, "C");
-  if (args.m <= 0 || args.n <= 0 || args.k <= 0)
-    throw InvalidArgument("matmul: shape " + std::to_string(args.m) + "x" + std::to_string(args.n) + "x" +
-                std::to_string(args.k) + " has a non-positive dimension");
+  if (args.m <= 0 || args.n <= 0 || args.k <= 0 || args.batch <= 0)
+    throw InvalidArgument("matmul: shape " + std::to_string(args.batch) + "x" +
+                          std::to_string(args.m) + "x" + std::to_string(args.n) + "x" +
+                          std::to_string(args.k) + " (batch x m x n x k) has a non-positive dimension");
+  const std::size_t out_bytes = dtype_size(args.out_dtype.value_or(args.dtype));
+  if (args.bias) require_element_aligned(args.bias, out_bytes, "bias");
+  if (args.residual) require_element_aligned(args.residual, out_bytes, "residual");
   driver::make_current(impl_->context);
   const Family& family = impl_->matmul_family;
   Entry& entry =
       impl_->lookup(matmul_key(family, args), [&] { return matmul_problem(args); }, nullptr);
-  const std::uint64_t addresses[3] = {reinterpret_cast<std::uint64_t>(args.a),
-                                      reinterpret_cast<std::uint64_t>(args.b),
-                                      reinterpret_cast<std::uint64_t>(args.c)};
+  // In the family's tensor order: A, B, the epilogue's inputs present, C.
+  std::uint64_t addresses[5];
+  std::size_t count = 0;
+  addresses[count++] = reinterpret_cast<std::uint64_t>(args.a);
+  addresses[count++] = reinterpret_cast<std::uint64_t>(args.b);
+  if (args.bias) addresses[count++] = reinterpret_cast<std::uint64_t>(args.bias);
+  if (args.residual) addresses[count++] = reinterpret_cast<std::uint64_t>(args.residual);
+  addresses[count++] = reinterpret_cast<std::uint64_t>(args.c);
   const CUstream on = static_cast<CUstream>(stream);
-  entry.kernel.run(family.plan(entry.config, entry.problem, impl_->device, addresses,
+  entry.kernel.run(family.plan(entry.config, entry.problem, impl_->device,
+                               std::span<const std::uint64_t>(addresses, count),
                                entry.workspace_for(on)),
                    on);
 }

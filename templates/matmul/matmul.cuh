@@ -1,89 +1,147 @@
-// Matmul, tensor-core version 2 (sm_80+): C = A * B, row-major, fp16/bf16 in, fp32 accumulate,
-// output in the input type or fp32, any M, N, K.
+// Matmul, tensor-core version 2 (sm_80+): C[b] = epilogue(A[b] * B[b]), fp16/bf16 in, fp32
+// accumulate, output in the input type or fp32, any M, N, K and batch count.
 //
 // mainloop: a STAGES-deep ring of shared-memory tiles filled by cp.async (16-byte, zero-filled
 //           past the edges); rows padded by 16 bytes so ldmatrix reads hit 8 distinct bank
 //           groups. Fragments are double-buffered one k16 step ahead of the MMAs, and the next
 //           tile's copies are spread between the MMA steps, so a warp has MMAs to issue while
 //           its ldmatrix, copies and barrier complete (v1 ran them in one block between MMAs).
+// layouts: each operand's tile sits in shared memory in the shape it is stored in global memory
+//          (column-major A as BK x BM, column-major B as BN x BK), so every layout copies whole
+//          16-byte chunks of stored rows with the same copier; the transposition is ldmatrix's
+//          (.trans where the stored rows are not the fragment's rows), which costs nothing.
+//          C stays row-major: its stores are paired along N.
 // warp tile: each of WM x WN warps owns a (BM/WM) x (BN/WN) block of C as m16n8k16 MMAs.
 // tile order: blocks walk C in groups of GROUP_M tile-rows so neighbours share A and B in L2.
-// epilogue: straight from the accumulators, predicated at the edges.
-// ALIGNED: K and N are multiples of 8, so every 16-byte chunk is wholly inside or outside the
-//          matrix and cp.async can move it; otherwise chunks are gathered element by element
-//          into registers at the start of a tile and stored to shared memory before its last
-//          k16 step.
+// batch: grid.y blocks stride over the batches (grid.y is capped at 65535), each running the
+//        whole tile per batch; x stays the tile so the L2-friendly order holds within a batch.
+// epilogue: straight from the accumulators, predicated at the edges; bias, activation and
+//           residual (matmul_epilogue.cuh) are applied in fp32 before C's rounding, so a fused
+//           layer costs no extra pass over C. EPI 0 compiles to the plain stores.
+// ALIGNED: every stored row of A and B starts on 16 bytes and holds a multiple of 8 elements,
+//          so every 16-byte chunk is wholly inside or outside the matrix and cp.async can move
+//          it; otherwise chunks are gathered element by element into registers at the start of
+//          a tile and stored to shared memory before its last k16 step.
 #pragma once
 
 #include "common/tile_primitives.cuh"
+#include "matmul/matmul_epilogue.cuh"
 #include "matmul/matmul_params.h"
 
 namespace tilesmith {
 
-template <int BM, int BN, int BK, int WM, int WN>
+template <int BM, int BN, int BK, int WM, int WN, int LAYOUT>
 struct MatmulTile {
   static constexpr int kBlockM = BM, kBlockN = BN, kBlockK = BK;
+  static constexpr bool kColumnA = (LAYOUT & kColumnMajorA) != 0;
+  static constexpr bool kColumnB = (LAYOUT & kColumnMajorB) != 0;
   static constexpr int kThreads = WM * WN * 32;
   static constexpr int kPad = 8;  // elements: 16 bytes
-  static constexpr int kStrideA = BK + kPad;
-  static constexpr int kStrideB = BN + kPad;
-  static constexpr int kStageBytes = 2 * (BM * kStrideA + BK * kStrideB);
+  // Each operand's tile as stored: kRows rows of kCols elements, rows kStride apart.
+  static constexpr int kRowsA = kColumnA ? BK : BM, kColsA = kColumnA ? BM : BK;
+  static constexpr int kRowsB = kColumnB ? BN : BK, kColsB = kColumnB ? BK : BN;
+  static constexpr int kStrideA = kColsA + kPad;
+  static constexpr int kStrideB = kColsB + kPad;
+  static constexpr int kStageBytes = 2 * (kRowsA * kStrideA + kRowsB * kStrideB);
   static constexpr int kWarpM = BM / WM;
   static constexpr int kWarpN = BN / WN;
   static constexpr int kMmaM = kWarpM / 16;  // m16 tiles per warp
   static constexpr int kMmaN = kWarpN / 8;   // n8 tiles per warp
   static constexpr int kSteps = BK / 16;     // k16 MMA steps per tile
-  // A thread copies the same column of A (and k-row offset of B) in every chunk: its chunks are
-  // kThreads chunks apart, a whole number of rows.
-  static constexpr int kChunksA = BM * BK / 8 / kThreads;  // per thread
-  static constexpr int kChunksB = BK * BN / 8 / kThreads;
-  static constexpr int kRowStepA = kThreads / (BK / 8);
-  static constexpr int kRowStepB = kThreads / (BN / 8);
   static_assert(kWarpM % 16 == 0 && kWarpN % 16 == 0, "warp tile must be a multiple of 16x16");
   static_assert(BK % 16 == 0 && kSteps >= 2, "BK must be at least two of the MMA's k=16 steps");
-  static_assert(BM * BK / 8 % kThreads == 0 && BK * BN / 8 % kThreads == 0,
-                "every thread copies whole 16-byte chunks");
-  static_assert(kThreads % (BN / 8) == 0 && kChunksA <= 32, "copy layout");
 };
 
-// One thread's share of copying k-tiles of A and B into shared memory. Sources, strides and the
-// row/column bounds are worked out once; each tile then costs one address step per chunk, and
-// advance() moves every source one tile along k.
+// One thread's share of copying k-tiles of one operand, a ROWS x COLS tile of a row-major
+// stored matrix whose k runs along the rows (K_ROWS: row-major B, column-major A) or along the
+// columns (row-major A, column-major B). A thread copies the same column (and row offset) in
+// every chunk: its chunks are THREADS chunks apart, a whole number of rows. Source, strides and
+// the bound along the dimension that is not k are worked out once; each tile then costs one
+// address step per chunk, and advance() moves the source one tile along k.
+template <int ROWS, int COLS, int THREADS, int BK, bool K_ROWS>
+struct OperandCopier {
+  static constexpr int kChunks = ROWS * COLS / 8 / THREADS;  // per thread
+  static constexpr int kRowStep = THREADS / (COLS / 8);
+  static constexpr int kStride = COLS + 8;
+  static_assert(ROWS * COLS / 8 % THREADS == 0, "every thread copies whole 16-byte chunks");
+  static_assert(THREADS % (COLS / 8) == 0, "copy layout");
+  static_assert(K_ROWS || kChunks <= 32, "the row bounds of the chunks fit one bit mask");
+
+  const half_bits* src;   // this thread's first chunk in the next tile
+  long long chunk_step;   // elements between this thread's chunks (kRowStep rows)
+  long long tile_step;    // K_ROWS: BK rows
+  unsigned rows_inside;   // k along columns: bit i: chunk i's row is inside the matrix
+  int col;                // k along columns: this thread's k column within a tile
+  int row;                // K_ROWS: this thread's first k row within a tile
+  int cols_left;          // K_ROWS: the stored row length minus this thread's first column
+  unsigned smem;          // byte offset of this thread's first chunk within a stage
+
+  // `block`: the tile's first row (k along columns) or column (K_ROWS) in the stored matrix;
+  // `extent`: the matrix's size in that dimension; `smem_tile`: the tile's offset in a stage.
+  __device__ __forceinline__ OperandCopier(int thread, const half_bits* base, int ld, int block,
+                                           int extent, unsigned smem_tile) {
+    const int r = thread / (COLS / 8);
+    const int c = (thread % (COLS / 8)) * 8;
+    if (K_ROWS) {
+      src = base + static_cast<long long>(r) * ld + block + c;
+      row = r;
+      cols_left = extent - (block + c);
+      tile_step = static_cast<long long>(BK) * ld;
+    } else {
+      src = base + static_cast<long long>(block + r) * ld + c;
+      col = c;
+      rows_inside = 0;
+#pragma unroll
+      for (int i = 0; i < kChunks; ++i)
+        if (block + r + i * kRowStep < extent) rows_inside |= 1u << i;
+    }
+    chunk_step = static_cast<long long>(kRowStep) * ld;
+    smem = smem_tile + 2 * (r * kStride + c);
+  }
+
+  __device__ __forceinline__ const half_bits* chunk_src(int i) const {
+    return src + i * chunk_step;
+  }
+  __device__ __forceinline__ unsigned chunk_smem(unsigned stage, int i) const {
+    return stage + smem + i * (2 * kRowStep * kStride);
+  }
+  // Whether chunk i of a tile whose k runs k_left elements to K's end is inside the matrix (a
+  // chunk is wholly inside or outside on the aligned path).
+  __device__ __forceinline__ bool inside(int i, int k_left) const {
+    if (K_ROWS) return row + i * kRowStep < k_left && cols_left > 0;
+    return ((rows_inside >> i) & 1u) && col < k_left;
+  }
+  // The elements of chunk i that are inside the matrix (may be < 0 or > 8).
+  __device__ __forceinline__ int valid(int i, int k_left) const {
+    if (K_ROWS) return row + i * kRowStep < k_left ? cols_left : 0;
+    return ((rows_inside >> i) & 1u) ? k_left - col : 0;
+  }
+  __device__ __forceinline__ void advance() {
+    if (K_ROWS)
+      src += tile_step;
+    else
+      src += BK;
+  }
+};
+
+// One thread's share of copying k-tiles of A and B into shared memory, in their stored shapes.
 template <class T, int ALIGNED>
 struct TileCopier {
-  static constexpr int BM = T::kBlockM, BN = T::kBlockN, BK = T::kBlockK;
+  static constexpr int BK = T::kBlockK;
+  typedef OperandCopier<T::kRowsA, T::kColsA, T::kThreads, BK, T::kColumnA> CopierA;
+  typedef OperandCopier<T::kRowsB, T::kColsB, T::kThreads, BK, !T::kColumnB> CopierB;
+  static constexpr int kChunksA = CopierA::kChunks, kChunksB = CopierB::kChunks;
 
-  const half_bits* a;      // this thread's first A chunk in the next tile
-  const half_bits* b;      // this thread's first B chunk in the next tile
-  long long a_chunk_step;  // elements between this thread's A chunks (kRowStepA rows)
-  long long b_chunk_step;
-  long long b_tile_step;   // BK rows of B
-  unsigned a_rows_inside;  // bit i: A chunk i's row is < M
-  int a_col;               // this thread's k column of A within a tile
-  int b_row;               // this thread's first k row of B within a tile
-  int b_cols_left;         // N minus this thread's first B column
-  int k_left;              // K minus the next tile's first k
-  unsigned smem_a, smem_b; // byte offsets of this thread's first chunks within a stage
+  CopierA a;
+  CopierB b;
+  int k_left;  // K minus the next tile's first k
 
-  __device__ __forceinline__ TileCopier(const MatmulParams& p, int block_row, int block_col) {
-    const int row = threadIdx.x / (BK / 8);
-    a_col = (threadIdx.x % (BK / 8)) * 8;
-    b_row = threadIdx.x / (BN / 8);
-    const int b_col = (threadIdx.x % (BN / 8)) * 8;
-    a = static_cast<const half_bits*>(p.a) + static_cast<long long>(block_row + row) * p.lda + a_col;
-    b = static_cast<const half_bits*>(p.b) + static_cast<long long>(b_row) * p.ldb + block_col + b_col;
-    a_chunk_step = static_cast<long long>(T::kRowStepA) * p.lda;
-    b_chunk_step = static_cast<long long>(T::kRowStepB) * p.ldb;
-    b_tile_step = static_cast<long long>(BK) * p.ldb;
-    a_rows_inside = 0;
-#pragma unroll
-    for (int i = 0; i < T::kChunksA; ++i)
-      if (block_row + row + i * T::kRowStepA < p.m) a_rows_inside |= 1u << i;
-    b_cols_left = p.n - (block_col + b_col);
-    k_left = p.k;
-    smem_a = 2 * (row * T::kStrideA + a_col);
-    smem_b = 2 * (BM * T::kStrideA + b_row * T::kStrideB + b_col);
-  }
+  // `a_base`, `b_base`: this batch's A and B.
+  __device__ __forceinline__ TileCopier(const MatmulParams& p, int thread, const half_bits* a_base,
+                                        const half_bits* b_base, int block_row, int block_col)
+      : a(thread, a_base, p.lda, block_row, p.m, 0),
+        b(thread, b_base, p.ldb, block_col, p.n, 2 * T::kRowsA * T::kStrideA),
+        k_left(p.k) {}
 
   // Starts part `part` of `parts` of the next tile's chunks towards the stage at `stage`, so a
   // tile's copies interleave with the MMAs of the tile being computed. Aligned chunks go by
@@ -97,30 +155,22 @@ struct TileCopier {
       if (part != 0) return;
       parts = 1;
     }
-    constexpr int total = T::kChunksA + T::kChunksB;
+    constexpr int total = kChunksA + kChunksB;
 #pragma unroll
-    for (int i = 0; i < T::kChunksA; ++i) {
+    for (int i = 0; i < kChunksA; ++i) {
       if (i * parts / total != part) continue;
-      const half_bits* src = a + i * a_chunk_step;
-      const bool row_inside = (a_rows_inside >> i) & 1u;
-      if (ALIGNED) {
-        cp_async_16(stage + smem_a + i * (2 * T::kRowStepA * T::kStrideA), src,
-                    row_inside && a_col < k_left);
-      } else {
-        gather(src, row_inside ? k_left - a_col : 0, staged[i]);
-      }
+      if (ALIGNED)
+        cp_async_16(a.chunk_smem(stage, i), a.chunk_src(i), a.inside(i, k_left));
+      else
+        gather(a.chunk_src(i), a.valid(i, k_left), staged[i]);
     }
 #pragma unroll
-    for (int i = 0; i < T::kChunksB; ++i) {
-      if ((T::kChunksA + i) * parts / total != part) continue;
-      const half_bits* src = b + i * b_chunk_step;
-      const bool row_inside = b_row + i * T::kRowStepB < k_left;
-      if (ALIGNED) {
-        cp_async_16(stage + smem_b + i * (2 * T::kRowStepB * T::kStrideB), src,
-                    row_inside && b_cols_left > 0);
-      } else {
-        gather(src, row_inside ? b_cols_left : 0, staged[T::kChunksA + i]);
-      }
+    for (int i = 0; i < kChunksB; ++i) {
+      if ((kChunksA + i) * parts / total != part) continue;
+      if (ALIGNED)
+        cp_async_16(b.chunk_smem(stage, i), b.chunk_src(i), b.inside(i, k_left));
+      else
+        gather(b.chunk_src(i), b.valid(i, k_left), staged[kChunksA + i]);
     }
   }
 
@@ -129,27 +179,26 @@ struct TileCopier {
   __device__ __forceinline__ void land(unsigned stage) const {
     if (!ALIGNED) {
 #pragma unroll
-      for (int i = 0; i < T::kChunksA; ++i)
-        store_shared_16(stage + smem_a + i * (2 * T::kRowStepA * T::kStrideA), staged[i][0],
-                        staged[i][1], staged[i][2], staged[i][3]);
+      for (int i = 0; i < kChunksA; ++i)
+        store_shared_16(a.chunk_smem(stage, i), staged[i][0], staged[i][1], staged[i][2],
+                        staged[i][3]);
 #pragma unroll
-      for (int i = 0; i < T::kChunksB; ++i) {
-        const unsigned(&chunk)[4] = staged[T::kChunksA + i];
-        store_shared_16(stage + smem_b + i * (2 * T::kRowStepB * T::kStrideB), chunk[0],
-                        chunk[1], chunk[2], chunk[3]);
+      for (int i = 0; i < kChunksB; ++i) {
+        const unsigned(&chunk)[4] = staged[kChunksA + i];
+        store_shared_16(b.chunk_smem(stage, i), chunk[0], chunk[1], chunk[2], chunk[3]);
       }
     }
   }
 
   __device__ __forceinline__ void advance() {
-    a += BK;
-    b += b_tile_step;
+    a.advance();
+    b.advance();
     k_left -= BK;
   }
 
  private:
   // Unaligned variant only: the chunks gathered by copy() until land() (dead code otherwise).
-  unsigned staged[ALIGNED ? 1 : T::kChunksA + T::kChunksB][4];
+  unsigned staged[ALIGNED ? 1 : kChunksA + kChunksB][4];
 
   // Eight elements from `src` on, element by element (rows start on any 2-byte boundary);
   // those from `valid` on are zero. Reading the two aligned 16-byte blocks around the chunk and
@@ -163,19 +212,47 @@ struct TileCopier {
   }
 };
 
-// The A and B fragments of one k16 step of a warp tile.
+// The A and B fragments of one k16 step of a warp tile. An x4 load gives a whole m16k16 A
+// fragment (matrices m0-7/k0-7, m8-15/k0-7, m0-7/k8-15, m8-15/k8-15: registers a0..a3 of the
+// MMA) or two n8k16 B fragments (n0-7/k0-7, n0-7/k8-15, n8-15/k0-7, n8-15/k8-15: b0, b1 of two
+// MMAs). Where the stored rows are the fragment's rows (A's m, B's n) the plain load gives the
+// MMA's layout, otherwise .trans does.
 template <class T>
 struct WarpFragments {
   unsigned a[T::kMmaM][4];
-  unsigned b[T::kMmaN / 2][4];  // x4.trans: two n8 tiles per load
+  unsigned b[T::kMmaN / 2][4];  // two n8 tiles per load
 
-  // a_lane/b_lane: this lane's ldmatrix addresses at row 0 / k 0 of a stage, in bytes.
+  // The byte offset of this lane's ldmatrix address in stage 0 for a warp tile at
+  // (warp_row, warp_col): lanes 8i..8i+7 address the 8 stored rows of matrix i above.
+  __device__ __forceinline__ static unsigned a_lane_offset(int lane, int warp_row) {
+    if (T::kColumnA)  // stored k-rows: matrix i at k (i/2)*8, m (i%2)*8
+      return 2 * (((lane / 16) * 8 + lane % 8) * T::kStrideA + warp_row + ((lane / 8) % 2) * 8);
+    return 2 * ((warp_row + lane % 16) * T::kStrideA + (lane / 16) * 8);
+  }
+  __device__ __forceinline__ static unsigned b_lane_offset(int lane, int warp_col) {
+    const int b_tile = T::kRowsA * T::kStrideA;
+    if (T::kColumnB)  // stored n-rows: matrix i at n (i/2)*8, k (i%2)*8
+      return 2 * (b_tile + (warp_col + (lane / 16) * 8 + lane % 8) * T::kStrideB +
+                  ((lane / 8) % 2) * 8);
+    return 2 * (b_tile + (lane % 16) * T::kStrideB + warp_col + (lane / 16) * 8);
+  }
+
+  // a_lane/b_lane: this lane's ldmatrix addresses in a stage, in bytes (see *_lane_offset).
   __device__ __forceinline__ void load(unsigned a_lane, unsigned b_lane, int step) {
 #pragma unroll
-    for (int i = 0; i < T::kMmaM; ++i) ldmatrix_x4(a[i], a_lane + 2 * (i * 16 * T::kStrideA + step * 16));
+    for (int i = 0; i < T::kMmaM; ++i) {
+      if (T::kColumnA)
+        ldmatrix_x4_trans(a[i], a_lane + 2 * (step * 16 * T::kStrideA + i * 16));
+      else
+        ldmatrix_x4(a[i], a_lane + 2 * (i * 16 * T::kStrideA + step * 16));
+    }
 #pragma unroll
-    for (int j = 0; j < T::kMmaN / 2; ++j)
-      ldmatrix_x4_trans(b[j], b_lane + 2 * (step * 16 * T::kStrideB + j * 16));
+    for (int j = 0; j < T::kMmaN / 2; ++j) {
+      if (T::kColumnB)
+        ldmatrix_x4(b[j], b_lane + 2 * (j * 16 * T::kStrideB + step * 16));
+      else
+        ldmatrix_x4_trans(b[j], b_lane + 2 * (step * 16 * T::kStrideB + j * 16));
+    }
   }
 };
 
@@ -211,131 +288,167 @@ __device__ __forceinline__ void store_pair(void* c, long long index, float x, fl
   }
 }
 
+// Launch: block WM * WN * 32 threads; grid (tiles of C, min(batch, 65535)); dynamic shared
+// memory STAGES * MatmulTile::kStageBytes.
 template <int BM, int BN, int BK, int WM, int WN, int STAGES, int GROUP_M, int ALIGNED,
-          int IN_KIND, int OUT_KIND>
+          int IN_KIND, int OUT_KIND, int LAYOUT, int EPI>
 __global__ void __launch_bounds__(WM* WN * 32) matmul_kernel(const MatmulParams p) {
-  typedef MatmulTile<BM, BN, BK, WM, WN> T;
+  typedef MatmulTile<BM, BN, BK, WM, WN, LAYOUT> T;
   extern __shared__ __align__(128) half_bits smem[];
 
-  // Tile order: GROUP_M tile-rows at a time, column by column inside the group.
-  const int tiles_m = (p.m + BM - 1) / BM, tiles_n = (p.n + BN - 1) / BN;
-  const int tile = blockIdx.x;
-  const int group_tiles = GROUP_M * tiles_n;
-  const int first_m = (tile / group_tiles) * GROUP_M;
-  const int group_m = min(tiles_m - first_m, GROUP_M);
-  const int tile_m = first_m + (tile % group_tiles) % group_m;
-  const int tile_n = (tile % group_tiles) / group_m;
-  const int block_row = tile_m * BM, block_col = tile_n * BN;
+  for (int batch = blockIdx.y; batch < p.batch; batch += gridDim.y) {
+    // The previous batch's last step read a stale stage (its fragments go unused) that this
+    // batch's first copies may refill.
+    if (batch != static_cast<int>(blockIdx.y)) __syncthreads();
+    // Everything below is worked out per batch: hoisting the batch-invariant part out of the
+    // loop keeps more values live across the mainloop and costs it instructions (SASS).
 
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int warp_row = (warp / WN) * T::kWarpM, warp_col = (warp % WN) * T::kWarpN;
+    // Tile order: GROUP_M tile-rows at a time, column by column inside the group.
+    const int tiles_m = (p.m + BM - 1) / BM, tiles_n = (p.n + BN - 1) / BN;
+    const int tile = blockIdx.x;
+    const int group_tiles = GROUP_M * tiles_n;
+    const int first_m = (tile / group_tiles) * GROUP_M;
+    const int group_m = min(tiles_m - first_m, GROUP_M);
+    const int tile_m = first_m + (tile % group_tiles) % group_m;
+    const int tile_n = (tile % group_tiles) / group_m;
+    const int block_row = tile_m * BM, block_col = tile_n * BN;
 
-  float acc[T::kMmaM][T::kMmaN][4];
-#pragma unroll
-  for (int i = 0; i < T::kMmaM; ++i)
-#pragma unroll
-    for (int j = 0; j < T::kMmaN; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+    const int thread = threadIdx.x, lane = thread % 32, warp = thread / 32;
+    const int warp_row = (warp / WN) * T::kWarpM, warp_col = (warp % WN) * T::kWarpN;
 
-  const unsigned smem_base = smem_address(smem);
-  // This lane's ldmatrix addresses in stage 0: lanes 8i..8i+7 address matrix i of an x4 load,
-  // rows lane%16 and column halves lane/16 (for B, .trans turns k-rows into the col layout).
-  const unsigned a_lane = smem_base + 2 * ((warp_row + lane % 16) * T::kStrideA + (lane / 16) * 8);
-  const unsigned b_lane =
-      smem_base + 2 * (BM * T::kStrideA + (lane % 16) * T::kStrideB + warp_col + (lane / 16) * 8);
+    const unsigned smem_base = smem_address(smem);
+    const unsigned a_lane = smem_base + WarpFragments<T>::a_lane_offset(lane, warp_row);
+    const unsigned b_lane = smem_base + WarpFragments<T>::b_lane_offset(lane, warp_col);
+    const int k_tiles = (p.k + BK - 1) / BK;
 
-  TileCopier<T, ALIGNED> copier(p, block_row, block_col);
-  const int k_tiles = (p.k + BK - 1) / BK;
+    TileCopier<T, ALIGNED> copier(p, thread,
+                                  static_cast<const half_bits*>(p.a) + batch * p.stride_a,
+                                  static_cast<const half_bits*>(p.b) + batch * p.stride_b,
+                                  block_row, block_col);
+    float acc[T::kMmaM][T::kMmaN][4];
 #pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < k_tiles) {
-      copier.copy(smem_base + s * T::kStageBytes, 0, 1);
-      copier.land(smem_base + s * T::kStageBytes);
-      copier.advance();
+    for (int i = 0; i < T::kMmaM; ++i)
+#pragma unroll
+      for (int j = 0; j < T::kMmaN; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+      if (s < k_tiles) {
+        copier.copy(smem_base + s * T::kStageBytes, 0, 1);
+        copier.land(smem_base + s * T::kStageBytes);
+        copier.advance();
+      }
+      cp_async_commit();
     }
-    cp_async_commit();
-  }
 
-  // The pipeline (the schedule of CUTLASS's multistage mainloop): fragments for step s+1 load
-  // while step s's MMAs run, wrapping into the next stage after the last step; the next tile's
-  // copies are spread over the steps before the last; the wait and barrier sit before the last
-  // step, whose MMAs then cover the first ldmatrix of the next stage.
-  WarpFragments<T> frag[2];
-  cp_async_wait<STAGES - 2>();
-  __syncthreads();
-  frag[0].load(a_lane, b_lane, 0);
-  int read_stage = 0, write_stage = STAGES - 1;
-  for (int kt = 0; kt < k_tiles; ++kt) {
-    const bool prefetch = kt + STAGES - 1 < k_tiles;
-    const unsigned write_base = smem_base + write_stage * T::kStageBytes;
+    // The pipeline (the schedule of CUTLASS's multistage mainloop): fragments for step s+1 load
+    // while step s's MMAs run, wrapping into the next stage after the last step; the next
+    // tile's copies are spread over the steps before the last; the wait and barrier sit before
+    // the last step, whose MMAs then cover the first ldmatrix of the next stage.
+    WarpFragments<T> frag[2];
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();
+    frag[0].load(a_lane, b_lane, 0);
+    int read_stage = 0, write_stage = STAGES - 1;
+    for (int kt = 0; kt < k_tiles; ++kt) {
+      const bool prefetch = kt + STAGES - 1 < k_tiles;
+      const unsigned write_base = smem_base + write_stage * T::kStageBytes;
 #pragma unroll
-    for (int step = 0; step < T::kSteps; ++step) {
-      // After the last step this reads the next stage; on the last tile that stage holds stale
-      // data that is never used.
-      const int next_step = (step + 1) % T::kSteps;
-      frag[(step + 1) % 2].load(a_lane + read_stage * T::kStageBytes,
-                                b_lane + read_stage * T::kStageBytes, next_step);
-      if (step < T::kSteps - 1 && prefetch) copier.copy(write_base, step, T::kSteps - 1);
-      mma_step<T, IN_KIND>(acc, frag[step % 2]);
-      if (step == T::kSteps - 2) {
-        if (prefetch) {
-          copier.land(write_base);
-          copier.advance();
+      for (int step = 0; step < T::kSteps; ++step) {
+        // After the last step this reads the next stage; on the last tile that stage holds
+        // stale data that is never used.
+        const int next_step = (step + 1) % T::kSteps;
+        frag[(step + 1) % 2].load(a_lane + read_stage * T::kStageBytes,
+                                  b_lane + read_stage * T::kStageBytes, next_step);
+        if (step < T::kSteps - 1 && prefetch) copier.copy(write_base, step, T::kSteps - 1);
+        mma_step<T, IN_KIND>(acc, frag[step % 2]);
+        if (step == T::kSteps - 2) {
+          if (prefetch) {
+            copier.land(write_base);
+            copier.advance();
+          }
+          // Tile kt+1 has landed for this thread; the barrier makes it everyone's and ends
+          // every warp's reads of stage kt-1, which the next iteration refills.
+          cp_async_commit();
+          cp_async_wait<STAGES - 2>();
+          __syncthreads();
+          read_stage = read_stage + 1 == STAGES ? 0 : read_stage + 1;
+          write_stage = write_stage + 1 == STAGES ? 0 : write_stage + 1;
         }
-        // Tile kt+1 has landed for this thread; the barrier makes it everyone's and ends every
-        // warp's reads of stage kt-1, which the next iteration refills.
-        cp_async_commit();
-        cp_async_wait<STAGES - 2>();
-        __syncthreads();
-        read_stage = read_stage + 1 == STAGES ? 0 : read_stage + 1;
-        write_stage = write_stage + 1 == STAGES ? 0 : write_stage + 1;
       }
     }
-  }
-  cp_async_wait<0>();
+    cp_async_wait<0>();
 
-  // Accumulator layout of m16n8: lane holds rows lane/4 and lane/4+8, columns 2*(lane%4)+{0,1}.
-  const bool paired_store = ALIGNED;  // N even: a pair never straddles a row and stays aligned
+    // Accumulator layout of m16n8: lane holds rows lane/4 and lane/4+8, columns 2*(lane%4)+{0,1}.
+    // A pair of columns goes as one 4- or 8-byte store where it stays aligned. With row-major B
+    // the aligned path's N is a multiple of 8 and C is taken to be as aligned (ldc and stride_c
+    // even, as before layouts); column-major B's rows are K's, so there C's own leading
+    // dimension, batch stride and address decide (a branch that costs the row-major-B mainloop
+    // about 10 instructions a tile in SASS, so it stays out of it).
+    const bool paired_store =
+        ALIGNED && (!T::kColumnB || (((p.ldc | p.stride_c) & 1) == 0 &&
+                                     reinterpret_cast<unsigned long long>(p.c) %
+                                             (OUT_KIND == kF32 ? 8 : 4) == 0));
+    const long long c_batch = batch * p.stride_c;
 #pragma unroll
-  for (int i = 0; i < T::kMmaM; ++i)
+    for (int i = 0; i < T::kMmaM; ++i)
 #pragma unroll
-    for (int j = 0; j < T::kMmaN; ++j) {
-      const int col = block_col + warp_col + j * 8 + (lane % 4) * 2;
-      if (col >= p.n) continue;
-      const bool both = col + 1 < p.n;
+      for (int j = 0; j < T::kMmaN; ++j) {
+        const int col = block_col + warp_col + j * 8 + (lane % 4) * 2;
+        if (col >= p.n) continue;
+        const bool both = col + 1 < p.n;
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int row = block_row + warp_row + i * 16 + lane / 4 + half * 8;
-        if (row < p.m)
-          store_pair<OUT_KIND>(p.c, static_cast<long long>(row) * p.ldc + col, acc[i][j][half * 2],
-                               acc[i][j][half * 2 + 1], both, paired_store);
+        for (int half = 0; half < 2; ++half) {
+          const int row = block_row + warp_row + i * 16 + lane / 4 + half * 8;
+          if (row < p.m) {
+            float v0 = acc[i][j][half * 2], v1 = acc[i][j][half * 2 + 1];
+            epilogue_pair<EPI, OUT_KIND>(p.epilogue, batch, row, col, both, v0, v1);
+            store_pair<OUT_KIND>(p.c, c_batch + static_cast<long long>(row) * p.ldc + col, v0,
+                                 v1, both, paired_store);
+          }
+        }
       }
-    }
+  }
 }
 
-// The trusted reference: 16x16 shared-memory tiles, fp32 multiply-add, fp32 output. Simple on
-// purpose; tests check it against a CPU loop.
-template <int IN_KIND>
+// The trusted reference: 16x16 shared-memory tiles, fp32 multiply-add, fp32 output (after the
+// epilogue, whose inputs are of C's type OUT_KIND). Simple on purpose; tests check it against a
+// CPU loop. Each tile element is read by the thread whose threadIdx.x runs along the stored rows,
+// so every layout reads global memory coalesced.
+// Launch: block 16x16, grid (ceil(n/16), ceil(m/16), min(batch, 65535)).
+template <int IN_KIND, int OUT_KIND, int LAYOUT, int EPI>
 __global__ void __launch_bounds__(256) matmul_reference(const MatmulParams p) {
-  __shared__ float tile_a[16][17];
-  __shared__ float tile_b[16][17];
-  const half_bits* a = static_cast<const half_bits*>(p.a);
-  const half_bits* b = static_cast<const half_bits*>(p.b);
-  const int row = blockIdx.y * 16 + threadIdx.y, col = blockIdx.x * 16 + threadIdx.x;
-  float sum = 0.f;
-  for (int k0 = 0; k0 < p.k; k0 += 16) {
-    int ka = k0 + threadIdx.x, kb = k0 + threadIdx.y;
-    tile_a[threadIdx.y][threadIdx.x] =
-        (row < p.m && ka < p.k) ? to_float(a[static_cast<long long>(row) * p.lda + ka], IN_KIND) : 0.f;
-    tile_b[threadIdx.y][threadIdx.x] =
-        (kb < p.k && col < p.n) ? to_float(b[static_cast<long long>(kb) * p.ldb + col], IN_KIND) : 0.f;
-    __syncthreads();
+  __shared__ float tile_a[16][17];  // [m][k]
+  __shared__ float tile_b[16][17];  // [k][n]
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int row = blockIdx.y * 16 + ty, col = blockIdx.x * 16 + tx;
+  // The tile element each thread reads: (m, k) of A and (k, n) of B within the tiles.
+  const bool column_a = (LAYOUT & kColumnMajorA) != 0, column_b = (LAYOUT & kColumnMajorB) != 0;
+  const int a_m = column_a ? tx : ty, a_k = column_a ? ty : tx;
+  const int b_k = column_b ? tx : ty, b_n = column_b ? ty : tx;
+  const int a_row = blockIdx.y * 16 + a_m, b_col = blockIdx.x * 16 + b_n;
+  for (int batch = blockIdx.z; batch < p.batch; batch += gridDim.z) {
+    const half_bits* a = static_cast<const half_bits*>(p.a) + batch * p.stride_a;
+    const half_bits* b = static_cast<const half_bits*>(p.b) + batch * p.stride_b;
+    float sum = 0.f;
+    for (int k0 = 0; k0 < p.k; k0 += 16) {
+      const int ka = k0 + a_k, kb = k0 + b_k;
+      const long long a_index = column_a ? static_cast<long long>(ka) * p.lda + a_row
+                                         : static_cast<long long>(a_row) * p.lda + ka;
+      const long long b_index = column_b ? static_cast<long long>(b_col) * p.ldb + kb
+                                         : static_cast<long long>(kb) * p.ldb + b_col;
+      tile_a[a_m][a_k] = (a_row < p.m && ka < p.k) ? to_float(a[a_index], IN_KIND) : 0.f;
+      tile_b[b_k][b_n] = (kb < p.k && b_col < p.n) ? to_float(b[b_index], IN_KIND) : 0.f;
+      __syncthreads();
 #pragma unroll
-    for (int kk = 0; kk < 16; ++kk) sum = fmaf(tile_a[threadIdx.y][kk], tile_b[kk][threadIdx.x], sum);
-    __syncthreads();
+      for (int kk = 0; kk < 16; ++kk) sum = fmaf(tile_a[ty][kk], tile_b[kk][tx], sum);
+      __syncthreads();
+    }
+    if (row < p.m && col < p.n)
+      static_cast<float*>(p.c)[batch * p.stride_c + static_cast<long long>(row) * p.ldc + col] =
+          epilogue_value<EPI, OUT_KIND>(p.epilogue, batch, row, col, sum);
   }
-  if (row < p.m && col < p.n) static_cast<float*>(p.c)[static_cast<long long>(row) * p.ldc + col] = sum;
 }
 
 }  // namespace tilesmith

@@ -6,6 +6,7 @@
 //              plan first copies A and B into padded rows in the workspace (counted in every
 //              timing), so the tuner decides per shape whether padding pays.
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <string>
 
@@ -18,13 +19,57 @@
 namespace tilesmith {
 namespace {
 
+// A matmul problem as its kernels see it: "MxNxK" or "BxMxNxK" (B contiguous batches) and the
+// options that change the kernel: a=col and b=col (the operands' layouts, matmul_params.h),
+// bias=1, act=relu|gelu|silu and residual=1 (the epilogue). Defaults are written by leaving
+// the option out, so each problem has one key.
 struct MatmulShape {
-  long long m, n, k;
-  explicit MatmulShape(const Problem& problem)
-      : m(problem.shape.at(0)), n(problem.shape.at(1)), k(problem.shape.at(2)) {}
-  // cp.async moves 16 bytes (8 elements): rows of A and B must start on 16-byte boundaries.
-  bool aligned() const { return k % 8 == 0 && n % 8 == 0; }
+  long long batch = 1, m, n, k;
+  bool a_columns = false, b_columns = false;
+  int epilogue = 0;  // MatmulEpilogueBits
+  explicit MatmulShape(const Problem& problem) {
+    const auto& dims = problem.shape;
+    const std::size_t at = dims.size() == 4 ? 1 : 0;
+    if (at) batch = dims.at(0);
+    m = dims.at(at);
+    n = dims.at(at + 1);
+    k = dims.at(at + 2);
+    a_columns = option(problem, "a") == "col";
+    b_columns = option(problem, "b") == "col";
+    const std::string act = option(problem, "act");
+    epilogue = act == "relu" ? kActRelu : act == "gelu" ? kActGelu : act == "silu" ? kActSilu : 0;
+    if (option(problem, "bias") == "1") epilogue |= kEpilogueBias;
+    if (option(problem, "residual") == "1") epilogue |= kEpilogueResidual;
+  }
+  int layout() const { return (a_columns ? kColumnMajorA : 0) | (b_columns ? kColumnMajorB : 0); }
+  // The stored matrices: A is m x k, or k x m when column-major; B is k x n, or n x k.
+  long long a_rows() const { return a_columns ? k : m; }
+  long long a_row_length() const { return a_columns ? m : k; }
+  long long b_rows() const { return b_columns ? n : k; }
+  long long b_row_length() const { return b_columns ? k : n; }
+  // cp.async and TMA move 16 bytes (8 elements): stored rows must start on 16-byte boundaries.
+  bool aligned() const { return a_row_length() % 8 == 0 && b_row_length() % 8 == 0; }
+  bool has_bias() const { return epilogue & kEpilogueBias; }
+  bool has_residual() const { return epilogue & kEpilogueResidual; }
+
+ private:
+  static std::string option(const Problem& problem, const char* name) {
+    auto it = problem.options.find(name);
+    return it == problem.options.end() ? std::string() : it->second;
+  }
 };
+
+// The options matmul accepts, each with its values; the first value is the default, which is
+// written by leaving the option out.
+const std::map<std::string, std::vector<std::string>>& matmul_options() {
+  static const std::map<std::string, std::vector<std::string>> options = {
+      {"a", {"row", "col"}},
+      {"b", {"row", "col"}},
+      {"act", {"none", "relu", "gelu", "silu"}},
+      {"bias", {"0", "1"}},
+      {"residual", {"0", "1"}}};
+  return options;
+}
 
 constexpr int kMmaSync = 0, kWgmma = 1;
 
@@ -87,9 +132,12 @@ struct TileConfig {
         stages(config.at("stages")),
         group_m(config.at("group_m")) {}
   int threads() const { return warps_m * warps_n * 32; }
-  // Padded rows (16 bytes per row) of STAGES A and B tiles, 2 bytes per element.
-  int smem_bytes() const {
-    return stages * (block_m * (block_k + 8) + block_k * (block_n + 8)) * 2;
+  // STAGES A and B tiles as stored (A: BM x BK, or BK x BM when column-major; B: BK x BN, or
+  // BN x BK), rows padded by 16 bytes, 2 bytes per element.
+  int smem_bytes(const MatmulShape& s) const {
+    const int a = s.a_columns ? block_k * (block_m + 8) : block_m * (block_k + 8);
+    const int b = s.b_columns ? block_n * (block_k + 8) : block_k * (block_n + 8);
+    return stages * (a + b) * 2;
   }
 };
 
@@ -97,7 +145,8 @@ class MatmulFamily final : public Family {
  public:
   MatmulFamily() {
     for (const char* file :
-         {"matmul/matmul.cuh", "matmul/matmul_params.h", "matmul/matmul_sm90.cuh",
+         {"matmul/matmul.cuh", "matmul/matmul_params.h", "matmul/matmul_epilogue.cuh",
+          "matmul/matmul_sm90.cuh",
           "matmul/matmul_sm90_params.h", "matmul/matmul_splitk.cuh", "common/tile_primitives.cuh",
           "common/hopper.cuh", "common/tensor_map.h", "common/copy_rows.cuh",
           "common/copy_rows_params.h"})
@@ -184,8 +233,8 @@ class MatmulFamily final : public Family {
     if ((tile.block_m * tile.block_k / 8) % tile.threads() ||
         (tile.block_k * tile.block_n / 8) % tile.threads())
       return "threads do not split the tiles into whole 16-byte chunks";
-    if (tile.smem_bytes() > device.max_smem_per_block_optin)
-      return "needs " + std::to_string(tile.smem_bytes()) + " bytes of shared memory, device allows " +
+    if (tile.smem_bytes(MatmulShape(problem)) > device.max_smem_per_block_optin)
+      return "needs " + std::to_string(tile.smem_bytes(MatmulShape(problem))) + " bytes of shared memory, device allows " +
              std::to_string(device.max_smem_per_block_optin);
     return std::nullopt;
   }
@@ -211,17 +260,32 @@ class MatmulFamily final : public Family {
 
   void validate(const Problem& problem) const override {
     if (problem.op != "matmul") throw InvalidArgument("matmul: asked for op " + quote_input(problem.op));
-    if (!problem.options.empty())
-      throw InvalidArgument("matmul takes no options yet (given " +
-                            quote_input(problem.options_text()) + ")");
-    if (problem.shape.size() != 3)
-      throw InvalidArgument("matmul: shape " + quote_input(problem.shape_text()) + " must be MxNxK");
+    for (const auto& [name, value] : problem.options) {
+      auto known = matmul_options().find(name);
+      if (known == matmul_options().end())
+        throw InvalidArgument("matmul: unknown option " + quote_input(name) +
+                              " (a=col, b=col, bias=1, act=relu|gelu|silu, residual=1)");
+      const std::vector<std::string>& values = known->second;
+      if (value == values.front())
+        throw InvalidArgument("matmul: " + name + "=" + value +
+                              " is the default: leave the option out (one key per problem)");
+      if (std::find(values.begin(), values.end(), value) == values.end()) {
+        std::string allowed;
+        for (std::size_t i = 1; i < values.size(); ++i) allowed += (i > 1 ? "|" : "") + values[i];
+        throw InvalidArgument("matmul: option " + name + "=" + quote_input(value) + " must be " +
+                              name + "=" + allowed);
+      }
+    }
+    if (problem.shape.size() != 3 && problem.shape.size() != 4)
+      throw InvalidArgument("matmul: shape " + quote_input(problem.shape_text()) +
+                            " must be MxNxK or BxMxNxK (B batches)");
     for (auto dim : problem.shape)
       if (dim <= 0 || dim > (1ll << 31) - 1)
         throw InvalidArgument("matmul: shape " + quote_input(problem.shape_text()) +
                               " has a dimension outside 1..2^31-1");
     MatmulShape s(problem);
-    if (s.m * s.k >= (1ll << 40) || s.k * s.n >= (1ll << 40) || s.m * s.n >= (1ll << 40))
+    if (s.batch * s.m * s.k >= (1ll << 40) || s.batch * s.k * s.n >= (1ll << 40) ||
+        s.batch * s.m * s.n >= (1ll << 40))
       throw InvalidArgument("matmul: shape " + quote_input(problem.shape_text()) + " is too large");
     if (problem.dtype != DType::f16 && problem.dtype != DType::bf16)
       throw InvalidArgument("matmul: input dtype " + std::string(dtype_name(problem.dtype)) +
@@ -239,6 +303,9 @@ class MatmulFamily final : public Family {
                                               const Problem& problem) const override {
     const std::string kinds = std::to_string(element_kind(problem.dtype)) + "," +
                               std::to_string(element_kind(problem.out_dtype));
+    const MatmulShape s(problem);
+    const std::string variant_args =
+        "," + std::to_string(s.layout()) + "," + std::to_string(s.epilogue);
     if (config.at("variant") == kWgmma) {
       WgmmaConfig w(config);
       std::vector<std::string> kernels = {
@@ -246,12 +313,13 @@ class MatmulFamily final : public Family {
           std::to_string(w.block_n) + "," + std::to_string(w.block_k) + "," +
           std::to_string(w.stages) + "," + std::to_string(w.consumers) + "," +
           std::to_string(w.cluster_m) + "," + std::to_string(w.cluster_n) + "," +
-          std::to_string(w.group_m) + "," + kinds + ">"};
+          std::to_string(w.group_m) + "," + kinds + variant_args + ">"};
       const WgmmaKernels index(config, problem);
       if (index.copy >= 0) kernels.push_back("tilesmith::copy_rows<2>");
       if (index.reduce >= 0)
         kernels.push_back("tilesmith::splitk_reduce<" +
-                          std::to_string(element_kind(problem.out_dtype)) + ">");
+                          std::to_string(element_kind(problem.out_dtype)) + "," +
+                          std::to_string(s.epilogue) + ">");
       return kernels;
     }
     TileConfig t(config);
@@ -259,7 +327,7 @@ class MatmulFamily final : public Family {
             std::to_string(t.block_n) + "," + std::to_string(t.block_k) + "," +
             std::to_string(t.warps_m) + "," + std::to_string(t.warps_n) + "," +
             std::to_string(t.stages) + "," + std::to_string(t.group_m) + "," +
-            (MatmulShape(problem).aligned() ? "1" : "0") + "," + kinds + ">"};
+            (s.aligned() ? "1" : "0") + "," + kinds + variant_args + ">"};
   }
 
   // The wgmma variant's workspace: A and B with their rows padded to 16 bytes (unaligned
@@ -275,131 +343,192 @@ class MatmulFamily final : public Family {
                   std::uint64_t workspace) const override {
     LaunchPlan plan;
     const MatmulShape s(problem);
-    if (config.at("variant") == kWgmma) {
-      const WgmmaKernels index(config, problem);
-      const Workspace space(config, problem, workspace);
-      std::uint64_t a = addresses[0], b = addresses[1];
-      long long lda = s.k, ldb = s.n;
-      if (index.copy >= 0) {
-        // Two copies into the workspace first; the kernel then reads the padded rows.
-        plan.add(index.copy, copy_geometry(s.m), KernelArgs::of(CopyRowsParams{
-                     reinterpret_cast<const void*>(a), reinterpret_cast<void*>(space.a), s.m,
-                     s.k, s.k, space.lda}));
-        plan.add(index.copy, copy_geometry(s.k), KernelArgs::of(CopyRowsParams{
-                     reinterpret_cast<const void*>(b), reinterpret_cast<void*>(space.b), s.k,
-                     s.n, s.n, space.ldb}));
-        a = space.a;
-        b = space.b;
-        lda = space.lda;
-        ldb = space.ldb;
-      }
-      const WgmmaConfig w(config);
-      // Persistent: one CTA per SM at most (one fits, by its shared memory), in whole clusters,
-      // and no more clusters than there are cluster-sized blocks of C.
-      const long long units = ceil_div(s.m, w.block_m * w.cluster_m) *
-                              ceil_div(s.n, w.block_n * w.cluster_n) * w.split_k;
-      const long long fitting = std::max(device.sm_count / w.cluster(), 1);
+    const Operands operands(s, addresses);
+    if (config.at("variant") != kWgmma) {
+      const TileConfig t(config);
       LaunchGeometry geometry;
-      geometry.grid[0] = static_cast<unsigned>(std::min(units, fitting) * w.cluster());
-      geometry.block[0] = static_cast<unsigned>(w.threads());
-      geometry.dynamic_smem_bytes = static_cast<unsigned>(w.smem_bytes());
-      MatmulSm90Params p{};
-      p.c = reinterpret_cast<void*>(addresses[2]);
-      p.m = static_cast<int>(s.m);
-      p.n = static_cast<int>(s.n);
-      p.k = static_cast<int>(s.k);
-      p.ldc = static_cast<int>(s.n);
-      const std::uint64_t in_bytes = dtype_size(problem.dtype);
-      const std::uint64_t out_bytes = dtype_size(problem.out_dtype);
-      // C through TMA stores where its rows start on 16-byte boundaries (C itself is 16-byte
-      // aligned: the runtime and the tuner require it); else plain stores, any ldc.
-      p.c_store_tma = (s.n * out_bytes) % 16 == 0 && w.split_k == 1 ? 1 : 0;
-      p.k_splits = w.split_k;
-      p.partials = reinterpret_cast<float*>(space.partials);
-      KernelArgs args = KernelArgs::of(p);
-      // A: K-major rows of K; each CTA of a row of the cluster loads 1/cluster_n of the rows.
-      // The dimensions are the true ones: TMA reads zeros past them, never the padding.
-      args.request_tensor_map(p, p.a_map, tensor_map(problem.dtype, a, s.k, s.m, lda * in_bytes,
-                                                    64, w.block_m / w.cluster_n));
-      // B: N-major rows of N, in 64-column chunks; each CTA loads 1/cluster_m of the k rows.
-      args.request_tensor_map(p, p.b_map, tensor_map(problem.dtype, b, s.n, s.k, ldb * in_bytes,
-                                                    64, w.block_k / w.cluster_m));
-      // C: stored in boxes of 128 bytes x 64 rows from swizzled staging slots.
-      if (p.c_store_tma)
-        args.request_tensor_map(p, p.c_map,
-                               tensor_map(problem.out_dtype, addresses[2], s.n, s.m,
-                                          s.n * out_bytes,
-                                          static_cast<std::uint32_t>(128 / out_bytes), 64));
-      plan.add(0, geometry, args);
-      if (index.reduce >= 0) {
-        LaunchGeometry reduce;
-        reduce.grid[0] = static_cast<unsigned>(
-            std::clamp<long long>(ceil_div(s.m * s.n, 256), 1, 8ll * device.sm_count));
-        reduce.block[0] = 256;
-        plan.add(index.reduce, reduce,
-                 KernelArgs::of(SplitKReduceParams{reinterpret_cast<const float*>(space.partials),
-                                                   reinterpret_cast<void*>(addresses[2]),
-                                                   static_cast<int>(s.m), static_cast<int>(s.n),
-                                                   static_cast<int>(s.n), w.split_k}));
-      }
+      geometry.grid[0] = static_cast<unsigned>(ceil_div(s.m, t.block_m) * ceil_div(s.n, t.block_n));
+      geometry.grid[1] = static_cast<unsigned>(std::min<long long>(s.batch, 65535));
+      geometry.block[0] = t.threads();
+      geometry.dynamic_smem_bytes = t.smem_bytes(s);
+      plan.add(0, geometry, KernelArgs::of(params(s, operands, operands.c)));
       return plan;
     }
-    const TileConfig t(config);
+    const WgmmaKernels index(config, problem);
+    const Workspace space(config, problem, workspace);
+    std::uint64_t a = operands.a, b = operands.b;
+    long long lda = s.a_row_length(), ldb = s.b_row_length();
+    if (index.copy >= 0) {
+      // Two copies into the workspace first; the kernel then reads the padded rows. Batches
+      // are contiguous, so a batch of stored matrices is one matrix of batch x rows rows.
+      plan.add(index.copy, copy_geometry(s.batch * s.a_rows()),
+               KernelArgs::of(CopyRowsParams{reinterpret_cast<const void*>(a),
+                                             reinterpret_cast<void*>(space.a),
+                                             s.batch * s.a_rows(), s.a_row_length(),
+                                             s.a_row_length(), space.lda}));
+      plan.add(index.copy, copy_geometry(s.batch * s.b_rows()),
+               KernelArgs::of(CopyRowsParams{reinterpret_cast<const void*>(b),
+                                             reinterpret_cast<void*>(space.b),
+                                             s.batch * s.b_rows(), s.b_row_length(),
+                                             s.b_row_length(), space.ldb}));
+      a = space.a;
+      b = space.b;
+      lda = space.lda;
+      ldb = space.ldb;
+    }
+    const WgmmaConfig w(config);
+    // Persistent: one CTA per SM at most (one fits, by its shared memory), in whole clusters,
+    // and no more clusters than there are units of work.
+    const long long units = ceil_div(s.m, w.block_m * w.cluster_m) *
+                            ceil_div(s.n, w.block_n * w.cluster_n) * w.split_k * s.batch;
+    const long long fitting = std::max(device.sm_count / w.cluster(), 1);
     LaunchGeometry geometry;
-    geometry.grid[0] = static_cast<unsigned>(ceil_div(s.m, t.block_m) * ceil_div(s.n, t.block_n));
-    geometry.block[0] = t.threads();
-    geometry.dynamic_smem_bytes = t.smem_bytes();
-    plan.add(0, geometry, KernelArgs::of(params(problem, addresses[0], addresses[1], addresses[2])));
+    geometry.grid[0] = static_cast<unsigned>(std::min(units, fitting) * w.cluster());
+    geometry.block[0] = static_cast<unsigned>(w.threads());
+    geometry.dynamic_smem_bytes = static_cast<unsigned>(w.smem_bytes());
+    MatmulSm90Params p{};
+    p.c = reinterpret_cast<void*>(operands.c);
+    p.m = static_cast<int>(s.m);
+    p.n = static_cast<int>(s.n);
+    p.k = static_cast<int>(s.k);
+    p.ldc = static_cast<int>(s.n);
+    p.batch = static_cast<int>(s.batch);
+    p.stride_c = s.m * s.n;
+    const std::uint64_t in_bytes = dtype_size(problem.dtype);
+    const std::uint64_t out_bytes = dtype_size(problem.out_dtype);
+    // C through TMA stores where its rows start on 16-byte boundaries (C itself is 16-byte
+    // aligned: the runtime and the tuner require it); else plain stores, any ldc.
+    p.c_store_tma = (s.n * out_bytes) % 16 == 0 && w.split_k == 1 ? 1 : 0;
+    p.k_splits = w.split_k;
+    p.partials = reinterpret_cast<float*>(space.partials);
+    p.epilogue = epilogue_args(s, operands);
+    KernelArgs args = KernelArgs::of(p);
+    // The dimensions are the true ones: TMA reads zeros past them, never the padding. A
+    // K-major tile is a box of 64 k x rows; an MN-major one is loaded as 64-wide column blocks
+    // of BK k rows. Each CTA of a cluster loads its slice of the shared tile (matmul_sm90.cuh).
+    const std::uint64_t a_batch_bytes = s.a_rows() * lda * in_bytes;
+    const std::uint64_t b_batch_bytes = s.b_rows() * ldb * in_bytes;
+    if (s.a_columns)
+      args.request_tensor_map(p, p.a_map, tensor_map(problem.dtype, a, s.m, s.k, s.batch,
+                                                    lda * in_bytes, a_batch_bytes, 64,
+                                                    w.block_k / w.cluster_n));
+    else
+      args.request_tensor_map(p, p.a_map, tensor_map(problem.dtype, a, s.k, s.m, s.batch,
+                                                    lda * in_bytes, a_batch_bytes, 64,
+                                                    w.block_m / w.cluster_n));
+    if (s.b_columns)
+      args.request_tensor_map(p, p.b_map, tensor_map(problem.dtype, b, s.k, s.n, s.batch,
+                                                    ldb * in_bytes, b_batch_bytes, 64,
+                                                    w.block_n / w.cluster_m));
+    else
+      args.request_tensor_map(p, p.b_map, tensor_map(problem.dtype, b, s.n, s.k, s.batch,
+                                                    ldb * in_bytes, b_batch_bytes, 64,
+                                                    w.block_k / w.cluster_m));
+    // C: stored in boxes of 128 bytes x 64 rows from swizzled staging slots.
+    if (p.c_store_tma)
+      args.request_tensor_map(
+          p, p.c_map,
+          tensor_map(problem.out_dtype, operands.c, s.n, s.m, s.batch, s.n * out_bytes,
+                     s.m * s.n * out_bytes, static_cast<std::uint32_t>(128 / out_bytes), 64));
+    plan.add(0, geometry, args);
+    if (index.reduce >= 0) {
+      LaunchGeometry reduce;
+      reduce.grid[0] = static_cast<unsigned>(
+          std::clamp<long long>(ceil_div(s.batch * s.m * s.n, 256), 1, 8ll * device.sm_count));
+      reduce.block[0] = 256;
+      plan.add(index.reduce, reduce,
+               KernelArgs::of(SplitKReduceParams{
+                   reinterpret_cast<const float*>(space.partials),
+                   reinterpret_cast<void*>(operands.c), static_cast<int>(s.m),
+                   static_cast<int>(s.n), static_cast<int>(s.n), w.split_k,
+                   static_cast<int>(s.batch), s.m * s.n, p.epilogue}));
+    }
     return plan;
   }
 
+  // A, B, then the epilogue's inputs the options ask for (bias: n elements, residual: like C),
+  // then C; bias and residual have C's type.
   std::vector<TensorSpec> tensors(const Problem& problem) const override {
-    MatmulShape s(problem);
-    return {{"A", problem.dtype, static_cast<std::size_t>(s.m * s.k), false},
-            {"B", problem.dtype, static_cast<std::size_t>(s.k * s.n), false},
-            {"C", problem.out_dtype, static_cast<std::size_t>(s.m * s.n), true}};
+    const MatmulShape s(problem);
+    const auto count = [](long long elements) { return static_cast<std::size_t>(elements); };
+    std::vector<TensorSpec> specs = {{"A", problem.dtype, count(s.batch * s.m * s.k), false},
+                                     {"B", problem.dtype, count(s.batch * s.k * s.n), false}};
+    if (s.has_bias()) specs.push_back({"bias", problem.out_dtype, count(s.n), false});
+    if (s.has_residual())
+      specs.push_back({"residual", problem.out_dtype, count(s.batch * s.m * s.n), false});
+    specs.push_back({"C", problem.out_dtype, count(s.batch * s.m * s.n), true});
+    return specs;
   }
 
   std::string reference_file() const override { return "matmul/matmul.cuh"; }
 
   std::string reference_expression(const Problem& problem) const override {
-    return "tilesmith::matmul_reference<" + std::to_string(element_kind(problem.dtype)) + ">";
+    const MatmulShape s(problem);
+    return "tilesmith::matmul_reference<" + std::to_string(element_kind(problem.dtype)) + "," +
+           std::to_string(element_kind(problem.out_dtype)) + "," + std::to_string(s.layout()) +
+           "," + std::to_string(s.epilogue) + ">";
   }
 
   LaunchGeometry reference_launch(const Problem& problem) const override {
-    MatmulShape s(problem);
+    const MatmulShape s(problem);
     LaunchGeometry geometry;
     geometry.grid[0] = static_cast<unsigned>((s.n + 15) / 16);
     geometry.grid[1] = static_cast<unsigned>((s.m + 15) / 16);
+    geometry.grid[2] = static_cast<unsigned>(std::min<long long>(s.batch, 65535));
     geometry.block[0] = geometry.block[1] = 16;
     return geometry;
   }
 
   KernelArgs reference_args(const Problem& problem, std::span<const std::uint64_t> addresses,
                             std::uint64_t reference_out) const override {
-    return KernelArgs::of(params(problem, addresses[0], addresses[1], reference_out));
+    const MatmulShape s(problem);
+    return KernelArgs::of(params(s, Operands(s, addresses), reference_out));
   }
 
   std::vector<double> reference_cpu(const Problem& problem,
                                     const std::vector<std::vector<double>>& inputs) const override {
-    MatmulShape s(problem);
+    const MatmulShape s(problem);
     const auto& a = inputs.at(0);
     const auto& b = inputs.at(1);
-    std::vector<double> c(static_cast<std::size_t>(s.m * s.n), 0.0);
-    for (long long i = 0; i < s.m; ++i)
-      for (long long kk = 0; kk < s.k; ++kk) {
-        double left = a[i * s.k + kk];
-        for (long long j = 0; j < s.n; ++j) c[i * s.n + j] += left * b[kk * s.n + j];
-      }
+    std::size_t next = 2;
+    const std::vector<double>* bias = s.has_bias() ? &inputs.at(next++) : nullptr;
+    const std::vector<double>* residual = s.has_residual() ? &inputs.at(next++) : nullptr;
+    const long long lda = s.a_row_length(), ldb = s.b_row_length();
+    std::vector<double> c(static_cast<std::size_t>(s.batch * s.m * s.n), 0.0);
+    for (long long batch = 0; batch < s.batch; ++batch) {
+      const double* a_batch = a.data() + batch * s.m * s.k;
+      const double* b_batch = b.data() + batch * s.k * s.n;
+      double* c_batch = c.data() + batch * s.m * s.n;
+      for (long long i = 0; i < s.m; ++i)
+        for (long long kk = 0; kk < s.k; ++kk) {
+          const double left = s.a_columns ? a_batch[kk * lda + i] : a_batch[i * lda + kk];
+          for (long long j = 0; j < s.n; ++j)
+            c_batch[i * s.n + j] +=
+                left * (s.b_columns ? b_batch[j * ldb + kk] : b_batch[kk * ldb + j]);
+        }
+      for (long long i = 0; i < s.m; ++i)
+        for (long long j = 0; j < s.n; ++j) {
+          double& value = c_batch[i * s.n + j];
+          if (bias) value += (*bias)[static_cast<std::size_t>(j)];
+          switch (s.epilogue & kActMask) {
+            case kActRelu: value = std::max(value, 0.0); break;
+            case kActGelu: value = 0.5 * value * (1 + std::erf(value / std::sqrt(2.0))); break;
+            case kActSilu: value = value / (1 + std::exp(-value)); break;
+          }
+          if (residual) value += (*residual)[static_cast<std::size_t>((batch * s.m + i) * s.n + j)];
+        }
+    }
     return c;
   }
 
   Work work(const Problem& problem) const override {
-    MatmulShape s(problem);
+    const MatmulShape s(problem);
     Work work;
-    work.flops = 2.0 * s.m * s.n * s.k;
-    work.min_bytes = static_cast<double>(dtype_size(problem.dtype)) * (s.m * s.k + s.k * s.n) +
-                     static_cast<double>(dtype_size(problem.out_dtype)) * s.m * s.n;
+    work.flops = 2.0 * s.batch * s.m * s.n * s.k;
+    const double out_bytes = static_cast<double>(dtype_size(problem.out_dtype));
+    work.min_bytes = static_cast<double>(dtype_size(problem.dtype)) * s.batch * (s.m * s.k + s.k * s.n) +
+                     out_bytes * s.batch * s.m * s.n * (s.has_residual() ? 2 : 1) +
+                     (s.has_bias() ? out_bytes * s.n : 0);
     return work;
   }
 
@@ -433,13 +562,13 @@ class MatmulFamily final : public Family {
       };
       if (!s.aligned()) {
         const std::size_t element = dtype_size(problem.dtype);
-        lda = (s.k + 7) / 8 * 8;
-        ldb = (s.n + 7) / 8 * 8;
-        a = take(static_cast<std::size_t>(s.m * lda) * element);
-        b = take(static_cast<std::size_t>(s.k * ldb) * element);
+        lda = (s.a_row_length() + 7) / 8 * 8;
+        ldb = (s.b_row_length() + 7) / 8 * 8;
+        a = take(static_cast<std::size_t>(s.batch * s.a_rows() * lda) * element);
+        b = take(static_cast<std::size_t>(s.batch * s.b_rows() * ldb) * element);
       }
       const int split_k = config.at("split_k");
-      if (split_k > 1) partials = take(static_cast<std::size_t>(split_k) * s.m * s.n * 4);
+      if (split_k > 1) partials = take(static_cast<std::size_t>(split_k * s.batch * s.m * s.n) * 4);
     }
   };
 
@@ -451,20 +580,24 @@ class MatmulFamily final : public Family {
     return geometry;
   }
 
-  // A 2D row-major tensor of `rows` rows of `columns` elements, copied in boxes of
-  // box_columns x box_rows with the 128-byte swizzle.
+  // A batch of row-major matrices of `rows` rows of `columns` elements, copied in boxes of
+  // box_columns x box_rows (x 1 batch) with the 128-byte swizzle.
   static TensorMapSpec tensor_map(DType dtype, std::uint64_t address, long long columns,
-                                  long long rows, std::uint64_t row_bytes,
-                                  std::uint32_t box_columns, int box_rows) {
+                                  long long rows, long long batch, std::uint64_t row_bytes,
+                                  std::uint64_t batch_bytes, std::uint32_t box_columns,
+                                  int box_rows) {
     TensorMapSpec spec;
     spec.dtype = dtype;
-    spec.rank = 2;
+    spec.rank = 3;
     spec.address = address;
     spec.dims[0] = static_cast<std::uint64_t>(columns);
     spec.dims[1] = static_cast<std::uint64_t>(rows);
+    spec.dims[2] = static_cast<std::uint64_t>(batch);
     spec.stride_bytes[0] = row_bytes;
+    spec.stride_bytes[1] = batch_bytes;
     spec.box[0] = box_columns;
     spec.box[1] = static_cast<std::uint32_t>(box_rows);
+    spec.box[2] = 1;
     spec.swizzle_bytes = 128;
     return spec;
   }
@@ -495,7 +628,7 @@ class MatmulFamily final : public Family {
       // Splitting K pays only where the output tiles alone leave SMs idle, and every slice
       // needs K blocks to work on.
       const MatmulShape s(problem);
-      const long long tiles = ceil_div(s.m, w.block_m) * ceil_div(s.n, w.block_n);
+      const long long tiles = s.batch * ceil_div(s.m, w.block_m) * ceil_div(s.n, w.block_n);
       if (tiles >= device.sm_count) return "the output tiles already fill the SMs: no split-K";
       if (ceil_div(s.k, w.block_k) < 2 * w.split_k) return "too few K blocks for the slices";
     }
@@ -507,19 +640,46 @@ class MatmulFamily final : public Family {
     return std::nullopt;
   }
 
-  static MatmulParams params(const Problem& problem, std::uint64_t a, std::uint64_t b,
-                             std::uint64_t c) {
-    MatmulShape s(problem);
+  // The device addresses of a call's tensors, in tensors() order.
+  struct Operands {
+    std::uint64_t a = 0, b = 0, bias = 0, residual = 0, c = 0;
+    Operands(const MatmulShape& s, std::span<const std::uint64_t> addresses) {
+      std::size_t next = 0;
+      a = addresses[next++];
+      b = addresses[next++];
+      if (s.has_bias()) bias = addresses[next++];
+      if (s.has_residual()) residual = addresses[next++];
+      c = addresses[next];
+    }
+  };
+
+  static MatmulEpilogueArgs epilogue_args(const MatmulShape& s, const Operands& operands) {
+    MatmulEpilogueArgs e{};
+    e.bias = reinterpret_cast<const void*>(operands.bias);
+    e.residual = reinterpret_cast<const void*>(operands.residual);
+    e.ldr = static_cast<int>(s.n);
+    e.stride_r = s.m * s.n;
+    return e;
+  }
+
+  // The mma.sync kernel's and the reference's argument; C (or the reference's fp32 output) at
+  // `c`, row-major and contiguous.
+  static MatmulParams params(const MatmulShape& s, const Operands& operands, std::uint64_t c) {
     MatmulParams p{};
-    p.a = reinterpret_cast<const void*>(a);
-    p.b = reinterpret_cast<const void*>(b);
+    p.a = reinterpret_cast<const void*>(operands.a);
+    p.b = reinterpret_cast<const void*>(operands.b);
     p.c = reinterpret_cast<void*>(c);
     p.m = static_cast<int>(s.m);
     p.n = static_cast<int>(s.n);
     p.k = static_cast<int>(s.k);
-    p.lda = static_cast<int>(s.k);
-    p.ldb = static_cast<int>(s.n);
+    p.lda = static_cast<int>(s.a_row_length());
+    p.ldb = static_cast<int>(s.b_row_length());
     p.ldc = static_cast<int>(s.n);
+    p.batch = static_cast<int>(s.batch);
+    p.stride_a = s.m * s.k;
+    p.stride_b = s.k * s.n;
+    p.stride_c = s.m * s.n;
+    p.epilogue = epilogue_args(s, operands);
     return p;
   }
 

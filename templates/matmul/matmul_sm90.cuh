@@ -1,19 +1,23 @@
-// C[M x N] = A[M x K] * B[K x N] on Hopper (sm_90a): TMA tile loads into a STAGES-deep shared
-// ring, wgmma from shared memory with fp32 accumulators in registers, warp specialization (one
-// producer warpgroup issues the copies, CONSUMERS warpgroups multiply), a persistent grid that
-// walks output tiles in grouped order, and 2-CTA clusters that multicast the shared operand.
-// A and B are row-major: A is K-major (wgmma's plain layout), B is N-major (wgmma's transposed-B
-// layout, 16-bit types only).
+// C[b][M x N] = A[b] * B[b] (+ the epilogue) on Hopper (sm_90a): TMA tile loads into a
+// STAGES-deep shared ring, wgmma from shared memory with fp32 accumulators in registers, warp
+// specialization (one producer warpgroup issues the copies, CONSUMERS warpgroups multiply), a
+// persistent grid that walks output tiles in grouped order, batch after batch, and 2-CTA
+// clusters that multicast the shared operand. wgmma reads 16-bit operands from shared memory in
+// either major order, so every layout runs the same pipeline: row-major A and column-major B
+// are K-major tiles (128-byte rows of k), column-major A and row-major B are MN-major tiles
+// ([BK][64] blocks, the transpose bits of the instruction). The epilogue (matmul_epilogue.cuh)
+// runs on the accumulators in registers, before C's stores.
 //
 // ---- launch_info (what the host must do) --------------------------------------------------------
 //  template: matmul_sm90<BM, BN, BK, STAGES, CONSUMERS, CLUSTER_M, CLUSTER_N, GROUP_M, KIND_IN,
-//            KIND_OUT> (KIND_*: ElementKind codes, kF16 = 0, kBF16 = 1, kF32 = 2 (out only));
+//            KIND_OUT, LAYOUT, EPI> (KIND_*: ElementKind codes, kF16 = 0, kBF16 = 1, kF32 = 2
+//            (out only); LAYOUT, EPI: MatmulLayoutBits, MatmulEpilogueBits (matmul_params.h));
 //            kernel parameter: const __grid_constant__ MatmulSm90Params (matmul_sm90_params.h).
 //  block:    (CONSUMERS + 1) * 128 threads (x only): warpgroup 0 produces, 1..CONSUMERS multiply.
 //  cluster:  CLUSTER_M * CLUSTER_N CTAs along x, fixed at compile time (__cluster_dims__): a plain
 //            cuLaunchKernel works (checked); cuLaunchKernelEx must not name another cluster shape.
 //  grid:     (x only) a multiple of CLUSTER = CLUSTER_M * CLUSTER_N; persistent:
-//              units = ceil(M / (BM * CLUSTER_M)) * ceil(N / (BN * CLUSTER_N))
+//              units = ceil(M / (BM * CLUSTER_M)) * ceil(N / (BN * CLUSTER_N)) * splits * batch
 //              grid  = CLUSTER * min(units, max_active_clusters)
 //            max_active_clusters = cuOccupancyMaxActiveClusters for the kernel, block and smem
 //            (on an H100 SXM: 132 at cluster 1, 66 at cluster 2, 30 at cluster 4), or
@@ -26,15 +30,19 @@
 //                                + 16 * STAGES                       (mbarriers)
 //            e.g. 128x256 (or 256x128), 4 stages, 2 consumers: 230464 bytes. Raise
 //            CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES to it; H100 limit: 232448 per block.
-//  tensor maps (cuTensorMapEncodeTiled, rank 2, elementStrides {1, 1}, interleave NONE,
-//            swizzle 128B, l2 promotion L2_256B, oob fill NONE = zeros):
-//    A: BFLOAT16 / FLOAT16 (KIND_IN); globalDim {K, M}; globalStrides {lda * 2} bytes;
-//       boxDim {64, BM / CLUSTER_N}.
-//    B: BFLOAT16 / FLOAT16 (KIND_IN); globalDim {N, K}; globalStrides {ldb * 2} bytes;
-//       boxDim {64, BK / CLUSTER_M}.
-//    C (only with c_store_tma = 1): BFLOAT16 / FLOAT16 / FLOAT32 (KIND_OUT); globalDim {N, M};
-//       globalStrides {ldc * bytes(KIND_OUT)}; boxDim {128 / bytes(KIND_OUT), 64}
-//       (64 x 64 for 16-bit C, 32 x 64 for fp32).
+//  tensor maps (cuTensorMapEncodeTiled, rank 3 (the batch outermost), elementStrides {1, 1, 1},
+//            interleave NONE, swizzle 128B, l2 promotion L2_256B, oob fill NONE = zeros):
+//    A row-major: BFLOAT16 / FLOAT16 (KIND_IN); globalDim {K, M, batch}; globalStrides
+//       {lda * 2, M * lda * 2} bytes; boxDim {64, BM / CLUSTER_N, 1}.
+//    A column-major: globalDim {M, K, batch}; globalStrides {lda * 2, K * lda * 2};
+//       boxDim {64, BK / CLUSTER_N, 1}.
+//    B row-major: globalDim {N, K, batch}; globalStrides {ldb * 2, K * ldb * 2};
+//       boxDim {64, BK / CLUSTER_M, 1}.
+//    B column-major: globalDim {K, N, batch}; globalStrides {ldb * 2, N * ldb * 2};
+//       boxDim {64, BN / CLUSTER_M, 1}.
+//    C (only with c_store_tma = 1): BFLOAT16 / FLOAT16 / FLOAT32 (KIND_OUT); globalDim
+//       {N, M, batch}; globalStrides {ldc * bytes, stride_c * bytes}; boxDim
+//       {128 / bytes(KIND_OUT), 64, 1} (64 x 64 for 16-bit C, 32 x 64 for fp32).
 //    TMA needs 16-byte aligned base addresses and row strides: lda and ldb multiples of 8
 //    elements (the host rejects others), A and B 16-byte aligned. For C through TMA: ldc *
 //    bytes % 16 == 0 and C 16-byte aligned; otherwise set c_store_tma = 0 and C is written with
@@ -55,7 +63,9 @@
 //
 // Shared memory (base rounded up to 1024 bytes, as the 128-byte swizzle repeats every 1024):
 //   A ring: STAGES x [BM rows][64 k] (128-byte rows, swizzled)       STAGES * BM * 128 bytes
-//   B ring: STAGES x (BN / 64) chunks of [BK k rows][64 n]            STAGES * BN * 128 bytes
+//           column-major A: STAGES x (BM / 64) blocks of [BK k rows][64 m]
+//   B ring: STAGES x (BN / 64) blocks of [BK k rows][64 n]            STAGES * BN * 128 bytes
+//           column-major B: STAGES x [BN rows][64 k]
 //   C staging: CONSUMERS x 2 slots of [64 rows][128 bytes] (swizzled)  CONSUMERS * 16 KB
 //   full[STAGES], empty[STAGES] mbarriers (8 bytes each)
 // One stage = one BK slice of one output tile. full[s] completes when the TMA bytes of stage s
@@ -65,12 +75,14 @@
 //
 // Clusters: CTA rank r = cm + CLUSTER_M * cn. A cluster owns a (BM*CLUSTER_M) x (BN*CLUSTER_N)
 // block of C; CTA (cm, cn) computes its (cm, cn) BM x BN tile. CTAs with the same cm share the
-// A tile: each loads BM / CLUSTER_N of its rows and multicasts them to those peers. CTAs with the
-// same cn share the B tile: each loads BK / CLUSTER_M of its k rows and multicasts them.
+// A tile: each loads 1 / CLUSTER_N of it (of its m rows when K-major, of its k rows when
+// MN-major) and multicasts it to those peers. CTAs with the same cn share the B tile: each loads
+// 1 / CLUSTER_M of it (of its k rows when MN-major, of its n rows when K-major).
 #pragma once
 
 #include "common/copy_rows.cuh"  // the padding copy of unaligned A and B, in the same unit
 #include "common/hopper.cuh"
+#include "matmul/matmul_epilogue.cuh"
 #include "matmul/matmul_sm90_params.h"
 #include "matmul/matmul_splitk.cuh"  // split-K's reduction, in the same unit
 
@@ -83,14 +95,15 @@
 
 namespace tilesmith {
 
-// D[64 x N] += A[64 x 16] * B[16 x N], A K-major and B N-major in 128B-swizzled shared memory.
-template <int N, int KIND>
+// D[64 x N] += A[64 x 16] * B[16 x N] from 128B-swizzled shared memory, A M-major where
+// TRANS_A (column-major A), B N-major where TRANS_B (row-major B).
+template <int N, int KIND, int TRANS_A, int TRANS_B>
 __device__ __forceinline__ void wgmma_tile_m64k16(float (&d)[N / 2], unsigned long long desc_a,
                                                   unsigned long long desc_b) {
-  if constexpr (N == 256) wgmma_m64n256k16<KIND, 1>(d, desc_a, desc_b);
-  if constexpr (N == 192) wgmma_m64n192k16<KIND, 1>(d, desc_a, desc_b);
-  if constexpr (N == 128) wgmma_m64n128k16<KIND, 1>(d, desc_a, desc_b);
-  if constexpr (N == 64) wgmma_m64n64k16<KIND, 1>(d, desc_a, desc_b);
+  if constexpr (N == 256) wgmma_m64n256k16<KIND, TRANS_A, TRANS_B>(d, desc_a, desc_b);
+  if constexpr (N == 192) wgmma_m64n192k16<KIND, TRANS_A, TRANS_B>(d, desc_a, desc_b);
+  if constexpr (N == 128) wgmma_m64n128k16<KIND, TRANS_A, TRANS_B>(d, desc_a, desc_b);
+  if constexpr (N == 64) wgmma_m64n64k16<KIND, TRANS_A, TRANS_B>(d, desc_a, desc_b);
 }
 
 // Grouped tile order: units run down GROUP_M tile rows, then move one tile column right, so the
@@ -105,6 +118,29 @@ __device__ __forceinline__ void grouped_tile(int unit, int tiles_m, int tiles_n,
   int in_group = unit - group * per_group;
   tile_m = first_m + in_group % rows;
   tile_n = in_group / rows;
+}
+
+// Applies the epilogue (matmul_epilogue.cuh) to one warpgroup's 64 x BN accumulator block at
+// (row0, col0) of batch `batch`, in registers, before any of the stores; elements outside
+// m x n are left alone (their bias and residual do not exist).
+template <int BN, int EPI, int KIND_OUT>
+__device__ __forceinline__ void epilogue_accumulators(float (&acc)[BN / 2],
+                                                      const MatmulEpilogueArgs& e, int batch,
+                                                      int m, int n, int row0, int col0) {
+  if (EPI == kActNone) return;
+  const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int row = row0 + warp * 16 + lane / 4 + 8 * half;
+    if (row >= m) continue;
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+      const int col = col0 + 8 * j + 2 * (lane % 4);
+      if (col < n)
+        epilogue_pair<EPI, KIND_OUT>(e, batch, row, col, col + 1 < n, acc[4 * j + 2 * half],
+                                     acc[4 * j + 2 * half + 1]);
+    }
+  }
 }
 
 __device__ __forceinline__ void store_float_pair(float* out, float v0, float v1) {
@@ -178,7 +214,7 @@ __device__ __forceinline__ void store_accumulators(const float (&acc)[BN / 2], v
 template <int BN, int KIND_OUT>
 __device__ __forceinline__ void store_accumulators_tma(const float (&acc)[BN / 2],
                                                        const TensorMap* c_map, unsigned staging,
-                                                       int row0, int col0, int barrier_id,
+                                                       int batch, int row0, int col0, int barrier_id,
                                                        unsigned& boxes_issued) {
   constexpr int OUT_BYTES = KIND_OUT == kF32 ? 4 : 2;
   constexpr int BOX_COLS = 128 / OUT_BYTES;
@@ -209,7 +245,7 @@ __device__ __forceinline__ void store_accumulators_tma(const float (&acc)[BN / 2
     fence_proxy_async_shared();
     named_barrier_sync(barrier_id, 128);
     if (tid == 0) {
-      tma_store_2d(c_map, slot, col0 + box * BOX_COLS, row0);
+      tma_store_3d(c_map, slot, col0 + box * BOX_COLS, row0, batch);
       tma_store_commit();
     }
     ++boxes_issued;
@@ -217,18 +253,25 @@ __device__ __forceinline__ void store_accumulators_tma(const float (&acc)[BN / 2
 }
 
 template <int BM, int BN, int BK, int STAGES, int CONSUMERS, int CLUSTER_M, int CLUSTER_N,
-          int GROUP_M, int KIND_IN, int KIND_OUT>
+          int GROUP_M, int KIND_IN, int KIND_OUT, int LAYOUT, int EPI>
 __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     __cluster_dims__(CLUSTER_M* CLUSTER_N, 1, 1)
         matmul_sm90(const __grid_constant__ MatmulSm90Params p) {
   constexpr int CLUSTER = CLUSTER_M * CLUSTER_N;
+  constexpr bool A_COLUMNS = (LAYOUT & kColumnMajorA) != 0;  // A stored k x m: M-major tiles
+  constexpr bool B_COLUMNS = (LAYOUT & kColumnMajorB) != 0;  // B stored n x k: K-major tiles
   constexpr int WG_M = BM / CONSUMERS;  // rows of C per consumer warpgroup
   constexpr int MT = WG_M / 64;         // m64 wgmma tiles per consumer warpgroup
   constexpr int A_STAGE = BM * BK * 2;
-  constexpr int B_CHUNK = BK * 128;  // one [BK][64] block of B: the N-major swizzle atom column
   constexpr int B_STAGE = BN * BK * 2;
-  constexpr int A_ROWS = BM / CLUSTER_N;  // A rows this CTA loads (and multicasts)
-  constexpr int B_ROWS = BK / CLUSTER_M;  // B k rows (of each chunk) this CTA loads
+  // An MN-major operand is stored in [BK][64] blocks (one swizzle atom column each); a K-major
+  // one in [rows][BK] (one 128-byte row per m or n).
+  constexpr int MN_CHUNK = BK * 128;
+  // Multicast slices: each CTA of a cluster row loads 1/CLUSTER_N of the shared A tile, each of
+  // a cluster column 1/CLUSTER_M of the shared B tile; a K-major tile is sliced by its rows, an
+  // MN-major one by its k rows.
+  constexpr int A_SLICE = A_COLUMNS ? BK / CLUSTER_N : BM / CLUSTER_N;
+  constexpr int B_SLICE = B_COLUMNS ? BN / CLUSTER_M : BK / CLUSTER_M;
   static_assert(BK == 64, "one 128-byte swizzle row per k slice");
   static_assert(BN % 64 == 0 && BN >= 64 && BN <= 256, "BN in 64..256, a multiple of 64");
   static_assert(WG_M % 64 == 0 && MT * BN <= 256, "accumulators must fit the registers");
@@ -237,7 +280,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
   // consumers a 64 x 256 accumulator block does not fit (C7602), 64 x 192 does.
   static_assert(CONSUMERS != 3 || MT * BN <= 192, "three consumers: BN <= 192");
   static_assert(CLUSTER_M <= 2 && CLUSTER_N <= 2, "clusters of up to 2 x 2");
-  static_assert(A_ROWS % 8 == 0 && B_ROWS % 8 == 0, "multicast slices are whole swizzle rows");
+  static_assert(A_SLICE % 8 == 0 && B_SLICE % 8 == 0, "multicast slices are whole swizzle rows");
   static_assert(KIND_IN == kBF16 || KIND_IN == kF16, "16-bit inputs");
   // Registers per thread after reallocation: the pool is 65536 / threads (rounded to 8) each.
   // wgmma groups left running when a stage is handed back (TS_SM90_MMA_IN_FLIGHT: probe only).
@@ -278,12 +321,31 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
 
   const int tiles_m = (p.m + BM * CLUSTER_M - 1) / (BM * CLUSTER_M);
   const int tiles_n = (p.n + BN * CLUSTER_N - 1) / (BN * CLUSTER_N);
-  // Split-K: a unit is one K slice of one tile; the slices of a tile are neighbouring units.
+  // A unit is one K slice of one tile of one batch: the slices of a tile are neighbouring
+  // units, and a batch's tiles are walked in grouped order before the next batch's.
   const int splits = p.k_splits > 1 ? p.k_splits : 1;
-  const int units = tiles_m * tiles_n * splits;
+  const int tiles = tiles_m * tiles_n;
+  const int units = tiles * splits * p.batch;
   const int k_blocks = (p.k + BK - 1) / BK;
   const int slice_blocks = (k_blocks + splits - 1) / splits;
   const int first_unit = blockIdx.x / CLUSTER, unit_step = gridDim.x / CLUSTER;
+  // Where unit `unit` works: its batch, the CTA's first row and column of C, and its k blocks.
+  struct Work {
+    int batch, slice, m0, n0, kb_begin, kb_end;
+  };
+  auto work_of = [&](int unit) {
+    Work w;
+    const int tile = unit / splits;
+    w.slice = unit - tile * splits;
+    w.batch = tile / tiles;
+    int tile_m, tile_n;
+    grouped_tile<GROUP_M>(tile - w.batch * tiles, tiles_m, tiles_n, tile_m, tile_n);
+    w.m0 = (tile_m * CLUSTER_M + cm) * BM;
+    w.n0 = (tile_n * CLUSTER_N + cn) * BN;
+    w.kb_begin = w.slice * slice_blocks;
+    w.kb_end = min(k_blocks, w.kb_begin + slice_blocks);
+    return w;
+  };
 
   if (wg == 0) {
     // Producer: one thread walks the same units as the consumers and keeps the ring full.
@@ -292,32 +354,40 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
       unsigned short a_mask = 0, b_mask = 0;  // peers sharing our A rows / our B columns
       for (int j = 0; j < CLUSTER_N; ++j) a_mask |= 1u << (cm + CLUSTER_M * j);
       for (int i = 0; i < CLUSTER_M; ++i) b_mask |= 1u << (i + CLUSTER_M * cn);
+      // One box of an operand into this CTA, or into every CTA sharing it.
+      auto load = [&](unsigned dst, const TensorMap* map, unsigned bar, int c0, int c1, int batch,
+                      bool multicast, unsigned short mask) {
+        if (multicast)
+          tma_load_3d_multicast(dst, map, bar, c0, c1, batch, mask);
+        else
+          tma_load_3d(dst, map, bar, c0, c1, batch);
+      };
       int stage = 0;
       unsigned phase = 0;
       for (int unit = first_unit; unit < units; unit += unit_step) {
-        int tile_m, tile_n;
-        grouped_tile<GROUP_M>(unit / splits, tiles_m, tiles_n, tile_m, tile_n);
-        const int m0 = (tile_m * CLUSTER_M + cm) * BM;
-        const int n0 = (tile_n * CLUSTER_N + cn) * BN;
-        const int kb_begin = (unit % splits) * slice_blocks;
-        const int kb_end = min(k_blocks, kb_begin + slice_blocks);
-        for (int kb = kb_begin; kb < kb_end; ++kb) {
+        const Work w = work_of(unit);
+        for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
           mbarrier_wait(empty(stage), phase ^ 1u);
           mbarrier_arrive_expect_tx(full(stage), A_STAGE + B_STAGE);
           const int k0 = kb * BK;
-          const unsigned a_dst = a_ring + stage * A_STAGE + cn * A_ROWS * 128;
-          if (CLUSTER_N > 1)
-            tma_load_2d_multicast(a_dst, &p.a_map, full(stage), k0, m0 + cn * A_ROWS, a_mask);
-          else
-            tma_load_2d(a_dst, &p.a_map, full(stage), k0, m0);
+          const unsigned a_stage = a_ring + stage * A_STAGE, b_stage = b_ring + stage * B_STAGE;
+          if (A_COLUMNS) {
 #pragma unroll
-          for (int j = 0; j < BN / 64; ++j) {
-            const unsigned b_dst = b_ring + stage * B_STAGE + j * B_CHUNK + cm * B_ROWS * 128;
-            if (CLUSTER_M > 1)
-              tma_load_2d_multicast(b_dst, &p.b_map, full(stage), n0 + 64 * j, k0 + cm * B_ROWS,
-                                    b_mask);
-            else
-              tma_load_2d(b_dst, &p.b_map, full(stage), n0 + 64 * j, k0);
+            for (int j = 0; j < BM / 64; ++j)
+              load(a_stage + j * MN_CHUNK + cn * A_SLICE * 128, &p.a_map, full(stage),
+                   w.m0 + 64 * j, k0 + cn * A_SLICE, w.batch, CLUSTER_N > 1, a_mask);
+          } else {
+            load(a_stage + cn * A_SLICE * 128, &p.a_map, full(stage), k0, w.m0 + cn * A_SLICE,
+                 w.batch, CLUSTER_N > 1, a_mask);
+          }
+          if (B_COLUMNS) {
+            load(b_stage + cm * B_SLICE * 128, &p.b_map, full(stage), k0, w.n0 + cm * B_SLICE,
+                 w.batch, CLUSTER_M > 1, b_mask);
+          } else {
+#pragma unroll
+            for (int j = 0; j < BN / 64; ++j)
+              load(b_stage + j * MN_CHUNK + cm * B_SLICE * 128, &p.b_map, full(stage),
+                   w.n0 + 64 * j, k0 + cm * B_SLICE, w.batch, CLUSTER_M > 1, b_mask);
           }
           if (++stage == STAGES) {
             stage = 0;
@@ -330,45 +400,46 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     // Consumers: warpgroup c multiplies rows [c * WG_M, (c + 1) * WG_M) of the CTA's tile.
     if (CONSUMERS > 1) warpgroup_regs_claim<CONSUMER_REGS>();
     const int c = wg - 1;
-    // Descriptors of stage 0, k step 0; later ones add (byte offset >> 4) to the address field.
-    const unsigned long long desc_a0 = wgmma_desc_sw128(a_ring + c * WG_M * 128, 16, 1024);
-    const unsigned long long desc_b0 = wgmma_desc_sw128(b_ring, B_CHUNK, 1024);
+    // Descriptors of stage 0, m tile 0, k step 0; later ones add (byte offset >> 4) to the
+    // address field. A K-major tile steps k by 32 bytes within its rows and m by 64 rows; an
+    // MN-major one steps k by 16 rows of 128 bytes and m by one [BK][64] block.
+    const unsigned long long desc_a0 =
+        A_COLUMNS ? wgmma_desc_sw128(a_ring + (c * WG_M / 64) * MN_CHUNK, MN_CHUNK, 1024)
+                  : wgmma_desc_sw128(a_ring + c * WG_M * 128, 16, 1024);
+    const unsigned long long desc_b0 = B_COLUMNS ? wgmma_desc_sw128(b_ring, 16, 1024)
+                                                 : wgmma_desc_sw128(b_ring, MN_CHUNK, 1024);
+    constexpr int A_STEP_K = A_COLUMNS ? 16 * 128 : 32, A_STEP_M = A_COLUMNS ? MN_CHUNK : 64 * 128;
+    constexpr int B_STEP_K = B_COLUMNS ? 32 : 16 * 128;
     const bool vec_ok = (p.ldc % 2 == 0) && (reinterpret_cast<unsigned long long>(p.c) % 8 == 0);
     float acc[MT][BN / 2];
     unsigned boxes_issued = 0;
     int stage = 0;
     unsigned phase = 0;
     for (int unit = first_unit; unit < units; unit += unit_step) {
-      int tile_m, tile_n;
-      grouped_tile<GROUP_M>(unit / splits, tiles_m, tiles_n, tile_m, tile_n);
-      const int m0 = (tile_m * CLUSTER_M + cm) * BM;
-      const int n0 = (tile_n * CLUSTER_N + cn) * BN;
-      const int slice = unit % splits;
-      const int kb_begin = slice * slice_blocks;
-      const int kb_end = min(k_blocks, kb_begin + slice_blocks);
+      const Work w = work_of(unit);
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int i = 0; i < BN / 2; ++i) acc[mt][i] = 0.f;
 
       int previous = 0;
-      for (int kb = kb_begin; kb < kb_end; ++kb) {
+      for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
         mbarrier_wait(full(stage), phase);
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < BK / 16; ++kk) {
-          const unsigned long long desc_b = desc_b0 + ((stage * B_STAGE + kk * 16 * 128) >> 4);
+          const unsigned long long desc_b = desc_b0 + ((stage * B_STAGE + kk * B_STEP_K) >> 4);
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt) {
             const unsigned long long desc_a =
-                desc_a0 + ((stage * A_STAGE + mt * 64 * 128 + kk * 32) >> 4);
-            wgmma_tile_m64k16<BN, KIND_IN>(acc[mt], desc_a, desc_b);
+                desc_a0 + ((stage * A_STAGE + mt * A_STEP_M + kk * A_STEP_K) >> 4);
+            wgmma_tile_m64k16<BN, KIND_IN, A_COLUMNS, !B_COLUMNS>(acc[mt], desc_a, desc_b);
           }
         }
         wgmma_commit();
         // Keep MMA_IN_FLIGHT groups running: once the group before them is done, hand its stage
         // back (with 0, each stage is handed back as soon as its own group is done).
-        if (MMA_IN_FLIGHT == 0 || kb > kb_begin) {
+        if (MMA_IN_FLIGHT == 0 || kb > w.kb_begin) {
           wgmma_wait<MMA_IN_FLIGHT>();
           const int done = MMA_IN_FLIGHT == 0 ? stage : previous;
           if (CLUSTER == 1) {
@@ -386,7 +457,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
       wgmma_wait<0>();
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) wgmma_fence_registers(acc[mt]);
-      if (MMA_IN_FLIGHT > 0 && kb_end > kb_begin) {
+      if (MMA_IN_FLIGHT > 0 && w.kb_end > w.kb_begin) {
         if (CLUSTER == 1) {
           if (tid == 0) mbarrier_arrive(empty(previous));
         } else if (tid < CLUSTER) {
@@ -394,21 +465,32 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
         }
       }
       if (splits > 1) {
-        float* partial = p.partials + static_cast<long long>(slice) * p.m * p.n;
+        // The epilogue runs in splitk_reduce, once the slices are summed.
+        float* partial =
+            p.partials + (static_cast<long long>(w.slice) * p.batch + w.batch) * p.m * p.n;
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
-          store_accumulators<BN, kF32>(acc[mt], partial, p.n, p.m, p.n, m0 + c * WG_M + mt * 64,
-                                       n0, p.n % 2 == 0);
-      } else if (p.c_store_tma) {
+          store_accumulators<BN, kF32>(acc[mt], partial, p.n, p.m, p.n,
+                                       w.m0 + c * WG_M + mt * 64, w.n0, p.n % 2 == 0);
+        continue;
+      }
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+        epilogue_accumulators<BN, EPI, KIND_OUT>(acc[mt], p.epilogue, w.batch, p.m, p.n,
+                                                 w.m0 + c * WG_M + mt * 64, w.n0);
+      if (p.c_store_tma) {
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
           store_accumulators_tma<BN, KIND_OUT>(acc[mt], &p.c_map, c_staging + c * 2 * 8192,
-                                               m0 + c * WG_M + mt * 64, n0, 1 + c, boxes_issued);
+                                               w.batch, w.m0 + c * WG_M + mt * 64, w.n0, 1 + c,
+                                               boxes_issued);
       } else {
+        void* c_batch = static_cast<char*>(p.c) +
+                        w.batch * p.stride_c * (KIND_OUT == kF32 ? 4 : 2);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
-          store_accumulators<BN, KIND_OUT>(acc[mt], p.c, p.ldc, p.m, p.n,
-                                           m0 + c * WG_M + mt * 64, n0, vec_ok);
+          store_accumulators<BN, KIND_OUT>(acc[mt], c_batch, p.ldc, p.m, p.n,
+                                           w.m0 + c * WG_M + mt * 64, w.n0, vec_ok);
       }
     }
     // The staging slots must outlive the last stores' reads of them.

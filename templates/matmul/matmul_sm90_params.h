@@ -4,32 +4,41 @@
 #pragma once
 
 #include "common/tensor_map.h"
+#include "matmul/matmul_params.h"
 
 namespace tilesmith {
 
-// C[m x n] = A[m x k] * B[k x n], all row-major. A and B are read only through their tensor maps
-// (see matmul_sm90.cuh for the encoding). C is written through c_map (TMA stores, clipped by the
-// map) when c_store_tma is 1, else with ordinary stores through c and ldc, clipped to m x n.
+// C[b][m x n] = A[b] * B[b] (+ the epilogue) for b < batch; A and B stored as the LAYOUT
+// template argument says (matmul_params.h). A and B are read only through their tensor maps
+// (rank 3, the batch outermost: see matmul_sm90.cuh). C is written through c_map (TMA stores,
+// clipped by the map) when c_store_tma is 1, else with ordinary stores through c, ldc and
+// stride_c, clipped to m x n.
 struct MatmulSm90Params {
-  TensorMap a_map;  // A: dims {k, m}, row stride lda * element bytes
-  TensorMap b_map;  // B: dims {n, k}, row stride ldb * element bytes
-  TensorMap c_map;  // C: dims {n, m}, row stride ldc * element bytes (used if c_store_tma)
-  void* c;          // C: m x n, leading dimension ldc (elements)
+  TensorMap a_map;  // A: row-major dims {k, m, batch}; column-major {m, k, batch}
+  TensorMap b_map;  // B: row-major dims {n, k, batch}; column-major {k, n, batch}
+  TensorMap c_map;  // C: dims {n, m, batch} (used if c_store_tma)
+  void* c;          // C: batch x m x n, rows ldc elements apart, batches stride_c apart
   int m, n, k;
   int ldc;
+  int batch;
   int c_store_tma;  // 1: C through c_map (needs ldc * bytes % 16 == 0, C 16-byte aligned)
+  long long stride_c;
   // Split-K: with k_splits > 1, work unit u is K slice u % k_splits of output tile
-  // u / k_splits, and its fp32 products go to partials + slice * m * n (rows n apart) instead of
-  // C; splitk_reduce (matmul_splitk.cuh) then sums the slices into C.
+  // u / k_splits, and its fp32 products go to partials + (slice * batch + b) * m * n (rows n
+  // apart) instead of C; splitk_reduce (matmul_splitk.cuh) then sums the slices into C and
+  // applies the epilogue.
   int k_splits;
   float* partials;
+  MatmulEpilogueArgs epilogue;
 };
 
 // The argument of splitk_reduce.
 struct SplitKReduceParams {
-  const float* partials;  // `splits` slices of m x n fp32, rows n apart
-  void* c;                // m x n, leading dimension ldc
-  int m, n, ldc, splits;
+  const float* partials;  // `splits` slices of batch x m x n fp32, rows n apart
+  void* c;                // batch x m x n, rows ldc apart, batches stride_c apart
+  int m, n, ldc, splits, batch;
+  long long stride_c;
+  MatmulEpilogueArgs epilogue;
 };
 
 }  // namespace tilesmith

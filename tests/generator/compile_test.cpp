@@ -285,6 +285,14 @@ std::vector<SampleCase> space_sample() {
        matmul_problem(1024, 1024, 1024, DType::bf16, DType::bf16)},
       {"128x128x32_w4x4_s4_bf16_aligned", tile_config(128, 128, 32, 4, 4, 4, 8),
        matmul_problem(2048, 1536, 512, DType::bf16, DType::bf16)},
+      // Layouts, batches and the epilogue.
+      {"128x128x32_w2x2_s4_bf16_colA_colB_epilogue", tile_config(128, 128, 32, 2, 2, 4, 8),
+       Problem{"matmul", DType::bf16, DType::bf16, {4096, 4096, 4096},
+               {{"a", "col"}, {"b", "col"}, {"act", "gelu"}, {"bias", "1"}, {"residual", "1"}}}},
+      {"64x128x32_w2x2_s3_f16_f32_colB_batch_unaligned", tile_config(64, 128, 32, 2, 2, 3, 1),
+       Problem{"matmul", DType::f16, DType::f32, {3, 100, 77, 45}, {{"b", "col"}, {"act", "silu"}}}},
+      {"128x64x64_w2x2_s3_bf16_colA_relu_bias", tile_config(128, 64, 64, 2, 2, 3, 8),
+       Problem{"matmul", DType::bf16, DType::bf16, {1000, 1000, 1000}, {{"a", "col"}, {"act", "relu"}, {"bias", "1"}}}},
   };
   return sample;
 }
@@ -306,6 +314,16 @@ std::vector<SampleCase> wgmma_sample() {
        matmul_problem(1000, 1000, 1000, DType::f16, DType::f16)},
       {"wg128x256_s4_c2_padded_bf16", testing::wgmma_config(128, 256, 4, 2, 2, 1),
        matmul_problem(4093, 4093, 4093, DType::bf16, DType::bf16)},
+      // Layouts, batches and the epilogue.
+      {"wg128x256_s4_c2_cl2x1_bf16_colB_epilogue", testing::wgmma_config(128, 256, 4, 2, 2, 1),
+       Problem{"matmul", DType::bf16, DType::bf16, {4096, 4096, 4096},
+               {{"b", "col"}, {"act", "gelu"}, {"bias", "1"}, {"residual", "1"}}}},
+      {"wg256x128_s4_c2_cl1x2_f16_colA", testing::wgmma_config(256, 128, 4, 2, 1, 2),
+       Problem{"matmul", DType::f16, DType::f16, {1000, 1000, 1000}, {{"a", "col"}}}},
+      {"wg192x128_s4_c3_colA_colB_f32_batch", testing::wgmma_config(192, 128, 4, 3, 1, 1, 1),
+       Problem{"matmul", DType::bf16, DType::f32, {4, 300, 520, 136}, {{"a", "col"}, {"b", "col"}, {"act", "silu"}}}},
+      {"wg128x128_s4_c2_split4_colB_bias", testing::wgmma_config(128, 128, 4, 2, 1, 1, 8, 4),
+       Problem{"matmul", DType::bf16, DType::bf16, {1000, 1000, 1000}, {{"b", "col"}, {"bias", "1"}}}},
   };
 }
 

@@ -17,17 +17,34 @@ namespace {
 
 using testing::TempDir;
 
+// The runtime's arguments for `problem` (shape MxNxK or BxMxNxK, matmul's options), on the
+// bench's tensors: A, B, the epilogue's inputs, C.
 MatmulArgs args_for(const tuner::Workbench& bench, const Problem& problem) {
   const auto& address = bench.tensor_addresses();
+  auto option = [&](const char* name) {
+    auto it = problem.options.find(name);
+    return it == problem.options.end() ? std::string() : it->second;
+  };
   MatmulArgs args;
-  args.a = reinterpret_cast<const void*>(address[0]);
-  args.b = reinterpret_cast<const void*>(address[1]);
-  args.c = reinterpret_cast<void*>(address[2]);
-  args.m = problem.shape[0];
-  args.n = problem.shape[1];
-  args.k = problem.shape[2];
+  std::size_t next = 0;
+  args.a = reinterpret_cast<const void*>(address[next++]);
+  args.b = reinterpret_cast<const void*>(address[next++]);
+  if (option("bias") == "1") args.bias = reinterpret_cast<const void*>(address[next++]);
+  if (option("residual") == "1") args.residual = reinterpret_cast<const void*>(address[next++]);
+  args.c = reinterpret_cast<void*>(address[next]);
+  const std::size_t at = problem.shape.size() == 4 ? 1 : 0;
+  if (at) args.batch = problem.shape[0];
+  args.m = problem.shape[at];
+  args.n = problem.shape[at + 1];
+  args.k = problem.shape[at + 2];
   args.dtype = problem.dtype;
   args.out_dtype = problem.out_dtype;
+  if (option("a") == "col") args.a_layout = Layout::column_major;
+  if (option("b") == "col") args.b_layout = Layout::column_major;
+  const std::string act = option("act");
+  if (act == "relu") args.activation = Activation::relu;
+  if (act == "gelu") args.activation = Activation::gelu;
+  if (act == "silu") args.activation = Activation::silu;
   return args;
 }
 
@@ -79,6 +96,31 @@ TEST(GpuRuntime, MatmulMatchesReferenceOnIssueShapes) {
         EXPECT_EQ(result.nonfinite, 0u) << problem.key();
       }
     }
+  }
+}
+
+// Layouts, batches and the fused epilogue through the runtime's arguments: the problem it
+// builds from them is the one the reference checks (options included), with the default config.
+TEST(GpuRuntime, LayoutsBatchesAndEpiloguesMatchTheReference) {
+  TILESMITH_REQUIRE_GPU();
+  TempDir dir;
+  Runtime runtime({dir.file("runtime.db"), 0});
+  std::uint64_t seed = 71;
+  const std::vector<Problem> problems = {
+      {"matmul", DType::bf16, DType::bf16, {1000, 1000, 1000}, {{"b", "col"}}},
+      {"matmul", DType::bf16, DType::bf16, {257, 1031, 517}, {{"a", "col"}, {"act", "gelu"}, {"bias", "1"}}},
+      {"matmul", DType::f16, DType::f32, {3, 129, 72, 264}, {{"a", "col"}, {"b", "col"}, {"residual", "1"}}},
+      {"matmul", DType::bf16, DType::bf16, {4, 512, 512, 512},
+       {{"b", "col"}, {"act", "silu"}, {"bias", "1"}, {"residual", "1"}}},
+      {"matmul", DType::bf16, DType::bf16, {16, 4096, 4096}, {{"b", "col"}, {"act", "relu"}}},
+  };
+  for (const Problem& problem : problems) {
+    expect_correct_matmul(runtime, problem, seed++);
+    const DispatchInfo info = runtime.describe_matmul([&] {
+      tuner::Workbench bench(find_family("matmul"), problem, driver::describe_device(0));
+      return args_for(bench, problem);
+    }());
+    EXPECT_EQ(info.source, KernelSource::memory) << problem.key() << ": one entry per problem";
   }
 }
 

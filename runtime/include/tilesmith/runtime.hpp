@@ -29,7 +29,14 @@ struct RuntimeOptions {
   int device_ordinal = 0;
 };
 
-// C[m x n] = A[m x k] * B[k x n], row-major, contiguous; device pointers 16-byte aligned.
+enum class Layout { row_major, column_major };
+enum class Activation { none, relu, gelu, silu /* gelu: the exact (erf) form */ };
+
+// C[b] = act(A[b] * B[b] + bias) + residual[b] for b < batch, fp32 inside, rounded once to C's
+// type. A is m x k (row-major) or stored k x m (column-major); B is k x n or stored n x k (the
+// weight of a linear layer, x * W^T); C is m x n row-major. Batches are contiguous. A, B and C
+// are 16-byte aligned device pointers; bias (n elements) and residual (like C) have C's type
+// and are used when not null.
 struct MatmulArgs {
   const void* a = nullptr;
   const void* b = nullptr;
@@ -37,6 +44,12 @@ struct MatmulArgs {
   std::int64_t m = 0, n = 0, k = 0;
   DType dtype = DType::bf16;                // A and B
   std::optional<DType> out_dtype;           // C: dtype (default) or f32
+  std::int64_t batch = 1;
+  Layout a_layout = Layout::row_major;
+  Layout b_layout = Layout::row_major;
+  const void* bias = nullptr;
+  const void* residual = nullptr;
+  Activation activation = Activation::none;
 };
 
 // Where the kernel a call used came from.

@@ -29,6 +29,35 @@ int tilesmith_matmul(tilesmith_runtime* runtime, const void* a, const void* b, v
 int tilesmith_matmul_config(tilesmith_runtime* runtime, int64_t m, int64_t n, int64_t k, int dtype,
                             int out_dtype, char* config, int config_capacity, int* tuned);
 
+enum tilesmith_layout { TILESMITH_ROW_MAJOR = 0, TILESMITH_COLUMN_MAJOR = 1 };
+enum tilesmith_activation {
+  TILESMITH_ACT_NONE = 0,
+  TILESMITH_ACT_RELU = 1,
+  TILESMITH_ACT_GELU = 2, /* the exact (erf) form */
+  TILESMITH_ACT_SILU = 3
+};
+
+/* C[b] = act(A[b] * B[b] + bias) + residual[b] for b < batch (contiguous batches), fp32 inside.
+ * Column-major A is stored k x m, column-major B n x k (x * W^T); C is m x n row-major. A, B, C:
+ * 16-byte aligned; bias (n elements) and residual (like C) have out_dtype's type, NULL: none. */
+typedef struct tilesmith_matmul_desc {
+  const void* a;
+  const void* b;
+  void* c;
+  int64_t batch, m, n, k; /* batch >= 1 */
+  int dtype, out_dtype;   /* enum tilesmith_dtype */
+  int a_layout, b_layout; /* enum tilesmith_layout */
+  const void* bias;
+  const void* residual;
+  int activation; /* enum tilesmith_activation */
+} tilesmith_matmul_desc;
+
+int tilesmith_matmul_ex(tilesmith_runtime* runtime, const tilesmith_matmul_desc* desc, void* stream);
+/* tilesmith_matmul_config for a descriptor (its pointers may be NULL, except bias and residual,
+ * whose presence selects the kernel). */
+int tilesmith_matmul_ex_config(tilesmith_runtime* runtime, const tilesmith_matmul_desc* desc,
+                               char* config, int config_capacity, int* tuned);
+
 const char* tilesmith_last_error(void);
 
 #ifdef __cplusplus

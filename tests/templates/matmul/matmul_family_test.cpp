@@ -5,8 +5,10 @@
 #include <cstdint>
 #include <cstring>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <set>
+#include <tuple>
 #include <string>
 #include <utility>
 #include <vector>
@@ -147,12 +149,38 @@ TEST(MatmulValidateTest, RejectsAnotherOp) {
   EXPECT_NE(message.find("conv"), std::string::npos) << message;
 }
 
-TEST(MatmulValidateTest, RejectsShapesThatAreNotMxNxK) {
+TEST(MatmulValidateTest, RejectsShapesThatAreNotMxNxKOrBxMxNxK) {
   Problem two_dims{"matmul", DType::bf16, DType::bf16, {64, 64}};
   std::string message = error_message_of([&] { matmul().validate(two_dims); });
   EXPECT_NE(message.find("64x64"), std::string::npos) << message;
-  Problem four_dims{"matmul", DType::bf16, DType::bf16, {8, 8, 8, 8}};
-  EXPECT_THROW(matmul().validate(four_dims), Error);
+  EXPECT_NE(message.find("BxMxNxK"), std::string::npos) << message;
+  Problem five_dims{"matmul", DType::bf16, DType::bf16, {8, 8, 8, 8, 8}};
+  EXPECT_THROW(matmul().validate(five_dims), InvalidArgument);
+  Problem batched{"matmul", DType::bf16, DType::bf16, {8, 8, 8, 8}};
+  EXPECT_NO_THROW(matmul().validate(batched));
+  Problem too_many{"matmul", DType::bf16, DType::bf16, {1 << 20, 1 << 10, 1 << 10, 8}};
+  EXPECT_THROW(matmul().validate(too_many), InvalidArgument);
+}
+
+// Options: the layouts and the epilogue, each with its values; a default value is left out, so
+// a problem has one key.
+TEST(MatmulValidateTest, AcceptsItsOptionsAndNamesTheWrongOnes) {
+  Problem problem = matmul_problem(64, 64, 64);
+  problem.options = {{"a", "col"}, {"b", "col"}, {"act", "gelu"}, {"bias", "1"}, {"residual", "1"}};
+  EXPECT_NO_THROW(matmul().validate(problem));
+  for (const auto& [name, value, expected] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"layout", "col", "unknown option 'layout'"},
+           {"a", "row", "a=row is the default: leave the option out"},
+           {"act", "none", "act=none is the default"},
+           {"act", "tanh", "act=relu|gelu|silu"},
+           {"bias", "2", "bias=1"}}) {
+    Problem wrong = matmul_problem(64, 64, 64);
+    wrong.options = {{name, value}};
+    std::string message = error_message_of([&] { matmul().validate(wrong); });
+    EXPECT_NE(message.find(expected), std::string::npos) << message;
+    EXPECT_THROW(matmul().validate(wrong), InvalidArgument);
+  }
 }
 
 TEST(MatmulValidateTest, RejectsDimensionsOutsideTheKernelsIntRange) {
@@ -431,13 +459,15 @@ TEST(MatmulLaunchTest, GridCoversTheOutputAndBlockIsTheWarps) {
   EXPECT_EQ(spot.dynamic_smem_bytes, 81408u);
 }
 
-// The template arguments of "tilesmith::matmul_kernel<a,b,...>", as text.
+// The template arguments of "tilesmith::matmul_kernel<a,b,...>" (or matmul_sm90), as text.
 std::vector<std::string> template_arguments(const std::string& expression) {
-  const std::string prefix = "tilesmith::matmul_kernel<";
-  EXPECT_EQ(expression.rfind(prefix, 0), 0u) << expression;
+  const std::size_t open = expression.find('<');
+  EXPECT_TRUE(expression.rfind("tilesmith::matmul_kernel<", 0) == 0 ||
+              expression.rfind("tilesmith::matmul_sm90<", 0) == 0)
+      << expression;
   EXPECT_EQ(expression.back(), '>') << expression;
   std::vector<std::string> arguments;
-  std::string inner = expression.substr(prefix.size(), expression.size() - prefix.size() - 1);
+  std::string inner = expression.substr(open + 1, expression.size() - open - 2);
   std::size_t start = 0;
   for (std::size_t comma; (comma = inner.find(',', start)) != std::string::npos; start = comma + 1)
     arguments.push_back(inner.substr(start, comma - start));
@@ -445,20 +475,26 @@ std::vector<std::string> template_arguments(const std::string& expression) {
   return arguments;
 }
 
-// The last three template arguments: ALIGNED, IN_KIND, OUT_KIND.
+// The template arguments after the tile's: ALIGNED, IN_KIND, OUT_KIND, LAYOUT, EPI.
 std::vector<std::string> alignment_and_dtypes(const Config& config, const Problem& problem) {
   std::vector<std::string> arguments =
       template_arguments(matmul().kernel_expressions(config, problem).at(0));
-  if (arguments.size() < 3) return arguments;
-  return std::vector<std::string>(arguments.end() - 3, arguments.end());
+  if (arguments.size() < 5) return arguments;
+  return std::vector<std::string>(arguments.end() - 5, arguments.end() - 2);
+}
+std::vector<std::string> layout_and_epilogue(const Config& config, const Problem& problem) {
+  std::vector<std::string> arguments =
+      template_arguments(matmul().kernel_expressions(config, problem).at(0));
+  if (arguments.size() < 2) return arguments;
+  return std::vector<std::string>(arguments.end() - 2, arguments.end());
 }
 
 TEST(MatmulKernelExpressionTest, StartsWithTheTileParameters) {
   Config config = tile_config(128, 64, 32, 2, 1, 3, 8);
   std::vector<std::string> arguments =
       template_arguments(matmul().kernel_expressions(config, matmul_problem(4096, 4096, 4096)).at(0));
-  // One argument per parameter of the variant, then ALIGNED, IN_KIND and OUT_KIND.
-  EXPECT_EQ(arguments.size(), config.values.size() - 1 + 3);
+  // One argument per parameter of the variant, then ALIGNED, IN_KIND, OUT_KIND, LAYOUT, EPI.
+  EXPECT_EQ(arguments.size(), config.values.size() - 1 + 5);
   ASSERT_GE(arguments.size(), 7u);
   EXPECT_EQ(std::vector<std::string>(arguments.begin(), arguments.begin() + 7),
             (std::vector<std::string>{"128", "64", "32", "2", "1", "3", "8"}));
@@ -490,13 +526,40 @@ TEST(MatmulKernelExpressionTest, AlignedOnlyWhenKAndNAreMultiplesOfEight) {
   EXPECT_EQ(aligned_flag(4096, 4096, 4093), "0");  // K
   EXPECT_EQ(aligned_flag(4096, 4100, 4096), "0");  // N % 8 == 4
   EXPECT_EQ(aligned_flag(4093, 4093, 4093), "0");
+  // What must be a multiple of 8 is each stored row: column-major A has rows of M (K is then
+  // free, as M is for row-major A), column-major B rows of K.
+  auto aligned_with = [&](std::int64_t m, std::int64_t n, std::int64_t k,
+                          std::map<std::string, std::string> options) {
+    Problem problem = matmul_problem(m, n, k);
+    problem.options = std::move(options);
+    return alignment_and_dtypes(config, problem).at(0);
+  };
+  EXPECT_EQ(aligned_with(4093, 4096, 4096, {{"a", "col"}}), "0");
+  EXPECT_EQ(aligned_with(4096, 4096, 4093, {{"a", "col"}}), "1");
+  EXPECT_EQ(aligned_with(4096, 4093, 4096, {{"b", "col"}}), "1");
+  EXPECT_EQ(aligned_with(4096, 4096, 4093, {{"b", "col"}}), "0");
+}
+
+TEST(MatmulKernelExpressionTest, EncodesTheLayoutAndEpilogue) {
+  using Args = std::vector<std::string>;
+  for (const Config& config : {tile_config(128, 64, 32, 2, 1, 3, 8),
+                               testing::wgmma_config(128, 256, 4, 2, 2, 1)}) {
+    Problem problem = matmul_problem(4096, 4096, 4096);
+    EXPECT_EQ(layout_and_epilogue(config, problem), (Args{"0", "0"}));
+    problem.options = {{"a", "col"}, {"act", "silu"}, {"residual", "1"}};
+    // kColumnMajorA = 1; kActSilu = 3 | kEpilogueResidual = 8.
+    EXPECT_EQ(layout_and_epilogue(config, problem), (Args{"1", "11"}));
+    problem.options = {{"b", "col"}, {"act", "gelu"}, {"bias", "1"}};
+    EXPECT_EQ(layout_and_epilogue(config, problem), (Args{"2", "6"}));
+  }
 }
 
 TEST(MatmulKernelExpressionTest, ReferenceExpressionEncodesTheInputType) {
   EXPECT_EQ(matmul().reference_expression(matmul_problem(8, 8, 8, DType::bf16, DType::bf16)),
-            "tilesmith::matmul_reference<1>");
-  EXPECT_EQ(matmul().reference_expression(matmul_problem(8, 8, 8, DType::f16, DType::f32)),
-            "tilesmith::matmul_reference<0>");
+            "tilesmith::matmul_reference<1,1,0,0>");
+  Problem transposed = matmul_problem(8, 8, 8, DType::f16, DType::f32);
+  transposed.options = {{"a", "col"}, {"b", "col"}, {"act", "relu"}, {"bias", "1"}};
+  EXPECT_EQ(matmul().reference_expression(transposed), "tilesmith::matmul_reference<0,2,3,5>");
 }
 
 TEST(MatmulWorkTest, FlopsAreTwoMNKAndBytesEachTensorOnce) {
@@ -712,7 +775,7 @@ TEST(MatmulWgmmaTest, SplitKWritesPartialsThenReducesThem) {
   EXPECT_EQ(matmul().workspace_bytes(split, problem, hopper), 4u * 1000 * 1000 * 4);
   const std::vector<std::string> kernels = matmul().kernel_expressions(split, problem);
   ASSERT_EQ(kernels.size(), 2u);
-  EXPECT_EQ(kernels[1], "tilesmith::splitk_reduce<0>");  // f16 C
+  EXPECT_EQ(kernels[1], "tilesmith::splitk_reduce<0,0>");  // f16 C
   const std::uint64_t addresses[3] = {0x10000, 0x20000, 0x30000};
   const LaunchPlan plan = matmul().plan(split, problem, hopper, addresses, 0x100000);
   ASSERT_EQ(plan.step_count, 2);

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 
 #include "generator/compiled_kernel.hpp"
 #include "support/matmul_configs.hpp"
@@ -31,13 +32,23 @@ class GpuMatmul : public ::testing::Test {
 // The GPU reference is what every candidate is judged by: it must agree with a double-precision
 // CPU loop on shapes with every kind of edge.
 TEST_F(GpuMatmul, ReferenceMatchesCpuLoop) {
-  for (const Problem& problem : {matmul(DType::bf16, DType::bf16, 1, 1, 1),
-                                 matmul(DType::bf16, DType::f32, 17, 33, 65),
-                                 matmul(DType::f16, DType::f16, 70, 48, 131)}) {
+  const std::vector<Problem> problems = {
+      matmul(DType::bf16, DType::bf16, 1, 1, 1), matmul(DType::bf16, DType::f32, 17, 33, 65),
+      matmul(DType::f16, DType::f16, 70, 48, 131),
+      {"matmul", DType::bf16, DType::bf16, {70, 48, 131}, {{"a", "col"}}},
+      {"matmul", DType::f16, DType::f32, {5, 9, 40}, {{"b", "col"}, {"act", "silu"}, {"residual", "1"}}},
+      {"matmul", DType::bf16, DType::bf16, {3, 7, 5, 9}, {{"act", "relu"}, {"bias", "1"}}},
+      {"matmul", DType::bf16, DType::f32, {2, 17, 33, 65},
+       {{"a", "col"}, {"b", "col"}, {"act", "gelu"}, {"bias", "1"}, {"residual", "1"}}}};
+  for (const Problem& problem : problems) {
     tuner::Workbench bench(family_, problem, device_);
     bench.refresh_inputs(7);
     std::vector<float> gpu = bench.reference_output();
-    std::vector<double> cpu = family_.reference_cpu(problem, {bench.download(0), bench.download(1)});
+    std::vector<std::vector<double>> inputs;
+    const std::vector<TensorSpec> tensors = family_.tensors(problem);
+    for (std::size_t i = 0; i < tensors.size(); ++i)
+      if (!tensors[i].is_output) inputs.push_back(bench.download(i));
+    std::vector<double> cpu = family_.reference_cpu(problem, inputs);
     ASSERT_EQ(gpu.size(), cpu.size());
     double error = 0, norm = 0;
     for (std::size_t i = 0; i < cpu.size(); ++i) {
@@ -91,6 +102,49 @@ TEST_F(GpuMatmul, SampledConfigsMatchReferenceOnOddShapes) {
   }
 }
 
+// Every layout of A and B, batches and the fused epilogue, on each template: a deterministic
+// sample of each variant's valid configs per problem (odd and unaligned shapes included).
+TEST_F(GpuMatmul, EveryLayoutBatchAndEpilogueMatchesTheReference) {
+  const std::vector<std::map<std::string, std::string>> layouts = {
+      {}, {{"a", "col"}}, {{"b", "col"}}, {{"a", "col"}, {"b", "col"}}};
+  std::vector<Problem> problems;
+  for (const auto& layout : layouts) {
+    auto with = [&](std::map<std::string, std::string> options) {
+      options.insert(layout.begin(), layout.end());
+      return options;
+    };
+    problems.push_back({"matmul", DType::bf16, DType::bf16, {257, 1031, 517},
+                        with({{"act", "gelu"}, {"bias", "1"}})});
+    problems.push_back({"matmul", DType::f16, DType::f32, {3, 129, 72, 264},
+                        with({{"act", "silu"}, {"residual", "1"}})});
+    problems.push_back({"matmul", DType::bf16, DType::bf16, {2, 1000, 1000, 1000}, with({})});
+    problems.push_back({"matmul", DType::bf16, DType::bf16, {7, 17, 33},
+                        with({{"act", "relu"}, {"bias", "1"}, {"residual", "1"}})});
+  }
+  const std::vector<Config> space = family_.enumerate();
+  int checked = 0;
+  for (const Problem& problem : problems) {
+    tuner::Workbench bench(family_, problem, device_);
+    for (int variant : {0, 1}) {
+      int taken = 0;
+      for (std::size_t i = (checked * 13) % 11; i < space.size() && taken < 2; i += 11) {
+        const Config& config = space[i];
+        if (config.at("variant") != variant || family_.reject(config, problem, device_)) continue;
+        RenderedSource source = render(family_, config, problem);
+        driver::ReadyKernel ready = driver::load_kernel(compile(source, device_.arch()),
+                                                        bench.plan(config), source.describe());
+        bench.refresh_inputs(2000 + checked);
+        tuner::Verification result = bench.verify(ready, config);
+        EXPECT_TRUE(result.passed) << problem.key() << " [" << config.text() << "]: " << result.detail;
+        EXPECT_EQ(result.nonfinite, 0u) << problem.key() << " [" << config.text() << "]";
+        ++taken;
+        ++checked;
+      }
+      if (variant == 0 || device_.arch() == "sm_90a") EXPECT_EQ(taken, 2) << problem.key();
+    }
+  }
+}
+
 // The wgmma template's launch plans beyond one kernel: K split into slices and reduced, and rows
 // TMA cannot read copied into padded workspace rows first; each against the reference.
 TEST_F(GpuMatmul, WgmmaSplitKAndPaddedPlansMatchTheReference) {
@@ -108,6 +162,13 @@ TEST_F(GpuMatmul, WgmmaSplitKAndPaddedPlansMatchTheReference) {
       {matmul(DType::bf16, DType::bf16, 4093, 4093, 4093), testing::wgmma_config(128, 256, 4, 2, 2, 1)},
       {matmul(DType::bf16, DType::bf16, 1, 1, 1), testing::wgmma_config(128, 256, 4, 2, 2, 1)},
       {matmul(DType::f16, DType::f32, 17, 33, 65), testing::wgmma_config(64, 64, 4, 1, 1, 2)},
+      // The epilogue after split-K's reduction, and padded copies of column-major operands.
+      {{"matmul", DType::bf16, DType::bf16, {2, 1000, 1000, 1000}, {{"b", "col"}, {"act", "gelu"}, {"bias", "1"}, {"residual", "1"}}},
+       testing::wgmma_config(128, 128, 4, 2, 1, 1, 8, 4)},
+      {{"matmul", DType::f16, DType::f16, {257, 1031, 517}, {{"a", "col"}, {"b", "col"}}},
+       testing::wgmma_config(128, 128, 4, 2, 1, 2, 8, 2)},
+      {{"matmul", DType::bf16, DType::f32, {3, 4093, 1000, 999}, {{"a", "col"}, {"act", "silu"}}},
+       testing::wgmma_config(128, 256, 4, 2, 2, 1)},
   };
   for (const Case& c : cases) {
     ASSERT_EQ(family_.reject(c.config, c.problem, device_), std::nullopt)

@@ -1,0 +1,46 @@
+// The matmul epilogue, one definition for every matmul kernel and the reference: bias per
+// column, then the activation, then the residual, on fp32 values before C's rounding.
+#pragma once
+
+#include "common/tile_primitives.cuh"
+#include "matmul/matmul_params.h"
+
+namespace tilesmith {
+
+template <int KIND>
+__device__ __forceinline__ float load_as_float(const void* base, long long index) {
+  if (KIND == kF32) return static_cast<const float*>(base)[index];
+  return to_float(static_cast<const half_bits*>(base)[index], KIND);
+}
+
+template <int ACT>
+__device__ __forceinline__ float activate(float x) {
+  if (ACT == kActRelu) return x > 0.f ? x : 0.f;
+  if (ACT == kActGelu) return 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
+  if (ACT == kActSilu) return x / (1.f + __expf(-x));
+  return x;
+}
+
+// The epilogue of element (row, col) of batch `batch`, whose accumulated value is `value`.
+template <int EPI, int KIND_OUT>
+__device__ __forceinline__ float epilogue_value(const MatmulEpilogueArgs& e, int batch, int row,
+                                                int col, float value) {
+  if (EPI & kEpilogueBias) value += load_as_float<KIND_OUT>(e.bias, col);
+  value = activate<EPI & kActMask>(value);
+  if (EPI & kEpilogueResidual)
+    value += load_as_float<KIND_OUT>(
+        e.residual, batch * e.stride_r + static_cast<long long>(row) * e.ldr + col);
+  return value;
+}
+
+// The same for two neighbouring columns (col, col + 1) of one row; the second only where
+// `second` (the pair may end at C's last column).
+template <int EPI, int KIND_OUT>
+__device__ __forceinline__ void epilogue_pair(const MatmulEpilogueArgs& e, int batch, int row,
+                                              int col, bool second, float& v0, float& v1) {
+  if (EPI == kActNone) return;
+  v0 = epilogue_value<EPI, KIND_OUT>(e, batch, row, col, v0);
+  if (second) v1 = epilogue_value<EPI, KIND_OUT>(e, batch, row, col + 1, v1);
+}
+
+}  // namespace tilesmith
