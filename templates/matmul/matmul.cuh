@@ -21,7 +21,12 @@
 // ALIGNED: every stored row of A and B starts on 16 bytes and holds a multiple of 8 elements,
 //          so every 16-byte chunk is wholly inside or outside the matrix and cp.async can move
 //          it; otherwise chunks are gathered element by element into registers at the start of
-//          a tile and stored to shared memory before its last k16 step.
+//          a tile and stored to shared memory before its last k16 step. With row-major B it
+//          also vouches for C (N a multiple of 8, ldc and stride_c even, C 8-byte aligned), so
+//          column pairs are stored as one; with column-major B, C is checked at run time.
+// shared memory: STAGES * 2 bytes * (A tile + B tile), each tile its stored rows times their
+//                padded length: A BM x (BK + 8), column-major BK x (BM + 8); B BK x (BN + 8),
+//                column-major BN x (BK + 8) (MatmulTile::kStageBytes per stage).
 #pragma once
 
 #include "common/tile_primitives.cuh"
@@ -289,7 +294,7 @@ __device__ __forceinline__ void store_pair(void* c, long long index, float x, fl
 }
 
 // Launch: block WM * WN * 32 threads; grid (tiles of C, min(batch, 65535)); dynamic shared
-// memory STAGES * MatmulTile::kStageBytes.
+// memory STAGES * MatmulTile::kStageBytes (see the top of the file).
 template <int BM, int BN, int BK, int WM, int WN, int STAGES, int GROUP_M, int ALIGNED,
           int IN_KIND, int OUT_KIND, int LAYOUT, int EPI>
 __global__ void __launch_bounds__(WM* WN * 32) matmul_kernel(const MatmulParams p) {
@@ -381,11 +386,10 @@ __global__ void __launch_bounds__(WM* WN * 32) matmul_kernel(const MatmulParams 
     cp_async_wait<0>();
 
     // Accumulator layout of m16n8: lane holds rows lane/4 and lane/4+8, columns 2*(lane%4)+{0,1}.
-    // A pair of columns goes as one 4- or 8-byte store where it stays aligned. With row-major B
-    // the aligned path's N is a multiple of 8 and C is taken to be as aligned (ldc and stride_c
-    // even, as before layouts); column-major B's rows are K's, so there C's own leading
-    // dimension, batch stride and address decide (a branch that costs the row-major-B mainloop
-    // about 10 instructions a tile in SASS, so it stays out of it).
+    // A pair of columns goes as one store where it stays aligned. ALIGNED vouches for C only
+    // with row-major B (see the top); column-major B's rows are K's, so there C's own leading
+    // dimension, batch stride and address decide. The run-time test stays out of the
+    // row-major-B kernels: its mere presence costs their mainloop ~10 instructions a tile (SASS).
     const bool paired_store =
         ALIGNED && (!T::kColumnB || (((p.ldc | p.stride_c) & 1) == 0 &&
                                      reinterpret_cast<unsigned long long>(p.c) %
