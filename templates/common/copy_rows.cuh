@@ -1,51 +1,69 @@
 // Re-strides a matrix: the padding copy that lets TMA read a matrix whose rows do not start on
 // 16-byte boundaries (4093 bf16 columns). TMA's bounds stop at the true column count, so the
-// padding itself is never read and need not be written.
+// padding itself is never read; the last chunk of a row may write garbage into it.
 //
-// launch: block 256 threads (the loop's stride), grid up to one block per row (a grid-stride
-// loop covers the rest).
+// Bandwidth: a source row starts on any element boundary, so element-wide loads (v3: 1.2-2 TB/s)
+// would cap the copy. Each thread writes one 16-byte chunk of a destination row (whose rows
+// start on 16 bytes) from the one or two aligned 16-byte blocks of the source that hold its
+// bytes, shifted into place in registers: every access is 16 bytes wide and coalesced. A block
+// that holds no byte of the row is never read (reading it could cross the allocation's end).
+//
+// launch: block 256 threads, grid up to 8 blocks per SM (a grid-stride loop over the chunks of
+// every row covers the rest).
 #pragma once
 
 #include "common/copy_rows_params.h"
 
 namespace tilesmith {
 
-template <int BYTES>
-struct ElementOfSize;
-template <>
-struct ElementOfSize<2> {
-  typedef unsigned short type;
+struct Chunk16 {
+  unsigned w[4];
 };
-template <>
-struct ElementOfSize<4> {
-  typedef unsigned int type;
-};
+
+__device__ __forceinline__ Chunk16 load_chunk16(const unsigned char* aligned) {
+  Chunk16 c;
+  asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(c.w[0]), "=r"(c.w[1]), "=r"(c.w[2]), "=r"(c.w[3])
+               : "l"(aligned));
+  return c;
+}
+
+// Word i of the 32 bytes lo:hi (lo first), for i in 0..7 held in registers (no local memory).
+__device__ __forceinline__ unsigned word_of(const Chunk16& lo, const Chunk16& hi, int i) {
+  unsigned value = lo.w[0];
+#pragma unroll
+  for (int j = 1; j < 8; ++j)
+    if (i == j) value = j < 4 ? lo.w[j] : hi.w[j - 4];
+  return value;
+}
 
 template <int ELEMENT_BYTES>
 __global__ void __launch_bounds__(256) copy_rows(const CopyRowsParams p) {
-  typedef typename ElementOfSize<ELEMENT_BYTES>::type Element;
-  const Element* src = static_cast<const Element*>(p.src);
-  Element* dst = static_cast<Element*>(p.dst);
-  // Rows of an unaligned matrix allow only element-wide accesses, so bandwidth comes from
-  // having many in flight: each thread issues UNROLL loads (each coalesced across the warp)
-  // before their stores.
-  constexpr int UNROLL = 8;
-  for (long long row = blockIdx.x; row < p.rows; row += gridDim.x) {
-    const Element* from = src + row * p.src_ld;
-    Element* to = dst + row * p.dst_ld;
-    for (long long col0 = threadIdx.x; col0 < p.cols; col0 += 256ll * UNROLL) {
-      Element values[UNROLL];
+  const long long row_bytes = p.cols * ELEMENT_BYTES;
+  const long long chunks_per_row = (row_bytes + 15) / 16;
+  const long long chunks = chunks_per_row * p.rows;
+  for (long long i = blockIdx.x * 256ll + threadIdx.x; i < chunks; i += gridDim.x * 256ll) {
+    const long long row = i / chunks_per_row, chunk = i - row * chunks_per_row;
+    const unsigned char* from =
+        static_cast<const unsigned char*>(p.src) + row * p.src_ld * ELEMENT_BYTES;
+    const unsigned shift = static_cast<unsigned>(reinterpret_cast<unsigned long long>(from) & 15);
+    const unsigned char* base = from - shift;  // the aligned block holding the row's first byte
+    // This chunk's bytes are [shift + 16 chunk, + 16) from base, clipped to the row's end:
+    // they spill into the next aligned block only when the row is shifted and goes on there.
+    const long long end = shift + row_bytes;
+    const Chunk16 lo = load_chunk16(base + 16 * chunk);
+    Chunk16 hi = {{0u, 0u, 0u, 0u}};
+    if (shift != 0 && end > 16 * (chunk + 1))
+      hi = load_chunk16(base + 16 * (chunk + 1));
+    const int word = static_cast<int>(shift / 4), bits = 8 * static_cast<int>(shift % 4);
+    unsigned out[4];
 #pragma unroll
-      for (int u = 0; u < UNROLL; ++u) {
-        const long long col = col0 + 256ll * u;
-        if (col < p.cols) values[u] = from[col];
-      }
-#pragma unroll
-      for (int u = 0; u < UNROLL; ++u) {
-        const long long col = col0 + 256ll * u;
-        if (col < p.cols) to[col] = values[u];
-      }
-    }
+    for (int j = 0; j < 4; ++j)
+      out[j] = __funnelshift_r(word_of(lo, hi, word + j), word_of(lo, hi, word + j + 1), bits);
+    unsigned char* to = static_cast<unsigned char*>(p.dst) + row * p.dst_ld * ELEMENT_BYTES;
+    asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(to + 16 * chunk), "r"(out[0]),
+                 "r"(out[1]), "r"(out[2]), "r"(out[3])
+                 : "memory");
   }
 }
 

@@ -361,12 +361,13 @@ class MatmulFamily final : public Family {
     if (index.copy >= 0) {
       // Two copies into the workspace first; the kernel then reads the padded rows. Batches
       // are contiguous, so a batch of stored matrices is one matrix of batch x rows rows.
-      plan.add(index.copy, copy_geometry(s.batch * s.a_rows()),
+      const std::size_t element = dtype_size(problem.dtype);
+      plan.add(index.copy, copy_geometry(device, s.batch * s.a_rows(), s.a_row_length(), element),
                KernelArgs::of(CopyRowsParams{reinterpret_cast<const void*>(a),
                                              reinterpret_cast<void*>(space.a),
                                              s.batch * s.a_rows(), s.a_row_length(),
                                              s.a_row_length(), space.lda}));
-      plan.add(index.copy, copy_geometry(s.batch * s.b_rows()),
+      plan.add(index.copy, copy_geometry(device, s.batch * s.b_rows(), s.b_row_length(), element),
                KernelArgs::of(CopyRowsParams{reinterpret_cast<const void*>(b),
                                              reinterpret_cast<void*>(space.b),
                                              s.batch * s.b_rows(), s.b_row_length(),
@@ -572,10 +573,14 @@ class MatmulFamily final : public Family {
     }
   };
 
-  // One block per row up to 8 per SM's worth (1056 on an H100): a grid-stride loop does the rest.
-  static LaunchGeometry copy_geometry(long long rows) {
+  // One 16-byte chunk of a padded row per thread, 256 threads a block, up to 8 blocks per SM:
+  // a grid-stride loop covers the rest.
+  static LaunchGeometry copy_geometry(const DeviceTarget& device, long long rows,
+                                      long long row_elements, std::size_t element_bytes) {
+    const long long chunks = rows * ((row_elements * static_cast<long long>(element_bytes) + 15) / 16);
     LaunchGeometry geometry;
-    geometry.grid[0] = static_cast<unsigned>(std::min<long long>(rows, 1056));
+    geometry.grid[0] = static_cast<unsigned>(
+        std::clamp<long long>((chunks + 255) / 256, 1, 8ll * device.sm_count));
     geometry.block[0] = 256;
     return geometry;
   }
