@@ -8,8 +8,8 @@
 // bytes, shifted into place in registers: every access is 16 bytes wide and coalesced. A block
 // that holds no byte of the row is never read (reading it could cross the allocation's end).
 //
-// launch: block 256 threads, grid up to 8 blocks per SM (a grid-stride loop over the chunks of
-// every row covers the rest).
+// launch: block 256 threads, grid up to one block per row and 8 per SM (a grid-stride loop over
+// the rows covers the rest).
 #pragma once
 
 #include "common/copy_rows_params.h"
@@ -40,30 +40,31 @@ __device__ __forceinline__ unsigned word_of(const Chunk16& lo, const Chunk16& hi
 template <int ELEMENT_BYTES>
 __global__ void __launch_bounds__(256) copy_rows(const CopyRowsParams p) {
   const long long row_bytes = p.cols * ELEMENT_BYTES;
-  const long long chunks_per_row = (row_bytes + 15) / 16;
-  const long long chunks = chunks_per_row * p.rows;
-  for (long long i = blockIdx.x * 256ll + threadIdx.x; i < chunks; i += gridDim.x * 256ll) {
-    const long long row = i / chunks_per_row, chunk = i - row * chunks_per_row;
+  const int chunks = static_cast<int>((row_bytes + 15) / 16);  // of one row
+  // A block per row at a time: the row's shift is worked out once, and no thread divides to find
+  // its row (a 64-bit division per chunk measured as costly as the copy's own instructions).
+  for (long long row = blockIdx.x; row < p.rows; row += gridDim.x) {
     const unsigned char* from =
         static_cast<const unsigned char*>(p.src) + row * p.src_ld * ELEMENT_BYTES;
+    unsigned char* to = static_cast<unsigned char*>(p.dst) + row * p.dst_ld * ELEMENT_BYTES;
     const unsigned shift = static_cast<unsigned>(reinterpret_cast<unsigned long long>(from) & 15);
     const unsigned char* base = from - shift;  // the aligned block holding the row's first byte
-    // This chunk's bytes are [shift + 16 chunk, + 16) from base, clipped to the row's end:
-    // they spill into the next aligned block only when the row is shifted and goes on there.
-    const long long end = shift + row_bytes;
-    const Chunk16 lo = load_chunk16(base + 16 * chunk);
-    Chunk16 hi = {{0u, 0u, 0u, 0u}};
-    if (shift != 0 && end > 16 * (chunk + 1))
-      hi = load_chunk16(base + 16 * (chunk + 1));
+    const long long end = shift + row_bytes;   // past the row's last byte, from base
     const int word = static_cast<int>(shift / 4), bits = 8 * static_cast<int>(shift % 4);
-    unsigned out[4];
+    for (int chunk = threadIdx.x; chunk < chunks; chunk += 256) {
+      // This chunk's bytes are [shift + 16 chunk, + 16) from base, clipped to the row's end:
+      // they spill into the next aligned block only when the row is shifted and goes on there.
+      const Chunk16 lo = load_chunk16(base + 16ll * chunk);
+      Chunk16 hi = {{0u, 0u, 0u, 0u}};
+      if (shift != 0 && end > 16ll * (chunk + 1)) hi = load_chunk16(base + 16ll * (chunk + 1));
+      unsigned out[4];
 #pragma unroll
-    for (int j = 0; j < 4; ++j)
-      out[j] = __funnelshift_r(word_of(lo, hi, word + j), word_of(lo, hi, word + j + 1), bits);
-    unsigned char* to = static_cast<unsigned char*>(p.dst) + row * p.dst_ld * ELEMENT_BYTES;
-    asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(to + 16 * chunk), "r"(out[0]),
-                 "r"(out[1]), "r"(out[2]), "r"(out[3])
-                 : "memory");
+      for (int j = 0; j < 4; ++j)
+        out[j] = __funnelshift_r(word_of(lo, hi, word + j), word_of(lo, hi, word + j + 1), bits);
+      asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(to + 16ll * chunk),
+                   "r"(out[0]), "r"(out[1]), "r"(out[2]), "r"(out[3])
+                   : "memory");
+    }
   }
 }
 

@@ -361,13 +361,12 @@ class MatmulFamily final : public Family {
     if (index.copy >= 0) {
       // Two copies into the workspace first; the kernel then reads the padded rows. Batches
       // are contiguous, so a batch of stored matrices is one matrix of batch x rows rows.
-      const std::size_t element = dtype_size(problem.dtype);
-      plan.add(index.copy, copy_geometry(device, s.batch * s.a_rows(), s.a_row_length(), element),
+      plan.add(index.copy, copy_geometry(device, s.batch * s.a_rows()),
                KernelArgs::of(CopyRowsParams{reinterpret_cast<const void*>(a),
                                              reinterpret_cast<void*>(space.a),
                                              s.batch * s.a_rows(), s.a_row_length(),
                                              s.a_row_length(), space.lda}));
-      plan.add(index.copy, copy_geometry(device, s.batch * s.b_rows(), s.b_row_length(), element),
+      plan.add(index.copy, copy_geometry(device, s.batch * s.b_rows()),
                KernelArgs::of(CopyRowsParams{reinterpret_cast<const void*>(b),
                                              reinterpret_cast<void*>(space.b),
                                              s.batch * s.b_rows(), s.b_row_length(),
@@ -573,14 +572,10 @@ class MatmulFamily final : public Family {
     }
   };
 
-  // One 16-byte chunk of a padded row per thread, 256 threads a block, up to 8 blocks per SM:
-  // a grid-stride loop covers the rest.
-  static LaunchGeometry copy_geometry(const DeviceTarget& device, long long rows,
-                                      long long row_elements, std::size_t element_bytes) {
-    const long long chunks = rows * ((row_elements * static_cast<long long>(element_bytes) + 15) / 16);
+  // A block per row, up to 8 blocks per SM: a grid-stride loop covers the rest.
+  static LaunchGeometry copy_geometry(const DeviceTarget& device, long long rows) {
     LaunchGeometry geometry;
-    geometry.grid[0] = static_cast<unsigned>(
-        std::clamp<long long>((chunks + 255) / 256, 1, 8ll * device.sm_count));
+    geometry.grid[0] = static_cast<unsigned>(std::clamp<long long>(rows, 1, 8ll * device.sm_count));
     geometry.block[0] = 256;
     return geometry;
   }
