@@ -22,8 +22,9 @@ class CApi : public ::testing::Test {
     create_ = reinterpret_cast<decltype(create_)>(dlsym(handle_, "tilesmith_runtime_create"));
     destroy_ = reinterpret_cast<decltype(destroy_)>(dlsym(handle_, "tilesmith_runtime_destroy"));
     matmul_ = reinterpret_cast<decltype(matmul_)>(dlsym(handle_, "tilesmith_matmul"));
+    matmul_ex_ = reinterpret_cast<decltype(matmul_ex_)>(dlsym(handle_, "tilesmith_matmul_ex"));
     last_error_ = reinterpret_cast<decltype(last_error_)>(dlsym(handle_, "tilesmith_last_error"));
-    ASSERT_TRUE(create_ && destroy_ && matmul_ && last_error_);
+    ASSERT_TRUE(create_ && destroy_ && matmul_ && matmul_ex_ && last_error_);
   }
   void TearDown() override {
     if (handle_) dlclose(handle_);
@@ -34,6 +35,7 @@ class CApi : public ::testing::Test {
   decltype(&tilesmith_runtime_create) create_ = nullptr;
   decltype(&tilesmith_runtime_destroy) destroy_ = nullptr;
   decltype(&tilesmith_matmul) matmul_ = nullptr;
+  decltype(&tilesmith_matmul_ex) matmul_ex_ = nullptr;
   decltype(&tilesmith_last_error) last_error_ = nullptr;
 };
 
@@ -49,6 +51,29 @@ TEST_F(CApi, CallersMistakesAreInvalidArgumentsEvenWithoutARuntime) {
             TILESMITH_INVALID_ARGUMENT);
   EXPECT_NE(last_error().find("runtime is NULL"), std::string::npos) << last_error();
   EXPECT_EQ(create_(nullptr, 0, nullptr), TILESMITH_INVALID_ARGUMENT);
+}
+
+// The descriptor's codes are checked before anything else, each named in the message.
+TEST_F(CApi, ADescriptorsBadCodesAreInvalidArguments) {
+  alignas(16) static char buffer[64];
+  EXPECT_EQ(matmul_ex_(nullptr, nullptr, nullptr), TILESMITH_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("descriptor is NULL"), std::string::npos) << last_error();
+  tilesmith_matmul_desc desc{};
+  desc.a = desc.b = buffer;
+  desc.c = buffer;
+  desc.batch = 1;
+  desc.m = desc.n = desc.k = 4;
+  desc.dtype = desc.out_dtype = TILESMITH_BF16;
+  desc.b_layout = 2;
+  EXPECT_EQ(matmul_ex_(nullptr, &desc, nullptr), TILESMITH_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("unknown layout code 2 for B"), std::string::npos) << last_error();
+  desc.b_layout = TILESMITH_COLUMN_MAJOR;
+  desc.activation = 9;
+  EXPECT_EQ(matmul_ex_(nullptr, &desc, nullptr), TILESMITH_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("unknown activation code 9"), std::string::npos) << last_error();
+  desc.activation = TILESMITH_ACT_GELU;
+  EXPECT_EQ(matmul_ex_(nullptr, &desc, nullptr), TILESMITH_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("runtime is NULL"), std::string::npos) << last_error();
 }
 
 TEST_F(CApi, NoGpuIsAnErrorNotAnInvalidArgument) {
