@@ -21,6 +21,8 @@
 namespace tilesmith::cli {
 namespace {
 
+constexpr int kMaxCompileJobs = 256;
+
 // "50": at most 50 candidates; "30s": at most 30 seconds.
 void apply_budget(const std::string& text, tuner::SweepOptions& options) {
   if (text.empty()) return;
@@ -241,7 +243,7 @@ int run_tune(const std::vector<std::string>& args) {
       ("seed", po::value(&seed)->default_value(std::to_string(sweep.seed))->value_name("N"),
        "random order and input data (0 .. 2^64-1)")
       ("jobs", po::value(&sweep.compile_processes)->value_name("N"),
-       "compile processes (default: one per core, at most 16)")
+       "compile processes, 1 to 256 (default: one per core, at most 16)")
       ("timeout", po::value(&sweep.candidate_timeout_s)->default_value(sweep.candidate_timeout_s)
                       ->value_name("S"),
        "watchdog for one candidate's GPU work, in seconds")
@@ -270,7 +272,15 @@ int run_tune(const std::vector<std::string>& args) {
                           " (expected exhaustive or random)");
   apply_budget(budget, sweep);
   sweep.seed = parse_seed(seed);
-  if (sweep.compile_processes < 0) throw Error("--jobs must be 0 (automatic) or more");
+  // Each job is a thread and a compile process: tens of thousands exhaust the process table
+  // before they help (NVRTC is CPU-bound: more jobs than cores only queue).
+  if (sweep.compile_processes < 0 || sweep.compile_processes > kMaxCompileJobs)
+    throw Error("--jobs must be 0 (one per core, at most 16) to " +
+                std::to_string(kMaxCompileJobs) + " (given " +
+                std::to_string(sweep.compile_processes) + ")");
+  if (sweep.device_ordinal < 0)
+    throw Error("--device must be a GPU ordinal, 0 or more (given " +
+                std::to_string(sweep.device_ordinal) + ")");
   // The watchdog becomes a poll() timeout in milliseconds: NaN, infinity or days would switch
   // it off.
   if (!(sweep.candidate_timeout_s > 0 && sweep.candidate_timeout_s <= 3600))

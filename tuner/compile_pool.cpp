@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <string>
+#include <system_error>
+#include <thread>
 
 #include "tuner/interrupt.hpp"
 
@@ -75,16 +78,27 @@ CompiledKernel kernel_from_reply(const Message& m) {
 CompilePool::CompilePool(int processes) {
   if (processes <= 0)
     processes = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 16);
-  for (int i = 0; i < processes; ++i) threads_.emplace_back([this] { serve(); });
+  try {
+    for (int i = 0; i < processes; ++i) threads_.emplace_back([this] { serve(); });
+  } catch (const std::system_error& error) {
+    // A destroyed joinable thread would terminate the program: stop the ones that started.
+    const std::size_t started = threads_.size();
+    stop_and_join();
+    throw Error("cannot start compile job " + std::to_string(started + 1) + " of " +
+                std::to_string(processes) + ": " + error.what());
+  }
 }
 
-CompilePool::~CompilePool() {
+CompilePool::~CompilePool() { stop_and_join(); }
+
+void CompilePool::stop_and_join() {
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
   }
   work_ready_.notify_all();
   for (std::thread& thread : threads_) thread.join();
+  threads_.clear();
 }
 
 void CompilePool::submit(CompileJob job) {

@@ -45,6 +45,7 @@ class CompilePool {
 
  private:
   void serve();
+  void stop_and_join();
 
   mutable std::mutex mutex_;
   std::condition_variable work_ready_, result_ready_;

@@ -119,6 +119,13 @@ TEST_F(CliHelp, BadCommandLinesFailWithOneErrorLine) {
   expect_error_line(run({"tune", "--dtype", "bf16", "--shape", "64x64x64"}), "'--op'");
   expect_error_line(run({"tune", "--misses", "--op", "matmul"}), "each miss brings its own");
   expect_error_line(run({"help", "tune", "extra"}), "'help' takes one command name");
+  // Numbers a sweep cannot use (100000 compile jobs aborted the process: issue 15).
+  expect_error_line(run({"tune", "--op", "matmul", "--dtype", "bf16", "--shape", "64x64x64",
+                         "--jobs", "100000"}),
+                    "--jobs must be 0 (one per core, at most 16) to 256 (given 100000)");
+  expect_error_line(run({"tune", "--op", "matmul", "--dtype", "bf16", "--shape", "64x64x64",
+                         "--device", "-1"}),
+                    "--device must be a GPU ordinal, 0 or more (given -1)");
   // Options: well formed, and ones the op takes.
   expect_error_line(run({"tune", "--op", "matmul", "--dtype", "bf16", "--shape", "64x64x64",
                          "--option", "act"}),
