@@ -17,7 +17,9 @@
 #include <string_view>
 #include <system_error>
 #include <thread>
+#include <tuple>
 #include <utility>
+#include <vector>
 
 namespace tilesmith::cache {
 namespace {
@@ -1120,9 +1122,10 @@ std::vector<Trial> Database::top_trials(const TrialKey& key, int limit) const {
   return trials;
 }
 
-std::optional<Winner> Database::refresh_winner(const TrialKey& key) {
-  std::lock_guard lock(mutex_);
-  Transaction transaction(db_, "refreshing a winner");
+namespace {
+
+// refresh_winner's work, inside the caller's transaction.
+std::optional<Winner> refresh_winner_in(sqlite3* db_, const TrialKey& key) {
   const auto gpu_id = find_gpu_id(db_, key.gpu_model);
   const auto problem_id = find_problem_id(db_, key.problem);
   if (!gpu_id || !problem_id) return std::nullopt;  // nothing was ever tried under this key
@@ -1145,7 +1148,6 @@ SELECT id, config, source_hash, median_ms, spread
                 "DELETE FROM winners WHERE gpu_id = :gpu_id AND problem_id = :problem_id"
                 " AND template_hash = :template_hash",
                 "removing a winner without ok trials", *gpu_id, *problem_id, key.template_hash);
-    transaction.commit();
     return std::nullopt;
   }
 
@@ -1178,10 +1180,46 @@ ON CONFLICT (gpu_id, problem_id, template_hash) DO UPDATE
               "DELETE FROM misses WHERE gpu_id = :gpu_id AND problem_id = :problem_id"
               " AND template_hash = :template_hash",
               "removing the miss of a tuned key", *gpu_id, *problem_id, key.template_hash);
-  std::optional<Winner> winner = read_winner(db_, key);
+  return read_winner(db_, key);
+}
+
+// put_cubin's work, inside the caller's transaction; `replace` false keeps a stored one.
+void insert_cubin(sqlite3* db_, const CompiledKernel& kernel, bool replace) {
+  Statement insert(db_, std::string(replace ? "INSERT OR REPLACE" : "INSERT OR IGNORE") + R"sql(
+  INTO cubins (source_hash, arch, nvrtc_version, lowered_name, cubin, registers,
+               static_smem_bytes, stack_frame_bytes, spill_store_bytes, spill_load_bytes,
+               compile_seconds, log)
+VALUES (:source_hash, :arch, :nvrtc_version, :lowered_name, :cubin, :registers,
+        :static_smem_bytes, :stack_frame_bytes, :spill_store_bytes, :spill_load_bytes,
+        :compile_seconds, :log)
+)sql",
+                   "storing a cubin");
+  insert.bind(":source_hash", kernel.source_hash)
+      .bind(":arch", kernel.arch)
+      .bind(":nvrtc_version", kernel.nvrtc_version)
+      .bind(":lowered_name", join_lowered_names(kernel.lowered_names))
+      .bind_blob(":cubin", kernel.cubin.bytes)
+      .bind(":registers", kernel.resources.registers)
+      .bind(":static_smem_bytes", kernel.resources.static_smem_bytes)
+      .bind(":stack_frame_bytes", kernel.resources.stack_frame_bytes)
+      .bind(":spill_store_bytes", kernel.resources.spill_store_bytes)
+      .bind(":spill_load_bytes", kernel.resources.spill_load_bytes)
+      .bind(":compile_seconds", kernel.compile_seconds)
+      .bind(":log", kernel.log);
+  insert.run();
+}
+
+}  // namespace
+
+std::optional<Winner> Database::refresh_winner(const TrialKey& key) {
+  std::lock_guard lock(mutex_);
+  Transaction transaction(db_, "refreshing a winner");
+  std::optional<Winner> winner = refresh_winner_in(db_, key);
   transaction.commit();
   return winner;
 }
+
+
 
 std::optional<Winner> Database::winner(const TrialKey& key) const {
   std::lock_guard lock(mutex_);
@@ -1247,28 +1285,7 @@ SELECT g.model_key, g.name, p.op, p.dtype, p.out_dtype, p.shape, p.options, m.te
 void Database::put_cubin(const CompiledKernel& kernel) {
   std::lock_guard lock(mutex_);
   Transaction transaction(db_, "storing a cubin");
-  Statement insert(db_, R"sql(
-INSERT OR REPLACE INTO cubins (source_hash, arch, nvrtc_version, lowered_name, cubin, registers,
-                               static_smem_bytes, stack_frame_bytes, spill_store_bytes,
-                               spill_load_bytes, compile_seconds, log)
-VALUES (:source_hash, :arch, :nvrtc_version, :lowered_name, :cubin, :registers,
-        :static_smem_bytes, :stack_frame_bytes, :spill_store_bytes, :spill_load_bytes,
-        :compile_seconds, :log)
-)sql",
-                   "storing a cubin");
-  insert.bind(":source_hash", kernel.source_hash)
-      .bind(":arch", kernel.arch)
-      .bind(":nvrtc_version", kernel.nvrtc_version)
-      .bind(":lowered_name", join_lowered_names(kernel.lowered_names))
-      .bind_blob(":cubin", kernel.cubin.bytes)
-      .bind(":registers", kernel.resources.registers)
-      .bind(":static_smem_bytes", kernel.resources.static_smem_bytes)
-      .bind(":stack_frame_bytes", kernel.resources.stack_frame_bytes)
-      .bind(":spill_store_bytes", kernel.resources.spill_store_bytes)
-      .bind(":spill_load_bytes", kernel.resources.spill_load_bytes)
-      .bind(":compile_seconds", kernel.compile_seconds)
-      .bind(":log", kernel.log);
-  insert.run();
+  insert_cubin(db_, kernel, true);
   transaction.commit();
 }
 
@@ -1299,6 +1316,166 @@ SELECT lowered_name, cubin, registers, static_smem_bytes, stack_frame_bytes, spi
   kernel.compile_seconds = query.real(7);
   kernel.log = query.text(8);
   return kernel;
+}
+
+std::vector<TrialKey> Database::trial_keys() const {
+  std::lock_guard lock(mutex_);
+  Statement query(db_, R"sql(
+SELECT DISTINCT g.model_key, p.op, p.dtype, p.out_dtype, p.shape, p.options, t.template_hash, p.key
+  FROM trials t
+  JOIN gpus g ON g.id = t.gpu_id
+  JOIN problems p ON p.id = t.problem_id
+ ORDER BY g.model_key, p.key, t.template_hash
+)sql",
+                  "listing the keys with trials");
+  std::vector<TrialKey> keys;
+  while (query.step()) keys.push_back({query.text(0), problem_from_columns(query, 1), query.text(6)});
+  return keys;
+}
+
+MergeCounts Database::merge_from(const Database& source) {
+  std::error_code same_error;
+  if (std::filesystem::equivalent(source.path(), path_, same_error))
+    throw Error("cannot merge " + path_.string() + " into itself");
+  // Everything is read from the source first (under its own lock), then written here in one
+  // transaction: a failure half way leaves this file as it was.
+  const std::vector<GpuInfo> gpus = source.gpus();
+  std::vector<std::pair<TrialKey, std::vector<Trial>>> trials;
+  for (TrialKey& key : source.trial_keys()) {
+    std::vector<Trial> of_key = source.trials(key);
+    trials.emplace_back(std::move(key), std::move(of_key));
+  }
+  const std::vector<Miss> misses = source.misses();
+  std::vector<CompiledKernel> cubins;
+  {
+    std::lock_guard source_lock(source.mutex_);
+    Statement query(source.db_, "SELECT source_hash, arch, nvrtc_version FROM cubins",
+                    "listing cubins");
+    std::vector<std::tuple<std::string, std::string, std::string>> keys;
+    while (query.step()) keys.emplace_back(query.text(0), query.text(1), query.text(2));
+    for (const auto& [hash, arch, nvrtc] : keys) {
+      Statement row(source.db_, R"sql(
+SELECT lowered_name, cubin, registers, static_smem_bytes, stack_frame_bytes, spill_store_bytes,
+       spill_load_bytes, compile_seconds, log
+  FROM cubins WHERE source_hash = :source_hash AND arch = :arch AND nvrtc_version = :nvrtc
+)sql",
+                    "reading a cubin");
+      row.bind(":source_hash", hash).bind(":arch", arch).bind(":nvrtc", nvrtc);
+      if (!row.step()) continue;
+      CompiledKernel& kernel = cubins.emplace_back();
+      kernel.source_hash = hash;
+      kernel.arch = arch;
+      kernel.nvrtc_version = nvrtc;
+      kernel.lowered_names = split_lowered_names(row.text(0));
+      kernel.cubin.bytes = row.blob(1);
+      kernel.resources.registers = row.integer(2);
+      kernel.resources.static_smem_bytes = row.integer(3);
+      kernel.resources.stack_frame_bytes = row.integer(4);
+      kernel.resources.spill_store_bytes = row.integer(5);
+      kernel.resources.spill_load_bytes = row.integer(6);
+      kernel.compile_seconds = row.real(7);
+      kernel.log = row.text(8);
+    }
+  }
+
+  MergeCounts counts;
+  std::lock_guard lock(mutex_);
+  Transaction transaction(db_, "merging " + source.path().string());
+  for (const GpuInfo& gpu : gpus) {
+    Statement insert_gpu(db_, R"sql(
+INSERT INTO gpus (model_key, name, cc_major, cc_minor, sm_count)
+VALUES (:model_key, :name, :cc_major, :cc_minor, :sm_count)
+ON CONFLICT (model_key) DO NOTHING
+)sql",
+                         "merging a GPU");
+    insert_gpu.bind(":model_key", gpu.model_key)
+        .bind(":name", gpu.name)
+        .bind(":cc_major", gpu.cc_major)
+        .bind(":cc_minor", gpu.cc_minor)
+        .bind(":sm_count", gpu.sm_count);
+    insert_gpu.run();
+    counts.gpus += sqlite3_changes(db_);
+    const std::int64_t gpu_id = require_gpu_id(db_, gpu.model_key);
+    for (const Toolchain& toolchain : gpu.toolchains_seen) {
+      Statement insert_toolchain(db_, R"sql(
+INSERT INTO toolchains (gpu_id, driver_version, nvrtc_version)
+VALUES (:gpu_id, :driver_version, :nvrtc_version)
+ON CONFLICT (gpu_id, driver_version, nvrtc_version) DO NOTHING
+)sql",
+                                 "merging a toolchain");
+      insert_toolchain.bind(":gpu_id", gpu_id)
+          .bind(":driver_version", toolchain.driver_version)
+          .bind(":nvrtc_version", toolchain.nvrtc_version);
+      insert_toolchain.run();
+    }
+  }
+  for (const auto& [key, of_key] : trials) {
+    for (const Trial& trial : of_key) {
+      // The same trial: same key, config, source, outcome and creation time.
+      const std::int64_t problem_id = ensure_problem_id(db_, key.problem);
+      const std::int64_t gpu_id = require_gpu_id(db_, key.gpu_model);
+      Statement present(db_, R"sql(
+SELECT 1 FROM trials
+ WHERE gpu_id = :gpu_id AND problem_id = :problem_id AND template_hash = :template_hash
+   AND config = :config AND source_hash = :source_hash AND status = :status
+   AND created_at = :created_at AND median_ms IS :median_ms AND repetitions = :repetitions
+)sql",
+                        "looking for a merged trial");
+      present.bind(":gpu_id", gpu_id)
+          .bind(":problem_id", problem_id)
+          .bind(":template_hash", key.template_hash)
+          .bind(":config", config_json(trial.config))
+          .bind(":source_hash", trial.source_hash)
+          .bind(":status", status_name(trial.status))
+          .bind(":created_at", trial.created_at)
+          .bind(":median_ms", trial.median_ms)
+          .bind(":repetitions", trial.repetitions);
+      if (present.step()) {
+        ++counts.trials_present;
+        continue;
+      }
+      const std::int64_t id = insert_trial(db_, key, trial, trial.status);
+      Statement dated(db_, "UPDATE trials SET created_at = :created_at WHERE id = :id",
+                      "keeping a merged trial's creation time");
+      dated.bind(":created_at", trial.created_at).bind(":id", id);
+      dated.run();
+      ++counts.trials_added;
+    }
+  }
+  for (const Miss& miss : misses) {
+    const std::int64_t problem_id = ensure_problem_id(db_, miss.problem);
+    const std::int64_t gpu_id = require_gpu_id(db_, miss.gpu_model);
+    Statement upsert(db_, R"sql(
+INSERT INTO misses (gpu_id, problem_id, template_hash, count, first_seen, last_seen)
+VALUES (:gpu_id, :problem_id, :template_hash, :count, :first_seen, :last_seen)
+ON CONFLICT (gpu_id, problem_id, template_hash) DO UPDATE
+   SET count = max(misses.count, excluded.count),
+       first_seen = min(misses.first_seen, excluded.first_seen),
+       last_seen = max(misses.last_seen, excluded.last_seen)
+)sql",
+                     "merging a miss");
+    upsert.bind(":gpu_id", gpu_id)
+        .bind(":problem_id", problem_id)
+        .bind(":template_hash", miss.template_hash)
+        .bind(":count", miss.count)
+        .bind(":first_seen", miss.first_seen)
+        .bind(":last_seen", miss.last_seen);
+    upsert.run();
+    ++counts.misses;
+  }
+  for (const auto& [key, of_key] : trials)
+    if (refresh_winner_in(db_, key)) ++counts.winners;
+  // A miss of a key that has a winner here (from before, or just merged) is tuned already.
+  exec(db_,
+       "DELETE FROM misses WHERE EXISTS (SELECT 1 FROM winners w WHERE w.gpu_id = misses.gpu_id"
+       " AND w.problem_id = misses.problem_id AND w.template_hash = misses.template_hash)",
+       "dropping the misses of tuned keys");
+  for (const CompiledKernel& kernel : cubins) {
+    insert_cubin(db_, kernel, false);
+    counts.cubins_added += sqlite3_changes(db_);
+  }
+  transaction.commit();
+  return counts;
 }
 
 }  // namespace tilesmith::cache

@@ -96,6 +96,16 @@ struct GpuInfo {
   std::vector<Toolchain> toolchains_seen;
 };
 
+// What merge_from added to this file.
+struct MergeCounts {
+  int gpus = 0;             // GPU models new to this file
+  int trials_added = 0;
+  int trials_present = 0;   // already here (merged before): not added twice
+  int winners = 0;          // keys whose winner was re-decided (from every trial now here)
+  int misses = 0;           // misses taken over (those of keys with a winner are dropped)
+  int cubins_added = 0;
+};
+
 // How a command uses the file. Reading commands never write it: not the schema, not the journal
 // mode, not a -wal or -shm file where they cannot be removed again.
 enum class Access { read_write, read_only };
@@ -153,6 +163,7 @@ class Database {
   int abandon_orphaned(const TrialKey& key);
 
   std::vector<Trial> trials(const TrialKey& key) const;  // all, best ok first
+  std::vector<TrialKey> trial_keys() const;             // every key with trials, in key order
   std::vector<Trial> top_trials(const TrialKey& key, int limit) const;
 
   // Recomputes the winner for the key from its ok trials (fastest median) and stores it; a
@@ -167,6 +178,14 @@ class Database {
   void record_miss(const TrialKey& key);
   // The misses, optionally of one GPU model only; most missed first, then by problem key.
   std::vector<Miss> misses(const std::optional<std::string>& gpu_model = std::nullopt) const;
+
+  // Folds `source` (another file, opened read-only) into this one, in one transaction: its GPUs,
+  // every trial with its creation time (a trial already here, from an earlier merge, is not
+  // added again, so merging twice changes nothing), its misses (the larger count) and its
+  // cubins (one stored here is kept); then every key it brought is re-decided from all the
+  // trials here. Trials keep their status: a `running` one has no sweep here and is abandoned
+  // by the next sweep of its key. Throws Error, leaving this file as it was, on any failure.
+  MergeCounts merge_from(const Database& source);
 
   void put_cubin(const CompiledKernel& kernel);
   std::optional<CompiledKernel> cubin(const std::string& source_hash, const std::string& arch,

@@ -12,14 +12,13 @@
 namespace tilesmith::cli {
 
 bool parse_arguments(const CommandHelp& help, po::options_description& options,
-                     const std::vector<std::string>& args, po::variables_map& values) {
+                     const std::vector<std::string>& args, po::variables_map& values,
+                     const char* positional_option) {
   options.add_options()("help,h", "show this help");
-  // No subcommand takes positional arguments: an empty description makes a stray word an error.
-  po::store(po::command_line_parser(args)
-                .options(options)
-                .positional(po::positional_options_description())
-                .run(),
-            values);
+  // Without a positional option an empty description makes a stray word an error.
+  po::positional_options_description positional;
+  if (positional_option) positional.add(positional_option, -1);
+  po::store(po::command_line_parser(args).options(options).positional(positional).run(), values);
   if (values.count("help")) {
     std::cout << "usage: tilesmith " << help.name << " " << help.usage << "\n\n"
               << help.summary << "\n\n"

@@ -30,8 +30,11 @@ struct CommandHelp {
 
 // Adds --help, parses `args` against `options` and checks required options. Returns false when
 // --help was asked for (the help is then printed). Throws po::error for bad arguments.
+// `positional_option`: the option that plain words give values to (merge's sources); none takes
+// them otherwise.
 bool parse_arguments(const CommandHelp& help, po::options_description& options,
-                     const std::vector<std::string>& args, po::variables_map& values);
+                     const std::vector<std::string>& args, po::variables_map& values,
+                     const char* positional_option = nullptr);
 
 // --db PATH; the path it resolves to: --db, else $TILESMITH_DB, else the user's cache folder.
 void add_database_option(po::options_description& options, std::string& database_flag);

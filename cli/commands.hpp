@@ -14,5 +14,6 @@ int run_misses(const std::vector<std::string>& args);
 int run_show(const std::vector<std::string>& args);
 int run_export(const std::vector<std::string>& args);
 int run_source(const std::vector<std::string>& args);
+int run_merge(const std::vector<std::string>& args);
 
 }  // namespace tilesmith::cli

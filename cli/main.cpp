@@ -30,6 +30,8 @@ constexpr Command kCommands[] = {
      tilesmith::cli::run_misses},
     {"show", "show the winner and the best trials for one problem", tilesmith::cli::run_show},
     {"export", "export the winners as JSON or CSV", tilesmith::cli::run_export},
+    {"merge", "fold databases (shards of a sweep, other hosts' results) into one",
+     tilesmith::cli::run_merge},
     {"source", "print the CUDA source or PTX of one config (no GPU needed)",
      tilesmith::cli::run_source},
 };

@@ -58,6 +58,24 @@ std::uint64_t parse_seed(const std::string& text) {
   return seed;
 }
 
+// "i/N": this process's shard of the space, 0 <= i < N (a Slurm array task id or a Kubernetes
+// job completion index, with N tasks).
+void apply_shard(const std::string& text, tuner::SweepOptions& sweep) {
+  const auto slash = text.find('/');
+  int index = -1, count = 0;
+  const char* end = text.data() + text.size();
+  const bool parsed =
+      slash != std::string::npos &&
+      std::from_chars(text.data(), text.data() + slash, index).ptr == text.data() + slash &&
+      std::from_chars(text.data() + slash + 1, end, count).ptr == end && slash > 0 &&
+      slash + 1 < text.size();
+  if (!parsed || count < 1 || index < 0 || index >= count)
+    throw InvalidArgument("bad --shard " + quote_input(text) +
+                          ": expected i/N with 0 <= i < N, e.g. 0/4 (i: the task's index)");
+  sweep.shard_index = index;
+  sweep.shard_count = count;
+}
+
 // One progress line per ~10 candidates, or a single line redrawn in place on a terminal.
 class ProgressPrinter {
  public:
@@ -111,8 +129,9 @@ class ProgressPrinter {
 };
 
 void print_space(const tuner::SweepReport& report) {
-  std::cout << "  space     " << report.space_size << " configs, " << report.pruned
-            << " pruned by constraints";
+  std::cout << "  space     " << report.space_size << " configs, ";
+  if (report.other_shards > 0) std::cout << report.other_shards << " left to other shards, ";
+  std::cout << report.pruned << " pruned by constraints";
   if (report.skipped_done > 0)
     std::cout << ", " << report.skipped_done << " already in the database";
   if (report.abandoned > 0)
@@ -228,7 +247,7 @@ int run_tune(const std::vector<std::string>& args) {
       "  tilesmith tune --misses --budget 120s\n"};
   tuner::SweepOptions sweep;
   ProblemArgs problem_args;
-  std::string database_flag, budget, seed;
+  std::string database_flag, budget, seed, shard;
   po::options_description options("options", 100);
   add_problem_options(options, problem_args, /*many_shapes=*/true, /*required=*/false);
   bool misses = false;
@@ -242,6 +261,9 @@ int run_tune(const std::vector<std::string>& args) {
        "stop after N candidates, or after N seconds (e.g. 30s); default: no limit")
       ("seed", po::value(&seed)->default_value(std::to_string(sweep.seed))->value_name("N"),
        "random order and input data (0 .. 2^64-1)")
+      ("shard", po::value(&shard)->value_name("i/N"),
+       "tune only shard i of N (0 <= i < N) of each space, for a sweep split over hosts; "
+       "'tilesmith merge' combines the shards' databases")
       ("jobs", po::value(&sweep.compile_processes)->value_name("N"),
        "compile processes, 1 to 256 (default: one per core, at most 16)")
       ("timeout", po::value(&sweep.candidate_timeout_s)->default_value(sweep.candidate_timeout_s)
@@ -272,6 +294,7 @@ int run_tune(const std::vector<std::string>& args) {
                           " (expected exhaustive or random)");
   apply_budget(budget, sweep);
   sweep.seed = parse_seed(seed);
+  if (!shard.empty() || values.count("shard")) apply_shard(shard, sweep);
   // Each job is a thread and a compile process: tens of thousands exhaust the process table
   // before they help (NVRTC is CPU-bound: more jobs than cores only queue).
   if (sweep.compile_processes < 0 || sweep.compile_processes > kMaxCompileJobs)

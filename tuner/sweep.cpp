@@ -146,10 +146,23 @@ SweepReport run_sweep(const Family& family, const Problem& problem, cache::Datab
   // Enumerate and prune before anything is compiled.
   std::vector<Config> space = family.enumerate();
   report.space_size = static_cast<int>(space.size());
+  if (options.shard_count < 1 || options.shard_index < 0 ||
+      options.shard_index >= options.shard_count)
+    throw InvalidArgument("shard " + std::to_string(options.shard_index) + "/" +
+                          std::to_string(options.shard_count) +
+                          ": want i/N with 0 <= i < N");
   std::vector<Config> candidates;
-  for (Config& config : space)
-    if (!family.reject(config, problem, device)) candidates.push_back(std::move(config));
-  report.pruned = report.space_size - static_cast<int>(candidates.size());
+  for (std::size_t position = 0; position < space.size(); ++position) {
+    if (static_cast<int>(position % static_cast<std::size_t>(options.shard_count)) !=
+        options.shard_index) {
+      ++report.other_shards;
+      continue;
+    }
+    if (!family.reject(space[position], problem, device))
+      candidates.push_back(std::move(space[position]));
+  }
+  report.pruned =
+      report.space_size - report.other_shards - static_cast<int>(candidates.size());
 
   cache::TrialKey key{"", problem, template_hash(family)};
   std::optional<SweepLease> lease;

@@ -26,6 +26,12 @@ struct SweepOptions {
   // Candidates stop being timed once their first repetitions run this many times slower
   // than the best so far (recorded as pruned_early).
   double give_up_factor = 3.0;
+  // This process's part of the space, for sweeps split over hosts (a Slurm job array, a
+  // Kubernetes Indexed Job): the configs at positions p of the family's enumeration with
+  // p % shard_count == shard_index. Deterministic and the same on every host, so the shards are
+  // disjoint and together cover the space; `tilesmith merge` combines their databases.
+  int shard_index = 0;
+  int shard_count = 1;
 };
 
 struct Progress {
@@ -56,6 +62,7 @@ struct SweepReport {
   int space_size = 0;          // configs in the family's space
   int pruned = 0;              // rejected by constraints before compiling
   int skipped_done = 0;        // already in the database (resume)
+  int other_shards = 0;        // left to the other shards (SweepOptions::shard_count > 1)
   int abandoned = 0;           // left running by a sweep that is gone; marked, never retried
   int taken = 0;               // configs another sweep of this problem claimed first
   int compile_failed = 0;

@@ -1100,3 +1100,80 @@ TEST_F(DatabaseTest, ProblemsKeepTheirOptionsThroughTrialsWinnersAndMisses) {
 
 }  // namespace
 }  // namespace tilesmith::cache
+
+namespace tilesmith::cache {
+namespace {
+
+// Two shards of one sweep merged: every trial of both, the winner decided from all of them,
+// misses and cubins carried over; merging again adds nothing; a file never merges into itself.
+TEST_F(DatabaseTest, MergeOfTwoShardsKeepsEveryTrialAndIsIdempotent) {
+  const TrialKey key = key_for(h100(), matmul(2048, 2048, 2048));
+  const TrialKey untuned = key_for(a100(), matmul(16, 4096, 4096));
+  const fs::path first = dir_ / "shard-0.db", second = dir_ / "shard-1.db", target = dir_ / "all.db";
+  {
+    Database shard(first);
+    shard.record_gpu(h100(), toolchain());
+    shard.record_trial(key, trial_with(TrialStatus::ok, config(64, 64), 2.0));
+    shard.record_trial(key, trial_with(TrialStatus::wrong, config(256, 256), 0.5));
+    shard.refresh_winner(key);
+    CompiledKernel kernel;
+    kernel.source_hash = "src-a";
+    kernel.arch = "sm_90a";
+    kernel.nvrtc_version = "13.0";
+    kernel.lowered_names = {"_Z1kv"};
+    kernel.cubin.bytes = {'\x7f', 'E', 'L', 'F'};
+    shard.put_cubin(kernel);
+  }
+  {
+    Database shard(second);
+    shard.record_gpu(h100(), toolchain());
+    shard.record_gpu(a100(), toolchain("12.4", "13.0"));
+    shard.record_trial(key, trial_with(TrialStatus::ok, config(128, 128), 1.5));
+    shard.record_trial(key, trial_with(TrialStatus::compile_failed, config(512, 512), 0));
+    shard.refresh_winner(key);
+    shard.record_miss(untuned);
+    shard.record_miss(untuned);
+    shard.record_miss(key);  // missed before its shard's winner existed elsewhere
+  }
+  Database all(target);
+  const MergeCounts from_first = all.merge_from(Database(first, Access::read_only));
+  EXPECT_EQ(from_first.trials_added, 2);
+  EXPECT_EQ(from_first.cubins_added, 1);
+  EXPECT_EQ(from_first.gpus, 1);
+  const MergeCounts from_second = all.merge_from(Database(second, Access::read_only));
+  EXPECT_EQ(from_second.trials_added, 2);
+  EXPECT_EQ(from_second.gpus, 1);  // the A100
+
+  EXPECT_EQ(all.trials(key).size(), 4u);
+  ASSERT_TRUE(all.winner(key).has_value());
+  EXPECT_EQ(all.winner(key)->config, config(128, 128));  // the fastest ok trial of either shard
+  EXPECT_EQ(all.winner(key)->trials_total, 4);
+  ASSERT_EQ(all.misses().size(), 1u);  // the tuned key's miss is dropped
+  EXPECT_EQ(all.misses()[0].problem, untuned.problem);
+  EXPECT_EQ(all.misses()[0].count, 2);
+  ASSERT_TRUE(all.cubin("src-a", "sm_90a", "13.0").has_value());
+  EXPECT_EQ(all.cubin("src-a", "sm_90a", "13.0")->cubin.bytes.size(), 4u);
+  EXPECT_EQ(all.gpus().size(), 2u);
+  // Creation times are the shards' own.
+  const std::vector<Trial> in_first = Database(first, Access::read_only).trials(key);
+  for (const Trial& trial : all.trials(key))
+    if (trial.config == config(64, 64)) EXPECT_EQ(trial.created_at, in_first[0].created_at);
+
+  // Merging again changes nothing.
+  const MergeCounts again = all.merge_from(Database(second, Access::read_only));
+  EXPECT_EQ(again.trials_added, 0);
+  EXPECT_EQ(again.trials_present, 2);
+  EXPECT_EQ(again.cubins_added, 0);
+  EXPECT_EQ(all.trials(key).size(), 4u);
+  EXPECT_EQ(all.misses()[0].count, 2);
+
+  try {
+    all.merge_from(Database(target, Access::read_only));
+    FAIL() << "a database merged into itself";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("into itself"), std::string::npos) << error.what();
+  }
+}
+
+}  // namespace
+}  // namespace tilesmith::cache

@@ -98,7 +98,7 @@ TEST_F(CliHelp, ListsEveryCommandAndEachCommandsMainOptions) {
 TEST_F(CliHelp, BadCommandLinesFailWithOneErrorLine) {
   CliRun unknown = run({"frobnicate"});
   expect_error_line(unknown, "unknown command 'frobnicate'");
-  EXPECT_TRUE(contains(unknown.err, "devices, tune, list, misses, show, export, source"));
+  EXPECT_TRUE(contains(unknown.err, "devices, tune, list, misses, show, export, merge, source"));
   expect_error_line(run({"list", "--frobnicate"}), "frobnicate");
   expect_error_line(run({"list", "stray"}), "list: ");
   expect_error_line(run({"source", "--op", "matmul", "--shape", "8x8x8"}), "--dtype");
@@ -284,6 +284,38 @@ TEST_F(CliDatabase, ListShowsEveryWinnerWithConfigTimeAndTemplateAge) {
   CliRun other_gpu = run({"list", "--db", db.string(), "--gpu", "no such GPU"});
   EXPECT_EQ(other_gpu.status, 0);
   EXPECT_TRUE(contains(other_gpu.out, "no tuned results for no such GPU")) << other_gpu.out;
+}
+
+// `merge`: a database folded into a new one lists the same winners; twice changes nothing; bad
+// sources are one-line errors that create nothing.
+TEST_F(CliDatabase, MergeCarriesTheWinnersAndTwiceChangesNothing) {
+  const fs::path db = dir_.file("tuned.db"), merged = dir_.file("merged.db");
+  seed(db);
+  CliRun first = run({"merge", db.string(), "--into", merged.string()});
+  ASSERT_EQ(first.status, 0) << first.err;
+  EXPECT_TRUE(contains(first.out, "7 trials added (0 already there), 3 winners re-decided"))
+      << first.out;
+  CliRun second = run({"merge", db.string(), "--into", merged.string()});
+  ASSERT_EQ(second.status, 0) << second.err;
+  EXPECT_TRUE(contains(second.out, "0 trials added (7 already there)")) << second.out;
+  auto winners = [&](const fs::path& file) {
+    std::string out = run({"list", "--db", file.string()}).out;
+    std::string rows;  // without the updated column, which says when each file stored it
+    for (const std::string& row : {"512x256x128", "64x64x64", "1024x1024x1024"}) {
+      std::vector<std::string> cells = row_with(out, row);
+      if (!cells.empty()) cells.pop_back();
+      for (const std::string& cell : cells) rows += cell + "|";
+      rows += "\n";
+    }
+    return rows;
+  };
+  EXPECT_EQ(winners(merged), winners(db));
+  expect_error_line(run({"merge", dir_.file("absent.db").string(), "--into", merged.string()}),
+                    "no database at");
+  expect_error_line(run({"merge", "--into", merged.string()}), "give at least one SOURCE");
+  expect_error_line(run({"merge", merged.string(), "--into", merged.string()}), "into itself");
+  expect_error_line(run({"merge", db.string()}), "--into");
+  EXPECT_FALSE(fs::exists(dir_.file("absent.db")));
 }
 
 TEST_F(CliDatabase, ShowListsTheWinnerThenTrialsBestFirst) {

@@ -101,5 +101,31 @@ TEST(OfflineSweepTest, RejectsAProblemTheFamilyCannotExpress) {
   EXPECT_THROW(run_sweep(find_family("matmul"), f32_input, db, options), Error);
 }
 
+// --shard i/N: the shards of a space are disjoint and together cover it, the same on every host.
+TEST(OfflineSweepTest, ShardsSplitTheSpaceDisjointlyAndCoverIt) {
+  SKIP_IF_GPU_PRESENT();
+  const Family& family = find_family("matmul");
+  const Problem problem = problem_1000_bf16();
+  tilesmith::testing::TempDir dir;
+  cache::Database db(dir.file("sweep.db"));
+  SweepOptions options;
+  options.max_candidates = 1;
+  options.compile_processes = 1;
+  const SweepReport whole = run_sweep(family, problem, db, options);
+  const int candidates = whole.space_size - whole.pruned;
+  int shard_candidates = 0;
+  options.shard_count = 3;
+  for (int index = 0; index < 3; ++index) {
+    options.shard_index = index;
+    const SweepReport shard = run_sweep(family, problem, db, options);
+    EXPECT_EQ(shard.space_size, whole.space_size);
+    EXPECT_EQ(shard.other_shards, whole.space_size - (whole.space_size - index + 2) / 3);
+    shard_candidates += shard.space_size - shard.other_shards - shard.pruned;
+  }
+  EXPECT_EQ(shard_candidates, candidates);
+  options.shard_index = 3;
+  EXPECT_THROW(run_sweep(family, problem, db, options), InvalidArgument);
+}
+
 }  // namespace
 }  // namespace tilesmith::tuner
