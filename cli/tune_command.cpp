@@ -5,10 +5,13 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "cli/cli_common.hpp"
@@ -76,14 +79,18 @@ void apply_shard(const std::string& text, tuner::SweepOptions& sweep) {
   sweep.shard_count = count;
 }
 
-// One progress line per ~10 candidates, or a single line redrawn in place on a terminal.
+// One progress line per ~10 candidates, or a single line with a bar redrawn in place on a
+// terminal: done/total, ok and failed, an estimate of the time left, the best so far.
 class ProgressPrinter {
  public:
-  // Without a GPU a finished candidate is a compiled one: nothing is timed.
-  ProgressPrinter(const Problem& problem, bool timed)
+  // Without a GPU a finished candidate is a compiled one: nothing is timed. `max_seconds`: the
+  // sweep's time budget, which bounds the estimate.
+  ProgressPrinter(const Problem& problem, bool timed, std::optional<double> max_seconds)
       : problem_(problem),
         done_word_(timed ? "ok" : "compiled"),
-        terminal_(isatty(STDOUT_FILENO) == 1) {}
+        terminal_(isatty(STDOUT_FILENO) == 1),
+        max_seconds_(max_seconds),
+        start_(std::chrono::steady_clock::now()) {}
 
   void update(const tuner::Progress& progress) {
     bool last = progress.done >= progress.total;
@@ -110,20 +117,50 @@ class ProgressPrinter {
 
  private:
   std::string format(const tuner::Progress& progress) const {
+    std::string line;
+    if (terminal_) {
+      constexpr int kWidth = 20;
+      const int filled = progress.total > 0 ? kWidth * progress.done / progress.total : kWidth;
+      line = "|" + std::string(static_cast<std::size_t>(filled), '#') +
+             std::string(static_cast<std::size_t>(kWidth - filled), '.') + "| ";
+    }
     char counter[64];
     std::snprintf(counter, sizeof counter, "[%*d/%d] %s %d  failed %d",
                   static_cast<int>(std::to_string(progress.total).size()), progress.done,
                   progress.total, done_word_, progress.ok, progress.failed);
-    std::string line = counter;
+    line += counter;
+    if (progress.done > 0 && progress.done < progress.total) {
+      // The pace so far over what is left, and never past the time budget.
+      const double elapsed =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+      double left = elapsed / progress.done * (progress.total - progress.done);
+      if (max_seconds_) left = std::min(left, std::max(0.0, *max_seconds_ - elapsed));
+      line += "  eta " + duration_text(left);
+    }
     if (progress.best_ms > 0)
       line += "  best " + fixed(progress.best_ms, 3) + " ms (" +
               fixed(tflops(problem_, progress.best_ms), 1) + " TFLOP/s) " + progress.best_config;
     return line;
   }
 
+  // "45s", "3m05s", "2h10m".
+  static std::string duration_text(double seconds) {
+    const long total = std::lround(seconds);
+    char text[32];
+    if (total < 60)
+      std::snprintf(text, sizeof text, "%lds", total);
+    else if (total < 3600)
+      std::snprintf(text, sizeof text, "%ldm%02lds", total / 60, total % 60);
+    else
+      std::snprintf(text, sizeof text, "%ldh%02ldm", total / 3600, total % 3600 / 60);
+    return text;
+  }
+
   const Problem& problem_;
   const char* const done_word_;
   const bool terminal_;
+  const std::optional<double> max_seconds_;
+  const std::chrono::steady_clock::time_point start_;
   int printed_done_ = 0;
   bool line_open_ = false;
 };
@@ -338,7 +375,7 @@ int run_tune(const std::vector<std::string>& args) {
               << (gpu.device ? " on " + gpu.device->model_key()
                              : ", no GPU: compiling for " + sweep.offline_arch)
               << "\n";
-    ProgressPrinter printer(problem, gpu.device.has_value());
+    ProgressPrinter printer(problem, gpu.device.has_value(), sweep.max_seconds);
     tuner::SweepReport report =
         tuner::run_sweep(family, problem, database, sweep,
                          [&printer](const tuner::Progress& progress) { printer.update(progress); });

@@ -632,5 +632,21 @@ TEST_F(CliTune, SmallRandomSweepCompilesOrFindsAWinner) {
   }
 }
 
+// Progress, not on a terminal: a plain line per ten candidates with the time left, and the last
+// line without it.
+TEST_F(CliTune, ProgressLinesCountAndEstimateTheTimeLeft) {
+  CliRun tune = run({"tune", "--op", "matmul", "--dtype", "bf16", "--shape", "64x64x64", "--budget",
+                     "12", "--strategy", "random", "--jobs", "2", "--db", dir_.file("p.db").string()});
+  ASSERT_EQ(tune.status, 0) << tune.out << tune.err;
+  const std::string done = have_gpu() ? "ok" : "compiled";
+  EXPECT_TRUE(std::regex_search(
+      tune.out, std::regex("\\[10/12\\] " + done + " \\d+  failed \\d+  eta \\d+s")))
+      << tune.out;
+  EXPECT_TRUE(std::regex_search(tune.out, std::regex("\\[12/12\\] " + done + " \\d+  failed \\d+\n")) ||
+              std::regex_search(tune.out, std::regex("\\[12/12\\] " + done + " \\d+  failed \\d+  best ")))
+      << tune.out;
+  EXPECT_FALSE(contains(tune.out, "|#")) << "no bar when not on a terminal: " << tune.out;
+}
+
 }  // namespace
 }  // namespace tilesmith
