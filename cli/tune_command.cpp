@@ -19,6 +19,7 @@
 #include "generator/rendered_source.hpp"
 #include "templates/registry.hpp"
 #include "tuner/interrupt.hpp"
+#include "tuner/search_strategy.hpp"
 #include "tuner/sweep.hpp"
 
 namespace tilesmith::cli {
@@ -293,7 +294,7 @@ int run_tune(const std::vector<std::string>& args) {
       ("misses", po::bool_switch(&misses),
        "also tune every shape the runtime missed (see 'tilesmith misses'); --shape is then optional")
       ("strategy", po::value(&sweep.strategy)->default_value(sweep.strategy)->value_name("NAME"),
-       "exhaustive or random")
+       "exhaustive, random, annealing or genetic (the last two learn from the results)")
       ("budget", po::value(&budget)->value_name("N|Ns"),
        "stop after N candidates, or after N seconds (e.g. 30s); default: no limit")
       ("seed", po::value(&seed)->default_value(std::to_string(sweep.seed))->value_name("N"),
@@ -326,9 +327,7 @@ int run_tune(const std::vector<std::string>& args) {
     for (const char* name : {"op", "dtype"})
       if (!values.count(name)) throw po::required_option(std::string("--") + name);
   }
-  if (sweep.strategy != "exhaustive" && sweep.strategy != "random")
-    throw InvalidArgument("unknown --strategy " + quote_input(sweep.strategy) +
-                          " (expected exhaustive or random)");
+  tuner::require_strategy_name(sweep.strategy);
   apply_budget(budget, sweep);
   sweep.seed = parse_seed(seed);
   if (!shard.empty() || values.count("shard")) apply_shard(shard, sweep);

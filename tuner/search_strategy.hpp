@@ -16,16 +16,27 @@ namespace tilesmith::tuner {
 class SearchStrategy {
  public:
   virtual ~SearchStrategy() = default;
-  // The next config to try, or nothing when the strategy has nothing more to propose.
+  // The next config to try, or nothing when the strategy has nothing more to propose. Every
+  // candidate is proposed at most once, and all of them before nothing is returned: a strategy
+  // orders the search, it never ends it early (budgets do).
   virtual std::optional<Config> next() = 0;
+  // The result of a proposed config. Results arrive late (compiles run ahead of timing) and not
+  // for every proposal (an interrupted sweep).
   virtual void observe(const Config& config, const cache::Trial& result) {
     (void)config;
     (void)result;
   }
 };
 
-// "exhaustive": every candidate in space order. "random": every candidate in a seeded random
-// order (with a budget, a uniform sample). Throws Error for an unknown name.
+// Throws InvalidArgument naming the strategies when `name` is none of them.
+void require_strategy_name(const std::string& name);
+
+// "exhaustive": every candidate in space order. "random": in a seeded random order (with a
+// budget, a uniform sample). "annealing": simulated annealing over configs one parameter apart,
+// from the best seen, accepting a slower one with a probability that falls as the search cools.
+// "genetic": children of the fastest configs seen (each parameter from one of two parents, now
+// and then mutated). The last two start from a few random configs and fall back to random ones
+// when their neighbourhoods are used up. Throws InvalidArgument for an unknown name.
 std::unique_ptr<SearchStrategy> make_strategy(const std::string& name,
                                               std::vector<Config> candidates, std::uint64_t seed);
 
