@@ -1346,37 +1346,17 @@ MergeCounts Database::merge_from(const Database& source) {
     trials.emplace_back(std::move(key), std::move(of_key));
   }
   const std::vector<Miss> misses = source.misses();
-  std::vector<CompiledKernel> cubins;
+  std::vector<std::tuple<std::string, std::string, std::string>> cubin_keys;
   {
     std::lock_guard source_lock(source.mutex_);
     Statement query(source.db_, "SELECT source_hash, arch, nvrtc_version FROM cubins",
                     "listing cubins");
-    std::vector<std::tuple<std::string, std::string, std::string>> keys;
-    while (query.step()) keys.emplace_back(query.text(0), query.text(1), query.text(2));
-    for (const auto& [hash, arch, nvrtc] : keys) {
-      Statement row(source.db_, R"sql(
-SELECT lowered_name, cubin, registers, static_smem_bytes, stack_frame_bytes, spill_store_bytes,
-       spill_load_bytes, compile_seconds, log
-  FROM cubins WHERE source_hash = :source_hash AND arch = :arch AND nvrtc_version = :nvrtc
-)sql",
-                    "reading a cubin");
-      row.bind(":source_hash", hash).bind(":arch", arch).bind(":nvrtc", nvrtc);
-      if (!row.step()) continue;
-      CompiledKernel& kernel = cubins.emplace_back();
-      kernel.source_hash = hash;
-      kernel.arch = arch;
-      kernel.nvrtc_version = nvrtc;
-      kernel.lowered_names = split_lowered_names(row.text(0));
-      kernel.cubin.bytes = row.blob(1);
-      kernel.resources.registers = row.integer(2);
-      kernel.resources.static_smem_bytes = row.integer(3);
-      kernel.resources.stack_frame_bytes = row.integer(4);
-      kernel.resources.spill_store_bytes = row.integer(5);
-      kernel.resources.spill_load_bytes = row.integer(6);
-      kernel.compile_seconds = row.real(7);
-      kernel.log = row.text(8);
-    }
+    while (query.step()) cubin_keys.emplace_back(query.text(0), query.text(1), query.text(2));
   }
+  std::vector<CompiledKernel> cubins;
+  for (const auto& [hash, arch, nvrtc] : cubin_keys)
+    if (std::optional<CompiledKernel> kernel = source.cubin(hash, arch, nvrtc))
+      cubins.push_back(std::move(*kernel));
 
   MergeCounts counts;
   std::lock_guard lock(mutex_);
