@@ -46,8 +46,8 @@
 //    TMA needs 16-byte aligned base addresses and row strides: lda and ldb multiples of 8
 //    elements (the host rejects others), A and B 16-byte aligned. For C through TMA: ldc *
 //    bytes % 16 == 0 and C 16-byte aligned; otherwise set c_store_tma = 0 and C is written with
-//    plain stores (any ldc >= N, any alignment; 2-element stores when ldc is even and C 8-byte
-//    aligned), about 10% slower at 4096^3.
+//    plain element stores from the same staging slots, a warp per row run (any ldc >= N, C
+//    aligned to its element).
 //  constraints: BK == 64; BN in {64, 128, 192, 256}; BM / CONSUMERS a multiple of 64;
 //     (BM / CONSUMERS / 64) * BN <= 256 (accumulator registers); CONSUMERS in {1, 2, 3};
 //     CONSUMERS == 3 needs BN <= 192 (entry cap 128 registers); CLUSTER_M, CLUSTER_N in {1, 2};
@@ -211,11 +211,18 @@ __device__ __forceinline__ void store_accumulators(const float (&acc)[BN / 2], v
 // different banks), then stored asynchronously, so the warpgroup goes back to its main loop
 // while the copy engine writes C. `boxes_issued` counts this warpgroup's boxes across tiles: a
 // slot is rewritten only once the store issued from it two boxes earlier has read it.
-template <int BN, int KIND_OUT>
-__device__ __forceinline__ void store_accumulators_tma(const float (&acc)[BN / 2],
-                                                       const TensorMap* c_map, unsigned staging,
-                                                       int batch, int row0, int col0, int barrier_id,
-                                                       unsigned& boxes_issued) {
+//
+// Where TMA cannot write C (rows not on 16-byte boundaries: N = 4093), the same staged boxes go
+// out with plain stores instead (BY_TMA false: `c` is the batch's C, rows ldc apart, clipped to
+// m x n): each warp writes a run of one row, 64 or 128 contiguous bytes, where storing straight
+// from the accumulators wrote 2-byte elements scattered over 8 rows per instruction.
+template <int BN, int KIND_OUT, bool BY_TMA>
+__device__ __forceinline__ void store_accumulators_staged(const float (&acc)[BN / 2],
+                                                          const TensorMap* c_map, void* c,
+                                                          int ldc, int m, int n,
+                                                          unsigned staging, int batch, int row0,
+                                                          int col0, int barrier_id,
+                                                          unsigned& boxes_issued) {
   constexpr int OUT_BYTES = KIND_OUT == kF32 ? 4 : 2;
   constexpr int BOX_COLS = 128 / OUT_BYTES;
   constexpr int GROUPS_PER_BOX = BOX_COLS / 8;  // 8-column accumulator groups j in one box
@@ -224,7 +231,7 @@ __device__ __forceinline__ void store_accumulators_tma(const float (&acc)[BN / 2
 #pragma unroll
   for (int box = 0; box < BN / BOX_COLS; ++box) {
     const unsigned slot = staging + (boxes_issued & 1u) * 8192u;
-    if (tid == 0) tma_store_wait_read<1>();
+    if (BY_TMA && tid == 0) tma_store_wait_read<1>();
     named_barrier_sync(barrier_id, 128);
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
@@ -242,11 +249,38 @@ __device__ __forceinline__ void store_accumulators_tma(const float (&acc)[BN / 2
         }
       }
     }
-    fence_proxy_async_shared();
-    named_barrier_sync(barrier_id, 128);
-    if (tid == 0) {
-      tma_store_3d(c_map, slot, col0 + box * BOX_COLS, row0, batch);
-      tma_store_commit();
+    if (BY_TMA) {
+      fence_proxy_async_shared();
+      named_barrier_sync(barrier_id, 128);
+      if (tid == 0) {
+        tma_store_3d(c_map, slot, col0 + box * BOX_COLS, row0, batch);
+        tma_store_commit();
+      }
+    } else {
+      named_barrier_sync(barrier_id, 128);
+      // Thread t writes column t % BOX_COLS of every (128 / BOX_COLS)-th row of the box; the
+      // slot is rewritten two boxes later, after the barriers of the box between.
+      const int col = col0 + box * BOX_COLS + tid % BOX_COLS;
+      constexpr int ROW_STEP = 128 / BOX_COLS;
+      const unsigned in_chunk = (tid % BOX_COLS) * OUT_BYTES;
+      if (col < n) {
+#pragma unroll 4
+        for (int r = tid / BOX_COLS; r < 64; r += ROW_STEP) {
+          const int row = row0 + r;
+          if (row >= m) break;
+          const unsigned at = slot + r * 128 + ((((in_chunk >> 4) ^ (r % 8)) << 4) | (in_chunk & 15));
+          const long long offset = static_cast<long long>(row) * ldc + col;
+          if (KIND_OUT == kF32) {
+            float value;
+            asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(value) : "r"(at));
+            static_cast<float*>(c)[offset] = value;
+          } else {
+            unsigned short value;
+            asm volatile("ld.shared.u16 %0, [%1];\n" : "=h"(value) : "r"(at));
+            static_cast<half_bits*>(c)[offset] = value;
+          }
+        }
+      }
     }
     ++boxes_issued;
   }
@@ -410,7 +444,6 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
                                                  : wgmma_desc_sw128(b_ring, MN_CHUNK, 1024);
     constexpr int A_STEP_K = A_COLUMNS ? 16 * 128 : 32, A_STEP_M = A_COLUMNS ? MN_CHUNK : 64 * 128;
     constexpr int B_STEP_K = B_COLUMNS ? 32 : 16 * 128;
-    const bool vec_ok = (p.ldc % 2 == 0) && (reinterpret_cast<unsigned long long>(p.c) % 8 == 0);
     float acc[MT][BN / 2];
     unsigned boxes_issued = 0;
     int stage = 0;
@@ -481,16 +514,17 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
       if (p.c_store_tma) {
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
-          store_accumulators_tma<BN, KIND_OUT>(acc[mt], &p.c_map, c_staging + c * 2 * 8192,
-                                               w.batch, w.m0 + c * WG_M + mt * 64, w.n0, 1 + c,
-                                               boxes_issued);
+          store_accumulators_staged<BN, KIND_OUT, true>(
+              acc[mt], &p.c_map, nullptr, 0, 0, 0, c_staging + c * 2 * 8192, w.batch,
+              w.m0 + c * WG_M + mt * 64, w.n0, 1 + c, boxes_issued);
       } else {
         void* c_batch = static_cast<char*>(p.c) +
                         w.batch * p.stride_c * (KIND_OUT == kF32 ? 4 : 2);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
-          store_accumulators<BN, KIND_OUT>(acc[mt], c_batch, p.ldc, p.m, p.n,
-                                           w.m0 + c * WG_M + mt * 64, w.n0, vec_ok);
+          store_accumulators_staged<BN, KIND_OUT, false>(
+              acc[mt], nullptr, c_batch, p.ldc, p.m, p.n, c_staging + c * 2 * 8192, w.batch,
+              w.m0 + c * WG_M + mt * 64, w.n0, 1 + c, boxes_issued);
       }
     }
     // The staging slots must outlive the last stores' reads of them.
