@@ -23,6 +23,7 @@ bool parse_arguments(const CommandHelp& help, po::options_description& options,
     std::cout << "usage: tilesmith " << help.name << " " << help.usage << "\n\n"
               << help.summary << "\n\n"
               << options;
+    if (options.find_nothrow("op", false)) std::cout << "\n" << ops_help();
     if (!help.examples.empty()) std::cout << "\nexamples:\n" << help.examples;
     return false;
   }
@@ -81,32 +82,57 @@ void print_nothing_listed(const std::string& nothing, const ListingArgs& listing
             << listing.database.string() << "\n";
 }
 
+std::string ops_help() {
+  // Each op's shape form and options, from its family: a new family shows up here unchanged.
+  auto wrapped = [](const std::string& text, std::size_t indent) {
+    std::string out, line;
+    std::size_t start = 0;
+    while (start < text.size()) {
+      std::size_t end = text.find(' ', start);
+      if (end == std::string::npos) end = text.size();
+      const std::string word = text.substr(start, end - start);
+      if (!line.empty() && indent + line.size() + 1 + word.size() > 96) {
+        out += std::string(indent, ' ') + line + "\n";
+        line.clear();
+      }
+      line += (line.empty() ? "" : " ") + word;
+      start = end + 1;
+    }
+    return out + std::string(indent, ' ') + line + "\n";
+  };
+  std::string help = "ops (--op): shape (--shape), then options (--option) and dtypes:\n";
+  for (const Family* family : all_families()) {
+    help += "  " + family->name() + "\n";
+    help += wrapped("shape " + family->shape_form(), 6);
+    help += wrapped(family->options_help(), 6);
+  }
+  return help;
+}
+
 void add_problem_options(po::options_description& options, ProblemArgs& args, bool many_shapes,
                          bool required) {
   auto required_if = [required](auto* value) { return required ? value->required() : value; };
   po::value_semantic* shapes = nullptr;
   if (many_shapes)
-    shapes = required_if(po::value(&args.shapes)->composing()->value_name("MxNxK"));
+    shapes = required_if(po::value(&args.shapes)->composing()->value_name("SHAPE"));
   else  // a scalar option, so that a second --shape is an error rather than silently dropped
     shapes =
         required_if(po::value<std::string>()
                         ->notifier([&args](const std::string& shape) { args.shapes = {shape}; })
-                        ->value_name("MxNxK"));
+                        ->value_name("SHAPE"));
+  std::string ops;
+  for (const Family* family : all_families()) ops += (ops.empty() ? "" : ", ") + family->name();
   // clang-format off
   options.add_options()
-      ("op", required_if(po::value(&args.op)->value_name("OP")), "operation: matmul")
+      ("op", required_if(po::value(&args.op)->value_name("OP")), ("operation: " + ops).c_str())
       ("dtype", required_if(po::value(&args.dtype)->value_name("T")),
-       "input element type: bf16, f16")
+       "input element type: bf16, f16, f32 (what each op takes: under --option)")
       ("out-dtype", po::value(&args.out_dtype)->value_name("T"),
-       "output element type: the input type (default) or f32")
-      ("shape", shapes, many_shapes ? "problem shape: matmul MxNxK or BxMxNxK (B batches), e.g. "
-                                      "4096x4096x4096 (repeatable)"
-                                    : "problem shape: matmul MxNxK or BxMxNxK (B batches), e.g. "
-                                      "4096x4096x4096")
+       "output element type (default: the input type)")
+      ("shape", shapes, many_shapes ? "problem shape (each op's form below; repeatable)"
+                                    : "problem shape (each op's form below)")
       ("option", po::value(&args.options)->composing()->value_name("NAME=VALUE"),
-       "an option of the op that changes its kernel (repeatable); matmul: a=col (A stored k x "
-       "m), b=col (B stored n x k, x * W^T), bias=1, act=relu|gelu|silu, residual=1 "
-       "(C = act(A*B + bias) + residual)");
+       "an option of the op that changes its kernel (each op's below; repeatable)");
   // clang-format on
 }
 

@@ -71,6 +71,9 @@ struct ProblemArgs {
   std::vector<std::string> shapes;
   std::vector<std::string> options;  // "name=value" (repeatable --option)
 };
+// Every op's shape form, options and dtypes, for help texts.
+std::string ops_help();
+
 // Not `required`: the caller checks what it needs (tune takes --misses instead of --shape).
 void add_problem_options(po::options_description& options, ProblemArgs& args, bool many_shapes,
                          bool required = true);

@@ -69,7 +69,7 @@ void print_winner(cache::Database& database, const cache::Winner& winner, int to
 
 int run_show(const std::vector<std::string>& args) {
   const CommandHelp help{
-      "show", "--op OP --dtype T --shape MxNxK [--gpu MODEL_KEY] [--top N] [--db PATH]",
+      "show", "--op OP --dtype T --shape SHAPE [--gpu MODEL_KEY] [--top N] [--db PATH]",
       "Shows the winner for one problem and its best trials (rank, config, status, time, spread,\n"
       "FLOP rate, registers, error against the reference). The GPU model is --gpu, else the\n"
       "local GPU's, else every GPU model the database has a winner for. Only winners tuned with\n"

@@ -58,7 +58,7 @@ void print_file(const std::string& name, const std::string& text) {
 int run_source(const std::vector<std::string>& args) {
   const CommandHelp help{
       "source",
-      "--op OP --dtype T --shape MxNxK [--config k=v,...] [--arch ARCH] [--emit cuda|ptx]",
+      "--op OP --dtype T --shape SHAPE [--config k=v,...] [--arch ARCH] [--emit cuda|ptx]",
       "Prints the CUDA source tilesmith compiles for one config (the translation unit, then each\n"
       "embedded header it includes, each after a '// ==== file: NAME ====' line), or its PTX.\n"
       "The config is the family's default for this problem and device, with --config merged\n"

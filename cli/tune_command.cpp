@@ -268,7 +268,7 @@ void add_missed_problems(const cache::Database& database, const LocalGpu& gpu,
 
 int run_tune(const std::vector<std::string>& args) {
   const CommandHelp help{
-      "tune", "[--op OP --dtype T --shape MxNxK [--shape ...]] [--misses] [options]",
+      "tune", "[--op OP --dtype T --shape SHAPE [--shape ...]] [--misses] [options]",
       "Tunes each shape on the local GPU: enumerates the family's configs, prunes them by its\n"
       "constraints, compiles the rest with NVRTC in a pool of processes, verifies every candidate\n"
       "against the reference, times it, and stores every trial and the winner in the database.\n"
@@ -319,7 +319,7 @@ int run_tune(const std::vector<std::string>& args) {
   if (!parse_arguments(help, options, args, values)) return 0;
 
   if (problem_args.shapes.empty()) {
-    if (!misses) throw po::error("give --shape MxNxK (repeatable), --misses, or both");
+    if (!misses) throw po::error("give --shape SHAPE (repeatable), --misses, or both");
     if (values.count("op") || values.count("dtype") || values.count("out-dtype"))
       throw po::error(
           "--op, --dtype and --out-dtype describe the --shape problems; each miss brings its own");

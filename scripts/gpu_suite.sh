@@ -7,6 +7,8 @@
 #   SUITE_STEPS="tests" scripts/gpu_suite.sh
 #   SUITE_STEPS="tune bench" TUNE_4096=200 scripts/gpu_suite.sh
 #   SUITE_STEPS="tests suite" SUITE_ARGS="--part 1/3 --tune-budget 15s" scripts/gpu_suite.sh
+#   SUITE_STEPS="rows" ROWS_ARGS="--dtypes f32 --fused ''" scripts/gpu_suite.sh
+#   TEST_FILTER='GpuRow*' SUITE_STEPS=tests scripts/gpu_suite.sh
 #
 # Build here (scripts/setup.sh) and carry the build folder: the GPU machine has no Boost or
 # sqlite3.h, and the binaries link both statically.
@@ -14,7 +16,10 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-$(mktemp -d)}
 BUILD=${BUILD_DIR:-build}
-STEPS=${SUITE_STEPS:-"tests tune sass bench suite"}
+STEPS=${SUITE_STEPS:-"tests tune sass bench suite rows"}
+TEST_FILTER=${TEST_FILTER:-'Gpu*'}
+# The row ops beside torch eager and torch.compile (bench/reductions_bench.py).
+ROWS_ARGS=${ROWS_ARGS:-"--tune-budget 6s"}
 # The 27-case suite beside cuBLAS and Inductor (bench/matmul_suite.py): about 40 s a case with
 # tuning and Inductor's compile, so split it over runs with --part i/N and merge the JSON files.
 SUITE_ARGS=${SUITE_ARGS:-"--tune-budget 15s --deadline 500"}
@@ -36,7 +41,7 @@ cat "$OUT/gpu.txt"
 
 if has_step tests; then
   echo "== GPU tests"
-  "$BUILD/tests/tilesmith_tests" --gtest_filter='Gpu*' 2>&1 | tee "$OUT/gpu_tests.log" | grep -E '^\[ +(OK|FAILED|SKIPPED) +\]|Failure|error' 
+  "$BUILD/tests/tilesmith_tests" --gtest_filter="$TEST_FILTER" 2>&1 | tee "$OUT/gpu_tests.log" | grep -E '^\[ +(OK|FAILED|SKIPPED) +\]|Failure|error' 
   summary+=("gpu tests: $(grep -E '^\[  PASSED  \]' "$OUT/gpu_tests.log" | sed 's/\[  PASSED  \] //') passed; failed: $(grep -cE '^\[  FAILED  \] [A-Za-z]' "$OUT/gpu_tests.log")")
   echo "== CPU tests"
   "$BUILD/tests/tilesmith_tests" --gtest_filter='-Gpu*' > "$OUT/all_tests.log" 2>&1
@@ -98,9 +103,19 @@ if has_step suite; then
   summary+=("suite exit status: $?")
 fi
 
+if has_step rows; then
+  echo "== rows (tilesmith vs torch eager vs torch.compile, same process)"
+  # shellcheck disable=SC2086
+  python3 bench/reductions_bench.py --lib "$BUILD/libtilesmith.so" --tilesmith "$BUILD/tilesmith" \
+    --db "$TILESMITH_DB" $ROWS_ARGS --json "$OUT/rows.json" --tune-log "$OUT/rows_tune.log" \
+    > "$OUT/rows.log" 2>&1
+  summary+=("rows exit status: $?")
+fi
+
 echo
 echo "================ summary ================"
 for line in "${summary[@]}"; do echo "$line"; done
 if has_step tune; then echo; cat "$OUT/list.txt"; fi
 if has_step bench; then echo; tail -n 25 "$OUT/bench.log"; fi
 if has_step suite; then echo; tail -n 45 "$OUT/suite.log"; fi
+if has_step rows; then echo; sed -n '/^GB\/s:/,$p' "$OUT/rows.log"; tail -n 3 "$OUT/rows.log"; fi

@@ -25,10 +25,10 @@ std::size_t Family::workspace_bytes(const Config&, const Problem&, const DeviceT
   return 0;
 }
 
-double Family::tolerance(const Problem& problem) const {
+double Family::tolerance(const Problem&, const TensorSpec& output) const {
   // Norm-wise relative error with fp32 accumulation: the output's rounding dominates
   // (bf16 keeps 8 bits, fp16 11), so the bound follows the output type.
-  switch (problem.out_dtype) {
+  switch (output.dtype) {
     case DType::bf16: return 1e-2;
     case DType::f16: return 2e-3;
     case DType::f32: return 5e-4;  // summation order only; tensor-core adds truncate

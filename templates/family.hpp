@@ -120,6 +120,16 @@ struct TensorSpec {
   bool is_output;
 };
 
+// What a call passes besides its tensors and workspace that does not change the kernel, so is
+// not part of the problem's key. The tuner times the defaults.
+struct CallScalars {
+  static constexpr std::size_t kMaxTensors = 8;
+  // Elements from one row of each tensor to the next, in tensors() order; 0: rows packed. Which
+  // tensors have rows is the family's to say (the reductions: x, y, residual).
+  std::array<std::int64_t, kMaxTensors> row_strides{};
+  double epsilon = 1e-5;  // the norms' floor under the variance
+};
+
 struct Work {
   double flops = 0;      // useful floating-point operations
   double min_bytes = 0;  // each input read once, each output written once
@@ -172,10 +182,11 @@ class Family {
   virtual LaunchPlan plan(const Config& config, const Problem& problem,
                           const DeviceTarget& device,
                           std::span<const std::uint64_t> tensor_addresses,
-                          std::uint64_t workspace) const = 0;
+                          std::uint64_t workspace, const CallScalars& scalars) const = 0;
 
-  // The trusted reference: a simple kernel in `reference_file` writing fp32 output to
-  // `reference_out` (one element per element of the first output tensor).
+  // The trusted reference: a simple kernel in `reference_file` writing fp32 values to
+  // `reference_out`, every output tensor's in turn (tensors() order), one per element, for the
+  // default CallScalars.
   virtual std::string reference_file() const = 0;
   virtual std::string reference_expression(const Problem& problem) const = 0;
   virtual LaunchGeometry reference_launch(const Problem& problem) const = 0;
@@ -183,12 +194,18 @@ class Family {
                                     std::span<const std::uint64_t> tensor_addresses,
                                     std::uint64_t reference_out) const = 0;
   // CPU reference for small problems (used to check the GPU reference itself); inputs are the
-  // input tensors converted to double, in `tensors` order.
+  // input tensors converted to double, in `tensors` order; returns the outputs laid out as the
+  // GPU reference writes them.
   virtual std::vector<double> reference_cpu(const Problem& problem,
                                             const std::vector<std::vector<double>>& inputs) const = 0;
 
-  // Largest accepted ||out - ref|| / ||ref||, by output dtype.
-  virtual double tolerance(const Problem& problem) const;
+  // Largest accepted ||out - ref|| / ||ref|| of one output tensor. Default: by its dtype.
+  virtual double tolerance(const Problem& problem, const TensorSpec& output) const;
+
+  // For help texts: the shape's form ("MxNxK or BxMxNxK (B batches)") and the options the op
+  // takes, with their values ("a=col (A stored k x m), ...").
+  virtual std::string shape_form() const = 0;
+  virtual std::string options_help() const = 0;
 
   virtual Work work(const Problem& problem) const = 0;
 };

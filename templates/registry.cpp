@@ -1,6 +1,7 @@
 #include "templates/registry.hpp"
 
 #include "templates/matmul/matmul_family.hpp"
+#include "templates/reductions/row_norm_family.hpp"
 
 namespace tilesmith {
 namespace {
@@ -9,6 +10,7 @@ std::vector<std::unique_ptr<Family>>& families() {
   static std::vector<std::unique_ptr<Family>> list = [] {
     std::vector<std::unique_ptr<Family>> builtin;
     builtin.push_back(make_matmul_family());
+    for (auto& family : make_row_norm_families()) builtin.push_back(std::move(family));
     return builtin;
   }();
   return list;

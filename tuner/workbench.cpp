@@ -54,7 +54,7 @@ double percentile(std::vector<float> sorted, double q) {
 struct Workbench::Kernels {
   driver::ReadyKernel reference;
   std::map<int, driver::ReadyKernel> fill;  // by element kind
-  driver::ReadyKernel compare;
+  std::map<int, driver::ReadyKernel> compare;  // by element kind
 };
 
 Workbench::Workbench(const Family& family, const Problem& problem, const DeviceTarget& device)
@@ -66,11 +66,16 @@ Workbench::Workbench(const Family& family, const Problem& problem, const DeviceT
                           "tensor " + specs_[i].name + " of " + what);
     addresses_.push_back(buffers_.back().address());
   }
-  auto output = std::find_if(specs_.begin(), specs_.end(), [](auto& s) { return s.is_output; });
-  if (output == specs_.end()) throw Error(what + ": the family declares no output tensor");
-  output_index_ = static_cast<std::size_t>(output - specs_.begin());
-  reference_out_ = driver::DeviceBuffer(output->elements * sizeof(float), "reference of " + what);
-  totals_ = driver::DeviceBuffer(3 * sizeof(double), "comparison totals");
+  std::size_t reference_elements = 0;
+  for (std::size_t i = 0; i < specs_.size(); ++i)
+    if (specs_[i].is_output) {
+      outputs_.push_back({i, reference_elements});
+      reference_elements += specs_[i].elements;
+    }
+  if (outputs_.empty()) throw Error(what + ": the family declares no output tensor");
+  reference_out_ =
+      driver::DeviceBuffer(reference_elements * sizeof(float), "reference of " + what);
+  totals_ = driver::DeviceBuffer(3 * sizeof(double) * outputs_.size(), "comparison totals");
   // Twice the L2, so nothing a timed launch reads survives from the previous one.
   std::size_t flush_bytes = std::max<std::int64_t>(2 * device.l2_bytes, 64 << 20);
   l2_flush_ = driver::DeviceBuffer(flush_bytes, "the L2 flush buffer");
@@ -87,10 +92,13 @@ Workbench::Workbench(const Family& family, const Problem& problem, const DeviceT
     kernels_->fill.emplace(kind, driver::load_kernel(compiled_once(support_source(expression), arch),
                                                      0, expression));
   }
-  std::string compare = "tilesmith::compare_with_reference<" +
-                        std::to_string(element_kind(output->dtype)) + ">";
-  kernels_->compare =
-      driver::load_kernel(compiled_once(support_source(compare), arch), 0, compare);
+  for (const Output& output : outputs_) {
+    int kind = element_kind(specs_[output.tensor].dtype);
+    if (kernels_->compare.count(kind)) continue;
+    std::string expression = "tilesmith::compare_with_reference<" + std::to_string(kind) + ">";
+    kernels_->compare.emplace(
+        kind, driver::load_kernel(compiled_once(support_source(expression), arch), 0, expression));
+  }
 }
 
 Workbench::~Workbench() = default;
@@ -124,7 +132,8 @@ LaunchPlan Workbench::plan(const Config& config) {
   const std::size_t bytes = family_.workspace_bytes(config, problem_, device_);
   if (bytes > workspace_.bytes())
     workspace_ = driver::DeviceBuffer(bytes, "the workspace of " + problem_.key());
-  return family_.plan(config, problem_, device_, addresses_, bytes ? workspace_.address() : 0);
+  return family_.plan(config, problem_, device_, addresses_, bytes ? workspace_.address() : 0,
+                      CallScalars{});
 }
 
 Verification Workbench::verify(const driver::ReadyKernel& kernel, const Config& config) {
@@ -137,30 +146,50 @@ Verification Workbench::check_output() {
   run_reference();
   TILESMITH_CU(api().cuMemsetD8Async(totals_.address(), 0, totals_.bytes(), stream_.get()),
                "clearing comparison totals");
-  struct {  // CompareParams in support_kernels.cuh
-    std::uint64_t out, reference, count, totals;
-  } params{addresses_[output_index_], reference_out_.address(), specs_[output_index_].elements,
-           totals_.address()};
-  kernels_->compare.first().launch(grid_stride(params.count), KernelArgs::of(params),
-                                   stream_.get());
+  for (std::size_t o = 0; o < outputs_.size(); ++o) {
+    const TensorSpec& spec = specs_[outputs_[o].tensor];
+    struct {  // CompareParams in support_kernels.cuh
+      std::uint64_t out, reference, count, totals;
+    } params{addresses_[outputs_[o].tensor],
+             reference_out_.address() + outputs_[o].reference_offset * sizeof(float),
+             spec.elements, totals_.address() + o * 3 * sizeof(double)};
+    kernels_->compare.at(element_kind(spec.dtype))
+        .first()
+        .launch(grid_stride(params.count), KernelArgs::of(params), stream_.get());
+  }
   stream_.synchronize("comparing " + problem_.key() + " with the reference");
-  double totals[3];
-  TILESMITH_CU(api().cuMemcpyDtoH(totals, totals_.address(), sizeof totals),
+  std::vector<double> totals(3 * outputs_.size());
+  TILESMITH_CU(api().cuMemcpyDtoH(totals.data(), totals_.address(), totals.size() * sizeof(double)),
                "reading comparison totals");
+  // Each output against its own tolerance; the result reports the one furthest past (or
+  // closest to) its bound, named when there are several.
   Verification result;
-  std::uint64_t nonfinite;
-  std::memcpy(&nonfinite, &totals[2], sizeof nonfinite);
-  result.nonfinite = nonfinite;
-  result.tolerance = family_.tolerance(problem_);
-  result.rel_error = totals[1] > 0 ? std::sqrt(totals[0] / totals[1]) : std::sqrt(totals[0]);
-  result.passed = nonfinite == 0 && std::isfinite(result.rel_error) &&
-                  result.rel_error <= result.tolerance;
-  if (nonfinite)
-    result.detail = std::to_string(nonfinite) + " of " + std::to_string(params.count) +
-                    " outputs are NaN/Inf (unwritten or overflowed)";
-  else if (!result.passed)
-    result.detail = "relative error " + std::to_string(result.rel_error) + " exceeds tolerance " +
-                    std::to_string(result.tolerance);
+  result.passed = true;
+  double worst = -1;
+  for (std::size_t o = 0; o < outputs_.size(); ++o) {
+    const TensorSpec& spec = specs_[outputs_[o].tensor];
+    const double* t = &totals[3 * o];
+    std::uint64_t nonfinite;
+    std::memcpy(&nonfinite, &t[2], sizeof nonfinite);
+    const double tolerance = family_.tolerance(problem_, spec);
+    const double error = t[1] > 0 ? std::sqrt(t[0] / t[1]) : std::sqrt(t[0]);
+    const bool passed = nonfinite == 0 && std::isfinite(error) && error <= tolerance;
+    const std::string name = outputs_.size() > 1 ? "output " + spec.name + ": " : "";
+    result.nonfinite += nonfinite;
+    if (nonfinite && result.passed)
+      result.detail = name + std::to_string(nonfinite) + " of " + std::to_string(spec.elements) +
+                      " outputs are NaN/Inf (unwritten or overflowed)";
+    else if (!passed && result.passed)
+      result.detail = name + "relative error " + std::to_string(error) + " exceeds tolerance " +
+                      std::to_string(tolerance);
+    const double ratio = std::isfinite(error) ? error / tolerance : INFINITY;
+    if (ratio > worst || (!passed && result.passed)) {
+      worst = ratio;
+      result.rel_error = error;
+      result.tolerance = tolerance;
+    }
+    result.passed = result.passed && passed;
+  }
   return result;
 }
 
@@ -217,7 +246,7 @@ Timing Workbench::time(const driver::ReadyKernel& kernel, const Config& config,
 std::vector<float> Workbench::reference_output() {
   run_reference();
   stream_.synchronize("running the reference of " + problem_.key());
-  std::vector<float> host(specs_[output_index_].elements);
+  std::vector<float> host(reference_out_.bytes() / sizeof(float));
   TILESMITH_CU(api().cuMemcpyDtoH(host.data(), reference_out_.address(), host.size() * sizeof(float)),
                "reading the reference output");
   return host;

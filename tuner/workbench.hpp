@@ -13,6 +13,8 @@
 
 namespace tilesmith::tuner {
 
+// Every output tensor is compared with the reference under its own tolerance; the figures are
+// those of the output furthest past (or closest to) its bound.
 struct Verification {
   bool passed = false;
   double rel_error = 0;        // ||out - ref|| / ||ref||
@@ -67,7 +69,7 @@ class Workbench {
   Timing time(const driver::ReadyKernel& kernel, const Config& config,
               const TimingOptions& options);
 
-  // The reference output (fp32) of the current inputs, for tests.
+  // The reference outputs (fp32) of the current inputs, each output tensor's in turn, for tests.
   std::vector<float> reference_output();
   // Host copies of tensor `index` converted to double, for tests and CPU references.
   std::vector<double> download(std::size_t index);
@@ -83,7 +85,11 @@ class Workbench {
   std::vector<driver::DeviceBuffer> buffers_;
   std::vector<std::uint64_t> addresses_;
   driver::DeviceBuffer reference_out_, totals_, l2_flush_;
-  std::size_t output_index_ = 0;
+  struct Output {
+    std::size_t tensor;            // index into specs_
+    std::size_t reference_offset;  // of its first element in reference_out_
+  };
+  std::vector<Output> outputs_;
   driver::Stream stream_;
   struct Kernels;
   std::unique_ptr<Kernels> kernels_;

@@ -62,11 +62,46 @@ tilesmith::MatmulArgs to_args(const tilesmith_matmul_desc* desc) {
   return args;
 }
 
-void write_config(tilesmith_runtime* runtime, const tilesmith::MatmulArgs& args, char* config,
+tilesmith::RowArgs to_args(const tilesmith_rows_desc* desc) {
+  if (!desc) throw tilesmith::InvalidArgument("the rows descriptor is NULL");
+  if (desc->op < TILESMITH_SOFTMAX || desc->op > TILESMITH_RMSNORM_ACT_RESIDUAL)
+    throw tilesmith::InvalidArgument("unknown row op code " + std::to_string(desc->op));
+  if (desc->activation < TILESMITH_ACT_NONE || desc->activation > TILESMITH_ACT_SILU)
+    throw tilesmith::InvalidArgument("unknown activation code " + std::to_string(desc->activation));
+  tilesmith::RowArgs args;
+  args.op = static_cast<tilesmith::RowOp>(desc->op);
+  args.x = desc->x;
+  args.y = desc->y;
+  args.rows = desc->rows;
+  args.cols = desc->cols;
+  args.dtype = to_dtype(desc->dtype);
+  args.out_dtype = to_dtype(desc->out_dtype);
+  args.weight = desc->weight;
+  args.bias = desc->bias;
+  args.residual = desc->residual;
+  args.mean = desc->mean;
+  args.rstd = desc->rstd;
+  args.activation = static_cast<tilesmith::Activation>(desc->activation);
+  args.epsilon = desc->epsilon;
+  args.x_stride = desc->x_stride;
+  args.y_stride = desc->y_stride;
+  args.residual_stride = desc->residual_stride;
+  return args;
+}
+
+tilesmith::DispatchInfo describe(tilesmith_runtime* runtime, const tilesmith::MatmulArgs& args) {
+  return runtime->runtime.describe_matmul(args);
+}
+tilesmith::DispatchInfo describe(tilesmith_runtime* runtime, const tilesmith::RowArgs& args) {
+  return runtime->runtime.describe_rows(args);
+}
+
+template <class Args>
+void write_config(tilesmith_runtime* runtime, const Args& args, char* config,
                   int config_capacity, int* tuned) {
   if (!runtime || !config || config_capacity <= 0)
     throw tilesmith::InvalidArgument("NULL runtime or config buffer");
-  tilesmith::DispatchInfo info = runtime->runtime.describe_matmul(args);
+  tilesmith::DispatchInfo info = describe(runtime, args);
   std::snprintf(config, static_cast<std::size_t>(config_capacity), "%s", info.config.c_str());
   if (tuned) *tuned = info.tuned ? 1 : 0;
 }
@@ -119,6 +154,19 @@ int tilesmith_matmul_ex(tilesmith_runtime* runtime, const tilesmith_matmul_desc*
 
 int tilesmith_matmul_ex_config(tilesmith_runtime* runtime, const tilesmith_matmul_desc* desc,
                                char* config, int config_capacity, int* tuned) {
+  return guarded([&] { write_config(runtime, to_args(desc), config, config_capacity, tuned); });
+}
+
+int tilesmith_rows(tilesmith_runtime* runtime, const tilesmith_rows_desc* desc, void* stream) {
+  return guarded([&] {
+    const tilesmith::RowArgs args = to_args(desc);
+    if (!runtime) throw tilesmith::InvalidArgument("tilesmith_rows: runtime is NULL");
+    runtime->runtime.rows(args, stream);
+  });
+}
+
+int tilesmith_rows_config(tilesmith_runtime* runtime, const tilesmith_rows_desc* desc,
+                          char* config, int config_capacity, int* tuned) {
   return guarded([&] { write_config(runtime, to_args(desc), config, config_capacity, tuned); });
 }
 

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <shared_mutex>
 #include <span>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -82,6 +83,10 @@ struct Runtime::Impl {
   std::string arch, nvrtc;
   std::unique_ptr<cache::Database> database;
   const Family& matmul_family = find_family("matmul");
+  // By RowOp.
+  const std::array<const Family*, 5> row_families = {
+      &find_family("softmax"), &find_family("layernorm"), &find_family("rmsnorm"),
+      &find_family("layernorm_act_residual"), &find_family("rmsnorm_act_residual")};
   std::shared_mutex mutex;
   std::unordered_map<DispatchKey, std::unique_ptr<Entry>, DispatchKeyHash> entries;
   std::atomic<int> compilations{0};
@@ -160,7 +165,7 @@ struct Runtime::Impl {
     entry->workspace_bytes = family.workspace_bytes(config, problem, device);
     const std::vector<std::uint64_t> no_tensors(family.tensors(problem).size(), 0);
     entry->kernel = driver::load_kernel(
-        *compiled, family.plan(config, problem, device, no_tensors, 0),
+        *compiled, family.plan(config, problem, device, no_tensors, 0, CallScalars{}),
         family.name() + " " + problem.key() + " [" + config.text() + "]");
     return entry;
   }
@@ -265,7 +270,7 @@ void Runtime::matmul(const MatmulArgs& args, void* stream) {
   const CUstream on = static_cast<CUstream>(stream);
   entry.kernel.run(family.plan(entry.config, entry.problem, impl_->device,
                                std::span<const std::uint64_t>(addresses, count),
-                               entry.workspace_for(on)),
+                               entry.workspace_for(on), CallScalars{}),
                    on);
 }
 
@@ -273,6 +278,119 @@ DispatchInfo Runtime::describe_matmul(const MatmulArgs& args) {
   driver::make_current(impl_->context);
   DispatchInfo info;
   impl_->lookup(matmul_key(impl_->matmul_family, args), [&] { return matmul_problem(args); }, &info);
+  return info;
+}
+
+namespace {
+bool is_layernorm(RowOp op) { return op == RowOp::layernorm || op == RowOp::layernorm_act_residual; }
+bool is_act_residual(RowOp op) {
+  return op == RowOp::layernorm_act_residual || op == RowOp::rmsnorm_act_residual;
+}
+
+// What the family's kernel depends on, as one number: the tensors present and the activation.
+DispatchKey row_key(const Family& family, const RowArgs& args) {
+  const std::int64_t options = std::int64_t{args.weight != nullptr} |
+                               std::int64_t{args.bias != nullptr} << 1 |
+                               std::int64_t{args.rstd != nullptr} << 2 |
+                               static_cast<std::int64_t>(args.activation) << 3;
+  return {&family, args.dtype, args.out_dtype.value_or(args.dtype), {args.rows, args.cols, 0, 0},
+          options};
+}
+
+// The problem of these arguments: options only where they differ from the defaults, so the
+// key is the one a sweep (`tune --op layernorm --option ...`) stores.
+Problem row_problem(const Family& family, const RowArgs& args) {
+  Problem problem{family.name(), args.dtype, args.out_dtype.value_or(args.dtype),
+                  {args.rows, args.cols}};
+  if (args.op != RowOp::softmax && !args.weight) problem.options["weight"] = "0";
+  if (is_layernorm(args.op) && !args.bias) problem.options["bias"] = "0";
+  if (args.rstd) problem.options["stats"] = "1";
+  static const char* const activations[] = {"none", "relu", "gelu", "silu"};
+  if (args.activation != Activation::none)
+    problem.options["act"] = activations[static_cast<std::size_t>(args.activation)];
+  return problem;
+}
+
+// The checks a call's arguments get before any lookup (the family validates the shape on a
+// miss): each tensor present where the op takes it and only there, aligned to its elements.
+const Family& checked_row_family(const std::array<const Family*, 5>& families,
+                                 const RowArgs& args) {
+  const auto index = static_cast<std::size_t>(args.op);
+  if (index >= families.size())
+    throw InvalidArgument("rows: unknown op code " + std::to_string(index));
+  const Family& family = *families[index];
+  const std::string op = family.name();
+  auto refuse = [&](bool present, const char* what) {
+    if (present) throw InvalidArgument(op + " takes no " + what);
+  };
+  refuse(args.op == RowOp::softmax && (args.weight || args.bias || args.rstd || args.mean),
+         "weight, bias, mean or rstd");
+  refuse(!is_layernorm(args.op) && (args.bias || args.mean), "bias or mean");
+  refuse(!is_act_residual(args.op) && (args.residual || args.activation != Activation::none),
+         "residual or activation (the *_act_residual ops do)");
+  if (is_act_residual(args.op) && !args.residual)
+    throw InvalidArgument(op + ": residual is a null pointer");
+  if (is_layernorm(args.op) && (args.mean == nullptr) != (args.rstd == nullptr))
+    throw InvalidArgument(op + ": give mean and rstd together, or neither");
+  if (static_cast<std::size_t>(args.activation) >= 4)
+    throw InvalidArgument(op + ": unknown activation code " +
+                          std::to_string(static_cast<int>(args.activation)));
+  if (args.rows <= 0 || args.cols <= 0)
+    throw InvalidArgument(op + ": shape " + std::to_string(args.rows) + "x" +
+                          std::to_string(args.cols) + " has a non-positive dimension");
+  for (auto [stride, name] : {std::pair{args.x_stride, "x"}, std::pair{args.y_stride, "y"},
+                              std::pair{args.residual_stride, "residual"}})
+    if (stride != 0 && stride < args.cols)
+      throw InvalidArgument(op + ": the row stride of " + name + " (" + std::to_string(stride) +
+                            ") is shorter than a row (" + std::to_string(args.cols) + ")");
+  const std::size_t in = dtype_size(args.dtype), out = dtype_size(args.out_dtype.value_or(args.dtype));
+  for (auto [pointer, element, name] :
+       {std::tuple{args.x, in, "x"}, std::tuple{static_cast<const void*>(args.y), out, "y"},
+        std::tuple{args.weight, in, "weight"}, std::tuple{args.bias, in, "bias"},
+        std::tuple{args.residual, out, "residual"},
+        std::tuple{static_cast<const void*>(args.mean), std::size_t{4}, "mean"},
+        std::tuple{static_cast<const void*>(args.rstd), std::size_t{4}, "rstd"}})
+    if (reinterpret_cast<std::uintptr_t>(pointer) % element)
+      throw InvalidArgument(op + ": " + name + " is not aligned to its " +
+                            std::to_string(element) + "-byte elements");
+  return family;
+}
+}  // namespace
+
+void Runtime::rows(const RowArgs& args, void* stream) {
+  const Family& family = checked_row_family(impl_->row_families, args);
+  if (!args.x || !args.y) throw InvalidArgument(family.name() + ": x or y is a null pointer");
+  driver::make_current(impl_->context);
+  Entry& entry = impl_->lookup(row_key(family, args), [&] { return row_problem(family, args); },
+                               nullptr);
+  // In the family's tensor order: x, weight, bias, residual, y, mean, rstd (those present).
+  std::uint64_t addresses[7];
+  CallScalars scalars;
+  std::size_t count = 0;
+  auto add = [&](const void* pointer, std::int64_t stride = 0) {
+    scalars.row_strides[count] = stride;
+    addresses[count++] = reinterpret_cast<std::uint64_t>(pointer);
+  };
+  add(args.x, args.x_stride);
+  if (args.weight) add(args.weight);
+  if (args.bias) add(args.bias);
+  if (args.residual) add(args.residual, args.residual_stride);
+  add(args.y, args.y_stride);
+  if (args.mean) add(args.mean);
+  if (args.rstd) add(args.rstd);
+  scalars.epsilon = args.epsilon;
+  const CUstream on = static_cast<CUstream>(stream);
+  entry.kernel.run(family.plan(entry.config, entry.problem, impl_->device,
+                               std::span<const std::uint64_t>(addresses, count),
+                               entry.workspace_for(on), scalars),
+                   on);
+}
+
+DispatchInfo Runtime::describe_rows(const RowArgs& args) {
+  const Family& family = checked_row_family(impl_->row_families, args);
+  driver::make_current(impl_->context);
+  DispatchInfo info;
+  impl_->lookup(row_key(family, args), [&] { return row_problem(family, args); }, &info);
   return info;
 }
 

@@ -56,6 +56,12 @@ __device__ __forceinline__ unsigned map_to_cta(unsigned smem_addr, unsigned rank
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(smem_addr), "r"(rank));
   return remote;
 }
+// A float in another CTA's shared memory (an address from map_to_cta).
+__device__ __forceinline__ float load_shared_cluster_f32(unsigned remote_addr) {
+  float value;
+  asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(value) : "r"(remote_addr) : "memory");
+  return value;
+}
 
 // ---- mbarriers --------------------------------------------------------------------------------
 

@@ -2,24 +2,10 @@
 // column, then the activation, then the residual, on fp32 values before C's rounding.
 #pragma once
 
-#include "common/tile_primitives.cuh"
+#include "common/elementwise.cuh"
 #include "matmul/matmul_params.h"
 
 namespace tilesmith {
-
-template <int KIND>
-__device__ __forceinline__ float load_as_float(const void* base, long long index) {
-  if (KIND == kF32) return static_cast<const float*>(base)[index];
-  return to_float(static_cast<const half_bits*>(base)[index], KIND);
-}
-
-template <int ACT>
-__device__ __forceinline__ float activate(float x) {
-  if (ACT == kActRelu) return x > 0.f ? x : 0.f;
-  if (ACT == kActGelu) return 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
-  if (ACT == kActSilu) return x / (1.f + __expf(-x));
-  return x;
-}
 
 // The epilogue of element (row, col) of batch `batch`, whose accumulated value is `value`.
 template <int EPI, int KIND_OUT>

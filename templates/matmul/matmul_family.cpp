@@ -148,12 +148,18 @@ class MatmulFamily final : public Family {
          {"matmul/matmul.cuh", "matmul/matmul_params.h", "matmul/matmul_epilogue.cuh",
           "matmul/matmul_sm90.cuh",
           "matmul/matmul_sm90_params.h", "matmul/matmul_splitk.cuh", "common/tile_primitives.cuh",
-          "common/hopper.cuh", "common/tensor_map.h", "common/copy_rows.cuh",
+          "common/activation.h", "common/elementwise.cuh", "common/hopper.cuh", "common/tensor_map.h", "common/copy_rows.cuh",
           "common/copy_rows_params.h"})
       source_.files[file] = std::string(embedded::file(file));
   }
 
   std::string name() const override { return "matmul"; }
+  std::string shape_form() const override { return "MxNxK or BxMxNxK (B contiguous batches)"; }
+  std::string options_help() const override {
+    return "a=col (A stored k x m), b=col (B stored n x k: x @ W^T), bias=1, "
+           "act=relu|gelu|silu, residual=1 (C = act(A*B + bias) + residual); dtypes: bf16 or "
+           "f16 in, the input type or f32 out";
+  }
   const FamilySource& source() const override { return source_; }
 
   // Every parameter of either variant, with every value (for help and --config checks).
@@ -339,8 +345,8 @@ class MatmulFamily final : public Family {
   }
 
   LaunchPlan plan(const Config& config, const Problem& problem, const DeviceTarget& device,
-                  std::span<const std::uint64_t> addresses,
-                  std::uint64_t workspace) const override {
+                  std::span<const std::uint64_t> addresses, std::uint64_t workspace,
+                  const CallScalars&) const override {
     LaunchPlan plan;
     const MatmulShape s(problem);
     const Operands operands(s, addresses);

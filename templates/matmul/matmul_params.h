@@ -3,6 +3,8 @@
 // sides agree on the layout.
 #pragma once
 
+#include "common/activation.h"
+
 namespace tilesmith {
 
 // LAYOUT template argument: how A and B are stored. Row-major A is m x k (rows of K, lda >= k),
@@ -10,14 +12,10 @@ namespace tilesmith {
 // column-major B is stored n x k (rows of K: the weight of a linear layer, x * W^T).
 enum MatmulLayoutBits { kColumnMajorA = 1, kColumnMajorB = 2 };
 
-// EPI template argument: an activation (bits 0-1) and the optional inputs of the epilogue.
+// EPI template argument: an activation (bits 0-1, ActivationCode) and the optional inputs of
+// the epilogue.
 //   C = act(A * B + bias) + residual, in fp32, rounded once to C's type.
 enum MatmulEpilogueBits {
-  kActNone = 0,
-  kActRelu = 1,
-  kActGelu = 2,  // the exact (erf) GELU, torch's default
-  kActSilu = 3,
-  kActMask = 3,
   kEpilogueBias = 4,      // bias: n elements of C's type, one per column
   kEpilogueResidual = 8,  // residual: batch x m x n of C's type
 };

@@ -115,7 +115,7 @@ TEST_F(CliHelp, BadCommandLinesFailWithOneErrorLine) {
       run({"tune", "--op", "matmul", "--dtype", "bf16", "--shape", "64x64x64", "--seed", "-1"}),
       "bad --seed '-1'");
   // tune needs shapes: --shape with its problem options, or --misses, which bring their own.
-  expect_error_line(run({"tune", "--budget", "1"}), "give --shape MxNxK (repeatable), --misses");
+  expect_error_line(run({"tune", "--budget", "1"}), "give --shape SHAPE (repeatable), --misses");
   expect_error_line(run({"tune", "--dtype", "bf16", "--shape", "64x64x64"}), "'--op'");
   expect_error_line(run({"tune", "--misses", "--op", "matmul"}), "each miss brings its own");
   expect_error_line(run({"help", "tune", "extra"}), "'help' takes one command name");

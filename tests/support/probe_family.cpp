@@ -61,6 +61,8 @@ class ProbeFamily final : public Family {
       throw Error("probe: expects one dimension and f32");
   }
   std::string kernel_file(const Config&) const override { return "probe.cuh"; }
+  std::string shape_form() const override { return "N"; }
+  std::string options_help() const override { return "none; f32 only"; }
   std::vector<std::string> kernel_expressions(const Config& config,
                                               const Problem&) const override {
     return {"probe_kernel<" + std::to_string(config.at("behavior")) + "," +
@@ -77,7 +79,8 @@ class ProbeFamily final : public Family {
     return {{"in", DType::f32, n, false}, {"out", DType::f32, n, true}};
   }
   LaunchPlan plan(const Config& config, const Problem& problem, const DeviceTarget&,
-                  std::span<const std::uint64_t> a, std::uint64_t) const override {
+                  std::span<const std::uint64_t> a, std::uint64_t,
+                  const CallScalars&) const override {
     LaunchPlan plan;
     plan.add(0, launch(config, problem),
              KernelArgs::of(ProbeParams{reinterpret_cast<const float*>(a[0]),

@@ -52,6 +52,35 @@ struct MatmulArgs {
   Activation activation = Activation::none;
 };
 
+// The row ops: each runs over the last dimension of a rows x cols tensor.
+//   softmax                 y = exp(x - max) / sum(exp(x - max))
+//   layernorm               y = (x - mean) * rstd * weight + bias, rstd = 1/sqrt(var + epsilon)
+//   rmsnorm                 y = x * rstd * weight, rstd = 1/sqrt(mean(x^2) + epsilon)
+//   *_act_residual          y = act(norm(x)) + residual
+enum class RowOp { softmax, layernorm, rmsnorm, layernorm_act_residual, rmsnorm_act_residual };
+
+// A row op's arguments. x, weight and bias have dtype; y and residual out_dtype; mean and rstd
+// are fp32, one per row, written when not null (layernorm: both or neither; rmsnorm: rstd).
+// weight and bias are used when not null (softmax takes neither, rmsnorm no bias); residual
+// is required by the *_act_residual ops and refused by the others. Rows are `*_stride`
+// elements apart (0: cols). Pointers need only be aligned to their elements.
+struct RowArgs {
+  RowOp op = RowOp::softmax;
+  const void* x = nullptr;
+  void* y = nullptr;
+  std::int64_t rows = 0, cols = 0;
+  DType dtype = DType::bf16;
+  std::optional<DType> out_dtype;  // default: dtype
+  const void* weight = nullptr;
+  const void* bias = nullptr;
+  const void* residual = nullptr;
+  float* mean = nullptr;
+  float* rstd = nullptr;
+  Activation activation = Activation::none;
+  double epsilon = 1e-5;
+  std::int64_t x_stride = 0, y_stride = 0, residual_stride = 0;
+};
+
 // Where the kernel a call used came from.
 enum class KernelSource {
   memory,            // resolved by an earlier call
@@ -83,6 +112,10 @@ class Runtime {
 
   // What the last lookup for these arguments resolved to (loads it if needed).
   DispatchInfo describe_matmul(const MatmulArgs& args);
+
+  // Enqueues a row op on `stream`; as matmul otherwise.
+  void rows(const RowArgs& args, void* stream = nullptr);
+  DispatchInfo describe_rows(const RowArgs& args);
 
   // Counts NVRTC compilations this runtime has done (0 on a warm database).
   int compilations() const;

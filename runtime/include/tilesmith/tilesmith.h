@@ -58,6 +58,39 @@ int tilesmith_matmul_ex(tilesmith_runtime* runtime, const tilesmith_matmul_desc*
 int tilesmith_matmul_ex_config(tilesmith_runtime* runtime, const tilesmith_matmul_desc* desc,
                                char* config, int config_capacity, int* tuned);
 
+enum tilesmith_row_op {
+  TILESMITH_SOFTMAX = 0,
+  TILESMITH_LAYERNORM = 1,
+  TILESMITH_RMSNORM = 2,
+  TILESMITH_LAYERNORM_ACT_RESIDUAL = 3, /* y = act(layernorm(x)) + residual */
+  TILESMITH_RMSNORM_ACT_RESIDUAL = 4
+};
+
+/* A row op over the last dimension of rows x cols (tilesmith::RowArgs): x, weight, bias have
+ * dtype; y, residual out_dtype; mean, rstd are float per row, written when not NULL (layernorm:
+ * both or neither). weight, bias: used when not NULL. Strides: elements between rows, 0 = cols.
+ * epsilon: the norms' floor under the variance (1e-5 is torch's default). */
+typedef struct tilesmith_rows_desc {
+  int op; /* enum tilesmith_row_op */
+  const void* x;
+  void* y;
+  int64_t rows, cols;
+  int dtype, out_dtype; /* enum tilesmith_dtype */
+  const void* weight;
+  const void* bias;
+  const void* residual;
+  float* mean;
+  float* rstd;
+  int activation; /* enum tilesmith_activation */
+  double epsilon;
+  int64_t x_stride, y_stride, residual_stride;
+} tilesmith_rows_desc;
+
+int tilesmith_rows(tilesmith_runtime* runtime, const tilesmith_rows_desc* desc, void* stream);
+/* The config the call would use; its x and y may be NULL. */
+int tilesmith_rows_config(tilesmith_runtime* runtime, const tilesmith_rows_desc* desc,
+                          char* config, int config_capacity, int* tuned);
+
 const char* tilesmith_last_error(void);
 
 #ifdef __cplusplus

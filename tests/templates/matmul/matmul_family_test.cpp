@@ -51,7 +51,7 @@ std::vector<Config> variant_space(int variant) {
 LaunchPlan plan_of(const Config& config, const Problem& problem,
                    const DeviceTarget& device = DeviceTarget::assumed_for_arch("sm_90a")) {
   const std::uint64_t addresses[3] = {0x10000, 0x20000, 0x30000};
-  return matmul().plan(config, problem, device, addresses, 0);
+  return matmul().plan(config, problem, device, addresses, 0, {});
 }
 
 template <class Action>
@@ -615,7 +615,7 @@ TEST(MatmulArgsTest, PacksAddressesAndRowMajorLeadingDimensions) {
   Problem problem = matmul_problem(17, 33, 65);
   std::vector<std::uint64_t> addresses = {0x1000, 0x2000, 0x3000};
   KernelArgs args = matmul().plan(tile_config(64, 64, 32, 2, 2, 2), problem,
-                                  DeviceTarget::assumed_for_arch("sm_90a"), addresses, 0)
+                                  DeviceTarget::assumed_for_arch("sm_90a"), addresses, 0, {})
                         .steps[0]
                         .args;
   EXPECT_EQ(args.tensor_map_count, 0);
@@ -639,9 +639,13 @@ TEST(MatmulArgsTest, PacksAddressesAndRowMajorLeadingDimensions) {
 }
 
 TEST(MatmulToleranceTest, FollowsTheOutputType) {
-  double bf16 = matmul().tolerance(matmul_problem(8, 8, 8, DType::bf16, DType::bf16));
-  double f16 = matmul().tolerance(matmul_problem(8, 8, 8, DType::f16, DType::f16));
-  double f32 = matmul().tolerance(matmul_problem(8, 8, 8, DType::bf16, DType::f32));
+  auto tolerance = [](DType in, DType out) {
+    const Problem problem = matmul_problem(8, 8, 8, in, out);
+    return matmul().tolerance(problem, matmul().tensors(problem).back());
+  };
+  double bf16 = tolerance(DType::bf16, DType::bf16);
+  double f16 = tolerance(DType::f16, DType::f16);
+  double f32 = tolerance(DType::bf16, DType::f32);
   EXPECT_GT(bf16, f16);
   EXPECT_GT(f16, f32);
   EXPECT_GT(f32, 0);
@@ -735,7 +739,7 @@ TEST(MatmulWgmmaTest, PadsUnalignedInputsInTheWorkspace) {
   EXPECT_EQ(matmul().kernel_expressions(config, problem).size(), 2u);
   const std::uint64_t addresses[3] = {0x10000, 0x20000, 0x30000};
   const std::uint64_t workspace = 0x100000;
-  const LaunchPlan plan = matmul().plan(config, problem, hopper, addresses, workspace);
+  const LaunchPlan plan = matmul().plan(config, problem, hopper, addresses, workspace, {});
   ASSERT_EQ(plan.step_count, 3);
   EXPECT_EQ(plan.steps[0].kernel, 1);  // copy A
   EXPECT_EQ(plan.steps[1].kernel, 1);  // copy B
@@ -777,7 +781,7 @@ TEST(MatmulWgmmaTest, SplitKWritesPartialsThenReducesThem) {
   ASSERT_EQ(kernels.size(), 2u);
   EXPECT_EQ(kernels[1], "tilesmith::splitk_reduce<0,0>");  // f16 C
   const std::uint64_t addresses[3] = {0x10000, 0x20000, 0x30000};
-  const LaunchPlan plan = matmul().plan(split, problem, hopper, addresses, 0x100000);
+  const LaunchPlan plan = matmul().plan(split, problem, hopper, addresses, 0x100000, {});
   ASSERT_EQ(plan.step_count, 2);
   EXPECT_EQ(plan.steps[0].kernel, 0);
   EXPECT_EQ(plan.steps[0].geometry.grid[0], 132u);  // 64 tiles x 4 slices, persistent

@@ -198,7 +198,7 @@ TEST_F(GpuMatmul, VerificationCatchesAWrongKernel) {
   bench.refresh_inputs(3);
   // Launch with the smaller K baked into the args: a wrong answer that still writes everything.
   std::vector<std::uint64_t> addresses = bench.tensor_addresses();
-  ready.run(family_.plan(config, other, device_, addresses, 0), nullptr);
+  ready.run(family_.plan(config, other, device_, addresses, 0, {}), nullptr);
   TILESMITH_CU(driver::api().cuCtxSynchronize(), "running the wrong kernel");
   tuner::Verification result = bench.check_output();
   EXPECT_FALSE(result.passed);
@@ -207,7 +207,7 @@ TEST_F(GpuMatmul, VerificationCatchesAWrongKernel) {
   // Only the first 32 rows written: the poisoned rest must show as non-finite.
   Problem half_rows = matmul(DType::bf16, DType::bf16, 32, 64, 64);
   bench.refresh_inputs(4);
-  ready.run(family_.plan(config, half_rows, device_, addresses, 0), nullptr);
+  ready.run(family_.plan(config, half_rows, device_, addresses, 0, {}), nullptr);
   TILESMITH_CU(driver::api().cuCtxSynchronize(), "running the half-writing kernel");
   result = bench.check_output();
   EXPECT_FALSE(result.passed);

@@ -1,0 +1,232 @@
+#!/usr/bin/env python3
+"""Benchmark tilesmith's row ops (softmax, layernorm, rmsnorm, the fused norm + activation +
+residual) against torch eager and torch.compile, in one process, side by side.
+
+usage: reductions_bench.py [--ops softmax,layernorm,...] [--dtypes bf16,f32] [--shapes RxC,...]
+                           [--tune-budget 6s|N|all|none] [--skip-compile] [--json FILE]
+                           [--lib PATH] [--tilesmith PATH] [--db PATH]
+
+Each case is first tuned (`tilesmith tune`, unless --tune-budget none), then verified against
+torch in fp32 (NaN-poisoned output, relative Frobenius error), then timed with L2 flushed
+(triton's do_bench, median). GB/s counts each tensor read once and written once; the copy
+bandwidth is measured in the same run. Exit status: 0 all verified, 1 a verification failure,
+2 setup problem.
+"""
+import argparse, ctypes, json, math, os, subprocess, sys, time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import matmul_bench as mb  # noqa: E402  (the C library loader, the timer, the copy bandwidth)
+
+mb.PROG = "reductions_bench"
+REPO = mb.REPO
+OPS = {"softmax": 0, "layernorm": 1, "rmsnorm": 2, "layernorm_act_residual": 3,
+       "rmsnorm_act_residual": 4}  # enum tilesmith_row_op
+ACT_GELU = 2
+SHAPES = "65536x256,131072x1024,32768x4096,8192x8192,4096x32768,1024x131072"
+TOLERANCE = {"bf16": 1e-2, "f16": 2e-3, "f32": 5e-4}
+
+
+class RowsDesc(ctypes.Structure):  # tilesmith_rows_desc in tilesmith.h
+    _fields_ = [("op", ctypes.c_int), ("x", ctypes.c_void_p), ("y", ctypes.c_void_p),
+                ("rows", ctypes.c_int64), ("cols", ctypes.c_int64), ("dtype", ctypes.c_int),
+                ("out_dtype", ctypes.c_int), ("weight", ctypes.c_void_p),
+                ("bias", ctypes.c_void_p), ("residual", ctypes.c_void_p),
+                ("mean", ctypes.c_void_p), ("rstd", ctypes.c_void_p),
+                ("activation", ctypes.c_int), ("epsilon", ctypes.c_double),
+                ("x_stride", ctypes.c_int64), ("y_stride", ctypes.c_int64),
+                ("residual_stride", ctypes.c_int64)]
+
+
+def declare_rows(lib):
+    try:
+        lib.tilesmith_rows.argtypes = [ctypes.c_void_p, ctypes.POINTER(RowsDesc), ctypes.c_void_p]
+        lib.tilesmith_rows.restype = ctypes.c_int
+        lib.tilesmith_rows_config.argtypes = [ctypes.c_void_p, ctypes.POINTER(RowsDesc),
+                                              ctypes.c_char_p, ctypes.c_int,
+                                              ctypes.POINTER(ctypes.c_int)]
+        lib.tilesmith_rows_config.restype = ctypes.c_int
+    except AttributeError as error:
+        mb.setup_error(f"the library lacks tilesmith_rows: {error}")
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--ops", default="softmax,layernorm,rmsnorm")
+    p.add_argument("--fused", default="32768x4096,8192x8192",
+                   help="shapes for layernorm/rmsnorm_act_residual (gelu) in bf16; '' for none")
+    p.add_argument("--dtypes", default="bf16,f32")
+    p.add_argument("--shapes", default=SHAPES)
+    p.add_argument("--tune-budget", default="6s", help="per case: Ns, N candidates, all, none")
+    p.add_argument("--skip-compile", action="store_true", help="no torch.compile column")
+    p.add_argument("--json")
+    p.add_argument("--tune-log")
+    p.add_argument("--lib", default=os.path.join(REPO, "build", "libtilesmith.so"))
+    p.add_argument("--tilesmith", default=os.path.join(REPO, "build", "tilesmith"))
+    p.add_argument("--db", default=os.environ.get("TILESMITH_DB"))
+    p.add_argument("--warmup-ms", type=float, default=10.0)
+    p.add_argument("--rep-ms", type=float, default=100.0)
+    return p.parse_args(argv)
+
+
+def cases(args):
+    shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",") if s]
+    out = [(op, dtype, r, c) for op in args.ops.split(",") if op for dtype in args.dtypes.split(",")
+           for (r, c) in shapes]
+    for s in filter(None, args.fused.split(",")):
+        r, c = (int(v) for v in s.split("x"))
+        out += [("layernorm_act_residual", "bf16", r, c), ("rmsnorm_act_residual", "bf16", r, c)]
+    return out
+
+
+def tune(args, op, dtype, shape, log):
+    if args.tune_budget == "none":
+        return "not tuned"
+    command = [args.tilesmith, "tune", "--op", op, "--dtype", dtype, "--shape", shape]
+    if op.endswith("act_residual"):
+        command += ["--option", "act=gelu"]
+    if args.tune_budget != "all":
+        command += ["--budget", args.tune_budget, "--strategy", "random"]
+    if args.db:
+        command += ["--db", args.db]
+    start = time.perf_counter()
+    result = subprocess.run(command, capture_output=True, text=True, errors="replace")
+    if log:
+        log.write(f"\n== {' '.join(command)}\n{result.stdout}{result.stderr}")
+    return f"{time.perf_counter() - start:.0f}s rc={result.returncode}"
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    try:
+        import torch, triton
+        import torch.nn.functional as F
+    except Exception as error:
+        mb.setup_error(f"{error} (this benchmark needs torch and triton)")
+    if not torch.cuda.is_available():
+        mb.setup_error("torch sees no CUDA device")
+    lib = mb.load_lib(args.lib)
+    declare_rows(lib)
+    try:
+        rt = mb.create_runtime(lib, args.db)
+    except RuntimeError as error:
+        mb.setup_error(str(error))
+    torch._dynamo.config.cache_size_limit = 1024
+    torch.manual_seed(0)
+    bench = mb.make_bench(args.warmup_ms, args.rep_ms)
+    copy_gbs = mb.copy_bandwidth_gbs(bench)
+    header = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+              "triton": triton.__version__, "copy_GBps": copy_gbs,
+              "timing": f"median of do_bench (warmup {args.warmup_ms} ms, rep {args.rep_ms} ms), "
+                        "L2 flushed", "tune": args.tune_budget}
+    for key, value in header.items():
+        print(f"{key:>10}: {value:.0f}" if isinstance(value, float) else f"{key:>10}: {value}")
+    tdt = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
+    codes = mb.DTYPE_CODES
+    stream = torch.cuda.current_stream().cuda_stream
+    log = open(args.tune_log, "a") if args.tune_log else None
+    rows, failed = [], False
+    for op, dtype, r, c in cases(args):
+        shape = f"{r}x{c}"
+        row = {"op": op, "dtype": dtype, "shape": shape, "status": "ok"}
+        rows.append(row)
+        try:
+            row["tune"] = tune(args, op, dtype, shape, log)
+            dt = tdt[dtype]
+            x = torch.randn(r, c, device="cuda", dtype=dt)
+            norm = op != "softmax"
+            w = torch.randn(c, device="cuda", dtype=dt) if norm else None
+            b = torch.randn(c, device="cuda", dtype=dt) if op.startswith("layernorm") else None
+            fused = op.endswith("act_residual")
+            res = torch.randn(r, c, device="cuda", dtype=dt) if fused else None
+            y = torch.full((r, c), float("nan"), device="cuda", dtype=dt)
+            desc = RowsDesc(op=OPS[op], x=x.data_ptr(), y=y.data_ptr(), rows=r, cols=c,
+                            dtype=codes[dtype], out_dtype=codes[dtype],
+                            weight=w.data_ptr() if w is not None else None,
+                            bias=b.data_ptr() if b is not None else None,
+                            residual=res.data_ptr() if res is not None else None,
+                            activation=ACT_GELU if fused else 0, epsilon=1e-5)
+            buf, tuned = ctypes.create_string_buffer(512), ctypes.c_int(0)
+            mb.check(lib, lib.tilesmith_rows_config(rt, ctypes.byref(desc), buf, len(buf),
+                                                    ctypes.byref(tuned)), "tilesmith_rows_config")
+            row["config"], row["tuned"] = buf.value.decode(), bool(tuned.value)
+
+            def ts():
+                mb.check(lib, lib.tilesmith_rows(rt, ctypes.byref(desc), stream), "tilesmith_rows")
+
+            def eager(x=x, w=w, b=b, res=res):
+                if op == "softmax":
+                    return torch.softmax(x, -1)
+                out = (F.layer_norm(x, (c,), w, b, 1e-5) if op.startswith("layernorm")
+                       else F.rms_norm(x, (c,), w, 1e-5))
+                return F.gelu(out) + res if fused else out
+
+            ts()
+            torch.cuda.synchronize()
+            xf = x.float()
+            ref = (torch.softmax(xf, -1) if op == "softmax" else
+                   F.layer_norm(xf, (c,), w.float(), b.float() if b is not None else None, 1e-5)
+                   if op.startswith("layernorm") else F.rms_norm(xf, (c,), w.float(), 1e-5))
+            if fused:
+                ref = F.gelu(ref) + res.float()
+            unwritten = int(torch.isnan(y).sum())
+            row["err"] = float((y.float() - ref).norm() / ref.norm())
+            if unwritten or not row["err"] <= TOLERANCE[dtype]:
+                row["status"] = f"WRONG ({unwritten} unwritten)"
+                failed = True
+            del xf, ref
+            row["ts_ms"] = bench(ts)
+            row["eager_ms"] = bench(eager)
+            if not args.skip_compile:
+                compiled = torch.compile(eager, dynamic=False)
+                start = time.perf_counter()
+                compiled()
+                torch.cuda.synchronize()
+                row["compile_s"] = time.perf_counter() - start
+                row["compile_ms"] = bench(compiled)
+            tensors = [x, y] + [t for t in (w, b, res) if t is not None]
+            row["bytes"] = sum(t.numel() * t.element_size() for t in tensors)
+        except Exception as error:  # a setup or launch failure of one case: say so, go on
+            row["status"] = f"error: {str(error)[:160]}"
+            failed = True
+        print(f"  {op:>22} {dtype:>4} {shape:>12}: {row.get('status')} "
+              f"ts {row.get('ts_ms', float('nan')):.4f} ms, eager {row.get('eager_ms', float('nan')):.4f}, "
+              f"compile {row.get('compile_ms', float('nan')):.4f}", flush=True)
+        torch.cuda.empty_cache()
+
+    print("\nGB/s: bytes of every tensor read once or written once over the median time; "
+          "% copy: of the copy bandwidth measured here; x best: the better of eager and "
+          "compile over tilesmith (> 1: tilesmith faster)")
+    titles = ["op", "dtype", "shape", "ts ms", "ts GB/s", "% copy", "eager ms", "compile ms",
+              "x eager", "x compile", "x best", "err", "tuned", "status"]
+    lines, ratios = [], []
+    for row in rows:
+        ts_ms = row.get("ts_ms")
+        gbs = row["bytes"] / (ts_ms * 1e-3) / 1e9 if ts_ms and row.get("bytes") else None
+        others = [v for v in (row.get("eager_ms"), row.get("compile_ms")) if v]
+        best = min(others) / ts_ms if ts_ms and others else None
+        if best and row["status"] == "ok":
+            ratios.append(best)
+        f = lambda v, spec: "-" if v is None else format(v, spec)
+        lines.append([row["op"], row["dtype"], row["shape"], f(ts_ms, ".4f"), f(gbs, ".0f"),
+                      f(gbs and 100 * gbs / copy_gbs, ".1f"), f(row.get("eager_ms"), ".4f"),
+                      f(row.get("compile_ms"), ".4f"),
+                      f(ts_ms and row.get("eager_ms") and row["eager_ms"] / ts_ms, ".2f"),
+                      f(ts_ms and row.get("compile_ms") and row["compile_ms"] / ts_ms, ".2f"),
+                      f(best, ".2f"), f(row.get("err"), ".1e"),
+                      "yes" if row.get("tuned") else "no", row["status"]])
+    widths = [max(len(str(x)) for x in col) for col in zip(titles, *lines)]
+    for cells in [titles, ["-" * w for w in widths]] + lines:
+        print(" | ".join(str(v).rjust(w) if i >= 3 else str(v).ljust(w)
+                         for i, (v, w) in enumerate(zip(cells, widths))))
+    if ratios:
+        print(f"geomean x best of eager and compile, over {len(ratios)} verified cases: "
+              f"{math.exp(sum(map(math.log, ratios)) / len(ratios)):.3f}")
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump({"header": header, "rows": rows}, out, indent=1)
+    lib.tilesmith_runtime_destroy(rt)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,276 @@
+// Softmax, layernorm and rmsnorm over rows, the norms with a fused activation and residual:
+// x read once, y written once, so the floor is the memory's bandwidth.
+//
+// Template arguments (row_norm_params.h for the codes):
+//   OP           RowOp;  KIND_IN: x, weight, bias;  KIND_OUT: y, residual;  FLAGS: RowFlags
+//   VEC          elements per vector access (16, 8 or 4 bytes)
+//   THREADS_ROW  threads sharing a row;  ROWS_BLOCK: rows per CTA
+//   ITEMS        vectors each thread holds (the row stays in registers from read to write)
+//   CLUSTER      CTAs sharing a row (sm_90), reducing through distributed shared memory
+//
+// A row need not start on a vector boundary (any row stride, any column count). Its elements
+// are split into the `head` before x's first VEC-aligned address, whole vectors, and a `tail`:
+// the fewer than 2*VEC head and tail elements ("extras") are held one per thread by CTA 0.
+// The vectors are split into contiguous runs, one per CTA of the cluster; within a run, vector
+// l goes to thread l % THREADS_ROW, slot l / THREADS_ROW, so neighbouring threads read
+// neighbouring 16 bytes.
+#pragma once
+
+#include "common/elementwise.cuh"
+#include "common/hopper.cuh"
+#include "reductions/row_norm_params.h"
+
+namespace tilesmith {
+
+template <int KIND>
+struct ElementBytes {
+  static constexpr int value = KIND == kF32 ? 4 : 2;
+};
+
+// N consecutive elements from base[index], as floats: vector loads where the address allows,
+// else element by element (y's or the weight's rows may sit differently from x's).
+template <int KIND, int N>
+__device__ __forceinline__ void load_elements(const void* base, long long index, float (&out)[N]) {
+  constexpr int SIZE = ElementBytes<KIND>::value;
+  constexpr int BYTES = N * SIZE;
+  constexpr int CHUNK = BYTES < 16 ? BYTES : 16;
+  const char* at = static_cast<const char*>(base) + index * SIZE;
+  if (CHUNK >= 4 && reinterpret_cast<unsigned long long>(at) % CHUNK == 0) {
+    unsigned words[BYTES >= 4 ? BYTES / 4 : 1];
+#pragma unroll
+    for (int c = 0; c < BYTES / CHUNK; ++c) {
+      if constexpr (CHUNK == 16) {
+        const uint4 v = *reinterpret_cast<const uint4*>(at + 16 * c);
+        words[4 * c] = v.x, words[4 * c + 1] = v.y, words[4 * c + 2] = v.z, words[4 * c + 3] = v.w;
+      } else if constexpr (CHUNK == 8) {
+        const uint2 v = *reinterpret_cast<const uint2*>(at + 8 * c);
+        words[2 * c] = v.x, words[2 * c + 1] = v.y;
+      } else if constexpr (CHUNK == 4) {
+        words[c] = *reinterpret_cast<const unsigned*>(at + 4 * c);
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < N; ++k)
+      out[k] = SIZE == 4 ? __uint_as_float(words[k])
+                         : to_float(static_cast<half_bits>(words[k / 2] >> (16 * (k % 2))), KIND);
+  } else {
+#pragma unroll
+    for (int k = 0; k < N; ++k) out[k] = load_as_float<KIND>(base, index + k);
+  }
+}
+
+template <int KIND>
+__device__ __forceinline__ void store_element(void* base, long long index, float value) {
+  if (KIND == kF32)
+    static_cast<float*>(base)[index] = value;
+  else
+    static_cast<half_bits*>(base)[index] = from_float<KIND>(value);
+}
+
+// N floats to base[index..] in KIND, rounded once: vector stores where the address allows.
+template <int KIND, int N>
+__device__ __forceinline__ void store_elements(void* base, long long index, const float (&v)[N]) {
+  constexpr int SIZE = ElementBytes<KIND>::value;
+  constexpr int BYTES = N * SIZE;
+  constexpr int CHUNK = BYTES < 16 ? BYTES : 16;
+  char* at = static_cast<char*>(base) + index * SIZE;
+  if (CHUNK >= 4 && reinterpret_cast<unsigned long long>(at) % CHUNK == 0) {
+    unsigned words[BYTES >= 4 ? BYTES / 4 : 1];
+#pragma unroll
+    for (int w = 0; w < BYTES / 4; ++w)
+      words[w] = SIZE == 4 ? __float_as_uint(v[w]) : pack2<KIND>(v[2 * w], v[2 * w + 1]);
+#pragma unroll
+    for (int c = 0; c < BYTES / CHUNK; ++c) {
+      if constexpr (CHUNK == 16)
+        *reinterpret_cast<uint4*>(at + 16 * c) =
+            make_uint4(words[4 * c], words[4 * c + 1], words[4 * c + 2], words[4 * c + 3]);
+      else if constexpr (CHUNK == 8)
+        *reinterpret_cast<uint2*>(at + 8 * c) = make_uint2(words[2 * c], words[2 * c + 1]);
+      else if constexpr (CHUNK == 4)
+        *reinterpret_cast<unsigned*>(at + 4 * c) = words[c];
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < N; ++k) store_element<KIND>(base, index + k, v[k]);
+  }
+}
+
+enum RowCombine { kCombineSum, kCombineMax };
+
+template <int COMBINE>
+__device__ __forceinline__ float combine(float a, float b) {
+  return COMBINE == kCombineSum ? a + b : fmaxf(a, b);
+}
+
+// A reduction's partial values between the warps of a row and the CTAs of a cluster. Each of a
+// kernel's (at most 2) reductions has its own slots, so none waits for the last to be read.
+template <int ROWS_BLOCK, int WARPS_ROW>
+struct RowShared {
+  float warp[2][ROWS_BLOCK][WARPS_ROW];
+  float cta[2][ROWS_BLOCK];
+};
+
+// `value` combined over the row: its threads (shuffles, then shared memory across warps), then
+// the CTAs of the cluster (in rank order, so every CTA holds the same result). Every thread of
+// the CTA calls it.
+template <int THREADS_ROW, int CLUSTER, int COMBINE, int PHASE, class Shared>
+__device__ __forceinline__ float reduce_row(float value, Shared& shared, int row_in_block,
+                                            int lane_row) {
+  constexpr int WIDTH = THREADS_ROW < 32 ? THREADS_ROW : 32;
+#pragma unroll
+  for (int offset = WIDTH / 2; offset > 0; offset /= 2)
+    value = combine<COMBINE>(value, __shfl_xor_sync(0xffffffffu, value, offset));
+  if constexpr (THREADS_ROW > 32) {
+    if (lane_row % 32 == 0) shared.warp[PHASE][row_in_block][lane_row / 32] = value;
+    __syncthreads();
+    value = shared.warp[PHASE][row_in_block][0];
+#pragma unroll
+    for (int w = 1; w < THREADS_ROW / 32; ++w)
+      value = combine<COMBINE>(value, shared.warp[PHASE][row_in_block][w]);
+  }
+  if constexpr (CLUSTER > 1) {
+    if (lane_row == 0) shared.cta[PHASE][row_in_block] = value;
+    cluster_sync();
+    const unsigned slot = smem_address(&shared.cta[PHASE][row_in_block]);
+    value = load_shared_cluster_f32(map_to_cta(slot, 0));
+#pragma unroll
+    for (int rank = 1; rank < CLUSTER; ++rank)
+      value = combine<COMBINE>(value, load_shared_cluster_f32(map_to_cta(slot, rank)));
+  }
+  return value;
+}
+
+// y = act((x - shift) * scale * weight + bias) + residual for N elements from column `col`.
+template <int KIND_IN, int KIND_OUT, int FLAGS, int N>
+__device__ __forceinline__ void row_epilogue(const RowParams& p, float (&values)[N], int col,
+                                             long long residual_row, float shift, float scale) {
+  float weight[N], bias[N], residual[N];
+  if constexpr ((FLAGS & kRowWeight) != 0) load_elements<KIND_IN, N>(p.weight, col, weight);
+  if constexpr ((FLAGS & kRowBias) != 0) load_elements<KIND_IN, N>(p.bias, col, bias);
+  if constexpr ((FLAGS & kRowResidual) != 0)
+    load_elements<KIND_OUT, N>(p.residual, residual_row + col, residual);
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+    float y = (values[k] - shift) * scale;
+    if constexpr ((FLAGS & kRowWeight) != 0) y *= weight[k];
+    if constexpr ((FLAGS & kRowBias) != 0) y += bias[k];
+    y = activate<FLAGS & kActMask>(y);
+    if constexpr ((FLAGS & kRowResidual) != 0) y += residual[k];
+    values[k] = y;
+  }
+}
+
+template <int OP, int KIND_IN, int KIND_OUT, int FLAGS, int VEC, int THREADS_ROW, int ROWS_BLOCK,
+          int ITEMS, int CLUSTER>
+__global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm(const RowParams p) {
+  constexpr int IN_BYTES = ElementBytes<KIND_IN>::value;
+  constexpr int EXTRA = (2 * VEC - 2 + THREADS_ROW - 1) / THREADS_ROW > 0
+                            ? (2 * VEC - 2 + THREADS_ROW - 1) / THREADS_ROW
+                            : 1;
+  __shared__ RowShared<ROWS_BLOCK, (THREADS_ROW > 32 ? THREADS_ROW / 32 : 1)> shared;
+
+  const int lane_row = threadIdx.x % THREADS_ROW;
+  const int row_in_block = threadIdx.x / THREADS_ROW;
+  const int rank = CLUSTER > 1 ? static_cast<int>(cluster_cta_rank()) : 0;
+  const long long row = static_cast<long long>(blockIdx.x / CLUSTER) * ROWS_BLOCK + row_in_block;
+  // Threads of a row past the last still take part in every barrier; they load and store
+  // nothing.
+  const bool active = row < p.rows;
+  const int cols = p.cols;
+  const long long x_row = (active ? row : 0) * p.x_stride;
+  constexpr unsigned long long ALIGN = VEC * IN_BYTES;
+  const unsigned long long x_address =
+      reinterpret_cast<unsigned long long>(static_cast<const char*>(p.x) + x_row * IN_BYTES);
+  const int head = min(static_cast<int>((ALIGN - x_address % ALIGN) % ALIGN / IN_BYTES), cols);
+  const int vectors = (cols - head) / VEC;
+  const int extras = cols - vectors * VEC;
+  const int per_cta = (vectors + CLUSTER - 1) / CLUSTER;
+  const int first = rank * per_cta;
+  const int last = min(vectors, first + per_cta);
+
+  auto vector_at = [&](int item) { return first + item * THREADS_ROW + lane_row; };
+  auto holds = [&](int item) { return active && vector_at(item) < last; };
+  auto extra_at = [&](int slot) { return lane_row + slot * THREADS_ROW; };
+  auto holds_extra = [&](int slot) { return active && rank == 0 && extra_at(slot) < extras; };
+  auto extra_col = [&](int slot) {
+    const int i = extra_at(slot);
+    return i < head ? i : head + vectors * VEC + (i - head);
+  };
+
+  float v[ITEMS][VEC];
+  float e[EXTRA];
+#pragma unroll
+  for (int item = 0; item < ITEMS; ++item) {
+    if (holds(item))
+      load_elements<KIND_IN, VEC>(p.x, x_row + head + static_cast<long long>(vector_at(item)) * VEC,
+                                  v[item]);
+    else
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) v[item][k] = 0.f;
+  }
+#pragma unroll
+  for (int slot = 0; slot < EXTRA; ++slot)
+    e[slot] = holds_extra(slot) ? load_as_float<KIND_IN>(p.x, x_row + extra_col(slot)) : 0.f;
+
+  // Applies f to every held element (vector slots, then extras).
+#define TILESMITH_EACH_HELD(x, statement)                       \
+  _Pragma("unroll") for (int item = 0; item < ITEMS; ++item) if (holds(item)) \
+    _Pragma("unroll") for (int k = 0; k < VEC; ++k) {            \
+      float& x = v[item][k];                                     \
+      statement;                                                 \
+    }                                                            \
+  _Pragma("unroll") for (int slot = 0; slot < EXTRA; ++slot) if (holds_extra(slot)) { \
+    float& x = e[slot];                                          \
+    statement;                                                   \
+  }
+
+  float shift = 0.f, scale = 1.f;  // y = (x - shift) * scale before the epilogue
+  if constexpr (OP == kRowSoftmax) {
+    float row_max = __int_as_float(0xff800000);  // -inf
+    TILESMITH_EACH_HELD(x, row_max = fmaxf(row_max, x))
+    row_max = reduce_row<THREADS_ROW, CLUSTER, kCombineMax, 0>(row_max, shared, row_in_block, lane_row);
+    float sum = 0.f;
+    TILESMITH_EACH_HELD(x, x = __expf(x - row_max); sum += x)
+    sum = reduce_row<THREADS_ROW, CLUSTER, kCombineSum, 1>(sum, shared, row_in_block, lane_row);
+    scale = 1.f / sum;
+  } else if constexpr (OP == kRowLayerNorm) {
+    float sum = 0.f;
+    TILESMITH_EACH_HELD(x, sum += x)
+    shift = reduce_row<THREADS_ROW, CLUSTER, kCombineSum, 0>(sum, shared, row_in_block, lane_row) / cols;
+    float squares = 0.f;  // about the mean: no cancellation
+    TILESMITH_EACH_HELD(x, squares += (x - shift) * (x - shift))
+    squares = reduce_row<THREADS_ROW, CLUSTER, kCombineSum, 1>(squares, shared, row_in_block, lane_row);
+    scale = rsqrtf(squares / cols + p.epsilon);
+  } else {
+    float squares = 0.f;
+    TILESMITH_EACH_HELD(x, squares += x * x)
+    squares = reduce_row<THREADS_ROW, CLUSTER, kCombineSum, 0>(squares, shared, row_in_block, lane_row);
+    scale = rsqrtf(squares / cols + p.epsilon);
+  }
+  if ((FLAGS & kRowStats) && active && rank == 0 && lane_row == 0) {
+    if (OP == kRowLayerNorm) p.mean[row] = shift;
+    p.rstd[row] = scale;
+  }
+
+#undef TILESMITH_EACH_HELD
+  const long long y_row = (active ? row : 0) * p.y_stride;
+  const long long residual_row = (active ? row : 0) * p.residual_stride;
+#pragma unroll
+  for (int item = 0; item < ITEMS; ++item)
+    if (holds(item)) {
+      const int col = head + vector_at(item) * VEC;
+      row_epilogue<KIND_IN, KIND_OUT, FLAGS>(p, v[item], col, residual_row, shift, scale);
+      store_elements<KIND_OUT, VEC>(p.y, y_row + col, v[item]);
+    }
+#pragma unroll
+  for (int slot = 0; slot < EXTRA; ++slot)
+    if (holds_extra(slot)) {
+      float one[1] = {e[slot]};
+      row_epilogue<KIND_IN, KIND_OUT, FLAGS>(p, one, extra_col(slot), residual_row, shift, scale);
+      store_element<KIND_OUT>(p.y, y_row + extra_col(slot), one[0]);
+    }
+  // No CTA leaves while another may still read its slots.
+  if constexpr (CLUSTER > 1) cluster_sync();
+}
+
+}  // namespace tilesmith

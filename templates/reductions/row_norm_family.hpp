@@ -1,0 +1,12 @@
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "templates/family.hpp"
+
+namespace tilesmith {
+// softmax, layernorm, rmsnorm, layernorm_act_residual and rmsnorm_act_residual: one family per
+// op, all rendered from reductions/row_norm.cuh.
+std::vector<std::unique_ptr<Family>> make_row_norm_families();
+}

@@ -1,0 +1,133 @@
+// GPU: the row ops against their reference, and the reference against a CPU loop in fp64.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "generator/compiled_kernel.hpp"
+#include "support/test_support.hpp"
+#include "templates/registry.hpp"
+#include "tuner/workbench.hpp"
+
+namespace tilesmith {
+namespace {
+
+class GpuRowNorm : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    TILESMITH_REQUIRE_GPU();
+    driver::make_current(0);
+    device_ = driver::describe_device(0);
+  }
+  DeviceTarget device_;
+};
+
+Problem rows(const std::string& op, std::int64_t r, std::int64_t c,
+             std::map<std::string, std::string> options = {}, DType in = DType::bf16,
+             DType out = DType::bf16) {
+  return Problem{op, in, out, {r, c}, std::move(options)};
+}
+
+// The reference judges every candidate: it must agree with the fp64 CPU loop, statistics
+// included, on rows with every kind of edge.
+TEST_F(GpuRowNorm, ReferenceMatchesCpuLoop) {
+  const std::vector<Problem> problems = {
+      rows("softmax", 1, 1), rows("softmax", 3, 1023, {}, DType::f32, DType::f32),
+      rows("layernorm", 5, 4097, {{"stats", "1"}}, DType::f16, DType::f32),
+      rows("rmsnorm", 2, 300, {{"stats", "1"}, {"weight", "0"}}),
+      rows("layernorm_act_residual", 7, 129, {{"act", "gelu"}}),
+      rows("rmsnorm_act_residual", 4, 70, {{"act", "silu"}, {"stats", "1"}}, DType::bf16, DType::f32)};
+  for (const Problem& problem : problems) {
+    const Family& family = find_family(problem.op);
+    tuner::Workbench bench(family, problem, device_);
+    bench.refresh_inputs(11);
+    const std::vector<float> gpu = bench.reference_output();
+    std::vector<std::vector<double>> inputs;
+    const std::vector<TensorSpec> tensors = family.tensors(problem);
+    for (std::size_t i = 0; i < tensors.size(); ++i)
+      if (!tensors[i].is_output) inputs.push_back(bench.download(i));
+    const std::vector<double> cpu = family.reference_cpu(problem, inputs);
+    ASSERT_EQ(gpu.size(), cpu.size()) << problem.key();
+    double error = 0, norm = 0;
+    for (std::size_t i = 0; i < cpu.size(); ++i) {
+      error += (gpu[i] - cpu[i]) * (gpu[i] - cpu[i]);
+      norm += cpu[i] * cpu[i];
+    }
+    EXPECT_GT(norm, 0) << problem.key();
+    EXPECT_LT(std::sqrt(error / norm), 1e-5) << problem.key();
+  }
+}
+
+// Every op on rows of 1, 7, 1023, 4097 and 262144 columns and a single row, each dtype pairing:
+// a deterministic sample of the valid configs (every vector width, CTA shape and cluster size
+// appears across the sample) must match the reference, statistics included, nothing unwritten.
+TEST_F(GpuRowNorm, SampledConfigsMatchTheReferenceOnOddRows) {
+  const std::vector<Problem> problems = {
+      rows("softmax", 1, 1), rows("softmax", 37, 7, {}, DType::f32, DType::f32),
+      rows("softmax", 129, 1023), rows("softmax", 3, 262144, {}, DType::f32, DType::f32),
+      rows("layernorm", 1, 4097, {{"stats", "1"}}), rows("layernorm", 300, 256, {}, DType::f16, DType::f16),
+      rows("layernorm", 2, 262144, {{"stats", "1"}}, DType::bf16, DType::f32),
+      rows("rmsnorm", 65, 1023, {{"stats", "1"}, {"weight", "0"}}, DType::f32, DType::bf16),
+      rows("rmsnorm", 5, 131072),
+      rows("layernorm_act_residual", 33, 4097, {{"act", "gelu"}, {"stats", "1"}}),
+      rows("layernorm_act_residual", 9, 7, {{"act", "relu"}, {"bias", "0"}}, DType::f32, DType::f32),
+      rows("rmsnorm_act_residual", 17, 1023, {{"act", "silu"}}, DType::bf16, DType::f32),
+      rows("rmsnorm_act_residual", 2, 262144, {}, DType::f16, DType::f16)};
+  int checked = 0, clustered = 0;
+  for (const Problem& problem : problems) {
+    const Family& family = find_family(problem.op);
+    tuner::Workbench bench(family, problem, device_);
+    std::vector<Config> valid;
+    for (const Config& config : family.enumerate())
+      if (!family.reject(config, problem, device_)) valid.push_back(config);
+    ASSERT_FALSE(valid.empty()) << problem.key();
+    const std::size_t step = std::max<std::size_t>(1, valid.size() / 5);
+    for (std::size_t i = checked % step; i < valid.size(); i += step) {
+      const Config& config = valid[i];
+      RenderedSource source = render(family, config, problem);
+      driver::ReadyKernel ready =
+          driver::load_kernel(compile(source, device_.arch()), bench.plan(config), source.describe());
+      bench.refresh_inputs(500 + checked);
+      tuner::Verification result = bench.verify(ready, config);
+      EXPECT_TRUE(result.passed) << problem.key() << " [" << config.text() << "]: " << result.detail;
+      EXPECT_EQ(result.nonfinite, 0u) << problem.key() << " [" << config.text() << "]";
+      ++checked;
+      clustered += config.at("cluster") > 1;
+    }
+  }
+  EXPECT_GE(checked, 50);
+  if (device_.cc_major >= 9) EXPECT_GE(clustered, 5);
+}
+
+// A kernel that writes only part of y, or a wrong statistic, fails verification: the checks
+// can fail.
+TEST_F(GpuRowNorm, VerificationCatchesAWrongKernel) {
+  const Problem problem = rows("layernorm", 64, 1024, {{"stats", "1"}});
+  const Family& family = find_family(problem.op);
+  tuner::Workbench bench(family, problem, device_);
+  const Config config = family.default_config(problem, device_);
+  RenderedSource source = render(family, config, problem);
+  driver::ReadyKernel ready =
+      driver::load_kernel(compile(source, device_.arch()), bench.plan(config), source.describe());
+  bench.refresh_inputs(3);
+  ASSERT_TRUE(bench.verify(ready, config).passed);
+  // Half the rows: the rest of y, mean and rstd stay poisoned.
+  const Problem half = rows("layernorm", 32, 1024, {{"stats", "1"}});
+  bench.refresh_inputs(4);
+  ready.run(family.plan(config, half, device_, bench.tensor_addresses(), 0, {}), nullptr);
+  TILESMITH_CU(driver::api().cuCtxSynchronize(), "running the half-writing kernel");
+  tuner::Verification result = bench.check_output();
+  EXPECT_FALSE(result.passed);
+  EXPECT_EQ(result.nonfinite, 32u * 1024u + 32u + 32u);
+  // A different epsilon than the reference's changes rstd beyond its tolerance (y barely moves).
+  CallScalars loose;
+  loose.epsilon = 0.5;
+  bench.refresh_inputs(5);
+  ready.run(family.plan(config, problem, device_, bench.tensor_addresses(), 0, loose), nullptr);
+  TILESMITH_CU(driver::api().cuCtxSynchronize(), "running the loose-epsilon kernel");
+  result = bench.check_output();
+  EXPECT_FALSE(result.passed);
+  EXPECT_NE(result.detail.find("output"), std::string::npos) << result.detail;
+}
+
+}  // namespace
+}  // namespace tilesmith
