@@ -50,6 +50,14 @@ __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
   asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
+// cluster_sync in two halves, so work can go between them: arrive says this CTA is done with
+// what the barrier guards (reads of the others' shared memory); wait holds until all arrived.
+__device__ __forceinline__ void cluster_arrive() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait() {
+  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
 // The same shared-memory offset in CTA `rank` of the cluster, as a shared::cluster address.
 __device__ __forceinline__ unsigned map_to_cta(unsigned smem_addr, unsigned rank) {
   unsigned remote;

@@ -95,50 +95,100 @@ __device__ __forceinline__ void store_elements(void* base, long long index, cons
   }
 }
 
-enum RowCombine { kCombineSum, kCombineMax };
-
-template <int COMBINE>
-__device__ __forceinline__ float combine(float a, float b) {
-  return COMBINE == kCombineSum ? a + b : fmaxf(a, b);
-}
-
-// A reduction's partial values between the warps of a row and the CTAs of a cluster. Each of a
-// kernel's (at most 2) reductions has its own slots, so none waits for the last to be read.
-template <int ROWS_BLOCK, int WARPS_ROW>
-struct RowShared {
-  float warp[2][ROWS_BLOCK][WARPS_ROW];
-  float cta[2][ROWS_BLOCK];
+// What one reduction over a row carries, one per op, so every op needs a single exchange
+// between threads (and one cluster barrier): the sum of squares (rmsnorm); the max with the sum
+// of exp(x - max) under it (softmax, merged as in the online softmax); the count, mean and sum
+// of squared deviations (layernorm, merged by Chan's formula: no cancellation).
+struct MaxSum {
+  float max, sum;
+};
+struct MeanM2 {
+  float count, mean, m2;
 };
 
-// `value` combined over the row: its threads (shuffles, then shared memory across warps), then
+__device__ __forceinline__ float merge(float a, float b) { return a + b; }
+__device__ __forceinline__ MaxSum merge(MaxSum a, MaxSum b) {
+  const float max = fmaxf(a.max, b.max);
+  if (max == __int_as_float(0xff800000)) return a;  // both empty
+  return {max, a.sum * __expf(a.max - max) + b.sum * __expf(b.max - max)};
+}
+__device__ __forceinline__ MeanM2 merge(MeanM2 a, MeanM2 b) {
+  const float count = a.count + b.count;
+  if (count == 0.f) return a;
+  const float delta = b.mean - a.mean, share = b.count / count;
+  return {count, a.mean + delta * share, a.m2 + b.m2 + delta * delta * a.count * share};
+}
+
+// The same value from the lane `offset` away (xor), field by field.
+__device__ __forceinline__ float shuffle_xor(float v, int offset) {
+  return __shfl_xor_sync(0xffffffffu, v, offset);
+}
+__device__ __forceinline__ MaxSum shuffle_xor(MaxSum v, int offset) {
+  return {shuffle_xor(v.max, offset), shuffle_xor(v.sum, offset)};
+}
+__device__ __forceinline__ MeanM2 shuffle_xor(MeanM2 v, int offset) {
+  return {shuffle_xor(v.count, offset), shuffle_xor(v.mean, offset), shuffle_xor(v.m2, offset)};
+}
+
+// A partial held by another CTA of the cluster, read field by field through DSMEM.
+template <class T>
+__device__ __forceinline__ T load_from_cta(const T& local, unsigned rank) {
+  constexpr int FIELDS = sizeof(T) / sizeof(float);
+  float fields[FIELDS];
+  const unsigned base = smem_address(&local);
+#pragma unroll
+  for (int f = 0; f < FIELDS; ++f) fields[f] = load_shared_cluster_f32(map_to_cta(base + 4 * f, rank));
+  T value;
+  memcpy(&value, fields, sizeof(T));
+  return value;
+}
+
+// The partials of a row's warps, and of each CTA for the cluster's exchange.
+template <class T, int ROWS_BLOCK, int WARPS_ROW>
+struct RowShared {
+  T warp[ROWS_BLOCK][WARPS_ROW];
+  T cta[ROWS_BLOCK];
+};
+
+// `value` merged over the row: its threads (shuffles, then shared memory across warps), then
 // the CTAs of the cluster (in rank order, so every CTA holds the same result). Every thread of
-// the CTA calls it.
-template <int THREADS_ROW, int CLUSTER, int COMBINE, int PHASE, class Shared>
-__device__ __forceinline__ float reduce_row(float value, Shared& shared, int row_in_block,
-                                            int lane_row) {
+// the CTA calls it, once. In a cluster it leaves the barrier that lets the other CTAs leave
+// armed: the kernel waits on it (cluster_wait) only before exiting, after its stores.
+template <int THREADS_ROW, int CLUSTER, class T, class Shared>
+__device__ __forceinline__ T reduce_row(T value, Shared& shared, int row_in_block, int lane_row) {
   constexpr int WIDTH = THREADS_ROW < 32 ? THREADS_ROW : 32;
 #pragma unroll
-  for (int offset = WIDTH / 2; offset > 0; offset /= 2)
-    value = combine<COMBINE>(value, __shfl_xor_sync(0xffffffffu, value, offset));
+  for (int offset = WIDTH / 2; offset > 0; offset /= 2) value = merge(value, shuffle_xor(value, offset));
   if constexpr (THREADS_ROW > 32) {
-    if (lane_row % 32 == 0) shared.warp[PHASE][row_in_block][lane_row / 32] = value;
+    if (lane_row % 32 == 0) shared.warp[row_in_block][lane_row / 32] = value;
     __syncthreads();
-    value = shared.warp[PHASE][row_in_block][0];
+    value = shared.warp[row_in_block][0];
 #pragma unroll
-    for (int w = 1; w < THREADS_ROW / 32; ++w)
-      value = combine<COMBINE>(value, shared.warp[PHASE][row_in_block][w]);
+    for (int w = 1; w < THREADS_ROW / 32; ++w) value = merge(value, shared.warp[row_in_block][w]);
   }
   if constexpr (CLUSTER > 1) {
-    if (lane_row == 0) shared.cta[PHASE][row_in_block] = value;
+    if (lane_row == 0) shared.cta[row_in_block] = value;
     cluster_sync();
-    const unsigned slot = smem_address(&shared.cta[PHASE][row_in_block]);
-    value = load_shared_cluster_f32(map_to_cta(slot, 0));
+    value = load_from_cta(shared.cta[row_in_block], 0);
 #pragma unroll
-    for (int rank = 1; rank < CLUSTER; ++rank)
-      value = combine<COMBINE>(value, load_shared_cluster_f32(map_to_cta(slot, rank)));
+    for (int rank = 1; rank < CLUSTER; ++rank) value = merge(value, load_from_cta(shared.cta[row_in_block], rank));
+    cluster_arrive();  // done reading the others' partials
   }
   return value;
 }
+
+template <int OP>
+struct RowPartial {
+  using type = float;
+};
+template <>
+struct RowPartial<kRowSoftmax> {
+  using type = MaxSum;
+};
+template <>
+struct RowPartial<kRowLayerNorm> {
+  using type = MeanM2;
+};
 
 // y = act((x - shift) * scale * weight + bias) + residual for N elements from column `col`.
 template <int KIND_IN, int KIND_OUT, int FLAGS, int N>
@@ -167,7 +217,8 @@ __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm(const RowPar
   constexpr int EXTRA = (2 * VEC - 2 + THREADS_ROW - 1) / THREADS_ROW > 0
                             ? (2 * VEC - 2 + THREADS_ROW - 1) / THREADS_ROW
                             : 1;
-  __shared__ RowShared<ROWS_BLOCK, (THREADS_ROW > 32 ? THREADS_ROW / 32 : 1)> shared;
+  using Partial = typename RowPartial<OP>::type;
+  __shared__ RowShared<Partial, ROWS_BLOCK, (THREADS_ROW > 32 ? THREADS_ROW / 32 : 1)> shared;
 
   const int lane_row = threadIdx.x % THREADS_ROW;
   const int row_in_block = threadIdx.x / THREADS_ROW;
@@ -225,26 +276,27 @@ __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm(const RowPar
   }
 
   float shift = 0.f, scale = 1.f;  // y = (x - shift) * scale before the epilogue
+  const float negative_infinity = __int_as_float(0xff800000);
   if constexpr (OP == kRowSoftmax) {
-    float row_max = __int_as_float(0xff800000);  // -inf
-    TILESMITH_EACH_HELD(x, row_max = fmaxf(row_max, x))
-    row_max = reduce_row<THREADS_ROW, CLUSTER, kCombineMax, 0>(row_max, shared, row_in_block, lane_row);
-    float sum = 0.f;
-    TILESMITH_EACH_HELD(x, x = __expf(x - row_max); sum += x)
-    sum = reduce_row<THREADS_ROW, CLUSTER, kCombineSum, 1>(sum, shared, row_in_block, lane_row);
-    scale = 1.f / sum;
+    MaxSum mine{negative_infinity, 0.f};
+    TILESMITH_EACH_HELD(x, mine.max = fmaxf(mine.max, x))
+    TILESMITH_EACH_HELD(x, x = __expf(x - mine.max); mine.sum += x)
+    const MaxSum row = reduce_row<THREADS_ROW, CLUSTER>(mine, shared, row_in_block, lane_row);
+    // Our exp(x - our max), rescaled to the row's max and divided by the row's sum.
+    scale = mine.max == negative_infinity ? 0.f : __expf(mine.max - row.max) / row.sum;
   } else if constexpr (OP == kRowLayerNorm) {
+    MeanM2 mine{0.f, 0.f, 0.f};
     float sum = 0.f;
-    TILESMITH_EACH_HELD(x, sum += x)
-    shift = reduce_row<THREADS_ROW, CLUSTER, kCombineSum, 0>(sum, shared, row_in_block, lane_row) / cols;
-    float squares = 0.f;  // about the mean: no cancellation
-    TILESMITH_EACH_HELD(x, squares += (x - shift) * (x - shift))
-    squares = reduce_row<THREADS_ROW, CLUSTER, kCombineSum, 1>(squares, shared, row_in_block, lane_row);
-    scale = rsqrtf(squares / cols + p.epsilon);
+    TILESMITH_EACH_HELD(x, sum += x; mine.count += 1.f)
+    if (mine.count > 0.f) mine.mean = sum / mine.count;
+    TILESMITH_EACH_HELD(x, mine.m2 += (x - mine.mean) * (x - mine.mean))
+    const MeanM2 row = reduce_row<THREADS_ROW, CLUSTER>(mine, shared, row_in_block, lane_row);
+    shift = row.mean;
+    scale = rsqrtf(row.m2 / cols + p.epsilon);
   } else {
     float squares = 0.f;
     TILESMITH_EACH_HELD(x, squares += x * x)
-    squares = reduce_row<THREADS_ROW, CLUSTER, kCombineSum, 0>(squares, shared, row_in_block, lane_row);
+    squares = reduce_row<THREADS_ROW, CLUSTER>(squares, shared, row_in_block, lane_row);
     scale = rsqrtf(squares / cols + p.epsilon);
   }
   if ((FLAGS & kRowStats) && active && rank == 0 && lane_row == 0) {
@@ -269,8 +321,8 @@ __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm(const RowPar
       row_epilogue<KIND_IN, KIND_OUT, FLAGS>(p, one, extra_col(slot), residual_row, shift, scale);
       store_element<KIND_OUT>(p.y, y_row + extra_col(slot), one[0]);
     }
-  // No CTA leaves while another may still read its slots.
-  if constexpr (CLUSTER > 1) cluster_sync();
+  // No CTA leaves while another may still read its partial (reduce_row armed the barrier).
+  if constexpr (CLUSTER > 1) cluster_wait();
 }
 
 }  // namespace tilesmith
