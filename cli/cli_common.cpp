@@ -126,7 +126,7 @@ void add_problem_options(po::options_description& options, ProblemArgs& args, bo
   options.add_options()
       ("op", required_if(po::value(&args.op)->value_name("OP")), ("operation: " + ops).c_str())
       ("dtype", required_if(po::value(&args.dtype)->value_name("T")),
-       "input element type: bf16, f16, f32 (what each op takes: under --option)")
+       "input element type: bf16, f16 or f32 (the dtypes each op takes are listed below)")
       ("out-dtype", po::value(&args.out_dtype)->value_name("T"),
        "output element type (default: the input type)")
       ("shape", shapes, many_shapes ? "problem shape (each op's form below; repeatable)"
