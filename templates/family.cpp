@@ -1,6 +1,8 @@
 // What every family shares unless it says otherwise.
 #include "templates/family.hpp"
 
+#include <algorithm>
+
 namespace tilesmith {
 
 std::vector<Config> enumerate_space(const std::vector<ParamSpec>& space) {
@@ -17,6 +19,31 @@ std::vector<Config> enumerate_space(const std::vector<ParamSpec>& space) {
     configs = std::move(extended);
   }
   return configs;
+}
+
+std::string describe_options(const OptionTable& table) {
+  std::string text;
+  for (const auto& [name, values] : table) {
+    text += (text.empty() ? "" : ", ") + name + "=";
+    for (std::size_t i = 1; i < values.size(); ++i) text += (i > 1 ? "|" : "") + values[i];
+  }
+  return text;
+}
+
+void validate_options(const std::string& op, const OptionTable& table, const Problem& problem) {
+  for (const auto& [name, value] : problem.options) {
+    auto known = table.find(name);
+    if (known == table.end())
+      throw InvalidArgument(op + ": unknown option " + quote_input(name) + " (" +
+                            (table.empty() ? "it takes none" : describe_options(table)) + ")");
+    const std::vector<std::string>& values = known->second;
+    if (value == values.front())
+      throw InvalidArgument(op + ": " + name + "=" + value +
+                            " is the default: leave the option out (one key per problem)");
+    if (std::find(values.begin(), values.end(), value) == values.end())
+      throw InvalidArgument(op + ": option " + name + "=" + quote_input(value) +
+                            " is not one of " + describe_options({{name, values}}));
+  }
 }
 
 std::vector<Config> Family::enumerate() const { return enumerate_space(space()); }

@@ -26,6 +26,16 @@ struct ParamSpec {
 // The cartesian product of a space's value lists, in a fixed order.
 std::vector<Config> enumerate_space(const std::vector<ParamSpec>& space);
 
+// The options an op accepts, each with its values; the first value is the default, written by
+// leaving the option out so each problem has one key.
+using OptionTable = std::map<std::string, std::vector<std::string>>;
+
+// Throws InvalidArgument, naming `op`, for an option not in `table`, a default given
+// explicitly, or a value the option does not take.
+void validate_options(const std::string& op, const OptionTable& table, const Problem& problem);
+// "a=col, act=relu|gelu|silu": each option with the values that may be written.
+std::string describe_options(const OptionTable& table);
+
 struct LaunchGeometry {
   unsigned grid[3] = {1, 1, 1};
   unsigned block[3] = {1, 1, 1};

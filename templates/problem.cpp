@@ -51,6 +51,11 @@ std::string Problem::options_text() const {
   return text;
 }
 
+std::string Problem::option(const std::string& name, const std::string& fallback) const {
+  auto it = options.find(name);
+  return it == options.end() ? fallback : it->second;
+}
+
 std::string Problem::key() const {
   std::string key = op + " " + std::string(dtype_name(dtype)) + "->" +
                     std::string(dtype_name(out_dtype)) + " " + shape_text();

@@ -37,6 +37,8 @@ struct Problem {
   std::string key() const;
   std::string shape_text() const;    // "4096x4096x4096"
   std::string options_text() const;  // "act=gelu,weight=1"; "" when there are none
+  // The value of option `name`, or `fallback` (its default) when the problem leaves it out.
+  std::string option(const std::string& name, const std::string& fallback = "") const;
   bool operator==(const Problem&) const = default;
 };
 

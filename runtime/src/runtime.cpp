@@ -319,9 +319,10 @@ const Family& checked_row_family(const std::array<const Family*, 5>& families,
   if (index >= families.size())
     throw InvalidArgument("rows: unknown op code " + std::to_string(index));
   const Family& family = *families[index];
-  const std::string op = family.name();
+  // Messages are built only on the way out: a good call allocates nothing here.
+  auto error = [&](const std::string& what) { return InvalidArgument(family.name() + what); };
   auto refuse = [&](bool present, const char* what) {
-    if (present) throw InvalidArgument(op + " takes no " + what);
+    if (present) throw error(std::string(" takes no ") + what);
   };
   refuse(args.op == RowOp::softmax && (args.weight || args.bias || args.rstd || args.mean),
          "weight, bias, mean or rstd");
@@ -329,20 +330,19 @@ const Family& checked_row_family(const std::array<const Family*, 5>& families,
   refuse(!is_act_residual(args.op) && (args.residual || args.activation != Activation::none),
          "residual or activation (the *_act_residual ops do)");
   if (is_act_residual(args.op) && !args.residual)
-    throw InvalidArgument(op + ": residual is a null pointer");
+    throw error(": residual is a null pointer");
   if (is_layernorm(args.op) && (args.mean == nullptr) != (args.rstd == nullptr))
-    throw InvalidArgument(op + ": give mean and rstd together, or neither");
+    throw error(": give mean and rstd together, or neither");
   if (static_cast<std::size_t>(args.activation) >= 4)
-    throw InvalidArgument(op + ": unknown activation code " +
-                          std::to_string(static_cast<int>(args.activation)));
+    throw error(": unknown activation code " + std::to_string(static_cast<int>(args.activation)));
   if (args.rows <= 0 || args.cols <= 0)
-    throw InvalidArgument(op + ": shape " + std::to_string(args.rows) + "x" +
-                          std::to_string(args.cols) + " has a non-positive dimension");
+    throw error(": shape " + std::to_string(args.rows) + "x" + std::to_string(args.cols) +
+                " has a non-positive dimension");
   for (auto [stride, name] : {std::pair{args.x_stride, "x"}, std::pair{args.y_stride, "y"},
                               std::pair{args.residual_stride, "residual"}})
     if (stride != 0 && stride < args.cols)
-      throw InvalidArgument(op + ": the row stride of " + name + " (" + std::to_string(stride) +
-                            ") is shorter than a row (" + std::to_string(args.cols) + ")");
+      throw error(": the row stride of " + std::string(name) + " (" + std::to_string(stride) +
+                  ") is shorter than a row (" + std::to_string(args.cols) + ")");
   const std::size_t in = dtype_size(args.dtype), out = dtype_size(args.out_dtype.value_or(args.dtype));
   for (auto [pointer, element, name] :
        {std::tuple{args.x, in, "x"}, std::tuple{static_cast<const void*>(args.y), out, "y"},
@@ -351,8 +351,8 @@ const Family& checked_row_family(const std::array<const Family*, 5>& families,
         std::tuple{static_cast<const void*>(args.mean), std::size_t{4}, "mean"},
         std::tuple{static_cast<const void*>(args.rstd), std::size_t{4}, "rstd"}})
     if (reinterpret_cast<std::uintptr_t>(pointer) % element)
-      throw InvalidArgument(op + ": " + name + " is not aligned to its " +
-                            std::to_string(element) + "-byte elements");
+      throw error(": " + std::string(name) + " is not aligned to its " + std::to_string(element) +
+                  "-byte elements");
   return family;
 }
 }  // namespace

@@ -10,6 +10,7 @@
 #include <map>
 #include <string>
 
+#include "templates/common/activation_reference.hpp"
 #include "templates/embedded_files.hpp"
 #include "templates/matmul/matmul_family.hpp"
 #include "templates/common/copy_rows_params.h"
@@ -34,12 +35,12 @@ struct MatmulShape {
     m = dims.at(at);
     n = dims.at(at + 1);
     k = dims.at(at + 2);
-    a_columns = option(problem, "a") == "col";
-    b_columns = option(problem, "b") == "col";
-    const std::string act = option(problem, "act");
+    a_columns = problem.option("a") == "col";
+    b_columns = problem.option("b") == "col";
+    const std::string act = problem.option("act");
     epilogue = act == "relu" ? kActRelu : act == "gelu" ? kActGelu : act == "silu" ? kActSilu : 0;
-    if (option(problem, "bias") == "1") epilogue |= kEpilogueBias;
-    if (option(problem, "residual") == "1") epilogue |= kEpilogueResidual;
+    if (problem.option("bias") == "1") epilogue |= kEpilogueBias;
+    if (problem.option("residual") == "1") epilogue |= kEpilogueResidual;
   }
   int layout() const { return (a_columns ? kColumnMajorA : 0) | (b_columns ? kColumnMajorB : 0); }
   // The stored matrices: A is m x k, or k x m when column-major; B is k x n, or n x k.
@@ -51,18 +52,11 @@ struct MatmulShape {
   bool aligned() const { return a_row_length() % 8 == 0 && b_row_length() % 8 == 0; }
   bool has_bias() const { return epilogue & kEpilogueBias; }
   bool has_residual() const { return epilogue & kEpilogueResidual; }
-
- private:
-  static std::string option(const Problem& problem, const char* name) {
-    auto it = problem.options.find(name);
-    return it == problem.options.end() ? std::string() : it->second;
-  }
 };
 
-// The options matmul accepts, each with its values; the first value is the default, which is
-// written by leaving the option out.
-const std::map<std::string, std::vector<std::string>>& matmul_options() {
-  static const std::map<std::string, std::vector<std::string>> options = {
+// The options matmul accepts, each with its values (the first is the default).
+const OptionTable& matmul_options() {
+  static const OptionTable options = {
       {"a", {"row", "col"}},
       {"b", {"row", "col"}},
       {"act", {"none", "relu", "gelu", "silu"}},
@@ -266,22 +260,7 @@ class MatmulFamily final : public Family {
 
   void validate(const Problem& problem) const override {
     if (problem.op != "matmul") throw InvalidArgument("matmul: asked for op " + quote_input(problem.op));
-    for (const auto& [name, value] : problem.options) {
-      auto known = matmul_options().find(name);
-      if (known == matmul_options().end())
-        throw InvalidArgument("matmul: unknown option " + quote_input(name) +
-                              " (a=col, b=col, bias=1, act=relu|gelu|silu, residual=1)");
-      const std::vector<std::string>& values = known->second;
-      if (value == values.front())
-        throw InvalidArgument("matmul: " + name + "=" + value +
-                              " is the default: leave the option out (one key per problem)");
-      if (std::find(values.begin(), values.end(), value) == values.end()) {
-        std::string allowed;
-        for (std::size_t i = 1; i < values.size(); ++i) allowed += (i > 1 ? "|" : "") + values[i];
-        throw InvalidArgument("matmul: option " + name + "=" + quote_input(value) + " must be " +
-                              name + "=" + allowed);
-      }
-    }
+    validate_options("matmul", matmul_options(), problem);
     if (problem.shape.size() != 3 && problem.shape.size() != 4)
       throw InvalidArgument("matmul: shape " + quote_input(problem.shape_text()) +
                             " must be MxNxK or BxMxNxK (B batches)");
@@ -516,11 +495,7 @@ class MatmulFamily final : public Family {
         for (long long j = 0; j < s.n; ++j) {
           double& value = c_batch[i * s.n + j];
           if (bias) value += (*bias)[static_cast<std::size_t>(j)];
-          switch (s.epilogue & kActMask) {
-            case kActRelu: value = std::max(value, 0.0); break;
-            case kActGelu: value = 0.5 * value * (1 + std::erf(value / std::sqrt(2.0))); break;
-            case kActSilu: value = value / (1 + std::exp(-value)); break;
-          }
+          value = activate_reference(s.epilogue, value);
           if (residual) value += (*residual)[static_cast<std::size_t>((batch * s.m + i) * s.n + j)];
         }
     }

@@ -5,9 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <string>
 
+#include "templates/common/activation_reference.hpp"
 #include "templates/embedded_files.hpp"
 #include "templates/reductions/row_norm_params.h"
 
@@ -24,10 +24,7 @@ struct RowOpInfo {
   bool act_residual;  // y = act(norm(x)) + residual
 };
 
-// An op's options, each with its values; the first value is the default, written by leaving the
-// option out so each problem has one key.
-using OptionTable = std::map<std::string, std::vector<std::string>>;
-
+// An op's options, each with its values (the first is the default).
 OptionTable options_of(const RowOpInfo& info) {
   OptionTable options;
   if (info.op == kRowSoftmax) return options;
@@ -46,16 +43,12 @@ struct RowShape {
   RowShape(const RowOpInfo& info, const Problem& problem) {
     rows = problem.shape.at(0);
     cols = static_cast<int>(problem.shape.at(1));
-    auto option = [&](const char* name, const char* fallback) {
-      auto it = problem.options.find(name);
-      return it == problem.options.end() ? std::string(fallback) : it->second;
-    };
-    if (info.op != kRowSoftmax && option("weight", "1") == "1") flags |= kRowWeight;
-    if (info.op == kRowLayerNorm && option("bias", "1") == "1") flags |= kRowBias;
-    if (option("stats", "0") == "1") flags |= kRowStats;
+    if (info.op != kRowSoftmax && problem.option("weight", "1") == "1") flags |= kRowWeight;
+    if (info.op == kRowLayerNorm && problem.option("bias", "1") == "1") flags |= kRowBias;
+    if (problem.option("stats") == "1") flags |= kRowStats;
     if (info.act_residual) {
       flags |= kRowResidual;
-      const std::string act = option("act", "none");
+      const std::string act = problem.option("act");
       flags |= act == "relu" ? kActRelu : act == "gelu" ? kActGelu : act == "silu" ? kActSilu : 0;
     }
   }
@@ -93,13 +86,7 @@ class RowNormFamily final : public Family {
   const FamilySource& source() const override { return source_; }
   std::string shape_form() const override { return "ROWSxCOLS (the op runs over each row)"; }
   std::string options_help() const override {
-    std::string help;
-    for (const auto& [option, values] : options_) {
-      std::string allowed;
-      for (std::size_t i = 1; i < values.size(); ++i) allowed += (i > 1 ? "|" : "") + values[i];
-      help += (help.empty() ? "" : ", ") + option + "=" + allowed;
-    }
-    if (help.empty()) help = "none";
+    std::string help = options_.empty() ? "none" : describe_options(options_);
     if (info_.act_residual) help += " (y = act(norm(x)) + residual)";
     help += "; dtypes: f32, bf16 or f16 in and out";
     if (info_.op != kRowSoftmax) help += "; epsilon is a call argument (1e-5 when tuning)";
@@ -185,19 +172,7 @@ class RowNormFamily final : public Family {
   void validate(const Problem& problem) const override {
     const std::string op = info_.name;
     if (problem.op != op) throw InvalidArgument(op + ": asked for op " + quote_input(problem.op));
-    for (const auto& [name, value] : problem.options) {
-      auto known = options_.find(name);
-      if (known == options_.end())
-        throw InvalidArgument(op + ": unknown option " + quote_input(name) + " (" +
-                              options_help() + ")");
-      const std::vector<std::string>& values = known->second;
-      if (value == values.front())
-        throw InvalidArgument(op + ": " + name + "=" + value +
-                              " is the default: leave the option out (one key per problem)");
-      if (std::find(values.begin(), values.end(), value) == values.end())
-        throw InvalidArgument(op + ": option " + name + "=" + quote_input(value) +
-                              " is not one of " + options_help());
-    }
+    validate_options(op, options_, problem);
     if (problem.shape.size() != 2)
       throw InvalidArgument(op + ": shape " + quote_input(problem.shape_text()) +
                             " must be ROWSxCOLS");
@@ -219,7 +194,7 @@ class RowNormFamily final : public Family {
                                               const Problem& problem) const override {
     const RowShape s(info_, problem);
     const RowConfig c(config);
-    return {"tilesmith::row_norm<" + kinds(problem, s) + "," +
+    return {"tilesmith::row_norm<" + op_arguments(problem, s) + "," +
             std::to_string(c.vec(problem.dtype)) + "," + std::to_string(c.threads_per_row) + "," +
             std::to_string(c.rows_per_block) + "," + std::to_string(c.items(s, problem.dtype)) +
             "," + std::to_string(c.cluster) + ">"};
@@ -258,7 +233,7 @@ class RowNormFamily final : public Family {
 
   std::string reference_file() const override { return "reductions/row_norm_reference.cuh"; }
   std::string reference_expression(const Problem& problem) const override {
-    return "tilesmith::row_norm_reference<" + kinds(problem, RowShape(info_, problem)) + ">";
+    return "tilesmith::row_norm_reference<" + op_arguments(problem, RowShape(info_, problem)) + ">";
   }
   LaunchGeometry reference_launch(const Problem& problem) const override {
     LaunchGeometry geometry;  // a warp per row
@@ -309,11 +284,7 @@ class RowNormFamily final : public Family {
                                                : (row[j] - shift) * scale;
         if (weight) value *= (*weight)[j];
         if (bias) value += (*bias)[j];
-        switch (s.flags & kActMask) {
-          case kActRelu: value = std::max(value, 0.0); break;
-          case kActGelu: value = 0.5 * value * (1 + std::erf(value / std::sqrt(2.0))); break;
-          case kActSilu: value = value / (1 + std::exp(-value)); break;
-        }
+        value = activate_reference(s.flags, value);
         if (residual) value += (*residual)[r * cols + j];
         y[r * cols + j] = value;
       }
@@ -337,7 +308,8 @@ class RowNormFamily final : public Family {
   }
 
  private:
-  std::string kinds(const Problem& problem, const RowShape& s) const {
+  // The template arguments every kernel of the op starts with: OP, KIND_IN, KIND_OUT, FLAGS.
+  std::string op_arguments(const Problem& problem, const RowShape& s) const {
     return std::to_string(info_.op) + "," + std::to_string(element_kind(problem.dtype)) + "," +
            std::to_string(element_kind(problem.out_dtype)) + "," + std::to_string(s.flags);
   }

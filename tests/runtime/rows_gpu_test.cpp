@@ -8,6 +8,7 @@
 
 #include "driver/gpu_objects.hpp"
 #include "support/test_support.hpp"
+#include "support/row_problems.hpp"
 #include "templates/registry.hpp"
 #include "tilesmith/runtime.hpp"
 #include "tuner/workbench.hpp"
@@ -17,11 +18,7 @@ namespace {
 
 using testing::TempDir;
 
-Problem rows(const std::string& op, std::int64_t r, std::int64_t c,
-             std::map<std::string, std::string> options = {}, DType in = DType::bf16,
-             DType out = DType::bf16) {
-  return Problem{op, in, out, {r, c}, std::move(options)};
-}
+using testing::rows;
 
 RowOp row_op(const std::string& name) {
   if (name == "softmax") return RowOp::softmax;

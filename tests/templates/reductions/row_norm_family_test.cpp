@@ -7,6 +7,7 @@
 
 #include "generator/compiled_kernel.hpp"
 #include "templates/reductions/row_norm_params.h"
+#include "support/row_problems.hpp"
 #include "templates/registry.hpp"
 
 namespace tilesmith {
@@ -15,11 +16,7 @@ namespace {
 const char* const kRowOps[] = {"softmax", "layernorm", "rmsnorm", "layernorm_act_residual",
                                "rmsnorm_act_residual"};
 
-Problem rows(const std::string& op, std::int64_t r, std::int64_t c,
-             std::map<std::string, std::string> options = {}, DType in = DType::bf16,
-             DType out = DType::bf16) {
-  return Problem{op, in, out, {r, c}, std::move(options)};
-}
+using testing::rows;
 
 void expect_invalid(const Problem& problem, const std::string& message) {
   try {

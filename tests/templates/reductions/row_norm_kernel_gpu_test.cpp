@@ -5,6 +5,7 @@
 
 #include "generator/compiled_kernel.hpp"
 #include "support/test_support.hpp"
+#include "support/row_problems.hpp"
 #include "templates/registry.hpp"
 #include "tuner/workbench.hpp"
 
@@ -21,11 +22,7 @@ class GpuRowNorm : public ::testing::Test {
   DeviceTarget device_;
 };
 
-Problem rows(const std::string& op, std::int64_t r, std::int64_t c,
-             std::map<std::string, std::string> options = {}, DType in = DType::bf16,
-             DType out = DType::bf16) {
-  return Problem{op, in, out, {r, c}, std::move(options)};
-}
+using testing::rows;
 
 // The reference judges every candidate: it must agree with the fp64 CPU loop, statistics
 // included, on rows with every kind of edge.
