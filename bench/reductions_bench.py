@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
 """Benchmark tilesmith's row ops (softmax, layernorm, rmsnorm, the fused norm + activation +
-residual) against torch eager and torch.compile, in one process, side by side.
+residual, and the backward of the first three) against torch eager and torch.compile, in one
+process, side by side.
 
-usage: reductions_bench.py [--ops softmax,layernorm,...] [--dtypes bf16,f32] [--shapes RxC,...]
+usage: reductions_bench.py [--ops softmax,layernorm,...,softmax_backward,...] [--dtypes bf16,f32]
+                           [--shapes RxC,...]
                            [--tune-budget 6s|N|all|none] [--skip-compile] [--json FILE]
                            [--lib PATH] [--tilesmith PATH] [--db PATH]
 
-Each case is first tuned (`tilesmith tune`, unless --tune-budget none), then verified against
+The backward ops are timed against torch's autograd backward of the forward (eager: the
+backward graph alone, retained) and against torch.compile of the same formulas tilesmith
+computes, in fp32 inside; dweight and dbias are always computed. Each case is first tuned (`tilesmith tune`, unless --tune-budget none), then verified against
 torch in fp32 (NaN-poisoned output, relative Frobenius error), then timed with L2 flushed
 (triton's do_bench, median). GB/s counts each tensor read once and written once; the copy
 bandwidth is measured in the same run. Exit status: 0 all verified, 1 a verification failure,
@@ -21,6 +25,7 @@ mb.PROG = "reductions_bench"
 REPO = mb.REPO
 OPS = {"softmax": 0, "layernorm": 1, "rmsnorm": 2, "layernorm_act_residual": 3,
        "rmsnorm_act_residual": 4}  # enum tilesmith_row_op
+BACKWARD_OPS = {"softmax_backward": 0, "layernorm_backward": 1, "rmsnorm_backward": 2}
 ACT_GELU = 2
 SHAPES = "65536x256,131072x1024,32768x4096,8192x8192,4096x32768,1024x131072"
 TOLERANCE = {"bf16": 1e-2, "f16": 2e-3, "f32": 5e-4}
@@ -37,6 +42,16 @@ class RowsDesc(ctypes.Structure):  # tilesmith_rows_desc in tilesmith.h
                 ("residual_stride", ctypes.c_int64)]
 
 
+class RowsBackwardDesc(ctypes.Structure):  # tilesmith_rows_backward_desc in tilesmith.h
+    _fields_ = [("op", ctypes.c_int), ("x", ctypes.c_void_p), ("dy", ctypes.c_void_p),
+                ("dx", ctypes.c_void_p), ("rows", ctypes.c_int64), ("cols", ctypes.c_int64),
+                ("dtype", ctypes.c_int), ("out_dtype", ctypes.c_int),
+                ("weight", ctypes.c_void_p), ("mean", ctypes.c_void_p),
+                ("rstd", ctypes.c_void_p), ("dweight", ctypes.c_void_p),
+                ("dbias", ctypes.c_void_p), ("x_stride", ctypes.c_int64),
+                ("dy_stride", ctypes.c_int64), ("dx_stride", ctypes.c_int64)]
+
+
 def declare_rows(lib):
     try:
         lib.tilesmith_rows.argtypes = [ctypes.c_void_p, ctypes.POINTER(RowsDesc), ctypes.c_void_p]
@@ -45,13 +60,21 @@ def declare_rows(lib):
                                               ctypes.c_char_p, ctypes.c_int,
                                               ctypes.POINTER(ctypes.c_int)]
         lib.tilesmith_rows_config.restype = ctypes.c_int
+        lib.tilesmith_rows_backward.argtypes = [ctypes.c_void_p, ctypes.POINTER(RowsBackwardDesc),
+                                                ctypes.c_void_p]
+        lib.tilesmith_rows_backward.restype = ctypes.c_int
+        lib.tilesmith_rows_backward_config.argtypes = [
+            ctypes.c_void_p, ctypes.POINTER(RowsBackwardDesc), ctypes.c_char_p, ctypes.c_int,
+            ctypes.POINTER(ctypes.c_int)]
+        lib.tilesmith_rows_backward_config.restype = ctypes.c_int
     except AttributeError as error:
         mb.setup_error(f"the library lacks tilesmith_rows: {error}")
 
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--ops", default="softmax,layernorm,rmsnorm")
+    p.add_argument("--ops", default="softmax,layernorm,rmsnorm,softmax_backward,"
+                                    "layernorm_backward,rmsnorm_backward")
     p.add_argument("--fused", default="32768x4096,8192x8192",
                    help="shapes for layernorm/rmsnorm_act_residual (gelu) in bf16; '' for none")
     p.add_argument("--dtypes", default="bf16,f32")
@@ -95,6 +118,88 @@ def tune(args, op, dtype, shape, log):
     return f"{time.perf_counter() - start:.0f}s rc={result.returncode}"
 
 
+def backward_case(row, lib, rt, stream, bench, args, torch, F, dt, dtype, r, c):
+    """One backward case: fills `row`; returns True when tilesmith's result is wrong."""
+    op = row["op"]
+    softmax, layer = op == "softmax_backward", op == "layernorm_backward"
+    x = torch.randn(r, c, device="cuda", dtype=dt)
+    dy = torch.randn(r, c, device="cuda", dtype=dt)
+    w = None if softmax else torch.randn(c, device="cuda", dtype=dt)
+    b = torch.randn(c, device="cuda", dtype=dt) if layer else None
+    # The forward's tensors tilesmith reads: softmax's y, the norms' mean and rstd (fp32).
+    xf = x.float()
+    mean = xf.mean(-1, keepdim=True) if layer else None
+    var = xf.var(-1, unbiased=False, keepdim=True) if layer else xf.pow(2).mean(-1, keepdim=True)
+    rstd = None if softmax else torch.rsqrt(var + 1e-5)
+    y = torch.softmax(x, -1) if softmax else None
+    first = y if softmax else x
+    dx = torch.full((r, c), float("nan"), device="cuda", dtype=dt)
+    dw = None if softmax else torch.full((c,), float("nan"), device="cuda", dtype=dt)
+    db = torch.full((c,), float("nan"), device="cuda", dtype=dt) if layer else None
+    ptr = lambda t: t.data_ptr() if t is not None else None
+    desc = RowsBackwardDesc(op=BACKWARD_OPS[op], x=first.data_ptr(), dy=dy.data_ptr(),
+                            dx=dx.data_ptr(), rows=r, cols=c, dtype=mb.DTYPE_CODES[dtype],
+                            out_dtype=mb.DTYPE_CODES[dtype], weight=ptr(w), mean=ptr(mean),
+                            rstd=ptr(rstd), dweight=ptr(dw), dbias=ptr(db))
+    buf, tuned = ctypes.create_string_buffer(512), ctypes.c_int(0)
+    mb.check(lib, lib.tilesmith_rows_backward_config(rt, ctypes.byref(desc), buf, len(buf),
+                                                     ctypes.byref(tuned)),
+             "tilesmith_rows_backward_config")
+    row["config"], row["tuned"] = buf.value.decode(), bool(tuned.value)
+
+    def ts():
+        mb.check(lib, lib.tilesmith_rows_backward(rt, ctypes.byref(desc), stream),
+                 "tilesmith_rows_backward")
+
+    def formulas(first=first, dy=dy, w=w, mean=mean, rstd=rstd):
+        """What tilesmith computes, in fp32 inside (torch.compile's input, and the reference)."""
+        a, g = first.float(), dy.float()
+        if softmax:
+            return ((a * (g - (a * g).sum(-1, keepdim=True))).to(dt),)
+        xhat = (a - mean) * rstd if layer else a * rstd
+        gw = g * w.float()
+        centred = gw - gw.mean(-1, keepdim=True) if layer else gw
+        out = [(rstd * (centred - xhat * (gw * xhat).mean(-1, keepdim=True))).to(dt),
+               (g * xhat).sum(0).to(dt)]
+        if layer:
+            out.append(g.sum(0).to(dt))
+        return tuple(out)
+
+    # Eager: torch's own backward of its forward, the graph built once and kept.
+    leaf = x.detach().requires_grad_()
+    params = [t.detach().requires_grad_() for t in (w, b) if t is not None]
+    out = (torch.softmax(leaf, -1) if softmax else
+           F.layer_norm(leaf, (c,), params[0], params[1], 1e-5) if layer else
+           F.rms_norm(leaf, (c,), params[0], 1e-5))
+
+    def eager():
+        return torch.autograd.grad(out, [leaf] + params, dy, retain_graph=True)
+
+    ts()
+    torch.cuda.synchronize()
+    expected = formulas()
+    got = [t for t in (dx, dw, db) if t is not None]
+    unwritten = sum(int(torch.isnan(t).sum()) for t in got)
+    row["err"] = max(float((t.float() - e.float()).norm() / e.float().norm())
+                     for t, e in zip(got, expected))
+    wrong = bool(unwritten) or not row["err"] <= TOLERANCE[dtype]
+    if wrong:
+        row["status"] = f"WRONG ({unwritten} unwritten)"
+    del expected
+    row["ts_ms"] = bench(ts)
+    row["eager_ms"] = bench(eager)
+    if not args.skip_compile:
+        compiled = torch.compile(formulas, dynamic=False)
+        start = time.perf_counter()
+        compiled()
+        torch.cuda.synchronize()
+        row["compile_s"] = time.perf_counter() - start
+        row["compile_ms"] = bench(compiled)
+    tensors = [first, dy, dx] + [t for t in (w, mean, rstd, dw, db) if t is not None]
+    row["bytes"] = sum(t.numel() * t.element_size() for t in tensors)
+    return wrong
+
+
 def main(argv=None):
     args = parse_args(argv)
     try:
@@ -132,59 +237,63 @@ def main(argv=None):
         try:
             row["tune"] = tune(args, op, dtype, shape, log)
             dt = tdt[dtype]
-            x = torch.randn(r, c, device="cuda", dtype=dt)
-            norm = op != "softmax"
-            w = torch.randn(c, device="cuda", dtype=dt) if norm else None
-            b = torch.randn(c, device="cuda", dtype=dt) if op.startswith("layernorm") else None
-            fused = op.endswith("act_residual")
-            res = torch.randn(r, c, device="cuda", dtype=dt) if fused else None
-            y = torch.full((r, c), float("nan"), device="cuda", dtype=dt)
-            desc = RowsDesc(op=OPS[op], x=x.data_ptr(), y=y.data_ptr(), rows=r, cols=c,
-                            dtype=codes[dtype], out_dtype=codes[dtype],
-                            weight=w.data_ptr() if w is not None else None,
-                            bias=b.data_ptr() if b is not None else None,
-                            residual=res.data_ptr() if res is not None else None,
-                            activation=ACT_GELU if fused else 0, epsilon=1e-5)
-            buf, tuned = ctypes.create_string_buffer(512), ctypes.c_int(0)
-            mb.check(lib, lib.tilesmith_rows_config(rt, ctypes.byref(desc), buf, len(buf),
-                                                    ctypes.byref(tuned)), "tilesmith_rows_config")
-            row["config"], row["tuned"] = buf.value.decode(), bool(tuned.value)
+            if op in BACKWARD_OPS:
+                failed |= backward_case(row, lib, rt, stream, bench, args, torch, F, dt, dtype,
+                                        r, c)
+            else:
+                x = torch.randn(r, c, device="cuda", dtype=dt)
+                norm = op != "softmax"
+                w = torch.randn(c, device="cuda", dtype=dt) if norm else None
+                b = torch.randn(c, device="cuda", dtype=dt) if op.startswith("layernorm") else None
+                fused = op.endswith("act_residual")
+                res = torch.randn(r, c, device="cuda", dtype=dt) if fused else None
+                y = torch.full((r, c), float("nan"), device="cuda", dtype=dt)
+                desc = RowsDesc(op=OPS[op], x=x.data_ptr(), y=y.data_ptr(), rows=r, cols=c,
+                                dtype=codes[dtype], out_dtype=codes[dtype],
+                                weight=w.data_ptr() if w is not None else None,
+                                bias=b.data_ptr() if b is not None else None,
+                                residual=res.data_ptr() if res is not None else None,
+                                activation=ACT_GELU if fused else 0, epsilon=1e-5)
+                buf, tuned = ctypes.create_string_buffer(512), ctypes.c_int(0)
+                mb.check(lib, lib.tilesmith_rows_config(rt, ctypes.byref(desc), buf, len(buf),
+                                                        ctypes.byref(tuned)), "tilesmith_rows_config")
+                row["config"], row["tuned"] = buf.value.decode(), bool(tuned.value)
 
-            def ts():
-                mb.check(lib, lib.tilesmith_rows(rt, ctypes.byref(desc), stream), "tilesmith_rows")
+                def ts():
+                    mb.check(lib, lib.tilesmith_rows(rt, ctypes.byref(desc), stream), "tilesmith_rows")
 
-            def eager(x=x, w=w, b=b, res=res):
-                if op == "softmax":
-                    return torch.softmax(x, -1)
-                out = (F.layer_norm(x, (c,), w, b, 1e-5) if op.startswith("layernorm")
-                       else F.rms_norm(x, (c,), w, 1e-5))
-                return F.gelu(out) + res if fused else out
+                def eager(x=x, w=w, b=b, res=res):
+                    if op == "softmax":
+                        return torch.softmax(x, -1)
+                    out = (F.layer_norm(x, (c,), w, b, 1e-5) if op.startswith("layernorm")
+                           else F.rms_norm(x, (c,), w, 1e-5))
+                    return F.gelu(out) + res if fused else out
 
-            ts()
-            torch.cuda.synchronize()
-            xf = x.float()
-            ref = (torch.softmax(xf, -1) if op == "softmax" else
-                   F.layer_norm(xf, (c,), w.float(), b.float() if b is not None else None, 1e-5)
-                   if op.startswith("layernorm") else F.rms_norm(xf, (c,), w.float(), 1e-5))
-            if fused:
-                ref = F.gelu(ref) + res.float()
-            unwritten = int(torch.isnan(y).sum())
-            row["err"] = float((y.float() - ref).norm() / ref.norm())
-            if unwritten or not row["err"] <= TOLERANCE[dtype]:
-                row["status"] = f"WRONG ({unwritten} unwritten)"
-                failed = True
-            del xf, ref
-            row["ts_ms"] = bench(ts)
-            row["eager_ms"] = bench(eager)
-            if not args.skip_compile:
-                compiled = torch.compile(eager, dynamic=False)
-                start = time.perf_counter()
-                compiled()
+                ts()
                 torch.cuda.synchronize()
-                row["compile_s"] = time.perf_counter() - start
-                row["compile_ms"] = bench(compiled)
-            tensors = [x, y] + [t for t in (w, b, res) if t is not None]
-            row["bytes"] = sum(t.numel() * t.element_size() for t in tensors)
+                xf = x.float()
+                ref = (torch.softmax(xf, -1) if op == "softmax" else
+                       F.layer_norm(xf, (c,), w.float(), b.float() if b is not None else None, 1e-5)
+                       if op.startswith("layernorm") else F.rms_norm(xf, (c,), w.float(), 1e-5))
+                if fused:
+                    ref = F.gelu(ref) + res.float()
+                unwritten = int(torch.isnan(y).sum())
+                row["err"] = float((y.float() - ref).norm() / ref.norm())
+                if unwritten or not row["err"] <= TOLERANCE[dtype]:
+                    row["status"] = f"WRONG ({unwritten} unwritten)"
+                    failed = True
+                del xf, ref
+                row["ts_ms"] = bench(ts)
+                row["eager_ms"] = bench(eager)
+                if not args.skip_compile:
+                    compiled = torch.compile(eager, dynamic=False)
+                    start = time.perf_counter()
+                    compiled()
+                    torch.cuda.synchronize()
+                    row["compile_s"] = time.perf_counter() - start
+                    row["compile_ms"] = bench(compiled)
+                tensors = [x, y] + [t for t in (w, b, res) if t is not None]
+                row["bytes"] = sum(t.numel() * t.element_size() for t in tensors)
         except Exception as error:  # a setup or launch failure of one case: say so, go on
             row["status"] = f"error: {str(error)[:160]}"
             failed = True

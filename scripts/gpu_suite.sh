@@ -7,7 +7,7 @@
 #   SUITE_STEPS="tests" scripts/gpu_suite.sh
 #   SUITE_STEPS="tune bench" TUNE_4096=200 scripts/gpu_suite.sh
 #   SUITE_STEPS="tests suite" SUITE_ARGS="--part 1/3 --tune-budget 15s" scripts/gpu_suite.sh
-#   SUITE_STEPS="rows" ROWS_ARGS="--dtypes f32 --fused ''" scripts/gpu_suite.sh
+#   SUITE_STEPS="rows" ROWS_ARGS="--dtypes f32 --fused=" scripts/gpu_suite.sh
 #   TEST_FILTER='GpuRow*' SUITE_STEPS=tests scripts/gpu_suite.sh
 #
 # Build here (scripts/setup.sh) and carry the build folder: the GPU machine has no Boost or

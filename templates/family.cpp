@@ -21,6 +21,13 @@ std::vector<Config> enumerate_space(const std::vector<ParamSpec>& space) {
   return configs;
 }
 
+std::optional<std::string> check_parameters(const std::vector<ParamSpec>& space, const Config& config) {
+  for (const ParamSpec& param : space)
+    if (!config.values.count(param.name)) return "missing parameter " + param.name;
+  if (config.values.size() != space.size()) return "unknown parameter in " + config.text();
+  return std::nullopt;
+}
+
 std::string describe_options(const OptionTable& table) {
   std::string text;
   for (const auto& [name, values] : table) {

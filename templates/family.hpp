@@ -25,6 +25,8 @@ struct ParamSpec {
 
 // The cartesian product of a space's value lists, in a fixed order.
 std::vector<Config> enumerate_space(const std::vector<ParamSpec>& space);
+// Why `config` is not a point of `space` (a parameter missing or unknown); nothing when it is.
+std::optional<std::string> check_parameters(const std::vector<ParamSpec>& space, const Config& config);
 
 // The options an op accepts, each with its values; the first value is the default, written by
 // leaving the option out so each problem has one key.

@@ -11,6 +11,7 @@ std::vector<std::unique_ptr<Family>>& families() {
     std::vector<std::unique_ptr<Family>> builtin;
     builtin.push_back(make_matmul_family());
     for (auto& family : make_row_norm_families()) builtin.push_back(std::move(family));
+    for (auto& family : make_row_norm_backward_families()) builtin.push_back(std::move(family));
     return builtin;
   }();
   return list;

@@ -89,11 +89,38 @@ tilesmith::RowArgs to_args(const tilesmith_rows_desc* desc) {
   return args;
 }
 
+tilesmith::RowBackwardArgs to_args(const tilesmith_rows_backward_desc* desc) {
+  if (!desc) throw tilesmith::InvalidArgument("the rows_backward descriptor is NULL");
+  if (desc->op < TILESMITH_SOFTMAX_BACKWARD || desc->op > TILESMITH_RMSNORM_BACKWARD)
+    throw tilesmith::InvalidArgument("unknown backward row op code " + std::to_string(desc->op));
+  tilesmith::RowBackwardArgs args;
+  args.op = static_cast<tilesmith::RowBackwardOp>(desc->op);
+  args.x = desc->x;
+  args.dy = desc->dy;
+  args.dx = desc->dx;
+  args.rows = desc->rows;
+  args.cols = desc->cols;
+  args.dtype = to_dtype(desc->dtype);
+  args.out_dtype = to_dtype(desc->out_dtype);
+  args.weight = desc->weight;
+  args.mean = desc->mean;
+  args.rstd = desc->rstd;
+  args.dweight = desc->dweight;
+  args.dbias = desc->dbias;
+  args.x_stride = desc->x_stride;
+  args.dy_stride = desc->dy_stride;
+  args.dx_stride = desc->dx_stride;
+  return args;
+}
+
 tilesmith::DispatchInfo describe(tilesmith_runtime* runtime, const tilesmith::MatmulArgs& args) {
   return runtime->runtime.describe_matmul(args);
 }
 tilesmith::DispatchInfo describe(tilesmith_runtime* runtime, const tilesmith::RowArgs& args) {
   return runtime->runtime.describe_rows(args);
+}
+tilesmith::DispatchInfo describe(tilesmith_runtime* runtime, const tilesmith::RowBackwardArgs& args) {
+  return runtime->runtime.describe_rows_backward(args);
 }
 
 template <class Args>
@@ -167,6 +194,21 @@ int tilesmith_rows(tilesmith_runtime* runtime, const tilesmith_rows_desc* desc, 
 
 int tilesmith_rows_config(tilesmith_runtime* runtime, const tilesmith_rows_desc* desc,
                           char* config, int config_capacity, int* tuned) {
+  return guarded([&] { write_config(runtime, to_args(desc), config, config_capacity, tuned); });
+}
+
+int tilesmith_rows_backward(tilesmith_runtime* runtime, const tilesmith_rows_backward_desc* desc,
+                            void* stream) {
+  return guarded([&] {
+    const tilesmith::RowBackwardArgs args = to_args(desc);
+    if (!runtime) throw tilesmith::InvalidArgument("tilesmith_rows_backward: runtime is NULL");
+    runtime->runtime.rows_backward(args, stream);
+  });
+}
+
+int tilesmith_rows_backward_config(tilesmith_runtime* runtime,
+                                   const tilesmith_rows_backward_desc* desc, char* config,
+                                   int config_capacity, int* tuned) {
   return guarded([&] { write_config(runtime, to_args(desc), config, config_capacity, tuned); });
 }
 

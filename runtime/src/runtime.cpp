@@ -7,6 +7,7 @@
 #include <mutex>
 #include <shared_mutex>
 #include <span>
+#include <initializer_list>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
@@ -87,6 +88,10 @@ struct Runtime::Impl {
   const std::array<const Family*, 5> row_families = {
       &find_family("softmax"), &find_family("layernorm"), &find_family("rmsnorm"),
       &find_family("layernorm_act_residual"), &find_family("rmsnorm_act_residual")};
+  // By RowBackwardOp.
+  const std::array<const Family*, 3> row_backward_families = {
+      &find_family("softmax_backward"), &find_family("layernorm_backward"),
+      &find_family("rmsnorm_backward")};
   std::shared_mutex mutex;
   std::unordered_map<DispatchKey, std::unique_ptr<Entry>, DispatchKeyHash> entries;
   std::atomic<int> compilations{0};
@@ -311,6 +316,20 @@ Problem row_problem(const Family& family, const RowArgs& args) {
   return problem;
 }
 
+struct ElementPointer {
+  const void* pointer;
+  std::size_t element_bytes;
+  const char* name;
+};
+
+// Each pointer aligned to its elements (null ones pass: presence is checked elsewhere).
+void require_aligned(const Family& family, std::initializer_list<ElementPointer> pointers) {
+  for (const ElementPointer& p : pointers)
+    if (reinterpret_cast<std::uintptr_t>(p.pointer) % p.element_bytes)
+      throw InvalidArgument(family.name() + ": " + p.name + " is not aligned to its " +
+                            std::to_string(p.element_bytes) + "-byte elements");
+}
+
 // The checks a call's arguments get before any lookup (the family validates the shape on a
 // miss): each tensor present where the op takes it and only there, aligned to its elements.
 const Family& checked_row_family(const std::array<const Family*, 5>& families,
@@ -344,16 +363,61 @@ const Family& checked_row_family(const std::array<const Family*, 5>& families,
       throw error(": the row stride of " + std::string(name) + " (" + std::to_string(stride) +
                   ") is shorter than a row (" + std::to_string(args.cols) + ")");
   const std::size_t in = dtype_size(args.dtype), out = dtype_size(args.out_dtype.value_or(args.dtype));
-  for (auto [pointer, element, name] :
-       {std::tuple{args.x, in, "x"}, std::tuple{static_cast<const void*>(args.y), out, "y"},
-        std::tuple{args.weight, in, "weight"}, std::tuple{args.bias, in, "bias"},
-        std::tuple{args.residual, out, "residual"},
-        std::tuple{static_cast<const void*>(args.mean), std::size_t{4}, "mean"},
-        std::tuple{static_cast<const void*>(args.rstd), std::size_t{4}, "rstd"}})
-    if (reinterpret_cast<std::uintptr_t>(pointer) % element)
-      throw error(": " + std::string(name) + " is not aligned to its " + std::to_string(element) +
-                  "-byte elements");
+  require_aligned(family,
+                  {{args.x, in, "x"}, {args.y, out, "y"}, {args.weight, in, "weight"},
+                   {args.bias, in, "bias"}, {args.residual, out, "residual"},
+                   {args.mean, 4, "mean"}, {args.rstd, 4, "rstd"}});
   return family;
+}
+
+// The same checks for the backward ops: the tensors each op reads and writes, present where it
+// takes them and only there.
+const Family& checked_row_backward_family(const std::array<const Family*, 3>& families,
+                                          const RowBackwardArgs& args) {
+  const auto index = static_cast<std::size_t>(args.op);
+  if (index >= families.size())
+    throw InvalidArgument("rows_backward: unknown op code " + std::to_string(index));
+  const Family& family = *families[index];
+  auto error = [&](const std::string& what) { return InvalidArgument(family.name() + what); };
+  const bool softmax = args.op == RowBackwardOp::softmax;
+  const bool layernorm = args.op == RowBackwardOp::layernorm;
+  if (softmax && (args.weight || args.mean || args.rstd || args.dweight || args.dbias))
+    throw error(" takes no weight, mean, rstd, dweight or dbias");
+  if (!softmax && !args.rstd) throw error(": rstd (the forward's statistics) is a null pointer");
+  if (layernorm != (args.mean != nullptr))
+    throw error(layernorm ? ": mean (the forward's statistics) is a null pointer" : " takes no mean");
+  if (!layernorm && args.dbias) throw error(" takes no dbias");
+  if ((args.weight == nullptr) != (args.dweight == nullptr))
+    throw error(": give weight and dweight together, or neither");
+  if (args.rows <= 0 || args.cols <= 0)
+    throw error(": shape " + std::to_string(args.rows) + "x" + std::to_string(args.cols) +
+                " has a non-positive dimension");
+  for (auto [stride, name] : {std::pair{args.x_stride, softmax ? "y" : "x"},
+                              std::pair{args.dy_stride, "dy"}, std::pair{args.dx_stride, "dx"}})
+    if (stride != 0 && stride < args.cols)
+      throw error(": the row stride of " + std::string(name) + " (" + std::to_string(stride) +
+                  ") is shorter than a row (" + std::to_string(args.cols) + ")");
+  const std::size_t in = dtype_size(args.dtype), out = dtype_size(args.out_dtype.value_or(args.dtype));
+  require_aligned(family, {{args.x, softmax ? out : in, softmax ? "y" : "x"}, {args.dy, out, "dy"},
+                           {args.dx, in, "dx"}, {args.weight, in, "weight"},
+                           {args.dweight, in, "dweight"}, {args.dbias, in, "dbias"},
+                           {args.mean, 4, "mean"}, {args.rstd, 4, "rstd"}});
+  return family;
+}
+
+DispatchKey row_backward_key(const Family& family, const RowBackwardArgs& args) {
+  const std::int64_t options =
+      std::int64_t{args.weight != nullptr} | std::int64_t{args.dbias != nullptr} << 1;
+  return {&family, args.dtype, args.out_dtype.value_or(args.dtype), {args.rows, args.cols, 0, 0},
+          options};
+}
+
+Problem row_backward_problem(const Family& family, const RowBackwardArgs& args) {
+  Problem problem{family.name(), args.dtype, args.out_dtype.value_or(args.dtype),
+                  {args.rows, args.cols}};
+  if (args.op != RowBackwardOp::softmax && !args.weight) problem.options["weight"] = "0";
+  if (args.op == RowBackwardOp::layernorm && !args.dbias) problem.options["bias"] = "0";
+  return problem;
 }
 }  // namespace
 
@@ -391,6 +455,47 @@ DispatchInfo Runtime::describe_rows(const RowArgs& args) {
   driver::make_current(impl_->context);
   DispatchInfo info;
   impl_->lookup(row_key(family, args), [&] { return row_problem(family, args); }, &info);
+  return info;
+}
+
+void Runtime::rows_backward(const RowBackwardArgs& args, void* stream) {
+  const Family& family = checked_row_backward_family(impl_->row_backward_families, args);
+  if (!args.x || !args.dy || !args.dx)
+    throw InvalidArgument(family.name() + (args.op == RowBackwardOp::softmax
+                                               ? ": y, dy or dx is a null pointer"
+                                               : ": x, dy or dx is a null pointer"));
+  driver::make_current(impl_->context);
+  Entry& entry = impl_->lookup(row_backward_key(family, args),
+                               [&] { return row_backward_problem(family, args); }, nullptr);
+  // In the family's tensor order: x (or y), dy, weight, mean, rstd, dx, dweight, dbias.
+  std::uint64_t addresses[8];
+  CallScalars scalars;
+  std::size_t count = 0;
+  auto add = [&](const void* pointer, std::int64_t stride = 0) {
+    scalars.row_strides[count] = stride;
+    addresses[count++] = reinterpret_cast<std::uint64_t>(pointer);
+  };
+  add(args.x, args.x_stride);
+  add(args.dy, args.dy_stride);
+  if (args.weight) add(args.weight);
+  if (args.mean) add(args.mean);
+  if (args.rstd) add(args.rstd);
+  add(args.dx, args.dx_stride);
+  if (args.dweight) add(args.dweight);
+  if (args.dbias) add(args.dbias);
+  const CUstream on = static_cast<CUstream>(stream);
+  entry.kernel.run(family.plan(entry.config, entry.problem, impl_->device,
+                               std::span<const std::uint64_t>(addresses, count),
+                               entry.workspace_for(on), scalars),
+                   on);
+}
+
+DispatchInfo Runtime::describe_rows_backward(const RowBackwardArgs& args) {
+  const Family& family = checked_row_backward_family(impl_->row_backward_families, args);
+  driver::make_current(impl_->context);
+  DispatchInfo info;
+  impl_->lookup(row_backward_key(family, args), [&] { return row_backward_problem(family, args); },
+                &info);
   return info;
 }
 

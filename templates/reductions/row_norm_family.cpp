@@ -10,13 +10,10 @@
 #include "templates/common/activation_reference.hpp"
 #include "templates/embedded_files.hpp"
 #include "templates/reductions/row_norm_params.h"
+#include "templates/reductions/row_split.hpp"
 
 namespace tilesmith {
 namespace {
-
-// The largest row slice a thread holds in registers, in elements: 64 fp32 values next to the
-// addresses and the epilogue's operands stay under 128 registers.
-constexpr int kMaxElementsPerThread = 64;
 
 struct RowOpInfo {
   const char* name;
@@ -55,23 +52,6 @@ struct RowShape {
   bool has(int flag) const { return (flags & flag) != 0; }
 };
 
-struct RowConfig {
-  int vector_bytes, threads_per_row, rows_per_block, cluster;
-  explicit RowConfig(const Config& config)
-      : vector_bytes(config.at("vector_bytes")),
-        threads_per_row(config.at("threads_per_row")),
-        rows_per_block(config.at("rows_per_block")),
-        cluster(config.at("cluster")) {}
-  int threads() const { return threads_per_row * rows_per_block; }
-  int vec(DType in) const { return std::max(1, vector_bytes / static_cast<int>(dtype_size(in))); }
-  // Vectors each thread holds: the row's vectors over the cluster's threads of a row.
-  int items(const RowShape& s, DType in) const {
-    const long long vectors = (s.cols + vec(in) - 1) / vec(in);
-    const long long holders = static_cast<long long>(cluster) * threads_per_row;
-    return static_cast<int>((vectors + holders - 1) / holders);
-  }
-};
-
 class RowNormFamily final : public Family {
  public:
   explicit RowNormFamily(RowOpInfo info) : info_(info), options_(options_of(info)) {
@@ -93,99 +73,29 @@ class RowNormFamily final : public Family {
     return help;
   }
 
-  std::vector<ParamSpec> space() const override {
-    return {{"vector_bytes", {4, 8, 16}},
-            {"threads_per_row", {4, 8, 16, 32, 64, 128, 256, 512, 1024}},
-            {"rows_per_block", {1, 2, 4, 8, 16}},
-            {"cluster", {1, 2, 4, 8}}};
-  }
+  std::vector<ParamSpec> space() const override { return row_split_space(); }
 
   std::optional<std::string> reject(const Config& config, const Problem& problem,
                                     const DeviceTarget& device) const override {
-    for (const ParamSpec& param : space())
-      if (!config.values.count(param.name)) return "missing parameter " + param.name;
-    if (config.values.size() != space().size()) return "unknown parameter in " + config.text();
-    const RowConfig c(config);
+    if (auto wrong = check_parameters(space(), config)) return wrong;
     const RowShape s(info_, problem);
-    auto power_of_two = [](int v) { return v > 0 && (v & (v - 1)) == 0; };
-    if (!power_of_two(c.vector_bytes) || c.vector_bytes > 16)
-      return "vector_bytes must be 4, 8 or 16";
-    if (c.vector_bytes < static_cast<int>(dtype_size(problem.dtype)))
-      return "a vector holds at least one element";
-    if (!power_of_two(c.threads_per_row) || !power_of_two(c.rows_per_block) ||
-        !power_of_two(c.cluster))
-      return "threads_per_row, rows_per_block and cluster are powers of two";
-    if (c.threads() < 32 || c.threads() > std::min(1024, device.max_threads_per_block))
-      return "a CTA of " + std::to_string(c.threads()) + " threads (32 to 1024)";
-    if (c.cluster > 1) {
-      if (device.cc_major < 9) return "clusters need sm_90";
-      if (c.cluster > 8) return "clusters of at most 8 CTAs (the portable size)";
-      if (c.rows_per_block != 1) return "a cluster shares one row per CTA";
-      // Below ~2K elements per CTA the exchange through distributed shared memory costs more
-      // than the CTA's share of the row.
-      if (s.cols / c.cluster < 2048) return "fewer than 2048 elements of the row per CTA";
-    }
-    const int vec = c.vec(problem.dtype);
-    const int items = c.items(s, problem.dtype);
-    if (items * vec > kMaxElementsPerThread)
-      return "each thread would hold " + std::to_string(items * vec) + " elements of the row (" +
-             std::to_string(kMaxElementsPerThread) + " fit in registers)";
-    // The row slice, the epilogue's operands of one vector and ~40 of addresses and indices
-    // within what __launch_bounds__ leaves each thread, or ptxas spills.
-    const int register_cap = std::min(255, device.regs_per_block / c.threads());
-    if (items * vec + 2 * vec + 40 > register_cap)
-      return "each thread would need about " + std::to_string(items * vec + 2 * vec + 40) +
-             " registers; " + std::to_string(register_cap) + " available to " +
-             std::to_string(c.threads()) + " threads";
-    // Idle threads: more than half of a row's threads holding nothing is waste another config
-    // avoids (a warp per row is always allowed: the shortest rows need it).
-    const long long vectors = (s.cols + vec - 1) / vec;
-    if (c.threads_per_row > 32 && vectors * 2 <= static_cast<long long>(c.cluster) * c.threads_per_row)
-      return "more than half of the row's threads would hold nothing";
-    if (c.rows_per_block > 1 && c.rows_per_block >= 2 * s.rows)
-      return "more than half of the CTA's rows would be past the last";
-    return std::nullopt;
+    return reject_row_split(RowSplit(config), s.rows, s.cols, problem.dtype, 1, device);
   }
 
   Config default_config(const Problem& problem, const DeviceTarget& device) const override {
-    // 16-byte vectors, the fewest threads per row that hold it in at most 16 (then 64) elements
-    // each, 128 threads per CTA for short rows; a cluster only where one CTA cannot hold the row.
-    const RowShape s(info_, problem);
-    for (int limit : {16, kMaxElementsPerThread})
-      for (int vector_bytes : {16, 8, 4})
-        for (int cluster : {1, 2, 4, 8})
-          for (int threads : {32, 64, 128, 256, 512, 1024}) {
-            Config config{{{"vector_bytes", vector_bytes},
-                           {"threads_per_row", threads},
-                           {"rows_per_block", std::max(1, 128 / threads)},
-                           {"cluster", cluster}}};
-            while (config.values["rows_per_block"] > 1 && reject(config, problem, device))
-              config.values["rows_per_block"] /= 2;
-            const RowConfig c(config);
-            if (!reject(config, problem, device) &&
-                c.items(s, problem.dtype) * c.vec(problem.dtype) <= limit)
-              return config;
-          }
-    return enumerate().front();  // nothing fits: reject() says why when it is used
+    return default_row_split({}, problem.shape.at(1), problem.dtype, 1, [&](const Config& config) {
+      return reject(config, problem, device).has_value();
+    });
   }
 
   void validate(const Problem& problem) const override {
     const std::string op = info_.name;
     if (problem.op != op) throw InvalidArgument(op + ": asked for op " + quote_input(problem.op));
     validate_options(op, options_, problem);
-    if (problem.shape.size() != 2)
-      throw InvalidArgument(op + ": shape " + quote_input(problem.shape_text()) +
-                            " must be ROWSxCOLS");
-    const long long rows = problem.shape[0], cols = problem.shape[1];
-    if (rows < 1 || cols < 1 || rows >= (1ll << 40) || rows * cols >= (1ll << 40))
-      throw InvalidArgument(op + ": shape " + quote_input(problem.shape_text()) +
-                            " needs 1 <= rows, 1 <= cols and rows x cols < 2^40");
-    // A cluster of 8 CTAs x 512 threads x 64 elements (reject()'s register rule) on sm_90;
-    // 32768 in one CTA elsewhere. Longer rows need a variant that keeps the row in shared
-    // memory or streams it twice (not built yet).
-    if (cols > 8 * 512 * kMaxElementsPerThread)
-      throw InvalidArgument(op + ": rows of " + std::to_string(cols) +
-                            " columns are longer than the 262144 that fit on chip");
+    // A cluster of 8 CTAs x 512 threads x 64 elements (the register rule) on sm_90; 32768 in
+    // one CTA elsewhere (reject() says so). Longer rows need a variant that keeps the row in
+    // shared memory or streams it twice (not built yet).
+    validate_row_shape(op, problem, 8 * 512 * kMaxRowElementsPerThread);
   }
 
   std::string kernel_file(const Config&) const override { return "reductions/row_norm.cuh"; }
@@ -193,10 +103,10 @@ class RowNormFamily final : public Family {
   std::vector<std::string> kernel_expressions(const Config& config,
                                               const Problem& problem) const override {
     const RowShape s(info_, problem);
-    const RowConfig c(config);
+    const RowSplit c(config);
     return {"tilesmith::row_norm<" + op_arguments(problem, s) + "," +
             std::to_string(c.vec(problem.dtype)) + "," + std::to_string(c.threads_per_row) + "," +
-            std::to_string(c.rows_per_block) + "," + std::to_string(c.items(s, problem.dtype)) +
+            std::to_string(c.rows_per_block) + "," + std::to_string(c.items(s.cols, problem.dtype)) +
             "," + std::to_string(c.cluster) + ">"};
   }
 
@@ -220,7 +130,7 @@ class RowNormFamily final : public Family {
                   std::span<const std::uint64_t> addresses, std::uint64_t,
                   const CallScalars& scalars) const override {
     const RowShape s(info_, problem);
-    const RowConfig c(config);
+    const RowSplit c(config);
     LaunchGeometry geometry;
     geometry.grid[0] = static_cast<unsigned>((s.rows + c.rows_per_block - 1) / c.rows_per_block *
                                              c.cluster);

@@ -9,4 +9,6 @@ namespace tilesmith {
 // softmax, layernorm, rmsnorm, layernorm_act_residual and rmsnorm_act_residual: one family per
 // op, all rendered from reductions/row_norm.cuh.
 std::vector<std::unique_ptr<Family>> make_row_norm_families();
+// softmax_backward, layernorm_backward and rmsnorm_backward, from reductions/row_norm_backward.cuh.
+std::vector<std::unique_ptr<Family>> make_row_norm_backward_families();
 }

@@ -1,5 +1,6 @@
-// The by-value argument of the row kernels (row_norm.cuh) and their reference, and the codes of
-// their template arguments. Included by the kernel source (NVRTC) and by the host descriptor.
+// The by-value arguments of the row kernels (row_norm.cuh, row_norm_backward.cuh) and their
+// references, and the codes of their template arguments. Included by the kernel source (NVRTC)
+// and by the host descriptors.
 #pragma once
 
 #include "common/activation.h"
@@ -14,7 +15,8 @@ enum RowOp {
 };
 
 // FLAGS template argument: an activation after the norm (bits 0-1, ActivationCode) and which of
-// the optional tensors are present.
+// the optional tensors are present. The backward ops read weight and write dweight with
+// kRowWeight, write dbias with kRowBias.
 enum RowFlags {
   kRowWeight = 4,     // weight: cols elements of x's type
   kRowBias = 8,       // bias: cols elements of x's type (layernorm)
@@ -34,6 +36,37 @@ struct RowParams {
   long long x_stride, y_stride, residual_stride;  // elements from one row to the next
   int cols;
   float epsilon;
+};
+
+// The backward ops: dx from the forward's input (x; softmax: its output y) and dy, the row's
+// statistics recomputed by nobody: the norms take the forward's mean and rstd. Types follow the
+// forward's: x, weight, dx, dweight and dbias have KIND_IN; y and dy KIND_OUT.
+//   softmax    dx = y * (dy - sum(y * dy))
+//   rmsnorm    xhat = x * rstd, g = dy * weight, dx = rstd * (g - xhat * mean(g * xhat))
+//   layernorm  xhat = (x - mean) * rstd, dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
+//   dweight = sum over rows of dy * xhat, dbias = sum over rows of dy
+struct RowBackwardParams {
+  const void* x;  // softmax: y
+  const void* dy;
+  const void* weight;
+  const float* mean;
+  const float* rstd;
+  void* dx;
+  // The column sums' partials (workspace, fp32): [sum (dweight, dbias)][group][cols], one row
+  // per group of CTAs sharing rows. The reference writes dweight and dbias after dx instead.
+  float* partials;
+  long long rows;
+  long long x_stride, dy_stride, dx_stride;  // elements from one row to the next
+  int cols;
+};
+
+// The second launch of a backward op with column sums: out[s][col] = sum of the groups'
+// partials, rounded once to KIND_IN.
+struct ColumnSumParams {
+  const float* partials;  // [sums][groups][cols]
+  void* out[2];           // dweight, dbias (those present, in that order)
+  int groups;
+  int cols;
 };
 
 }  // namespace tilesmith

@@ -57,6 +57,33 @@ RowArgs args_for(const tuner::Workbench& bench, const Problem& problem) {
   return args;
 }
 
+// The same for a backward op.
+RowBackwardArgs backward_args_for(const tuner::Workbench& bench, const Problem& problem) {
+  const auto& address = bench.tensor_addresses();
+  const std::vector<TensorSpec> specs = find_family(problem.op).tensors(problem);
+  RowBackwardArgs args;
+  args.op = problem.op == "softmax_backward"     ? RowBackwardOp::softmax
+            : problem.op == "layernorm_backward" ? RowBackwardOp::layernorm
+                                                 : RowBackwardOp::rmsnorm;
+  args.rows = problem.shape[0];
+  args.cols = problem.shape[1];
+  args.dtype = problem.dtype;
+  args.out_dtype = problem.out_dtype;
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    void* pointer = reinterpret_cast<void*>(address[i]);
+    const std::string& name = specs[i].name;
+    if (name == "x" || name == "y") args.x = pointer;
+    if (name == "dy") args.dy = pointer;
+    if (name == "weight") args.weight = pointer;
+    if (name == "mean") args.mean = static_cast<const float*>(pointer);
+    if (name == "rstd") args.rstd = static_cast<const float*>(pointer);
+    if (name == "dx") args.dx = pointer;
+    if (name == "dweight") args.dweight = pointer;
+    if (name == "dbias") args.dbias = pointer;
+  }
+  return args;
+}
+
 TEST(GpuRowsRuntime, EveryOpMatchesTheReference) {
   TILESMITH_REQUIRE_GPU();
   TempDir dir;
@@ -77,6 +104,30 @@ TEST(GpuRowsRuntime, EveryOpMatchesTheReference) {
     const tuner::Verification result = bench.check_output();
     EXPECT_TRUE(result.passed) << problem.key() << ": " << result.detail;
     EXPECT_EQ(runtime.describe_rows(args_for(bench, problem)).source, KernelSource::memory);
+  }
+}
+
+TEST(GpuRowsRuntime, EveryBackwardOpMatchesTheReference) {
+  TILESMITH_REQUIRE_GPU();
+  TempDir dir;
+  Runtime runtime({dir.file("rows.db")});
+  const std::vector<Problem> problems = {
+      rows("softmax_backward", 37, 1023), rows("softmax_backward", 4, 65536, {}, DType::f32, DType::f32),
+      rows("layernorm_backward", 4096, 1024), rows("layernorm_backward", 3, 4097, {{"weight", "0"}}, DType::f16, DType::f32),
+      rows("rmsnorm_backward", 9, 300), rows("rmsnorm_backward", 5, 131072, {{"weight", "0"}})};
+  std::uint64_t seed = 60;
+  for (const Problem& problem : problems) {
+    tuner::Workbench bench(find_family(problem.op), problem, driver::describe_device(0));
+    // Twice on one stream: the column sums' workspace is reused by the second call.
+    for (int call = 0; call < 2; ++call) {
+      bench.refresh_inputs(++seed);
+      runtime.rows_backward(backward_args_for(bench, problem));
+      TILESMITH_CU(driver::api().cuCtxSynchronize(), "running the runtime's " + problem.op);
+      const tuner::Verification result = bench.check_output();
+      EXPECT_TRUE(result.passed) << problem.key() << ": " << result.detail;
+    }
+    EXPECT_EQ(runtime.describe_rows_backward(backward_args_for(bench, problem)).source,
+              KernelSource::memory);
   }
 }
 
@@ -174,6 +225,67 @@ TEST(GpuRowsRuntime, StridedRowsOffVectorBoundariesMatchTheCpuReference) {
   EXPECT_TRUE(std::isnan(gap));
 }
 
+// layernorm_backward on rows that are strided and start off vector boundaries (element-wise
+// loads and stores), dweight and dbias over them, against the CPU reference.
+TEST(GpuRowsRuntime, StridedBackwardRowsMatchTheCpuReference) {
+  TILESMITH_REQUIRE_GPU();
+  TempDir dir;
+  Runtime runtime({dir.file("rows.db")});
+  driver::make_current(0);
+  const std::int64_t r = 29, c = 1000;
+  const Problem problem = rows("layernorm_backward", r, c, {}, DType::f32, DType::f32);
+  std::mt19937 random(9);
+  std::normal_distribution<double> normal;
+  auto fresh = [&](std::int64_t n) {
+    std::vector<double> v(static_cast<std::size_t>(n));
+    for (double& value : v) value = static_cast<float>(normal(random));
+    return v;
+  };
+  const std::vector<double> x = fresh(r * c), dy = fresh(r * c), weight = fresh(c), mean = fresh(r),
+                            rstd = fresh(r);
+  StridedRows x_rows(r, c, 1003, 1), dy_rows(r, c, 1005, 2), dx_rows(r, c, 1001, 3);
+  StridedRows weight_row(1, c, c, 1), mean_row(1, r, r, 0), rstd_row(1, r, r, 1);
+  StridedRows dweight(1, c, c, 3), dbias(1, c, c, 2);
+  x_rows.upload(x);
+  dy_rows.upload(dy);
+  weight_row.upload(weight);
+  mean_row.upload(mean);
+  rstd_row.upload(rstd);
+  RowBackwardArgs args;
+  args.op = RowBackwardOp::layernorm;
+  args.x = x_rows.data();
+  args.dy = dy_rows.data();
+  args.dx = dx_rows.data();
+  args.rows = r;
+  args.cols = c;
+  args.dtype = DType::f32;
+  args.weight = weight_row.data();
+  args.mean = mean_row.data();
+  args.rstd = rstd_row.data();
+  args.dweight = dweight.data();
+  args.dbias = dbias.data();
+  args.x_stride = 1003;
+  args.dy_stride = 1005;
+  args.dx_stride = 1001;
+  runtime.rows_backward(args);
+  TILESMITH_CU(driver::api().cuCtxSynchronize(), "running the strided layernorm_backward");
+  const std::vector<double> expected =
+      find_family(problem.op).reference_cpu(problem, {x, dy, weight, mean, rstd});
+  std::vector<double> got = dx_rows.download();
+  for (const StridedRows* sums : {&dweight, &dbias}) {
+    const std::vector<double> values = sums->download();
+    got.insert(got.end(), values.begin(), values.end());
+  }
+  ASSERT_EQ(got.size(), expected.size());
+  double error = 0, norm = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(got[i])) << "element " << i << " unwritten";
+    error += (got[i] - expected[i]) * (got[i] - expected[i]);
+    norm += expected[i] * expected[i];
+  }
+  EXPECT_LT(std::sqrt(error / norm), 1e-5);
+}
+
 TEST(GpuRowsRuntime, ArgumentsAnOpCannotTakeAreClearErrors) {
   TILESMITH_REQUIRE_GPU();
   TempDir dir;
@@ -218,6 +330,50 @@ TEST(GpuRowsRuntime, ArgumentsAnOpCannotTakeAreClearErrors) {
   expect_error(args, "non-positive dimension");
   runtime.rows(good);  // the runtime is still usable
   TILESMITH_CU(driver::api().cuCtxSynchronize(), "running a softmax after the errors");
+
+  RowBackwardArgs backward;
+  backward.op = RowBackwardOp::layernorm;
+  backward.x = base;
+  backward.dy = base + (1 << 18);
+  backward.dx = base + (1 << 19);
+  backward.rows = 4;
+  backward.cols = 64;
+  backward.mean = reinterpret_cast<const float*>(base + (3 << 18));
+  backward.rstd = backward.mean + 64;
+  auto expect_backward_error = [&](RowBackwardArgs b, const std::string& message) {
+    try {
+      runtime.rows_backward(b);
+      ADD_FAILURE() << "accepted: " << message;
+    } catch (const InvalidArgument& error) {
+      EXPECT_NE(std::string(error.what()).find(message), std::string::npos) << error.what();
+    }
+  };
+  RowBackwardArgs b = backward;
+  b.weight = base;
+  expect_backward_error(b, "give weight and dweight together");
+  b = backward;
+  b.mean = nullptr;
+  expect_backward_error(b, "mean (the forward's statistics) is a null pointer");
+  b = backward;
+  b.op = RowBackwardOp::softmax;
+  expect_backward_error(b, "softmax_backward takes no weight, mean, rstd");
+  b = backward;
+  b.op = RowBackwardOp::rmsnorm;
+  b.mean = nullptr;
+  b.dbias = base;
+  expect_backward_error(b, "rmsnorm_backward takes no dbias");
+  b = backward;
+  b.dx = nullptr;
+  expect_backward_error(b, "x, dy or dx is a null pointer");
+  b = backward;
+  b.dy_stride = 10;
+  expect_backward_error(b, "row stride of dy (10) is shorter");
+  b = backward;
+  b.cols = 131073;
+  b.rows = 1;
+  expect_backward_error(b, "longer than the 131072");
+  runtime.rows_backward(backward);
+  TILESMITH_CU(driver::api().cuCtxSynchronize(), "running a layernorm_backward after the errors");
 }
 
 }  // namespace

@@ -81,6 +81,35 @@ struct RowArgs {
   std::int64_t x_stride = 0, y_stride = 0, residual_stride = 0;
 };
 
+// The backward row ops: dx from the forward's tensors and dy, and for the norms the column sums
+// dweight and dbias.
+//   softmax    dx = y * (dy - sum(y * dy))
+//   rmsnorm    xhat = x * rstd, g = dy * weight, dx = rstd * (g - xhat * mean(g * xhat))
+//   layernorm  xhat = (x - mean) * rstd, dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
+//   dweight = sum over rows of dy * xhat, dbias = sum over rows of dy
+enum class RowBackwardOp { softmax, layernorm, rmsnorm };
+
+// A backward row op's arguments, typed as the forward's: x, weight, dx, dweight and dbias have
+// dtype; y and dy out_dtype; mean and rstd are the forward's fp32 statistics (layernorm: both;
+// rmsnorm: rstd). softmax reads its forward's output y in place of x. weight (norms) comes with
+// dweight, each required by the other; dbias (layernorm) is written when not null. Rows are
+// `*_stride` elements apart (0: cols). Pointers need only be aligned to their elements.
+struct RowBackwardArgs {
+  RowBackwardOp op = RowBackwardOp::softmax;
+  const void* x = nullptr;  // softmax: y
+  const void* dy = nullptr;
+  void* dx = nullptr;
+  std::int64_t rows = 0, cols = 0;
+  DType dtype = DType::bf16;
+  std::optional<DType> out_dtype;  // default: dtype
+  const void* weight = nullptr;
+  const float* mean = nullptr;
+  const float* rstd = nullptr;
+  void* dweight = nullptr;
+  void* dbias = nullptr;
+  std::int64_t x_stride = 0, dy_stride = 0, dx_stride = 0;
+};
+
 // Where the kernel a call used came from.
 enum class KernelSource {
   memory,            // resolved by an earlier call
@@ -116,6 +145,8 @@ class Runtime {
   // Enqueues a row op on `stream`; as matmul otherwise.
   void rows(const RowArgs& args, void* stream = nullptr);
   DispatchInfo describe_rows(const RowArgs& args);
+  void rows_backward(const RowBackwardArgs& args, void* stream = nullptr);
+  DispatchInfo describe_rows_backward(const RowBackwardArgs& args);
 
   // Counts NVRTC compilations this runtime has done (0 on a warm database).
   int compilations() const;

@@ -91,6 +91,38 @@ int tilesmith_rows(tilesmith_runtime* runtime, const tilesmith_rows_desc* desc, 
 int tilesmith_rows_config(tilesmith_runtime* runtime, const tilesmith_rows_desc* desc,
                           char* config, int config_capacity, int* tuned);
 
+enum tilesmith_row_backward_op {
+  TILESMITH_SOFTMAX_BACKWARD = 0,
+  TILESMITH_LAYERNORM_BACKWARD = 1,
+  TILESMITH_RMSNORM_BACKWARD = 2
+};
+
+/* A backward row op (tilesmith::RowBackwardArgs), typed as its forward: x, weight, dx, dweight,
+ * dbias have dtype; dy (and softmax's y, passed as x) out_dtype; mean and rstd are the forward's
+ * float statistics (layernorm: both; rmsnorm: rstd). weight and dweight come together or not
+ * at all; dbias (layernorm) is written when not NULL. Strides: elements between rows, 0 = cols. */
+typedef struct tilesmith_rows_backward_desc {
+  int op; /* enum tilesmith_row_backward_op */
+  const void* x; /* softmax: y */
+  const void* dy;
+  void* dx;
+  int64_t rows, cols;
+  int dtype, out_dtype; /* enum tilesmith_dtype */
+  const void* weight;
+  const float* mean;
+  const float* rstd;
+  void* dweight;
+  void* dbias;
+  int64_t x_stride, dy_stride, dx_stride;
+} tilesmith_rows_backward_desc;
+
+int tilesmith_rows_backward(tilesmith_runtime* runtime, const tilesmith_rows_backward_desc* desc,
+                            void* stream);
+/* The config the call would use; its x, dy and dx may be NULL. */
+int tilesmith_rows_backward_config(tilesmith_runtime* runtime,
+                                   const tilesmith_rows_backward_desc* desc, char* config,
+                                   int config_capacity, int* tuned);
+
 const char* tilesmith_last_error(void);
 
 #ifdef __cplusplus

@@ -1,0 +1,285 @@
+// The backward row ops (row_norm_params.h has the formulas): x and dy read once, dx written
+// once, and the column sums dweight and dbias accumulated on chip across the rows a CTA visits,
+// so the floor stays the memory's bandwidth.
+//
+// Template arguments as row_norm.cuh's (KIND_IN: x, weight, dx, dweight, dbias; KIND_OUT: y, dy).
+// The grid is persistent: each group of CLUSTER CTAs takes ROWS_BLOCK rows at a time, strided
+// by the number of groups, and keeps its share of the column sums in shared memory, one slot
+// per element it holds; at the end it writes them as one partial row per group (workspace),
+// and column_sums adds the groups' rows.
+//
+// A column stays with the same thread for every row, so the split is fixed from column 0:
+// whole vectors, then the tail of fewer than VEC columns ("extras", held one per thread by
+// CTA 0). Rows whose start is not VEC-aligned load and store element by element.
+#pragma once
+
+#include "reductions/row_norm.cuh"
+
+namespace tilesmith {
+
+// Two sums in one exchange (layernorm's backward: sum(g) and sum(g * xhat)).
+struct Sum2 {
+  float a, b;
+};
+__device__ __forceinline__ Sum2 merge(Sum2 x, Sum2 y) { return {x.a + y.a, x.b + y.b}; }
+__device__ __forceinline__ Sum2 shuffle_xor(Sum2 v, int offset) {
+  return {shuffle_xor(v.a, offset), shuffle_xor(v.b, offset)};
+}
+
+// N (1, 2 or 4) shared-memory floats at an N-float-aligned address, as one access.
+template <int N>
+__device__ __forceinline__ void load_slots(const float* at, float (&v)[N]) {
+  if constexpr (N == 4) {
+    const float4 t = *reinterpret_cast<const float4*>(at);
+    v[0] = t.x, v[1] = t.y, v[2] = t.z, v[3] = t.w;
+  } else if constexpr (N == 2) {
+    const float2 t = *reinterpret_cast<const float2*>(at);
+    v[0] = t.x, v[1] = t.y;
+  } else {
+    v[0] = at[0];
+  }
+}
+template <int N>
+__device__ __forceinline__ void store_slots(float* at, const float (&v)[N]) {
+  if constexpr (N == 4)
+    *reinterpret_cast<float4*>(at) = make_float4(v[0], v[1], v[2], v[3]);
+  else if constexpr (N == 2)
+    *reinterpret_cast<float2*>(at) = make_float2(v[0], v[1]);
+  else
+    at[0] = v[0];
+}
+
+template <int OP>
+struct BackwardPartial {
+  using type = float;  // softmax: sum(y * dy); rmsnorm: sum(g * xhat)
+};
+template <>
+struct BackwardPartial<kRowLayerNorm> {
+  using type = Sum2;
+};
+
+template <int OP, int FLAGS>
+struct BackwardShape {
+  static constexpr bool weight = OP != kRowSoftmax && (FLAGS & kRowWeight) != 0;
+  static constexpr bool bias = OP == kRowLayerNorm && (FLAGS & kRowBias) != 0;
+  static constexpr int sums = (weight ? 1 : 0) + (bias ? 1 : 0);  // dweight, dbias
+};
+
+template <int OP, int KIND_IN, int KIND_OUT, int FLAGS, int VEC, int THREADS_ROW, int ROWS_BLOCK,
+          int ITEMS, int CLUSTER>
+__global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm_backward(const RowBackwardParams p) {
+  constexpr int KIND_X = OP == kRowSoftmax ? KIND_OUT : KIND_IN;  // softmax reads y
+  using Shape = BackwardShape<OP, FLAGS>;
+  constexpr int EXTRA = (VEC - 1 + THREADS_ROW - 1) / THREADS_ROW > 0
+                            ? (VEC - 1 + THREADS_ROW - 1) / THREADS_ROW
+                            : 1;
+  // Column-sum slots per row of the CTA, in chunks of CHUNK floats that a thread reads and
+  // writes as one access: (item, chunk) major, then lane, so a warp's chunks are contiguous
+  // (no bank conflicts). The extras' slots follow, lane minor.
+  constexpr int CHUNK = VEC < 4 ? VEC : 4;
+  constexpr int SLOTS = (ITEMS * VEC + EXTRA) * THREADS_ROW;
+  using Partial = typename BackwardPartial<OP>::type;
+  __shared__ RowShared<Partial, ROWS_BLOCK, (THREADS_ROW > 32 ? THREADS_ROW / 32 : 1)> shared;
+  extern __shared__ __align__(16) float column_slots[];  // [Shape::sums][ROWS_BLOCK][SLOTS]
+
+  const int lane_row = threadIdx.x % THREADS_ROW;
+  const int row_in_block = threadIdx.x / THREADS_ROW;
+  const int rank = CLUSTER > 1 ? static_cast<int>(cluster_cta_rank()) : 0;
+  const int cols = p.cols;
+  const int vectors = cols / VEC;
+  const int extras = cols - vectors * VEC;
+  const int per_cta = (vectors + CLUSTER - 1) / CLUSTER;
+  const int first = rank * per_cta;
+  const int last = min(vectors, first + per_cta);
+  auto vector_at = [&](int item) { return first + item * THREADS_ROW + lane_row; };
+  auto holds = [&](int item) { return vector_at(item) < last; };
+  auto extra_at = [&](int slot) { return lane_row + slot * THREADS_ROW; };
+  auto holds_extra = [&](int slot) { return rank == 0 && extra_at(slot) < extras; };
+  auto extra_col = [&](int slot) { return vectors * VEC + extra_at(slot); };
+  auto chunk_slot = [&](int item, int chunk) {
+    return ((item * (VEC / CHUNK) + chunk) * THREADS_ROW + lane_row) * CHUNK;
+  };
+  auto extra_slot_of = [&](int slot) { return (ITEMS * VEC + slot) * THREADS_ROW + lane_row; };
+  float* const dweight_slots = column_slots + row_in_block * SLOTS;
+  float* const dbias_slots = column_slots + ((Shape::weight ? ROWS_BLOCK : 0) + row_in_block) * SLOTS;
+  if constexpr (Shape::sums > 0) {
+    for (int i = threadIdx.x; i < Shape::sums * ROWS_BLOCK * SLOTS; i += blockDim.x) column_slots[i] = 0.f;
+    // Each thread only ever touches its own slots until the end: no barrier needed here.
+  }
+
+
+  const long long groups = gridDim.x / CLUSTER;
+  for (long long group = blockIdx.x / CLUSTER; group * ROWS_BLOCK < p.rows; group += groups) {
+    const long long row = group * ROWS_BLOCK + row_in_block;
+    const bool active = row < p.rows;
+    const long long x_row = (active ? row : 0) * p.x_stride;
+    const long long dy_row = (active ? row : 0) * p.dy_stride;
+    float a[ITEMS][VEC], b[ITEMS][VEC], ea[EXTRA], eb[EXTRA];
+#pragma unroll
+    for (int item = 0; item < ITEMS; ++item) {
+      if (active && holds(item)) {
+        const long long col = static_cast<long long>(vector_at(item)) * VEC;
+        load_elements<KIND_X, VEC>(p.x, x_row + col, a[item]);
+        load_elements<KIND_OUT, VEC>(p.dy, dy_row + col, b[item]);
+      } else {
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) a[item][k] = b[item][k] = 0.f;
+      }
+    }
+#pragma unroll
+    for (int slot = 0; slot < EXTRA; ++slot) {
+      const bool held = active && holds_extra(slot);
+      ea[slot] = held ? load_as_float<KIND_X>(p.x, x_row + extra_col(slot)) : 0.f;
+      eb[slot] = held ? load_as_float<KIND_OUT>(p.dy, dy_row + extra_col(slot)) : 0.f;
+    }
+
+    // a becomes xhat, b becomes g = dy * weight; the column sums take dy * xhat and dy.
+    float shift = 0.f, scale = 1.f;
+    if constexpr (OP != kRowSoftmax) {
+      if (active) {
+        scale = p.rstd[row];
+        if constexpr (OP == kRowLayerNorm) shift = p.mean[row];
+      }
+    }
+    auto prepare_extra = [&](float& x, float& dy, float weight, int slot) {
+      x = (x - shift) * scale;
+      if constexpr (Shape::bias) dbias_slots[slot] += dy;
+      if constexpr (Shape::weight) {
+        dweight_slots[slot] += dy * x;
+        dy *= weight;
+      }
+    };
+    if constexpr (OP != kRowSoftmax) {
+      if (active) {
+#pragma unroll
+        for (int item = 0; item < ITEMS; ++item)
+          if (holds(item)) {
+            float weight[VEC];
+            if constexpr (Shape::weight)
+              load_elements<KIND_IN, VEC>(p.weight, static_cast<long long>(vector_at(item)) * VEC, weight);
+#pragma unroll
+            for (int chunk = 0; chunk < VEC / CHUNK; ++chunk) {
+              float dweight[CHUNK], dbias[CHUNK];
+              const int slot = chunk_slot(item, chunk);
+              if constexpr (Shape::weight) load_slots(dweight_slots + slot, dweight);
+              if constexpr (Shape::bias) load_slots(dbias_slots + slot, dbias);
+#pragma unroll
+              for (int e = 0; e < CHUNK; ++e) {
+                const int k = chunk * CHUNK + e;
+                a[item][k] = (a[item][k] - shift) * scale;
+                if constexpr (Shape::bias) dbias[e] += b[item][k];
+                if constexpr (Shape::weight) {
+                  dweight[e] += b[item][k] * a[item][k];
+                  b[item][k] *= weight[k];
+                }
+              }
+              if constexpr (Shape::weight) store_slots(dweight_slots + slot, dweight);
+              if constexpr (Shape::bias) store_slots(dbias_slots + slot, dbias);
+            }
+          }
+#pragma unroll
+        for (int slot = 0; slot < EXTRA; ++slot)
+          if (holds_extra(slot))
+            prepare_extra(ea[slot], eb[slot],
+                            Shape::weight ? load_as_float<KIND_IN>(p.weight, extra_col(slot)) : 1.f,
+                            extra_slot_of(slot));
+      }
+    }
+
+    // The row's sums (elements not held are zeros in a and b and add nothing).
+    Partial mine{};
+#pragma unroll
+    for (int item = 0; item < ITEMS; ++item)
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) {
+        if constexpr (OP == kRowLayerNorm) {
+          mine.a += b[item][k];
+          mine.b += b[item][k] * a[item][k];
+        } else {
+          mine += b[item][k] * a[item][k];
+        }
+      }
+#pragma unroll
+    for (int slot = 0; slot < EXTRA; ++slot) {
+      if constexpr (OP == kRowLayerNorm) {
+        mine.a += eb[slot];
+        mine.b += eb[slot] * ea[slot];
+      } else {
+        mine += eb[slot] * ea[slot];
+      }
+    }
+    const Partial sums = reduce_row<THREADS_ROW, CLUSTER>(mine, shared, row_in_block, lane_row);
+    auto gradient = [&](float xhat, float g) {
+      if constexpr (OP == kRowSoftmax) return xhat * (g - sums);  // y * (dy - sum(y * dy))
+      else if constexpr (OP == kRowRmsNorm) return scale * (g - xhat * (sums / cols));
+      else return scale * (g - sums.a / cols - xhat * (sums.b / cols));
+    };
+
+    const long long dx_row = (active ? row : 0) * p.dx_stride;
+    if (active) {
+#pragma unroll
+      for (int item = 0; item < ITEMS; ++item)
+        if (holds(item)) {
+#pragma unroll
+          for (int k = 0; k < VEC; ++k) a[item][k] = gradient(a[item][k], b[item][k]);
+          store_elements<KIND_IN, VEC>(p.dx, dx_row + static_cast<long long>(vector_at(item)) * VEC, a[item]);
+        }
+#pragma unroll
+      for (int slot = 0; slot < EXTRA; ++slot)
+        if (holds_extra(slot))
+          store_element<KIND_IN>(p.dx, dx_row + extra_col(slot), gradient(ea[slot], eb[slot]));
+    }
+    // The partials' shared memory is written again by the next rows: everyone must have read it.
+    if constexpr (CLUSTER > 1) cluster_wait();
+    else if constexpr (THREADS_ROW > 32) __syncthreads();
+  }
+
+  if constexpr (Shape::sums > 0) {
+    // The CTA's rows added slot by slot, one partial row per group, column by column.
+    __syncthreads();
+    const long long group = blockIdx.x / CLUSTER;
+    for (int s = threadIdx.x; s < SLOTS; s += blockDim.x) {
+      int col;
+      if (s < ITEMS * VEC * THREADS_ROW) {  // chunk_slot's order
+        const int lane = s / CHUNK % THREADS_ROW, item_chunk = s / (CHUNK * THREADS_ROW);
+        const int vector = first + item_chunk / (VEC / CHUNK) * THREADS_ROW + lane;
+        if (vector >= last) continue;
+        col = vector * VEC + item_chunk % (VEC / CHUNK) * CHUNK + s % CHUNK;
+      } else {
+        const int lane = s % THREADS_ROW, element = s / THREADS_ROW;
+        const int extra = lane + (element - ITEMS * VEC) * THREADS_ROW;
+        if (rank != 0 || extra >= extras) continue;
+        col = vectors * VEC + extra;
+      }
+#pragma unroll
+      for (int sum = 0; sum < Shape::sums; ++sum) {
+        float total = 0.f;
+#pragma unroll
+        for (int r = 0; r < ROWS_BLOCK; ++r) total += column_slots[(sum * ROWS_BLOCK + r) * SLOTS + s];
+        p.partials[(sum * groups + group) * cols + col] = total;
+      }
+    }
+  }
+}
+
+// dweight and dbias: the groups' partial rows added per column, 32 columns per CTA, each
+// column's groups split over 32 threads.
+template <int KIND>
+__global__ void __launch_bounds__(1024) column_sums(const ColumnSumParams p) {
+  __shared__ float partial[32][33];
+  const int col = blockIdx.x * 32 + threadIdx.x;
+  const int sum = blockIdx.y;
+  const float* partials = p.partials + static_cast<long long>(sum) * p.groups * p.cols;
+  float total = 0.f;
+  if (col < p.cols)
+    for (int g = threadIdx.y; g < p.groups; g += 32) total += partials[static_cast<long long>(g) * p.cols + col];
+  partial[threadIdx.y][threadIdx.x] = total;
+  __syncthreads();
+  if (threadIdx.y == 0 && col < p.cols) {
+#pragma unroll
+    for (int s = 1; s < 32; ++s) total += partial[s][threadIdx.x];
+    store_element<KIND>(p.out[sum], col, total);
+  }
+}
+
+}  // namespace tilesmith

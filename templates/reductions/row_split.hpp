@@ -1,0 +1,46 @@
+// How the row kernels (forward and backward) split a row over threads and CTAs: the config's
+// parameters, the rules that prune them and the default pick, shared by both descriptors.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "templates/family.hpp"
+
+namespace tilesmith {
+
+// The largest row slice a thread holds in registers, in elements over all the row arrays it
+// keeps (the forward: x; the backward: x and dy): 64 fp32 values next to the addresses and the
+// epilogue's operands stay under 128 registers.
+constexpr int kMaxRowElementsPerThread = 64;
+
+struct RowSplit {
+  int vector_bytes, threads_per_row, rows_per_block, cluster;
+  explicit RowSplit(const Config& config);
+  int threads() const { return threads_per_row * rows_per_block; }
+  int vec(DType in) const;
+  // Vectors each thread holds: the row's vectors (one more for a row not starting on a vector
+  // boundary) over the cluster's threads of a row.
+  int items(long long cols, DType in) const;
+};
+
+// vector_bytes, threads_per_row, rows_per_block, cluster.
+std::vector<ParamSpec> row_split_space();
+
+// Why this split cannot run `rows` x `cols` of `in` on `device` when each thread keeps
+// `row_arrays` arrays of its slice in registers; nothing when it can.
+std::optional<std::string> reject_row_split(const RowSplit& split, long long rows, long long cols,
+                                            DType in, int row_arrays, const DeviceTarget& device);
+
+// 16-byte vectors, the fewest threads per row that hold it in at most 16 (then all allowed)
+// elements per array, 128 threads per CTA for short rows, a cluster only where one CTA cannot
+// hold the row. `extra` holds the family's other parameters; `reject` is the family's rule.
+Config default_row_split(const Config& extra, long long cols, DType in, int row_arrays,
+                         const std::function<bool(const Config&)>& rejected);
+
+// Shape checks common to every row op: ROWSxCOLS, each at least 1, at most `max_cols` columns.
+void validate_row_shape(const std::string& op, const Problem& problem, long long max_cols);
+
+}  // namespace tilesmith
