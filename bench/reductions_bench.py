@@ -81,6 +81,10 @@ def parse_args(argv=None):
     p.add_argument("--shapes", default=SHAPES)
     p.add_argument("--tune-budget", default="6s", help="per case: Ns, N candidates, all, none")
     p.add_argument("--skip-compile", action="store_true", help="no torch.compile column")
+    p.add_argument("--multi-sum", default="2000:1000-300000",
+                   help="COUNT:MIN-MAX: multi_sum over COUNT f32 tensors of lengths uniform in "
+                        "MIN..MAX, beside a Python loop of t.sum() and torch._foreach_norm; '' for "
+                        "none")
     p.add_argument("--json")
     p.add_argument("--tune-log")
     p.add_argument("--lib", default=os.path.join(REPO, "build", "libtilesmith.so"))
@@ -200,6 +204,43 @@ def backward_case(row, lib, rt, stream, bench, args, torch, F, dt, dtype, r, c):
     return wrong
 
 
+def multi_sum_case(spec, lib, rt, stream, bench, args, torch, log):
+    """multi_sum over a table of f32 tensors beside torch; returns the row (verified or not)."""
+    count, span = spec.split(":")
+    count, (low, high) = int(count), (int(v) for v in span.split("-"))
+    gen = torch.Generator().manual_seed(1)
+    lengths = torch.randint(low, high + 1, (count,), generator=gen).tolist()
+    tensors = [torch.randn(n, device="cuda") for n in lengths]
+    total = sum(lengths)
+    bucket = 1 << max(0, math.ceil(math.log2(-(-total // count))))
+    row = {"op": "multi_sum", "dtype": "f32", "shape": f"{count}x{bucket}", "status": "ok",
+           "tune": tune(args, "multi_sum", "f32", f"{count}x{bucket}", log)}
+    table = torch.tensor([v for t in tensors for v in (t.data_ptr(), t.numel())],
+                         dtype=torch.int64, device="cuda")
+    out = torch.full((count,), float("nan"), device="cuda")
+    lib.tilesmith_multi_sum.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
+                                        ctypes.c_int64, ctypes.c_int, ctypes.c_int,
+                                        ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
+    lib.tilesmith_multi_sum.restype = ctypes.c_int
+
+    def ts():
+        mb.check(lib, lib.tilesmith_multi_sum(rt, table.data_ptr(), count, total,
+                                              mb.DTYPE_CODES["f32"], mb.DTYPE_CODES["f32"],
+                                              out.data_ptr(), 0, stream), "tilesmith_multi_sum")
+
+    ts()
+    torch.cuda.synchronize()
+    expected = torch.stack([t.double().sum() for t in tensors])
+    row["err"] = float((out.double() - expected).norm() / expected.norm())
+    if torch.isnan(out).any() or not row["err"] <= TOLERANCE["f32"]:
+        row["status"] = "WRONG"
+    row["ts_ms"] = bench(ts)
+    row["loop_ms"] = bench(lambda: [t.sum() for t in tensors])
+    row["foreach_ms"] = bench(lambda: torch._foreach_norm(tensors, 1))
+    row["bytes"] = total * 4 + count * 20
+    return row
+
+
 def main(argv=None):
     args = parse_args(argv)
     try:
@@ -302,6 +343,23 @@ def main(argv=None):
               f"compile {row.get('compile_ms', float('nan')):.4f}", flush=True)
         torch.cuda.empty_cache()
 
+    if args.multi_sum:
+        try:
+            sums = multi_sum_case(args.multi_sum, lib, rt, stream, bench, args, torch, log)
+        except Exception as error:
+            sums = {"status": f"error: {str(error)[:160]}"}
+        failed |= sums["status"] != "ok"
+        gbs = sums["bytes"] / (sums["ts_ms"] * 1e-3) / 1e9 if "ts_ms" in sums else float("nan")
+        print(f"\nmulti_sum {args.multi_sum} (key {sums.get('shape')}): {sums['status']}, "
+              f"tilesmith {sums.get('ts_ms', float('nan')):.4f} ms ({gbs:.0f} GB/s, "
+              f"{100 * gbs / copy_gbs:.1f}% of copy), Python loop of t.sum() "
+              f"{sums.get('loop_ms', float('nan')):.3f} ms ({sums.get('loop_ms', 0) / sums.get('ts_ms', 1):.1f}x), "
+              f"torch._foreach_norm(ord 1, same bytes) {sums.get('foreach_ms', float('nan')):.4f} ms "
+              f"({sums.get('foreach_ms', 0) / sums.get('ts_ms', 1):.2f}x), err {sums.get('err', float('nan')):.1e}",
+              flush=True)
+        rows_sums = sums
+    else:
+        rows_sums = None
     print("\nGB/s: bytes of every tensor read once or written once over the median time; "
           "% copy: of the copy bandwidth measured here; x best: the better of eager and "
           "compile over tilesmith (> 1: tilesmith faster)")
@@ -327,12 +385,17 @@ def main(argv=None):
     for cells in [titles, ["-" * w for w in widths]] + lines:
         print(" | ".join(str(v).rjust(w) if i >= 3 else str(v).ljust(w)
                          for i, (v, w) in enumerate(zip(cells, widths))))
+    if rows_sums and "ts_ms" in rows_sums:
+        print(f"multi_sum: tilesmith {rows_sums['ts_ms']:.4f} ms, Python loop {rows_sums['loop_ms']:.3f} ms "
+              f"({rows_sums['loop_ms'] / rows_sums['ts_ms']:.1f}x), _foreach_norm "
+              f"{rows_sums['foreach_ms']:.4f} ms ({rows_sums['foreach_ms'] / rows_sums['ts_ms']:.2f}x), "
+              f"{rows_sums['status']}")
     if ratios:
         print(f"geomean x best of eager and compile, over {len(ratios)} verified cases: "
               f"{math.exp(sum(map(math.log, ratios)) / len(ratios)):.3f}")
     if args.json:
         with open(args.json, "w") as out:
-            json.dump({"header": header, "rows": rows}, out, indent=1)
+            json.dump({"header": header, "rows": rows, "multi_sum": rows_sums}, out, indent=1)
     lib.tilesmith_runtime_destroy(rt)
     return 1 if failed else 0
 

@@ -59,6 +59,12 @@ std::size_t Family::workspace_bytes(const Config&, const Problem&, const DeviceT
   return 0;
 }
 
+void Family::fill_input(const Problem& problem, std::size_t tensor, std::span<const std::uint64_t>,
+                        std::span<std::byte>) const {
+  throw Error(name() + " " + problem.key() + ": tensor " + std::to_string(tensor) +
+              " is not filled by the family");
+}
+
 double Family::tolerance(const Problem&, const TensorSpec& output) const {
   // Norm-wise relative error with fp32 accumulation: the output's rounding dominates
   // (bf16 keeps 8 bits, fp16 11), so the bound follows the output type.

@@ -130,6 +130,9 @@ struct TensorSpec {
   DType dtype;
   std::size_t elements;
   bool is_output;
+  // An input whose contents the family writes (Family::fill_input: a table of other tensors'
+  // addresses and lengths), not random values; `elements` of `dtype` give its size.
+  bool family_filled = false;
 };
 
 // What a call passes besides its tensors and workspace that does not change the kernel, so is
@@ -185,6 +188,10 @@ class Family {
   // Buffers in the order `plan` expects their addresses; outputs are poisoned before every
   // checked run.
   virtual std::vector<TensorSpec> tensors(const Problem& problem) const = 0;
+  // The contents of a family_filled input, written into `bytes` (its size); `addresses` are
+  // every tensor's, in tensors() order. Default: throws (no family-filled inputs).
+  virtual void fill_input(const Problem& problem, std::size_t tensor,
+                          std::span<const std::uint64_t> addresses, std::span<std::byte> bytes) const;
   // Device memory a call needs besides its tensors (split-K partial sums, padded copies),
   // allocated once by the tuner and the runtime and reused.
   virtual std::size_t workspace_bytes(const Config& config, const Problem& problem,

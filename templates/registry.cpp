@@ -12,6 +12,7 @@ std::vector<std::unique_ptr<Family>>& families() {
     builtin.push_back(make_matmul_family());
     for (auto& family : make_row_norm_families()) builtin.push_back(std::move(family));
     for (auto& family : make_row_norm_backward_families()) builtin.push_back(std::move(family));
+    builtin.push_back(make_multi_sum_family());
     return builtin;
   }();
   return list;

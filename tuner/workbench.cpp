@@ -106,6 +106,13 @@ Workbench::~Workbench() = default;
 void Workbench::refresh_inputs(std::uint64_t seed) {
   for (std::size_t i = 0; i < specs_.size(); ++i) {
     const TensorSpec& spec = specs_[i];
+    if (spec.family_filled) {
+      std::vector<std::byte> contents(buffers_[i].bytes());
+      family_.fill_input(problem_, i, addresses_, contents);
+      TILESMITH_CU(api().cuMemcpyHtoD(addresses_[i], contents.data(), contents.size()),
+                   "writing input " + spec.name);
+      continue;
+    }
     if (spec.is_output) {
       // 0xFF bytes are NaN in f16, bf16 and f32: an element the kernel never writes shows.
       TILESMITH_CU(api().cuMemsetD8Async(addresses_[i], 0xFF, buffers_[i].bytes(), stream_.get()),

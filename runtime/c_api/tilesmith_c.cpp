@@ -119,6 +119,9 @@ tilesmith::DispatchInfo describe(tilesmith_runtime* runtime, const tilesmith::Ma
 tilesmith::DispatchInfo describe(tilesmith_runtime* runtime, const tilesmith::RowArgs& args) {
   return runtime->runtime.describe_rows(args);
 }
+tilesmith::DispatchInfo describe(tilesmith_runtime* runtime, const tilesmith::MultiSumArgs& args) {
+  return runtime->runtime.describe_multi_sum(args);
+}
 tilesmith::DispatchInfo describe(tilesmith_runtime* runtime, const tilesmith::RowBackwardArgs& args) {
   return runtime->runtime.describe_rows_backward(args);
 }
@@ -210,6 +213,27 @@ int tilesmith_rows_backward_config(tilesmith_runtime* runtime,
                                    const tilesmith_rows_backward_desc* desc, char* config,
                                    int config_capacity, int* tuned) {
   return guarded([&] { write_config(runtime, to_args(desc), config, config_capacity, tuned); });
+}
+
+int tilesmith_multi_sum(tilesmith_runtime* runtime, const void* table, int64_t count,
+                        int64_t total_elements, int dtype, int out_dtype, void* out, int mean,
+                        void* stream) {
+  return guarded([&] {
+    const tilesmith::MultiSumArgs args{table, count, total_elements, to_dtype(dtype),
+                                       to_dtype(out_dtype), out, mean != 0};
+    if (!runtime) throw tilesmith::InvalidArgument("tilesmith_multi_sum: runtime is NULL");
+    runtime->runtime.multi_sum(args, stream);
+  });
+}
+
+int tilesmith_multi_sum_config(tilesmith_runtime* runtime, int64_t count, int64_t total_elements,
+                               int dtype, int out_dtype, int mean, char* config,
+                               int config_capacity, int* tuned) {
+  return guarded([&] {
+    const tilesmith::MultiSumArgs args{nullptr, count, total_elements, to_dtype(dtype),
+                                       to_dtype(out_dtype), nullptr, mean != 0};
+    write_config(runtime, args, config, config_capacity, tuned);
+  });
 }
 
 const char* tilesmith_last_error(void) { return last_error.c_str(); }

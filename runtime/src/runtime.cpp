@@ -84,6 +84,7 @@ struct Runtime::Impl {
   std::string arch, nvrtc;
   std::unique_ptr<cache::Database> database;
   const Family& matmul_family = find_family("matmul");
+  const Family& multi_sum_family = find_family("multi_sum");
   // By RowOp.
   const std::array<const Family*, 5> row_families = {
       &find_family("softmax"), &find_family("layernorm"), &find_family("rmsnorm"),
@@ -495,6 +496,62 @@ DispatchInfo Runtime::describe_rows_backward(const RowBackwardArgs& args) {
   driver::make_current(impl_->context);
   DispatchInfo info;
   impl_->lookup(row_backward_key(family, args), [&] { return row_backward_problem(family, args); },
+                &info);
+  return info;
+}
+
+namespace {
+// The bucket a call is tuned under: COUNT x the mean length rounded up to a power of two.
+std::int64_t multi_sum_bucket(const MultiSumArgs& args) {
+  const std::int64_t mean_length = (args.total_elements + args.count - 1) / args.count;
+  std::int64_t bucket = 1;
+  while (bucket < mean_length) bucket *= 2;
+  return bucket;
+}
+
+void check_multi_sum(const MultiSumArgs& args) {
+  if (args.count <= 0 || args.total_elements < 0)
+    throw InvalidArgument("multi_sum: count " + std::to_string(args.count) + " and total_elements " +
+                          std::to_string(args.total_elements) + " must be positive");
+  if (reinterpret_cast<std::uintptr_t>(args.table) % 8 || reinterpret_cast<std::uintptr_t>(args.out) %
+                                                              dtype_size(args.out_dtype.value_or(DType::f32)))
+    throw InvalidArgument("multi_sum: table (8 bytes) or out is not aligned to its elements");
+}
+
+DispatchKey multi_sum_key(const Family& family, const MultiSumArgs& args) {
+  return {&family, args.dtype, args.out_dtype.value_or(DType::f32),
+          {args.count, multi_sum_bucket(args), 0, 0}, std::int64_t{args.mean}};
+}
+
+Problem multi_sum_problem(const MultiSumArgs& args) {
+  Problem problem{"multi_sum", args.dtype, args.out_dtype.value_or(DType::f32),
+                  {args.count, multi_sum_bucket(args)}};
+  if (args.mean) problem.options["mean"] = "1";
+  return problem;
+}
+}  // namespace
+
+void Runtime::multi_sum(const MultiSumArgs& args, void* stream) {
+  check_multi_sum(args);
+  if (!args.table || !args.out) throw InvalidArgument("multi_sum: table or out is a null pointer");
+  driver::make_current(impl_->context);
+  const Family& family = impl_->multi_sum_family;
+  Entry& entry = impl_->lookup(multi_sum_key(family, args), [&] { return multi_sum_problem(args); },
+                               nullptr);
+  // The family's tensor order: table, out, the tuner's data (not used by the plan).
+  const std::uint64_t addresses[3] = {reinterpret_cast<std::uint64_t>(args.table),
+                                      reinterpret_cast<std::uint64_t>(args.out), 0};
+  const CUstream on = static_cast<CUstream>(stream);
+  entry.kernel.run(family.plan(entry.config, entry.problem, impl_->device, addresses,
+                               entry.workspace_for(on), CallScalars{}),
+                   on);
+}
+
+DispatchInfo Runtime::describe_multi_sum(const MultiSumArgs& args) {
+  check_multi_sum(args);
+  driver::make_current(impl_->context);
+  DispatchInfo info;
+  impl_->lookup(multi_sum_key(impl_->multi_sum_family, args), [&] { return multi_sum_problem(args); },
                 &info);
   return info;
 }

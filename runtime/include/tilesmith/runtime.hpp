@@ -110,6 +110,23 @@ struct RowBackwardArgs {
   std::int64_t x_stride = 0, dy_stride = 0, dx_stride = 0;
 };
 
+// The sums (or means, with `mean`) of `count` tensors of any lengths, in one call: `table`
+// holds in device memory `count` entries {const void* data; int64_t length} (16 bytes each),
+// the data of dtype, aligned to its elements. `total_elements` is the lengths' sum: the runtime
+// dispatches on count and the mean length rounded up to a power of two (the shape a sweep
+// tunes: `tune --op multi_sum --shape COUNTxLENGTH`). out: count values of out_dtype
+// (default f32). A table whose lengths add up to more than twice the rounded mean's count
+// (a wrong total_elements) gets NaN, never a write out of bounds.
+struct MultiSumArgs {
+  const void* table = nullptr;
+  std::int64_t count = 0;
+  std::int64_t total_elements = 0;
+  DType dtype = DType::f32;
+  std::optional<DType> out_dtype;  // default: f32
+  void* out = nullptr;
+  bool mean = false;
+};
+
 // Where the kernel a call used came from.
 enum class KernelSource {
   memory,            // resolved by an earlier call
@@ -147,6 +164,8 @@ class Runtime {
   DispatchInfo describe_rows(const RowArgs& args);
   void rows_backward(const RowBackwardArgs& args, void* stream = nullptr);
   DispatchInfo describe_rows_backward(const RowBackwardArgs& args);
+  void multi_sum(const MultiSumArgs& args, void* stream = nullptr);
+  DispatchInfo describe_multi_sum(const MultiSumArgs& args);
 
   // Counts NVRTC compilations this runtime has done (0 on a warm database).
   int compilations() const;

@@ -123,6 +123,17 @@ int tilesmith_rows_backward_config(tilesmith_runtime* runtime,
                                    const tilesmith_rows_backward_desc* desc, char* config,
                                    int config_capacity, int* tuned);
 
+/* The sums (means with mean = 1) of count tensors (tilesmith::MultiSumArgs): table holds in
+ * device memory count entries { const void* data; int64_t length; }, the data of dtype;
+ * total_elements is the lengths' sum; out gets count values of out_dtype. */
+int tilesmith_multi_sum(tilesmith_runtime* runtime, const void* table, int64_t count,
+                        int64_t total_elements, int dtype, int out_dtype, void* out, int mean,
+                        void* stream);
+/* The config the call would use (table and out may be NULL). */
+int tilesmith_multi_sum_config(tilesmith_runtime* runtime, int64_t count, int64_t total_elements,
+                               int dtype, int out_dtype, int mean, char* config,
+                               int config_capacity, int* tuned);
+
 const char* tilesmith_last_error(void);
 
 #ifdef __cplusplus
