@@ -122,6 +122,19 @@ def tune(args, op, dtype, shape, log):
     return f"{time.perf_counter() - start:.0f}s rc={result.returncode}"
 
 
+def time_beside_torch(row, bench, args, torch, ts, eager, to_compile):
+    """tilesmith's call, torch eager, and torch.compile of `to_compile` (its compile time too)."""
+    row["ts_ms"] = bench(ts)
+    row["eager_ms"] = bench(eager)
+    if not args.skip_compile:
+        compiled = torch.compile(to_compile, dynamic=False)
+        start = time.perf_counter()
+        compiled()
+        torch.cuda.synchronize()
+        row["compile_s"] = time.perf_counter() - start
+        row["compile_ms"] = bench(compiled)
+
+
 def backward_case(row, lib, rt, stream, bench, args, torch, F, dt, dtype, r, c):
     """One backward case: fills `row`; returns True when tilesmith's result is wrong."""
     op = row["op"]
@@ -190,15 +203,7 @@ def backward_case(row, lib, rt, stream, bench, args, torch, F, dt, dtype, r, c):
     if wrong:
         row["status"] = f"WRONG ({unwritten} unwritten)"
     del expected
-    row["ts_ms"] = bench(ts)
-    row["eager_ms"] = bench(eager)
-    if not args.skip_compile:
-        compiled = torch.compile(formulas, dynamic=False)
-        start = time.perf_counter()
-        compiled()
-        torch.cuda.synchronize()
-        row["compile_s"] = time.perf_counter() - start
-        row["compile_ms"] = bench(compiled)
+    time_beside_torch(row, bench, args, torch, ts, eager, formulas)
     tensors = [first, dy, dx] + [t for t in (w, mean, rstd, dw, db) if t is not None]
     row["bytes"] = sum(t.numel() * t.element_size() for t in tensors)
     return wrong
@@ -324,15 +329,7 @@ def main(argv=None):
                     row["status"] = f"WRONG ({unwritten} unwritten)"
                     failed = True
                 del xf, ref
-                row["ts_ms"] = bench(ts)
-                row["eager_ms"] = bench(eager)
-                if not args.skip_compile:
-                    compiled = torch.compile(eager, dynamic=False)
-                    start = time.perf_counter()
-                    compiled()
-                    torch.cuda.synchronize()
-                    row["compile_s"] = time.perf_counter() - start
-                    row["compile_ms"] = bench(compiled)
+                time_beside_torch(row, bench, args, torch, ts, eager, eager)
                 tensors = [x, y] + [t for t in (w, b, res) if t is not None]
                 row["bytes"] = sum(t.numel() * t.element_size() for t in tensors)
         except Exception as error:  # a setup or launch failure of one case: say so, go on
@@ -343,23 +340,13 @@ def main(argv=None):
               f"compile {row.get('compile_ms', float('nan')):.4f}", flush=True)
         torch.cuda.empty_cache()
 
+    rows_sums = None
     if args.multi_sum:
         try:
-            sums = multi_sum_case(args.multi_sum, lib, rt, stream, bench, args, torch, log)
+            rows_sums = multi_sum_case(args.multi_sum, lib, rt, stream, bench, args, torch, log)
         except Exception as error:
-            sums = {"status": f"error: {str(error)[:160]}"}
-        failed |= sums["status"] != "ok"
-        gbs = sums["bytes"] / (sums["ts_ms"] * 1e-3) / 1e9 if "ts_ms" in sums else float("nan")
-        print(f"\nmulti_sum {args.multi_sum} (key {sums.get('shape')}): {sums['status']}, "
-              f"tilesmith {sums.get('ts_ms', float('nan')):.4f} ms ({gbs:.0f} GB/s, "
-              f"{100 * gbs / copy_gbs:.1f}% of copy), Python loop of t.sum() "
-              f"{sums.get('loop_ms', float('nan')):.3f} ms ({sums.get('loop_ms', 0) / sums.get('ts_ms', 1):.1f}x), "
-              f"torch._foreach_norm(ord 1, same bytes) {sums.get('foreach_ms', float('nan')):.4f} ms "
-              f"({sums.get('foreach_ms', 0) / sums.get('ts_ms', 1):.2f}x), err {sums.get('err', float('nan')):.1e}",
-              flush=True)
-        rows_sums = sums
-    else:
-        rows_sums = None
+            rows_sums = {"status": f"error: {str(error)[:160]}"}
+        failed |= rows_sums["status"] != "ok"
     print("\nGB/s: bytes of every tensor read once or written once over the median time; "
           "% copy: of the copy bandwidth measured here; x best: the better of eager and "
           "compile over tilesmith (> 1: tilesmith faster)")
@@ -386,10 +373,15 @@ def main(argv=None):
         print(" | ".join(str(v).rjust(w) if i >= 3 else str(v).ljust(w)
                          for i, (v, w) in enumerate(zip(cells, widths))))
     if rows_sums and "ts_ms" in rows_sums:
-        print(f"multi_sum: tilesmith {rows_sums['ts_ms']:.4f} ms, Python loop {rows_sums['loop_ms']:.3f} ms "
-              f"({rows_sums['loop_ms'] / rows_sums['ts_ms']:.1f}x), _foreach_norm "
-              f"{rows_sums['foreach_ms']:.4f} ms ({rows_sums['foreach_ms'] / rows_sums['ts_ms']:.2f}x), "
-              f"{rows_sums['status']}")
+        gbs = rows_sums["bytes"] / (rows_sums["ts_ms"] * 1e-3) / 1e9
+        print(f"multi_sum {args.multi_sum} (key {rows_sums['shape']}): {rows_sums['status']}, "
+              f"tilesmith {rows_sums['ts_ms']:.4f} ms ({gbs:.0f} GB/s, {100 * gbs / copy_gbs:.1f}% "
+              f"of copy), Python loop of t.sum() {rows_sums['loop_ms']:.3f} ms "
+              f"({rows_sums['loop_ms'] / rows_sums['ts_ms']:.1f}x), torch._foreach_norm(ord 1, "
+              f"same bytes) {rows_sums['foreach_ms']:.4f} ms "
+              f"({rows_sums['foreach_ms'] / rows_sums['ts_ms']:.2f}x), err {rows_sums['err']:.1e}")
+    elif rows_sums:
+        print(f"multi_sum {args.multi_sum}: {rows_sums['status']}")
     if ratios:
         print(f"geomean x best of eager and compile, over {len(ratios)} verified cases: "
               f"{math.exp(sum(map(math.log, ratios)) / len(ratios)):.3f}")

@@ -68,6 +68,18 @@ struct Entry {
   }
 };
 
+// A call's tensors in its family's order (Family::tensors), each with its row stride, and the
+// call's other arguments: on the stack, so a call allocates nothing.
+struct CallTensors {
+  std::array<std::uint64_t, CallScalars::kMaxTensors> addresses{};
+  CallScalars scalars;
+  std::size_t count = 0;
+  void add(const void* pointer, std::int64_t row_stride = 0) {
+    scalars.row_strides[count] = row_stride;
+    addresses[count++] = reinterpret_cast<std::uint64_t>(pointer);
+  }
+};
+
 void require_pointer(const void* pointer, const char* name) {
   if (!pointer) throw InvalidArgument(std::string("matmul: ") + name + " is a null pointer");
   // cp.async moves 16-byte chunks: every tile row starts on a 16-byte boundary.
@@ -196,6 +208,28 @@ struct Runtime::Impl {
     if (info) *info = it->second->info;
     return *it->second;
   }
+
+  // Enqueues the kernel resolved for `key` on `stream`, its plan built from `tensors`.
+  template <class MakeProblem>
+  void call(const DispatchKey& key, MakeProblem&& make_problem, const CallTensors& tensors,
+            void* stream) {
+    driver::make_current(context);
+    Entry& entry = lookup(key, make_problem, nullptr);
+    const CUstream on = static_cast<CUstream>(stream);
+    entry.kernel.run(key.family->plan(entry.config, entry.problem, device,
+                                      std::span<const std::uint64_t>(tensors.addresses.data(), tensors.count),
+                                      entry.workspace_for(on), tensors.scalars),
+                     on);
+  }
+
+  // What a call with `key` resolves to (loads it if needed).
+  template <class MakeProblem>
+  DispatchInfo describe(const DispatchKey& key, MakeProblem&& make_problem) {
+    driver::make_current(context);
+    DispatchInfo info;
+    lookup(key, make_problem, &info);
+    return info;
+  }
 };
 
 Runtime::Runtime(RuntimeOptions options) : impl_(std::make_unique<Impl>()) {
@@ -261,30 +295,19 @@ void Runtime::matmul(const MatmulArgs& args, void* stream) {
   const std::size_t out_bytes = dtype_size(args.out_dtype.value_or(args.dtype));
   if (args.bias) require_element_aligned(args.bias, out_bytes, "bias");
   if (args.residual) require_element_aligned(args.residual, out_bytes, "residual");
-  driver::make_current(impl_->context);
-  const Family& family = impl_->matmul_family;
-  Entry& entry =
-      impl_->lookup(matmul_key(family, args), [&] { return matmul_problem(args); }, nullptr);
   // In the family's tensor order: A, B, the epilogue's inputs present, C.
-  std::uint64_t addresses[5];
-  std::size_t count = 0;
-  addresses[count++] = reinterpret_cast<std::uint64_t>(args.a);
-  addresses[count++] = reinterpret_cast<std::uint64_t>(args.b);
-  if (args.bias) addresses[count++] = reinterpret_cast<std::uint64_t>(args.bias);
-  if (args.residual) addresses[count++] = reinterpret_cast<std::uint64_t>(args.residual);
-  addresses[count++] = reinterpret_cast<std::uint64_t>(args.c);
-  const CUstream on = static_cast<CUstream>(stream);
-  entry.kernel.run(family.plan(entry.config, entry.problem, impl_->device,
-                               std::span<const std::uint64_t>(addresses, count),
-                               entry.workspace_for(on), CallScalars{}),
-                   on);
+  CallTensors tensors;
+  tensors.add(args.a);
+  tensors.add(args.b);
+  if (args.bias) tensors.add(args.bias);
+  if (args.residual) tensors.add(args.residual);
+  tensors.add(args.c);
+  impl_->call(matmul_key(impl_->matmul_family, args), [&] { return matmul_problem(args); }, tensors,
+              stream);
 }
 
 DispatchInfo Runtime::describe_matmul(const MatmulArgs& args) {
-  driver::make_current(impl_->context);
-  DispatchInfo info;
-  impl_->lookup(matmul_key(impl_->matmul_family, args), [&] { return matmul_problem(args); }, &info);
-  return info;
+  return impl_->describe(matmul_key(impl_->matmul_family, args), [&] { return matmul_problem(args); });
 }
 
 namespace {
@@ -425,38 +448,22 @@ Problem row_backward_problem(const Family& family, const RowBackwardArgs& args) 
 void Runtime::rows(const RowArgs& args, void* stream) {
   const Family& family = checked_row_family(impl_->row_families, args);
   if (!args.x || !args.y) throw InvalidArgument(family.name() + ": x or y is a null pointer");
-  driver::make_current(impl_->context);
-  Entry& entry = impl_->lookup(row_key(family, args), [&] { return row_problem(family, args); },
-                               nullptr);
   // In the family's tensor order: x, weight, bias, residual, y, mean, rstd (those present).
-  std::uint64_t addresses[7];
-  CallScalars scalars;
-  std::size_t count = 0;
-  auto add = [&](const void* pointer, std::int64_t stride = 0) {
-    scalars.row_strides[count] = stride;
-    addresses[count++] = reinterpret_cast<std::uint64_t>(pointer);
-  };
-  add(args.x, args.x_stride);
-  if (args.weight) add(args.weight);
-  if (args.bias) add(args.bias);
-  if (args.residual) add(args.residual, args.residual_stride);
-  add(args.y, args.y_stride);
-  if (args.mean) add(args.mean);
-  if (args.rstd) add(args.rstd);
-  scalars.epsilon = args.epsilon;
-  const CUstream on = static_cast<CUstream>(stream);
-  entry.kernel.run(family.plan(entry.config, entry.problem, impl_->device,
-                               std::span<const std::uint64_t>(addresses, count),
-                               entry.workspace_for(on), scalars),
-                   on);
+  CallTensors tensors;
+  tensors.add(args.x, args.x_stride);
+  if (args.weight) tensors.add(args.weight);
+  if (args.bias) tensors.add(args.bias);
+  if (args.residual) tensors.add(args.residual, args.residual_stride);
+  tensors.add(args.y, args.y_stride);
+  if (args.mean) tensors.add(args.mean);
+  if (args.rstd) tensors.add(args.rstd);
+  tensors.scalars.epsilon = args.epsilon;
+  impl_->call(row_key(family, args), [&] { return row_problem(family, args); }, tensors, stream);
 }
 
 DispatchInfo Runtime::describe_rows(const RowArgs& args) {
   const Family& family = checked_row_family(impl_->row_families, args);
-  driver::make_current(impl_->context);
-  DispatchInfo info;
-  impl_->lookup(row_key(family, args), [&] { return row_problem(family, args); }, &info);
-  return info;
+  return impl_->describe(row_key(family, args), [&] { return row_problem(family, args); });
 }
 
 void Runtime::rows_backward(const RowBackwardArgs& args, void* stream) {
@@ -465,39 +472,24 @@ void Runtime::rows_backward(const RowBackwardArgs& args, void* stream) {
     throw InvalidArgument(family.name() + (args.op == RowBackwardOp::softmax
                                                ? ": y, dy or dx is a null pointer"
                                                : ": x, dy or dx is a null pointer"));
-  driver::make_current(impl_->context);
-  Entry& entry = impl_->lookup(row_backward_key(family, args),
-                               [&] { return row_backward_problem(family, args); }, nullptr);
   // In the family's tensor order: x (or y), dy, weight, mean, rstd, dx, dweight, dbias.
-  std::uint64_t addresses[8];
-  CallScalars scalars;
-  std::size_t count = 0;
-  auto add = [&](const void* pointer, std::int64_t stride = 0) {
-    scalars.row_strides[count] = stride;
-    addresses[count++] = reinterpret_cast<std::uint64_t>(pointer);
-  };
-  add(args.x, args.x_stride);
-  add(args.dy, args.dy_stride);
-  if (args.weight) add(args.weight);
-  if (args.mean) add(args.mean);
-  if (args.rstd) add(args.rstd);
-  add(args.dx, args.dx_stride);
-  if (args.dweight) add(args.dweight);
-  if (args.dbias) add(args.dbias);
-  const CUstream on = static_cast<CUstream>(stream);
-  entry.kernel.run(family.plan(entry.config, entry.problem, impl_->device,
-                               std::span<const std::uint64_t>(addresses, count),
-                               entry.workspace_for(on), scalars),
-                   on);
+  CallTensors tensors;
+  tensors.add(args.x, args.x_stride);
+  tensors.add(args.dy, args.dy_stride);
+  if (args.weight) tensors.add(args.weight);
+  if (args.mean) tensors.add(args.mean);
+  if (args.rstd) tensors.add(args.rstd);
+  tensors.add(args.dx, args.dx_stride);
+  if (args.dweight) tensors.add(args.dweight);
+  if (args.dbias) tensors.add(args.dbias);
+  impl_->call(row_backward_key(family, args), [&] { return row_backward_problem(family, args); },
+              tensors, stream);
 }
 
 DispatchInfo Runtime::describe_rows_backward(const RowBackwardArgs& args) {
   const Family& family = checked_row_backward_family(impl_->row_backward_families, args);
-  driver::make_current(impl_->context);
-  DispatchInfo info;
-  impl_->lookup(row_backward_key(family, args), [&] { return row_backward_problem(family, args); },
-                &info);
-  return info;
+  return impl_->describe(row_backward_key(family, args),
+                         [&] { return row_backward_problem(family, args); });
 }
 
 namespace {
@@ -534,26 +526,19 @@ Problem multi_sum_problem(const MultiSumArgs& args) {
 void Runtime::multi_sum(const MultiSumArgs& args, void* stream) {
   check_multi_sum(args);
   if (!args.table || !args.out) throw InvalidArgument("multi_sum: table or out is a null pointer");
-  driver::make_current(impl_->context);
-  const Family& family = impl_->multi_sum_family;
-  Entry& entry = impl_->lookup(multi_sum_key(family, args), [&] { return multi_sum_problem(args); },
-                               nullptr);
   // The family's tensor order: table, out, the tuner's data (not used by the plan).
-  const std::uint64_t addresses[3] = {reinterpret_cast<std::uint64_t>(args.table),
-                                      reinterpret_cast<std::uint64_t>(args.out), 0};
-  const CUstream on = static_cast<CUstream>(stream);
-  entry.kernel.run(family.plan(entry.config, entry.problem, impl_->device, addresses,
-                               entry.workspace_for(on), CallScalars{}),
-                   on);
+  CallTensors tensors;
+  tensors.add(args.table);
+  tensors.add(args.out);
+  tensors.add(nullptr);
+  impl_->call(multi_sum_key(impl_->multi_sum_family, args), [&] { return multi_sum_problem(args); },
+              tensors, stream);
 }
 
 DispatchInfo Runtime::describe_multi_sum(const MultiSumArgs& args) {
   check_multi_sum(args);
-  driver::make_current(impl_->context);
-  DispatchInfo info;
-  impl_->lookup(multi_sum_key(impl_->multi_sum_family, args), [&] { return multi_sum_problem(args); },
-                &info);
-  return info;
+  return impl_->describe(multi_sum_key(impl_->multi_sum_family, args),
+                         [&] { return multi_sum_problem(args); });
 }
 
 int Runtime::compilations() const { return impl_->compilations.load(); }

@@ -16,11 +16,10 @@
 #include "templates/embedded_files.hpp"
 #include "templates/reductions/multi_sum_params.h"
 #include "templates/reductions/row_norm_family.hpp"
+#include "templates/reductions/row_split.hpp"
 
 namespace tilesmith {
 namespace {
-
-constexpr int kThreadsPerSm = 2048;
 
 // The tuned problem's length of tensor `index`: 1 .. 2 x length - 1, mean about `length`.
 long long tuned_length(long long index, long long length) {

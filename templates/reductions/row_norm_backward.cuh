@@ -133,7 +133,6 @@ __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm_backward(con
       eb[slot] = held ? load_as_float<KIND_OUT>(p.dy, dy_row + extra_col(slot)) : 0.f;
     }
 
-    // a becomes xhat, b becomes g = dy * weight; the column sums take dy * xhat and dy.
     float shift = 0.f, scale = 1.f;
     if constexpr (OP != kRowSoftmax) {
       if (active) {
@@ -141,11 +140,12 @@ __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm_backward(con
         if constexpr (OP == kRowLayerNorm) shift = p.mean[row];
       }
     }
-    auto prepare_extra = [&](float& x, float& dy, float weight, int slot) {
+    // One element: x becomes xhat, dy becomes g; its column sums take dy * xhat and dy.
+    auto prepare = [&](float& x, float& dy, float weight, float& dweight, float& dbias) {
       x = (x - shift) * scale;
-      if constexpr (Shape::bias) dbias_slots[slot] += dy;
+      if constexpr (Shape::bias) dbias += dy;
       if constexpr (Shape::weight) {
-        dweight_slots[slot] += dy * x;
+        dweight += dy * x;
         dy *= weight;
       }
     };
@@ -166,12 +166,7 @@ __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm_backward(con
 #pragma unroll
               for (int e = 0; e < CHUNK; ++e) {
                 const int k = chunk * CHUNK + e;
-                a[item][k] = (a[item][k] - shift) * scale;
-                if constexpr (Shape::bias) dbias[e] += b[item][k];
-                if constexpr (Shape::weight) {
-                  dweight[e] += b[item][k] * a[item][k];
-                  b[item][k] *= weight[k];
-                }
+                prepare(a[item][k], b[item][k], Shape::weight ? weight[k] : 1.f, dweight[e], dbias[e]);
               }
               if constexpr (Shape::weight) store_slots(dweight_slots + slot, dweight);
               if constexpr (Shape::bias) store_slots(dbias_slots + slot, dbias);
@@ -180,34 +175,28 @@ __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm_backward(con
 #pragma unroll
         for (int slot = 0; slot < EXTRA; ++slot)
           if (holds_extra(slot))
-            prepare_extra(ea[slot], eb[slot],
-                            Shape::weight ? load_as_float<KIND_IN>(p.weight, extra_col(slot)) : 1.f,
-                            extra_slot_of(slot));
+            prepare(ea[slot], eb[slot],
+                    Shape::weight ? load_as_float<KIND_IN>(p.weight, extra_col(slot)) : 1.f,
+                    dweight_slots[extra_slot_of(slot)], dbias_slots[extra_slot_of(slot)]);
       }
     }
 
     // The row's sums (elements not held are zeros in a and b and add nothing).
     Partial mine{};
+    auto add = [&](float xhat, float g) {
+      if constexpr (OP == kRowLayerNorm) {
+        mine.a += g;
+        mine.b += g * xhat;
+      } else {
+        mine += g * xhat;
+      }
+    };
 #pragma unroll
     for (int item = 0; item < ITEMS; ++item)
 #pragma unroll
-      for (int k = 0; k < VEC; ++k) {
-        if constexpr (OP == kRowLayerNorm) {
-          mine.a += b[item][k];
-          mine.b += b[item][k] * a[item][k];
-        } else {
-          mine += b[item][k] * a[item][k];
-        }
-      }
+      for (int k = 0; k < VEC; ++k) add(a[item][k], b[item][k]);
 #pragma unroll
-    for (int slot = 0; slot < EXTRA; ++slot) {
-      if constexpr (OP == kRowLayerNorm) {
-        mine.a += eb[slot];
-        mine.b += eb[slot] * ea[slot];
-      } else {
-        mine += eb[slot] * ea[slot];
-      }
-    }
+    for (int slot = 0; slot < EXTRA; ++slot) add(ea[slot], eb[slot]);
     const Partial sums = reduce_row<THREADS_ROW, CLUSTER>(mine, shared, row_in_block, lane_row);
     auto gradient = [&](float xhat, float g) {
       if constexpr (OP == kRowSoftmax) return xhat * (g - sums);  // y * (dy - sum(y * dy))

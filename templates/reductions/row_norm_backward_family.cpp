@@ -18,8 +18,6 @@ namespace {
 constexpr int kRowArrays = 2;
 // Rows up to a cluster of 8 CTAs x 512 threads x 32 elements per array.
 constexpr long long kMaxBackwardCols = 8ll * 512 * kMaxRowElementsPerThread / kRowArrays;
-// Threads one SM holds at once (sm_80 and sm_90).
-constexpr int kThreadsPerSm = 2048;
 
 struct BackwardOpInfo {
   const char* name;

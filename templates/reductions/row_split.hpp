@@ -15,6 +15,8 @@ namespace tilesmith {
 // keeps (the forward: x; the backward: x and dy): 64 fp32 values next to the addresses and the
 // epilogue's operands stay under 128 registers.
 constexpr int kMaxRowElementsPerThread = 64;
+// Threads one SM holds at once (sm_80 and sm_90): the bound on a persistent grid's CTAs per SM.
+constexpr int kThreadsPerSm = 2048;
 
 struct RowSplit {
   int vector_bytes, threads_per_row, rows_per_block, cluster;

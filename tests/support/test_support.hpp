@@ -1,4 +1,5 @@
-// Shared test helpers: GPU tests skip cleanly (saying why) without a GPU; temp databases.
+// Shared test helpers: GPU tests skip cleanly (saying why) without a GPU; expected errors;
+// temp databases.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -8,6 +9,7 @@
 #include <string>
 
 #include "driver/cuda_driver.hpp"
+#include "tilesmith/types.hpp"
 
 namespace tilesmith::testing {
 
@@ -18,6 +20,17 @@ namespace tilesmith::testing {
     if (!::tilesmith::driver::gpu_available(&why_no_gpu))               \
       GTEST_SKIP() << "GPU test skipped: " << why_no_gpu;               \
   } while (0)
+
+// `call` must throw InvalidArgument whose message contains `message`.
+template <class Call>
+void expect_invalid_argument(Call&& call, const std::string& message) {
+  try {
+    call();
+    ADD_FAILURE() << "accepted; expected an error saying: " << message;
+  } catch (const InvalidArgument& error) {
+    EXPECT_NE(std::string(error.what()).find(message), std::string::npos) << error.what();
+  }
+}
 
 // A fresh directory removed when the test ends.
 class TempDir {

@@ -19,21 +19,8 @@ const char* const kBackwardOps[] = {"softmax_backward", "layernorm_backward", "r
 
 using testing::rows;
 
-void expect_invalid(const Problem& problem, const std::string& message) {
-  try {
-    find_family(problem.op).validate(problem);
-    ADD_FAILURE() << problem.key() << " was accepted";
-  } catch (const InvalidArgument& error) {
-    EXPECT_NE(std::string(error.what()).find(message), std::string::npos) << error.what();
-  }
-}
-
-std::vector<std::string> names(const Problem& problem) {
-  std::vector<std::string> out;
-  for (const TensorSpec& spec : find_family(problem.op).tensors(problem))
-    out.push_back(spec.name + (spec.is_output ? "*" : ""));
-  return out;
-}
+using testing::expect_invalid;
+using testing::tensor_names;
 
 TEST(RowNormBackwardFamily, EveryOpValidatesItsShapeAndOptions) {
   for (const char* op : kBackwardOps) {
@@ -54,12 +41,12 @@ TEST(RowNormBackwardFamily, EveryOpValidatesItsShapeAndOptions) {
 
 TEST(RowNormBackwardFamily, TensorsFollowTheOptionsAndTheForwardsTypes) {
   using V = std::vector<std::string>;
-  EXPECT_EQ(names(rows("softmax_backward", 3, 5)), (V{"y", "dy", "dx*"}));
-  EXPECT_EQ(names(rows("layernorm_backward", 3, 5)),
+  EXPECT_EQ(tensor_names(rows("softmax_backward", 3, 5)), (V{"y", "dy", "dx*"}));
+  EXPECT_EQ(tensor_names(rows("layernorm_backward", 3, 5)),
             (V{"x", "dy", "weight", "mean", "rstd", "dx*", "dweight*", "dbias*"}));
-  EXPECT_EQ(names(rows("layernorm_backward", 3, 5, {{"weight", "0"}})),
+  EXPECT_EQ(tensor_names(rows("layernorm_backward", 3, 5, {{"weight", "0"}})),
             (V{"x", "dy", "mean", "rstd", "dx*", "dbias*"}));
-  EXPECT_EQ(names(rows("rmsnorm_backward", 3, 5, {{"weight", "0"}})), (V{"x", "dy", "rstd", "dx*"}));
+  EXPECT_EQ(tensor_names(rows("rmsnorm_backward", 3, 5, {{"weight", "0"}})), (V{"x", "dy", "rstd", "dx*"}));
   const Problem mixed = rows("layernorm_backward", 3, 5, {}, DType::bf16, DType::f32);
   const auto specs = find_family(mixed.op).tensors(mixed);
   EXPECT_EQ(specs[0].dtype, DType::bf16);  // x: the forward's input type

@@ -18,20 +18,7 @@ const char* const kRowOps[] = {"softmax", "layernorm", "rmsnorm", "layernorm_act
 
 using testing::rows;
 
-void expect_invalid(const Problem& problem, const std::string& message) {
-  try {
-    find_family(problem.op).validate(problem);
-    ADD_FAILURE() << problem.key() << " was accepted";
-  } catch (const InvalidArgument& error) {
-    EXPECT_NE(std::string(error.what()).find(message), std::string::npos) << error.what();
-  }
-}
-
-std::vector<std::string> names(const std::vector<TensorSpec>& specs) {
-  std::vector<std::string> out;
-  for (const TensorSpec& spec : specs) out.push_back(spec.name + (spec.is_output ? "*" : ""));
-  return out;
-}
+using testing::expect_invalid;
 
 TEST(RowNormFamily, EveryOpIsRegisteredAndValidatesItsShapeAndOptions) {
   for (const char* op : kRowOps) {
@@ -56,9 +43,7 @@ TEST(RowNormFamily, EveryOpIsRegisteredAndValidatesItsShapeAndOptions) {
 }
 
 TEST(RowNormFamily, TensorsFollowTheOptions) {
-  const auto tensors = [](const Problem& problem) {
-    return names(find_family(problem.op).tensors(problem));
-  };
+  const auto tensors = testing::tensor_names;
   using V = std::vector<std::string>;
   EXPECT_EQ(tensors(rows("softmax", 3, 5)), (V{"x", "y*"}));
   EXPECT_EQ(tensors(rows("layernorm", 3, 5)), (V{"x", "weight", "bias", "y*"}));
