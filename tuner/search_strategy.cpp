@@ -231,8 +231,40 @@ void require_strategy_name(const std::string& name) {
   throw InvalidArgument("unknown search strategy " + quote_input(name) + " (expected " + known + ")");
 }
 
+namespace {
+
+// Proposes `first` before the strategy's own order, and skips it when the strategy comes to it;
+// results reach the strategy either way, so a learning strategy may start from it.
+class FirstThen final : public SearchStrategy {
+ public:
+  FirstThen(Config first, std::unique_ptr<SearchStrategy> then)
+      : first_(std::move(first)), then_(std::move(then)) {}
+  std::optional<Config> next() override {
+    if (!first_proposed_) {
+      first_proposed_ = true;
+      return first_;
+    }
+    std::optional<Config> config = then_->next();
+    if (config && *config == first_) config = then_->next();
+    return config;
+  }
+  void observe(const Config& config, const cache::Trial& result) override {
+    then_->observe(config, result);
+  }
+
+ private:
+  Config first_;
+  std::unique_ptr<SearchStrategy> then_;
+  bool first_proposed_ = false;
+};
+
+}  // namespace
+
 std::unique_ptr<SearchStrategy> make_strategy(const std::string& name,
-                                              std::vector<Config> candidates, std::uint64_t seed) {
+                                              std::vector<Config> candidates, std::uint64_t seed,
+                                              std::optional<Config> first) {
+  if (first && std::find(candidates.begin(), candidates.end(), *first) != candidates.end())
+    return std::make_unique<FirstThen>(*first, make_strategy(name, std::move(candidates), seed));
   if (name == "exhaustive") return std::make_unique<OrderedStrategy>(std::move(candidates));
   if (name == "random") {
     std::mt19937_64 generator(seed);

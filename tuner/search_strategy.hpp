@@ -36,8 +36,11 @@ void require_strategy_name(const std::string& name);
 // from the best seen, accepting a slower one with a probability that falls as the search cools.
 // "genetic": children of the fastest configs seen (each parameter from one of two parents, now
 // and then mutated). The last two start from a few random configs and fall back to random ones
-// when their neighbourhoods are used up. Throws InvalidArgument for an unknown name.
+// when their neighbourhoods are used up. `first`, where it is one of the candidates, is proposed
+// before all others (the sweep passes the family's default, so a budgeted sweep never ends worse
+// than the untuned runtime). Throws InvalidArgument for an unknown name.
 std::unique_ptr<SearchStrategy> make_strategy(const std::string& name,
-                                              std::vector<Config> candidates, std::uint64_t seed);
+                                              std::vector<Config> candidates, std::uint64_t seed,
+                                              std::optional<Config> first = std::nullopt);
 
 }  // namespace tilesmith::tuner

@@ -189,7 +189,8 @@ SweepReport run_sweep(const Family& family, const Problem& problem, cache::Datab
   }
 
   std::unique_ptr<SearchStrategy> strategy =
-      make_strategy(options.strategy, candidates, options.seed);
+      make_strategy(options.strategy, candidates, options.seed,
+                    family.default_config(problem, device));
   Progress& progress = report.progress;
   progress.total = static_cast<int>(candidates.size());
   if (options.max_candidates) progress.total = std::min(progress.total, *options.max_candidates);

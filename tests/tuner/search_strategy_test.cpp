@@ -118,6 +118,22 @@ TEST(SearchStrategyTest, RandomIsDeterministicForASeedAndDiffersAcrossSeeds) {
   EXPECT_FALSE(std::equal(first.begin(), first.begin() + 10, other.begin()));
 }
 
+TEST(SearchStrategyTest, EveryStrategyProposesTheGivenFirstConfigFirstAndOnce) {
+  std::vector<Config> candidates = enumerate_space(small_space());
+  const Config first = candidates[candidates.size() / 2];
+  for (const char* name : {"exhaustive", "random", "annealing", "genetic"}) {
+    std::vector<Config> proposed = drain(*make_strategy(name, candidates, 3, first));
+    ASSERT_FALSE(proposed.empty()) << name;
+    EXPECT_EQ(proposed.front(), first) << name;
+    EXPECT_EQ(std::count(proposed.begin(), proposed.end(), first), 1) << name;
+    EXPECT_EQ(sorted(proposed), sorted(candidates)) << name;
+  }
+  // A first config that is not a candidate (pruned, or already tried) is not proposed.
+  Config stranger = first;
+  stranger.values["not_a_parameter"] = 1;
+  EXPECT_EQ(drain(*make_strategy("exhaustive", candidates, 3, stranger)), candidates);
+}
+
 TEST(SearchStrategyTest, EmptyCandidateListProposesNothing) {
   EXPECT_FALSE(make_strategy("exhaustive", {}, 1)->next().has_value());
   EXPECT_FALSE(make_strategy("random", {}, 1)->next().has_value());
