@@ -74,7 +74,7 @@ Config make_config() {
                 KI == kBF16 ? "bf16" : "f16", KO == kBF16 ? "bf16" : KO == kF16 ? "f16" : "f32");
   c.name = buf;
   c.kernel = reinterpret_cast<const void*>(
-      &tilesmith::matmul_sm90<BM, BN, 64, ST, NC, CM, CN, GM, KI, KO>);
+      &tilesmith::matmul_sm90<BM, BN, 64, ST, NC, CM, CN, GM, KI, KO, 0, 0, 0, 1>);
   c.bm = BM, c.bn = BN, c.stages = ST, c.consumers = NC, c.cluster_m = CM, c.cluster_n = CN;
   c.group_m = GM, c.kind_in = KI, c.kind_out = KO;
   return c;

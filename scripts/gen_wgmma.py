@@ -3,7 +3,7 @@
 'generated' markers). The operand lists are long and regular; writing them by hand invites typos.
 Usage: python3 scripts/gen_wgmma.py > /tmp/wgmma.inc, then paste between the markers."""
 
-NS = [64, 96, 128, 192, 256]
+NS = [16, 32, 64, 96, 128, 192, 256]
 
 
 def one(n, dtype):

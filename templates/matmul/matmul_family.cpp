@@ -51,6 +51,15 @@ struct MatmulShape {
   // cp.async and TMA move 16 bytes (8 elements): stored rows must start on 16-byte boundaries.
   bool aligned() const { return a_row_length() % 8 == 0 && b_row_length() % 8 == 0; }
   bool has_bias() const { return epilogue & kEpilogueBias; }
+  // The product as the swap_ab kernel computes it: C^T = B^T A^T, so the kernel's M is N, its
+  // A is B read transposed (row-major where B is column-major) and its B is A transposed.
+  MatmulShape swapped() const {
+    MatmulShape t = *this;
+    std::swap(t.m, t.n);
+    t.a_columns = !b_columns;
+    t.b_columns = !a_columns;
+    return t;
+  }
   bool has_residual() const { return epilogue & kEpilogueResidual; }
 };
 
@@ -81,21 +90,27 @@ std::vector<ParamSpec> variant_space(int variant) {
             {"stages", {2, 3, 4, 5}},
             {"group_m", {1, 8}}};
   // Non-powers of two (192) so the count of output tiles can be matched to the 132 SMs; split_k
-  // for grids with fewer tiles than SMs (small, skinny and K-heavy shapes).
+  // for grids with fewer tiles than SMs (small, skinny and K-heavy shapes), its slices summed
+  // through the workspace by a second launch, or (split_cluster) by the CTAs of one cluster
+  // through distributed shared memory; swap_ab (C^T = B^T A^T) for M below the 64-row wgmma
+  // tile, with 16- and 32-column tiles over M.
   return {{"block_m", {64, 128, 192, 256}},
-          {"block_n", {64, 128, 192, 256}},
+          {"block_n", {16, 32, 64, 128, 192, 256}},
           {"block_k", {64}},
-          {"stages", {3, 4, 5, 6}},
+          {"stages", {3, 4, 5, 6, 8}},
           {"consumers", {1, 2, 3}},
           {"cluster_m", {1, 2}},
           {"cluster_n", {1, 2}},
           {"group_m", {1, 8}},
-          {"split_k", {1, 2, 4, 8}}};
+          {"split_k", {1, 2, 4, 8}},
+          {"split_cluster", {0, 1}},
+          {"swap_ab", {0, 1}}};
 }
 
 // The sm_90a template's tile, stage ring, warpgroups and cluster (matmul_sm90.cuh's launch_info).
 struct WgmmaConfig {
-  int block_m, block_n, block_k, stages, consumers, cluster_m, cluster_n, group_m, split_k;
+  int block_m, block_n, block_k, stages, consumers, cluster_m, cluster_n, group_m, split_k,
+      split_cluster, swap_ab;
   explicit WgmmaConfig(const Config& config)
       : block_m(config.at("block_m")),
         block_n(config.at("block_n")),
@@ -105,13 +120,25 @@ struct WgmmaConfig {
         cluster_m(config.at("cluster_m")),
         cluster_n(config.at("cluster_n")),
         group_m(config.at("group_m")),
-        split_k(config.at("split_k")) {}
-  int cluster() const { return cluster_m * cluster_n; }
+        split_k(config.at("split_k")),
+        split_cluster(config.at("split_cluster")),
+        swap_ab(config.at("swap_ab")) {}
+  int cluster_k() const { return split_cluster ? split_k : 1; }  // K slices in one cluster
+  int cluster() const { return cluster_m * cluster_n * cluster_k(); }
+  // K slices summed through the workspace (a second launch).
+  int workspace_splits() const { return split_cluster ? 1 : split_k; }
   int threads() const { return (consumers + 1) * 128; }
-  // The A and B rings, two 8 KB C staging slots per consumer warpgroup, the mbarriers, and the
-  // slack to round the base up to 1024 bytes (the 128-byte swizzle's period).
+  // C leaves through the exchange buffer (TileExchange) instead of the TMA staging slots.
+  bool exchange() const { return swap_ab || cluster_k() > 1; }
+  int exchange_bytes() const {
+    return swap_ab ? block_n * (block_m + 4) * 4 : block_m * (block_n + 8) * 4;
+  }
+  // The A and B rings, two 8 KB C staging slots per consumer warpgroup or the exchange buffer,
+  // the mbarriers (full and empty per stage, two for the exchange), and the slack to round the
+  // base up to 1024 bytes (the 128-byte swizzle's period).
   int smem_bytes() const {
-    return stages * (block_m + block_n) * block_k * 2 + consumers * 2 * 8192 + 16 * stages + 1024;
+    return stages * (block_m + block_n) * block_k * 2 +
+           (exchange() ? exchange_bytes() : consumers * 2 * 8192) + 16 * stages + 16 + 1024;
   }
 };
 
@@ -240,11 +267,36 @@ class MatmulFamily final : public Family {
   }
 
   Config default_config(const Problem& problem, const DeviceTarget& device) const override {
-    // On Hopper, where TMA can read the rows: 128x256 tiles on two consumer warpgroups, four
-    // stages, 2-CTA clusters sharing B.
+    // On Hopper: 128x256 tiles on two consumer warpgroups, four stages, 2-CTA clusters sharing
+    // B. Where M is below a wgmma tile: C^T in 64 x 16..64 tiles (swap_ab) streaming B through
+    // eight stages. Where the tiles leave most SMs idle: 128x128 tiles with K split over a
+    // cluster. Both split K as far as the SMs and K allow (the decode and K-heavy winners of
+    // the v5 sweeps, docs/perf/matmul.md).
+    const MatmulShape s(problem);
     Config wgmma{{{"variant", kWgmma}, {"block_m", 128}, {"block_n", 256}, {"block_k", 64},
                   {"stages", 4}, {"consumers", 2}, {"cluster_m", 2}, {"cluster_n", 1},
-                  {"group_m", 8}, {"split_k", 1}}};
+                  {"group_m", 8}, {"split_k", 1}, {"split_cluster", 0}, {"swap_ab", 0}}};
+    auto set = [&](std::initializer_list<std::pair<const char*, int>> values) {
+      for (const auto& [name, value] : values) wgmma.values[name] = value;
+    };
+    if (s.m <= 64 && !s.a_columns) {
+      set({{"swap_ab", 1}, {"block_m", 64}, {"block_n", s.m <= 16 ? 16 : s.m <= 48 ? 32 : 64},
+           {"stages", 8}, {"consumers", 1}, {"cluster_m", 1}});
+    } else if (s.batch * ceil_div(s.m, 128) * ceil_div(s.n, 256) < device.sm_count / 2) {
+      set({{"block_n", 128}, {"cluster_m", 1}, {"split_cluster", 1}});
+    }
+    if (wgmma.at("swap_ab") || wgmma.at("split_cluster")) {
+      // The most slices that neither overfill the SMs nor leave a slice under two K blocks.
+      int split = 8;
+      while (split > 1 && (kernel_tiles(WgmmaConfig(wgmma), s) * split > device.sm_count ||
+                           ceil_div(s.k, 64) < 2 * split))
+        split /= 2;
+      set({{"split_k", split}});
+      if (split == 1) set({{"split_cluster", 0}});
+    }
+    if (!reject(wgmma, problem, device)) return wgmma;
+    set({{"block_m", 128}, {"block_n", 256}, {"stages", 4}, {"consumers", 2}, {"cluster_m", 2},
+         {"split_k", 1}, {"split_cluster", 0}, {"swap_ab", 0}});
     if (!reject(wgmma, problem, device)) return wgmma;
     Config config;
     // 128x128x32 with a 64x64 warp tile, 4 stages: 76 KB of shared memory; 3 stages (57 KB)
@@ -289,16 +341,17 @@ class MatmulFamily final : public Family {
     const std::string kinds = std::to_string(element_kind(problem.dtype)) + "," +
                               std::to_string(element_kind(problem.out_dtype));
     const MatmulShape s(problem);
-    const std::string variant_args =
-        "," + std::to_string(s.layout()) + "," + std::to_string(s.epilogue);
     if (config.at("variant") == kWgmma) {
       WgmmaConfig w(config);
+      // The kernel's layout is the product's as the kernel computes it (swap_ab: C^T).
+      const MatmulShape ks = w.swap_ab ? s.swapped() : s;
       std::vector<std::string> kernels = {
           "tilesmith::matmul_sm90<" + std::to_string(w.block_m) + "," +
           std::to_string(w.block_n) + "," + std::to_string(w.block_k) + "," +
           std::to_string(w.stages) + "," + std::to_string(w.consumers) + "," +
           std::to_string(w.cluster_m) + "," + std::to_string(w.cluster_n) + "," +
-          std::to_string(w.group_m) + "," + kinds + variant_args + ">"};
+          std::to_string(w.group_m) + "," + kinds + "," + std::to_string(ks.layout()) + "," +
+          std::to_string(s.epilogue) + "," + std::to_string(w.swap_ab) + "," + std::to_string(w.cluster_k()) + ">"};
       const WgmmaKernels index(config, problem);
       if (index.copy >= 0) kernels.push_back("tilesmith::copy_rows<2>");
       if (index.reduce >= 0)
@@ -312,7 +365,8 @@ class MatmulFamily final : public Family {
             std::to_string(t.block_n) + "," + std::to_string(t.block_k) + "," +
             std::to_string(t.warps_m) + "," + std::to_string(t.warps_n) + "," +
             std::to_string(t.stages) + "," + std::to_string(t.group_m) + "," +
-            (s.aligned() ? "1" : "0") + "," + kinds + variant_args + ">"};
+            (s.aligned() ? "1" : "0") + "," + kinds + "," + std::to_string(s.layout()) + "," +
+            std::to_string(s.epilogue) + ">"};
   }
 
   // The wgmma variant's workspace: A and B with their rows padded to 16 bytes (unaligned
@@ -362,10 +416,15 @@ class MatmulFamily final : public Family {
       ldb = space.ldb;
     }
     const WgmmaConfig w(config);
+    // The product as the kernel computes it (swap_ab: C^T = B^T A^T, the operands exchanged).
+    const MatmulShape ks = w.swap_ab ? s.swapped() : s;
+    if (w.swap_ab) {
+      std::swap(a, b);
+      std::swap(lda, ldb);
+    }
     // Persistent: one CTA per SM at most (one fits, by its shared memory), in whole clusters,
     // and no more clusters than there are units of work.
-    const long long units = ceil_div(s.m, w.block_m * w.cluster_m) *
-                            ceil_div(s.n, w.block_n * w.cluster_n) * w.split_k * s.batch;
+    const long long units = kernel_tiles(w, s) * w.workspace_splits();
     const long long fitting = std::max(device.sm_count / w.cluster(), 1);
     LaunchGeometry geometry;
     geometry.grid[0] = static_cast<unsigned>(std::min(units, fitting) * w.cluster());
@@ -373,8 +432,8 @@ class MatmulFamily final : public Family {
     geometry.dynamic_smem_bytes = static_cast<unsigned>(w.smem_bytes());
     MatmulSm90Params p{};
     p.c = reinterpret_cast<void*>(operands.c);
-    p.m = static_cast<int>(s.m);
-    p.n = static_cast<int>(s.n);
+    p.m = static_cast<int>(ks.m);
+    p.n = static_cast<int>(ks.n);
     p.k = static_cast<int>(s.k);
     p.ldc = static_cast<int>(s.n);
     p.batch = static_cast<int>(s.batch);
@@ -383,30 +442,30 @@ class MatmulFamily final : public Family {
     const std::uint64_t out_bytes = dtype_size(problem.out_dtype);
     // C through TMA stores where its rows start on 16-byte boundaries (C itself is 16-byte
     // aligned: the runtime and the tuner require it); else plain stores, any ldc.
-    p.c_store_tma = (s.n * out_bytes) % 16 == 0 && w.split_k == 1 ? 1 : 0;
-    p.k_splits = w.split_k;
+    p.c_store_tma = (s.n * out_bytes) % 16 == 0 && w.split_k == 1 && !w.exchange() ? 1 : 0;
+    p.k_splits = w.workspace_splits();
     p.partials = reinterpret_cast<float*>(space.partials);
     p.epilogue = epilogue_args(s, operands);
     KernelArgs args = KernelArgs::of(p);
     // The dimensions are the true ones: TMA reads zeros past them, never the padding. A
     // K-major tile is a box of 64 k x rows; an MN-major one is loaded as 64-wide column blocks
     // of BK k rows. Each CTA of a cluster loads its slice of the shared tile (matmul_sm90.cuh).
-    const std::uint64_t a_batch_bytes = s.a_rows() * lda * in_bytes;
-    const std::uint64_t b_batch_bytes = s.b_rows() * ldb * in_bytes;
-    if (s.a_columns)
-      args.request_tensor_map(p, p.a_map, tensor_map(problem.dtype, a, s.m, s.k, s.batch,
+    const std::uint64_t a_batch_bytes = ks.a_rows() * lda * in_bytes;
+    const std::uint64_t b_batch_bytes = ks.b_rows() * ldb * in_bytes;
+    if (ks.a_columns)
+      args.request_tensor_map(p, p.a_map, tensor_map(problem.dtype, a, ks.m, ks.k, ks.batch,
                                                     lda * in_bytes, a_batch_bytes, 64,
                                                     w.block_k / w.cluster_n));
     else
-      args.request_tensor_map(p, p.a_map, tensor_map(problem.dtype, a, s.k, s.m, s.batch,
+      args.request_tensor_map(p, p.a_map, tensor_map(problem.dtype, a, ks.k, ks.m, ks.batch,
                                                     lda * in_bytes, a_batch_bytes, 64,
                                                     w.block_m / w.cluster_n));
-    if (s.b_columns)
-      args.request_tensor_map(p, p.b_map, tensor_map(problem.dtype, b, s.k, s.n, s.batch,
+    if (ks.b_columns)
+      args.request_tensor_map(p, p.b_map, tensor_map(problem.dtype, b, ks.k, ks.n, ks.batch,
                                                     ldb * in_bytes, b_batch_bytes, 64,
                                                     w.block_n / w.cluster_m));
     else
-      args.request_tensor_map(p, p.b_map, tensor_map(problem.dtype, b, s.n, s.k, s.batch,
+      args.request_tensor_map(p, p.b_map, tensor_map(problem.dtype, b, ks.n, ks.k, ks.batch,
                                                     ldb * in_bytes, b_batch_bytes, 64,
                                                     w.block_k / w.cluster_m));
     // C: stored in boxes of 128 bytes x 64 rows from swizzled staging slots.
@@ -425,7 +484,7 @@ class MatmulFamily final : public Family {
                KernelArgs::of(SplitKReduceParams{
                    reinterpret_cast<const float*>(space.partials),
                    reinterpret_cast<void*>(operands.c), static_cast<int>(s.m),
-                   static_cast<int>(s.n), static_cast<int>(s.n), w.split_k,
+                   static_cast<int>(s.n), static_cast<int>(s.n), w.workspace_splits(),
                    static_cast<int>(s.batch), s.m * s.n, p.epilogue}));
     }
     return plan;
@@ -523,7 +582,7 @@ class MatmulFamily final : public Family {
     WgmmaKernels(const Config& config, const Problem& problem) {
       int next = 1;
       if (!MatmulShape(problem).aligned()) copy = next++;
-      if (config.at("split_k") > 1) reduce = next++;
+      if (WgmmaConfig(config).workspace_splits() > 1) reduce = next++;
     }
   };
 
@@ -548,8 +607,8 @@ class MatmulFamily final : public Family {
         a = take(static_cast<std::size_t>(s.batch * s.a_rows() * lda) * element);
         b = take(static_cast<std::size_t>(s.batch * s.b_rows() * ldb) * element);
       }
-      const int split_k = config.at("split_k");
-      if (split_k > 1) partials = take(static_cast<std::size_t>(split_k * s.batch * s.m * s.n) * 4);
+      const int splits = WgmmaConfig(config).workspace_splits();
+      if (splits > 1) partials = take(static_cast<std::size_t>(splits * s.batch * s.m * s.n) * 4);
     }
   };
 
@@ -583,6 +642,14 @@ class MatmulFamily final : public Family {
     return spec;
   }
 
+  // The sm_90a kernel's output tiles (units of work without split-K) over every batch: a
+  // cluster's CTAs share one unit.
+  static long long kernel_tiles(const WgmmaConfig& w, const MatmulShape& s) {
+    const MatmulShape ks = w.swap_ab ? s.swapped() : s;
+    return ks.batch * ceil_div(ks.m, w.block_m * w.cluster_m) *
+           ceil_div(ks.n, w.block_n * w.cluster_n);
+  }
+
   // The constraints of matmul_sm90.cuh (its launch_info), against this device and problem.
   static std::optional<std::string> reject_wgmma(const WgmmaConfig& w, const Problem& problem,
                                                  const DeviceTarget& device) {
@@ -590,7 +657,8 @@ class MatmulFamily final : public Family {
     if (w.block_k != 64) return "block_k must be 64 (one 128-byte swizzled row of 16-bit k)";
     if (w.consumers < 1 || w.consumers > 3) return "1 to 3 consumer warpgroups";
     if (w.block_m % (64 * w.consumers)) return "each consumer warpgroup takes whole 64-row wgmmas";
-    if (w.block_n % 64 || w.block_n > 256) return "block_n must be 64, 128, 192 or 256";
+    if ((w.block_n % 64 && w.block_n != 16 && w.block_n != 32) || w.block_n > 256)
+      return "block_n must be 16, 32, 64, 128, 192 or 256";
     // fp32 accumulators: (block_m / consumers / 64) m64 tiles of block_n / 2 registers each.
     if (w.block_m / w.consumers / 64 * w.block_n > 256)
       return "a consumer warpgroup would hold more than 128 accumulator registers per thread";
@@ -599,8 +667,28 @@ class MatmulFamily final : public Family {
     if (w.consumers == 3 && w.block_n > 192) return "3 consumer warpgroups take at most 192 columns";
     if ((w.cluster_m != 1 && w.cluster_m != 2) || (w.cluster_n != 1 && w.cluster_n != 2))
       return "clusters of 1 or 2 CTAs along each dimension";
-    // Only 30 clusters of 4 fit on an H100's 132 SMs (measured): 4 is slower than 2, so pruned.
-    if (w.cluster() > 2) return "clusters of at most 2 CTAs";
+    // Only 30 clusters of 4 fit on an H100's 132 SMs (measured): sharing operands among 4 is
+    // slower than among 2, so pruned.
+    if (w.cluster_m * w.cluster_n > 2) return "clusters of at most 2 CTAs sharing operands";
+    if (w.swap_ab != 0 && w.swap_ab != 1) return "swap_ab must be 0 or 1";
+    if (w.split_cluster != 0 && w.split_cluster != 1) return "split_cluster must be 0 or 1";
+    const MatmulShape s(problem);
+    if (w.block_n < 64 && !w.swap_ab)
+      return "16- and 32-column tiles are for swap_ab (M as the narrow wgmma N)";
+    if (w.swap_ab) {
+      // The kernel reads A as wgmma's B operand, whose narrow tiles must be K-major.
+      if (s.a_columns) return "swap_ab needs A row-major";
+      // Swapping pays where M leaves most of a 64-row wgmma tile empty.
+      if (s.m > 64) return "swap_ab is for M <= 64";
+      if (w.block_n > (s.m + 15) / 16 * 16)
+        return "with swap_ab, block_n above M rounded up to 16 only multiplies zeros";
+      if (w.cluster_m * w.cluster_n > 1)
+        return "with swap_ab the shared operand is at most 64 rows: multicast does not pay";
+    }
+    if (w.split_cluster) {
+      if (w.split_k == 1) return "split_cluster needs split_k > 1";
+      if (w.cluster_m * w.cluster_n > 1) return "K slices in a cluster share no operand tile";
+    }
     if (w.block_m % (8 * w.cluster_n) || w.block_k % (8 * w.cluster_m))
       return "the multicast slices must be whole 8-row boxes";
     if (w.stages < 2) return "the pipeline needs at least 2 stages";
@@ -608,9 +696,8 @@ class MatmulFamily final : public Family {
     if (w.split_k > 1) {
       // Splitting K pays only where the output tiles alone leave SMs idle, and every slice
       // needs K blocks to work on.
-      const MatmulShape s(problem);
-      const long long tiles = s.batch * ceil_div(s.m, w.block_m) * ceil_div(s.n, w.block_n);
-      if (tiles >= device.sm_count) return "the output tiles already fill the SMs: no split-K";
+      if (kernel_tiles(w, s) * w.cluster_m * w.cluster_n >= device.sm_count)
+        return "the output tiles already fill the SMs: no split-K";
       if (ceil_div(s.k, w.block_k) < 2 * w.split_k) return "too few K blocks for the slices";
     }
     if (w.group_m < 1) return "group_m must be positive";

@@ -6,15 +6,24 @@
 // either major order, so every layout runs the same pipeline: row-major A and column-major B
 // are K-major tiles (128-byte rows of k), column-major A and row-major B are MN-major tiles
 // ([BK][64] blocks, the transpose bits of the instruction). The epilogue (matmul_epilogue.cuh)
-// runs on the accumulators in registers, before C's stores.
+// runs on the accumulators in registers, before C's stores. With SWAP the kernel computes
+// C^T = B^T A^T (the host passes B as the kernel's A and A as its B, m and n exchanged), so a
+// small M becomes a 16..64-wide wgmma N; with CLUSTER_K > 1 the K slices of a tile are the CTAs
+// of one cluster, summed through distributed shared memory. Both send C out through the
+// exchange buffer (TileExchange) instead of the TMA staging slots.
 //
 // ---- launch_info (what the host must do) --------------------------------------------------------
 //  template: matmul_sm90<BM, BN, BK, STAGES, CONSUMERS, CLUSTER_M, CLUSTER_N, GROUP_M, KIND_IN,
-//            KIND_OUT, LAYOUT, EPI> (KIND_*: ElementKind codes, kF16 = 0, kBF16 = 1, kF32 = 2
-//            (out only); LAYOUT, EPI: MatmulLayoutBits, MatmulEpilogueBits (matmul_params.h));
+//            KIND_OUT, LAYOUT, EPI, SWAP, CLUSTER_K> (KIND_*: ElementKind codes, kF16 = 0,
+//            kBF16 = 1, kF32 = 2 (out only); LAYOUT, EPI: MatmulLayoutBits, MatmulEpilogueBits
+//            (matmul_params.h), LAYOUT of the product the kernel computes: with SWAP, of C^T;
+//            SWAP 0 or 1; CLUSTER_K: K slices per cluster, 1 for none);
+//            with SWAP: m = N, n = M, a_map is B's map as the kernel's A, b_map A's as its B;
+//            ldc, stride_c and the epilogue stay C's.
 //            kernel parameter: const __grid_constant__ MatmulSm90Params (matmul_sm90_params.h).
 //  block:    (CONSUMERS + 1) * 128 threads (x only): warpgroup 0 produces, 1..CONSUMERS multiply.
-//  cluster:  CLUSTER_M * CLUSTER_N CTAs along x, fixed at compile time (__cluster_dims__): a plain
+//  cluster:  CLUSTER_M * CLUSTER_N * CLUSTER_K CTAs along x, fixed at compile time
+//            (__cluster_dims__; CLUSTER_K > 1 only with CLUSTER_M = CLUSTER_N = 1): a plain
 //            cuLaunchKernel works (checked); cuLaunchKernelEx must not name another cluster shape.
 //  grid:     (x only) a multiple of CLUSTER = CLUSTER_M * CLUSTER_N; persistent:
 //              units = ceil(M / (BM * CLUSTER_M)) * ceil(N / (BN * CLUSTER_N)) * splits * batch
@@ -26,9 +35,11 @@
 //            correct and was measured 5% slower at 4096^3.
 //  smem:     dynamic, smem_bytes = STAGES * (BM + BN) * BK * 2      (A and B rings)
 //                                + CONSUMERS * 16384                 (C staging, 2 x 8 KB each)
+//                                  or, with SWAP or CLUSTER_K > 1, the exchange buffer:
+//                                  SWAP ? BN * (BM + 4) * 4 : BM * (BN + 8) * 4
 //                                + 1024                              (alignment slack)
-//                                + 16 * STAGES                       (mbarriers)
-//            e.g. 128x256 (or 256x128), 4 stages, 2 consumers: 230464 bytes. Raise
+//                                + 16 * STAGES + 16                  (mbarriers)
+//            e.g. 128x256 (or 256x128), 4 stages, 2 consumers: 230480 bytes. Raise
 //            CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES to it; H100 limit: 232448 per block.
 //  tensor maps (cuTensorMapEncodeTiled, rank 3 (the batch outermost), elementStrides {1, 1, 1},
 //            interleave NONE, swizzle 128B, l2 promotion L2_256B, oob fill NONE = zeros):
@@ -47,10 +58,13 @@
 //    elements (the host rejects others), A and B 16-byte aligned. For C through TMA: ldc *
 //    bytes % 16 == 0 and C 16-byte aligned; otherwise set c_store_tma = 0 and C is written with
 //    plain element stores from the same staging slots, a warp per row run (any ldc >= N, C
-//    aligned to its element).
-//  constraints: BK == 64; BN in {64, 128, 192, 256}; BM / CONSUMERS a multiple of 64;
+//    aligned to its element). With SWAP or CLUSTER_K > 1, c_store_tma = 0: C goes out from the
+//    exchange buffer in runs of 4 columns (vector stores where ldc % 4 == 0).
+//  constraints: BK == 64; BN in {16, 32, 64, 128, 192, 256}, 16 and 32 only with a K-major B
+//     (column-major in LAYOUT); BM / CONSUMERS a multiple of 64;
 //     (BM / CONSUMERS / 64) * BN <= 256 (accumulator registers); CONSUMERS in {1, 2, 3};
 //     CONSUMERS == 3 needs BN <= 192 (entry cap 128 registers); CLUSTER_M, CLUSTER_N in {1, 2};
+//     CLUSTER_K in {1, 2, 4, 8}, and > 1 only without multicast;
 //     BM % (8 * CLUSTER_N) == 0; GROUP_M >= 1; smem_bytes <= 232448.
 //  registers: with 2 or 3 consumers the producer warpgroup drops to 40 (24 with 3) registers
 //     and the consumers rise to 232 (160 with 3) with setmaxnreg; ptxas reports the entry cap
@@ -100,6 +114,8 @@ namespace tilesmith {
 template <int N, int KIND, int TRANS_A, int TRANS_B>
 __device__ __forceinline__ void wgmma_tile_m64k16(float (&d)[N / 2], unsigned long long desc_a,
                                                   unsigned long long desc_b) {
+  if constexpr (N == 16) wgmma_m64n16k16<KIND, TRANS_A, TRANS_B>(d, desc_a, desc_b);
+  if constexpr (N == 32) wgmma_m64n32k16<KIND, TRANS_A, TRANS_B>(d, desc_a, desc_b);
   if constexpr (N == 256) wgmma_m64n256k16<KIND, TRANS_A, TRANS_B>(d, desc_a, desc_b);
   if constexpr (N == 192) wgmma_m64n192k16<KIND, TRANS_A, TRANS_B>(d, desc_a, desc_b);
   if constexpr (N == 128) wgmma_m64n128k16<KIND, TRANS_A, TRANS_B>(d, desc_a, desc_b);
@@ -286,12 +302,136 @@ __device__ __forceinline__ void store_accumulators_staged(const float (&acc)[BN 
   }
 }
 
+// The tile's fp32 accumulators go out through shared memory when the tile is transposed
+// (SWAP: the kernel computes C^T, so its rows are C's columns) or when the K slices of a tile
+// are the CTAs of a cluster (CLUSTER_K > 1). The consumer warpgroups write their accumulators
+// into a buffer laid out as C is (OUTER rows of C, INNER contiguous columns, padded so the
+// accumulator writes spread over the banks); with CLUSTER_K > 1 the CTAs of the cluster then
+// each sum their 1 / CLUSTER_K of the rows over every CTA's buffer (distributed shared memory,
+// in rank order: deterministic), and the sums go through the epilogue into C (or, for split-K
+// through the workspace, into the fp32 partials) in 16-byte runs of columns.
+//
+// Barriers: `full` completes when every CTA of the cluster has written its buffer, `empty` when
+// every CTA has read this CTA's buffer (one arrival per CTA each, cluster scope); `tiles` counts
+// the tiles this CTA has sent through, for the phases. Without a cluster a named barrier over
+// the consumers does both jobs.
+template <int BM, int BN, int CONSUMERS, int CLUSTER_K, int SWAP>
+struct TileExchange {
+  static constexpr int INNER = SWAP ? BM : BN;   // C's columns in the tile
+  static constexpr int OUTER = SWAP ? BN : BM;   // C's rows in the tile
+  static constexpr int STRIDE = INNER + (SWAP ? 4 : 8);  // floats per buffer row
+  static constexpr int BYTES = OUTER * STRIDE * 4;
+  static constexpr int THREADS = CONSUMERS * 128;
+  static constexpr int BARRIER_ID = 4;  // 1..3 are the warpgroups' staging barriers
+  static_assert(OUTER % CLUSTER_K == 0 && INNER % 4 == 0, "whole rows per CTA, 16-byte runs");
+
+  // Warpgroup `c`'s 64-row accumulator block `mt` (tile rows row0.., wgmma layout: the end of
+  // hopper.cuh) into the buffer.
+  template <int N>
+  __device__ __forceinline__ static void write(unsigned buffer, const float (&acc)[N / 2],
+                                               int row0) {
+    const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int r = row0 + warp * 16 + lane / 4 + 8 * half;
+#pragma unroll
+      for (int j = 0; j < N / 8; ++j) {
+        const int col = 8 * j + 2 * (lane % 4);
+        const float v0 = acc[4 * j + 2 * half], v1 = acc[4 * j + 2 * half + 1];
+        if (SWAP) {
+          store_shared_f32(buffer + 4u * (col * STRIDE + r), v0);
+          store_shared_f32(buffer + 4u * ((col + 1) * STRIDE + r), v1);
+        } else {
+          store_shared_f32x2(buffer + 4u * (r * STRIDE + col), v0, v1);
+        }
+      }
+    }
+  }
+
+  // Every consumer thread, once its accumulators are in the buffer: sums this CTA's rows of
+  // the tile over the cluster and stores them at (row0, col0) of `out` (C's coordinates, rows
+  // ld apart, clipped to rows x cols) through the epilogue.
+  template <int KIND, int EPI>
+  __device__ __forceinline__ static void reduce_and_store(unsigned buffer, unsigned full,
+                                                          unsigned empty, unsigned& tiles,
+                                                          const MatmulEpilogueArgs& e, int batch,
+                                                          void* out, int ld, int rows, int cols,
+                                                          int row0, int col0) {
+    const int t = threadIdx.x - 128;  // consumer threads follow the producer warpgroup
+    const unsigned rank = CLUSTER_K > 1 ? cluster_cta_rank() : 0u;
+    named_barrier_sync(BARRIER_ID, THREADS);
+    if (CLUSTER_K > 1) {
+      if (t == 0) {
+        asm volatile("fence.acq_rel.cluster;\n" ::: "memory");
+#pragma unroll
+        for (int peer = 0; peer < CLUSTER_K; ++peer) mbarrier_arrive_cluster_release(full, peer);
+      }
+      mbarrier_wait_cluster(full, tiles & 1u);
+    }
+    unsigned remote[CLUSTER_K];
+#pragma unroll
+    for (int peer = 0; peer < CLUSTER_K; ++peer)
+      remote[peer] = CLUSTER_K > 1 ? map_to_cta(buffer, peer) : buffer;
+    constexpr int OWN_ROWS = OUTER / CLUSTER_K, QUADS = INNER / 4;
+    const bool vector_ok = ld % 4 == 0;
+#pragma unroll 2
+    for (int idx = t; idx < OWN_ROWS * QUADS; idx += THREADS) {
+      const int o = rank * OWN_ROWS + idx / QUADS, i = 4 * (idx % QUADS);
+      const int row = row0 + o, col = col0 + i;
+      if (row >= rows || col >= cols) continue;
+      float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+      for (int peer = 0; peer < CLUSTER_K; ++peer) {
+        const unsigned at = remote[peer] + 4u * (o * STRIDE + i);
+        const float4 v = CLUSTER_K > 1 ? load_shared_cluster_f32x4(at) : load_shared_f32x4(at);
+        sum.x += v.x;
+        sum.y += v.y;
+        sum.z += v.z;
+        sum.w += v.w;
+      }
+      float v[4] = {sum.x, sum.y, sum.z, sum.w};
+#pragma unroll
+      for (int q = 0; q < 4; ++q) v[q] = epilogue_value<EPI, KIND>(e, batch, row, col + q, v[q]);
+      const long long at = static_cast<long long>(row) * ld + col;
+      if (KIND == kF32) {
+        float* dst = static_cast<float*>(out) + at;
+        if (vector_ok && col + 3 < cols) {
+          *reinterpret_cast<float4*>(dst) = make_float4(v[0], v[1], v[2], v[3]);
+        } else {
+          for (int q = 0; q < 4 && col + q < cols; ++q) dst[q] = v[q];
+        }
+      } else {
+        half_bits* dst = static_cast<half_bits*>(out) + at;
+        if (vector_ok && col + 3 < cols) {
+          *reinterpret_cast<uint2*>(dst) = make_uint2(pack2<KIND>(v[0], v[1]), pack2<KIND>(v[2], v[3]));
+        } else {
+          for (int q = 0; q < 4 && col + q < cols; ++q) dst[q] = from_float<KIND>(v[q]);
+        }
+      }
+    }
+    // The buffer is rewritten by the next tile only once every reader is done with it.
+    named_barrier_sync(BARRIER_ID, THREADS);
+    if (CLUSTER_K > 1) {
+      if (t == 0) {
+#pragma unroll
+        for (int peer = 0; peer < CLUSTER_K; ++peer) mbarrier_arrive_cluster_release(empty, peer);
+      }
+      mbarrier_wait_cluster(empty, tiles & 1u);
+    }
+    ++tiles;
+  }
+};
+
 template <int BM, int BN, int BK, int STAGES, int CONSUMERS, int CLUSTER_M, int CLUSTER_N,
-          int GROUP_M, int KIND_IN, int KIND_OUT, int LAYOUT, int EPI>
+          int GROUP_M, int KIND_IN, int KIND_OUT, int LAYOUT, int EPI, int SWAP, int CLUSTER_K>
 __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
-    __cluster_dims__(CLUSTER_M* CLUSTER_N, 1, 1)
+    __cluster_dims__(CLUSTER_M* CLUSTER_N* CLUSTER_K, 1, 1)
         matmul_sm90(const __grid_constant__ MatmulSm90Params p) {
-  constexpr int CLUSTER = CLUSTER_M * CLUSTER_N;
+  constexpr int MULTICAST = CLUSTER_M * CLUSTER_N;  // CTAs sharing operand tiles
+  constexpr int CLUSTER = MULTICAST * CLUSTER_K;
+  // C leaves through the TMA staging slots, or through the exchange buffer (TileExchange).
+  constexpr bool EXCHANGE = SWAP || CLUSTER_K > 1;
+  using Exchange = TileExchange<BM, BN, CONSUMERS, CLUSTER_K, SWAP>;
   constexpr bool A_COLUMNS = (LAYOUT & kColumnMajorA) != 0;  // A stored k x m: M-major tiles
   constexpr bool B_COLUMNS = (LAYOUT & kColumnMajorB) != 0;  // B stored n x k: K-major tiles
   constexpr int WG_M = BM / CONSUMERS;  // rows of C per consumer warpgroup
@@ -307,7 +447,11 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
   constexpr int A_SLICE = A_COLUMNS ? BK / CLUSTER_N : BM / CLUSTER_N;
   constexpr int B_SLICE = B_COLUMNS ? BN / CLUSTER_M : BK / CLUSTER_M;
   static_assert(BK == 64, "one 128-byte swizzle row per k slice");
-  static_assert(BN % 64 == 0 && BN >= 64 && BN <= 256, "BN in 64..256, a multiple of 64");
+  static_assert(BN == 16 || BN == 32 || (BN % 64 == 0 && BN <= 256),
+                "BN is 16, 32, or a multiple of 64 up to 256");
+  static_assert(BN >= 64 || B_COLUMNS, "narrow tiles read B K-major (MN-major blocks are 64 wide)");
+  static_assert(CLUSTER_K == 1 || MULTICAST == 1, "K slices in a cluster share no operand");
+  static_assert(CLUSTER <= 8, "portable clusters: at most 8 CTAs");
   static_assert(WG_M % 64 == 0 && MT * BN <= 256, "accumulators must fit the registers");
   static_assert(CONSUMERS >= 1 && CONSUMERS <= 3, "1 to 3 consumer warpgroups");
   // ptxas allocates every role within the entry cap (128 registers at 512 threads): with three
@@ -327,19 +471,25 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
   const unsigned a_ring = smem_base;
   const unsigned b_ring = smem_base + STAGES * A_STAGE;
   const unsigned c_staging = b_ring + STAGES * B_STAGE;  // CONSUMERS x 2 slots x 8 KB
-  const unsigned barriers = c_staging + CONSUMERS * 2 * 8192;
+  const unsigned exchange = c_staging + (EXCHANGE ? 0 : CONSUMERS * 2 * 8192);
+  const unsigned barriers = exchange + (EXCHANGE ? Exchange::BYTES : 0);
   auto full = [&](int s) { return barriers + 8u * s; };
   auto empty = [&](int s) { return barriers + 8u * (STAGES + s); };
+  const unsigned exchange_full = barriers + 16u * STAGES, exchange_empty = exchange_full + 8u;
 
   const int wg = warpgroup_index();
   const int tid = threadIdx.x % 128;
   const unsigned rank = CLUSTER > 1 ? cluster_cta_rank() : 0u;
-  const int cm = rank % CLUSTER_M, cn = rank / CLUSTER_M;
+  const int cm = rank % CLUSTER_M, cn = (rank / CLUSTER_M) % CLUSTER_N, ck = rank / MULTICAST;
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mbarrier_init(full(s), 1);
-      mbarrier_init(empty(s), CONSUMERS * CLUSTER);
+      mbarrier_init(empty(s), CONSUMERS * MULTICAST);
+    }
+    if (CLUSTER_K > 1) {
+      mbarrier_init(exchange_full, CLUSTER_K);
+      mbarrier_init(exchange_empty, CLUSTER_K);
     }
     fence_mbarrier_init();
   }
@@ -356,7 +506,8 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
   const int tiles_m = (p.m + BM * CLUSTER_M - 1) / (BM * CLUSTER_M);
   const int tiles_n = (p.n + BN * CLUSTER_N - 1) / (BN * CLUSTER_N);
   // A unit is one K slice of one tile of one batch: the slices of a tile are neighbouring
-  // units, and a batch's tiles are walked in grouped order before the next batch's.
+  // units, and a batch's tiles are walked in grouped order before the next batch's. With
+  // CLUSTER_K > 1 a unit is a whole tile, and CTA ck of the cluster takes its K slice ck.
   const int splits = p.k_splits > 1 ? p.k_splits : 1;
   const int tiles = tiles_m * tiles_n;
   const int units = tiles * splits * p.batch;
@@ -376,8 +527,14 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     grouped_tile<GROUP_M>(tile - w.batch * tiles, tiles_m, tiles_n, tile_m, tile_n);
     w.m0 = (tile_m * CLUSTER_M + cm) * BM;
     w.n0 = (tile_n * CLUSTER_N + cn) * BN;
-    w.kb_begin = w.slice * slice_blocks;
-    w.kb_end = min(k_blocks, w.kb_begin + slice_blocks);
+    if (CLUSTER_K > 1) {
+      const int cluster_slice = (k_blocks + CLUSTER_K - 1) / CLUSTER_K;
+      w.kb_begin = ck * cluster_slice;
+      w.kb_end = min(k_blocks, w.kb_begin + cluster_slice);
+    } else {
+      w.kb_begin = w.slice * slice_blocks;
+      w.kb_end = min(k_blocks, w.kb_begin + slice_blocks);
+    }
     return w;
   };
 
@@ -446,6 +603,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     constexpr int B_STEP_K = B_COLUMNS ? 32 : 16 * 128;
     float acc[MT][BN / 2];
     unsigned boxes_issued = 0;
+    unsigned exchanged = 0;  // tiles sent through the exchange buffer
     int stage = 0;
     unsigned phase = 0;
     for (int unit = first_unit; unit < units; unit += unit_step) {
@@ -475,7 +633,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
         if (MMA_IN_FLIGHT == 0 || kb > w.kb_begin) {
           wgmma_wait<MMA_IN_FLIGHT>();
           const int done = MMA_IN_FLIGHT == 0 ? stage : previous;
-          if (CLUSTER == 1) {
+          if (MULTICAST == 1) {
             if (tid == 0) mbarrier_arrive(empty(done));
           } else if (tid < CLUSTER) {
             mbarrier_arrive_cluster(empty(done), tid);
@@ -491,11 +649,35 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) wgmma_fence_registers(acc[mt]);
       if (MMA_IN_FLIGHT > 0 && w.kb_end > w.kb_begin) {
-        if (CLUSTER == 1) {
+        if (MULTICAST == 1) {
           if (tid == 0) mbarrier_arrive(empty(previous));
         } else if (tid < CLUSTER) {
           mbarrier_arrive_cluster(empty(previous), tid);
         }
+      }
+      if (EXCHANGE) {
+        // Through the exchange buffer: C^T's tile transposed (SWAP; rows and columns of C are
+        // the kernel's n and m), and the cluster's K slices summed (CLUSTER_K > 1).
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+          Exchange::template write<BN>(exchange, acc[mt], c * WG_M + mt * 64);
+        const int c_rows = SWAP ? p.n : p.m, c_cols = SWAP ? p.m : p.n;
+        const int row0 = SWAP ? w.n0 : w.m0, col0 = SWAP ? w.m0 : w.n0;
+        if (splits > 1) {
+          // The epilogue runs in splitk_reduce, once the slices are summed.
+          float* partial =
+              p.partials + (static_cast<long long>(w.slice) * p.batch + w.batch) * p.m * p.n;
+          Exchange::template reduce_and_store<kF32, kActNone>(
+              exchange, exchange_full, exchange_empty, exchanged, p.epilogue, w.batch, partial,
+              c_cols, c_rows, c_cols, row0, col0);
+        } else {
+          void* c_batch = static_cast<char*>(p.c) +
+                          w.batch * p.stride_c * (KIND_OUT == kF32 ? 4 : 2);
+          Exchange::template reduce_and_store<KIND_OUT, EPI>(
+              exchange, exchange_full, exchange_empty, exchanged, p.epilogue, w.batch, c_batch,
+              p.ldc, c_rows, c_cols, row0, col0);
+        }
+        continue;
       }
       if (splits > 1) {
         // The epilogue runs in splitk_reduce, once the slices are summed.

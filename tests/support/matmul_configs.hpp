@@ -20,7 +20,8 @@ inline Config tile_config(int block_m, int block_n, int block_k, int warps_m, in
 
 // A config of the wgmma + TMA template (variant 1, sm_90a).
 inline Config wgmma_config(int block_m, int block_n, int stages, int consumers, int cluster_m,
-                           int cluster_n, int group_m = 8, int split_k = 1) {
+                           int cluster_n, int group_m = 8, int split_k = 1,
+                           int split_cluster = 0, int swap_ab = 0) {
   return Config{{{"variant", 1},
                  {"block_m", block_m},
                  {"block_n", block_n},
@@ -30,7 +31,9 @@ inline Config wgmma_config(int block_m, int block_n, int stages, int consumers, 
                  {"cluster_m", cluster_m},
                  {"cluster_n", cluster_n},
                  {"group_m", group_m},
-                 {"split_k", split_k}}};
+                 {"split_k", split_k},
+                 {"split_cluster", split_cluster},
+                 {"swap_ab", swap_ab}}};
 }
 
 }  // namespace tilesmith::testing

@@ -94,14 +94,15 @@ TEST(MatmulFamilyTest, SpaceNamesEveryParameterOfBothVariantsOnce) {
   EXPECT_EQ(std::set<std::string>(names.begin(), names.end()),
             (std::set<std::string>{"variant", "block_m", "block_n", "block_k", "warps_m",
                                    "warps_n", "stages", "group_m", "consumers", "cluster_m",
-                                   "cluster_n", "split_k"}));
+                                   "cluster_n", "split_k", "split_cluster", "swap_ab"}));
 }
 
 TEST(MatmulFamilyTest, EachVariantsConfigsCarryExactlyItsParameters) {
   const std::set<std::string> mma = {"variant", "block_m", "block_n", "block_k", "warps_m",
                                      "warps_n", "stages",  "group_m"};
-  const std::set<std::string> wgmma = {"variant", "block_m",   "block_n",   "block_k", "stages",
-                                       "consumers", "cluster_m", "cluster_n", "group_m", "split_k"};
+  const std::set<std::string> wgmma = {"variant",   "block_m",   "block_n",   "block_k",
+                                       "stages",    "consumers", "cluster_m", "cluster_n",
+                                       "group_m",   "split_k",   "split_cluster", "swap_ab"};
   std::set<std::string> texts;
   for (const Config& config : matmul().enumerate()) {
     std::set<std::string> keys;
@@ -482,11 +483,14 @@ std::vector<std::string> alignment_and_dtypes(const Config& config, const Proble
   if (arguments.size() < 5) return arguments;
   return std::vector<std::string>(arguments.end() - 5, arguments.end() - 2);
 }
+// The LAYOUT and EPI arguments: the last two of the mma.sync kernel, followed by SWAP and
+// CLUSTER_K in the wgmma one.
 std::vector<std::string> layout_and_epilogue(const Config& config, const Problem& problem) {
   std::vector<std::string> arguments =
       template_arguments(matmul().kernel_expressions(config, problem).at(0));
-  if (arguments.size() < 2) return arguments;
-  return std::vector<std::string>(arguments.end() - 2, arguments.end());
+  const std::size_t after = config.at("variant") == 1 ? 2 : 0;
+  if (arguments.size() < 2 + after) return arguments;
+  return std::vector<std::string>(arguments.end() - 2 - after, arguments.end() - after);
 }
 
 TEST(MatmulKernelExpressionTest, StartsWithTheTileParameters) {
@@ -700,7 +704,8 @@ TEST(MatmulWgmmaTest, PlanIsOnePersistentLaunchWithThreeTensorMaps) {
   // 4096/256 x 4096/256 = 256 cluster units > 66 clusters of 2 that fit: 132 CTAs.
   EXPECT_EQ(step.geometry.grid[0], 132u);
   EXPECT_EQ(step.geometry.block[0], 384u);
-  EXPECT_EQ(step.geometry.dynamic_smem_bytes, 4u * (128 + 256) * 64 * 2 + 2 * 16384 + 1024 + 64);
+  EXPECT_EQ(step.geometry.dynamic_smem_bytes,
+            4u * (128 + 256) * 64 * 2 + 2 * 16384 + 1024 + 64 + 16);
   // A small problem gets one cluster per unit, not an idle persistent grid.
   EXPECT_EQ(plan_of(testing::wgmma_config(128, 256, 4, 2, 2, 1), matmul_problem(256, 256, 64),
                     hopper)
@@ -799,6 +804,96 @@ TEST(MatmulWgmmaTest, SplitKWritesPartialsThenReducesThem) {
   EXPECT_EQ(reduce.splits, 4);
   EXPECT_EQ(reduce.m, 1000);
   EXPECT_EQ(reduce.ldc, 1000);
+}
+
+}  // namespace
+}  // namespace tilesmith
+
+namespace tilesmith {
+namespace {
+
+// swap_ab: the kernel computes C^T = B^T A^T for M below a wgmma tile; its M is N, its A is B
+// (row-major where B is column-major), its B is A, and C leaves transposed through the
+// exchange buffer.
+TEST(MatmulWgmmaTest, SwapAbIsForSmallRowMajorMWithNarrowTiles) {
+  const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
+  auto swap = [](int block_m, int block_n, int split_k = 1, int split_cluster = 0) {
+    return testing::wgmma_config(block_m, block_n, 6, 1, 1, 1, 1, split_k, split_cluster, 1);
+  };
+  const Problem decode{"matmul", DType::bf16, DType::bf16, {16, 4096, 4096}, {{"b", "col"}}};
+  EXPECT_EQ(matmul().reject(swap(64, 16, 2), decode, hopper), std::nullopt);
+  EXPECT_EQ(matmul().reject(swap(64, 16), decode, hopper), std::nullopt);
+  EXPECT_TRUE(matmul().reject(swap(64, 32), decode, hopper));  // 16 rows of A in 32 columns
+  EXPECT_EQ(matmul().reject(swap(64, 32), matmul_problem(17, 4096, 4096), hopper), std::nullopt);
+  EXPECT_TRUE(matmul().reject(swap(64, 64), matmul_problem(65, 4096, 4096), hopper));  // M > 64
+  const Problem a_columns{"matmul", DType::bf16, DType::bf16, {16, 4096, 4096}, {{"a", "col"}}};
+  EXPECT_TRUE(matmul().reject(swap(64, 16), a_columns, hopper));
+  // Narrow tiles only swapped; no multicast when swapped.
+  EXPECT_TRUE(matmul().reject(testing::wgmma_config(64, 16, 6, 1, 1, 1, 1), decode, hopper));
+  EXPECT_TRUE(matmul().reject(testing::wgmma_config(64, 16, 6, 1, 2, 1, 1, 1, 0, 1), decode, hopper));
+
+  // 1x4096x4096 with B column-major (x @ W^T): the kernel's A is W (4096 rows of K), its B is x.
+  const Problem gemv{"matmul", DType::bf16, DType::bf16, {1, 4096, 4096}, {{"b", "col"}}};
+  const std::uint64_t addresses[3] = {0x10000, 0x20000, 0x30000};
+  const LaunchPlan plan = matmul().plan(swap(64, 16), gemv, hopper, addresses, 0, {});
+  ASSERT_EQ(plan.step_count, 1);
+  EXPECT_EQ(plan.steps[0].geometry.grid[0], 64u);  // 4096 / 64 tiles of C^T
+  const KernelArgs& args = plan.steps[0].args;
+  ASSERT_EQ(args.tensor_map_count, 2);  // C goes out through the exchange buffer, not TMA
+  EXPECT_EQ(args.tensor_maps[0].address, 0x20000u);  // W
+  EXPECT_EQ(args.tensor_maps[0].dims[0], 4096u);
+  EXPECT_EQ(args.tensor_maps[0].dims[1], 4096u);
+  EXPECT_EQ(args.tensor_maps[0].box[1], 64u);  // block_m rows of W
+  EXPECT_EQ(args.tensor_maps[1].address, 0x10000u);  // x: 1 row of K
+  EXPECT_EQ(args.tensor_maps[1].dims[1], 1u);
+  EXPECT_EQ(args.tensor_maps[1].box[1], 16u);  // block_n rows (TMA fills the rest with zeros)
+  MatmulSm90Params params;
+  std::memcpy(&params, args.bytes.data(), sizeof params);
+  EXPECT_EQ(params.m, 4096);  // the kernel's M is N
+  EXPECT_EQ(params.n, 1);
+  EXPECT_EQ(params.ldc, 4096);
+  EXPECT_EQ(params.c_store_tma, 0);
+  // A ring, B ring, the exchange buffer (16 rows of C, 64 + 4 floats each), barriers, slack.
+  EXPECT_EQ(plan.steps[0].geometry.dynamic_smem_bytes,
+            6u * (64 + 16) * 128 + 16 * (64 + 4) * 4 + 16 * 6 + 16 + 1024);
+  const std::vector<std::string> kernels = matmul().kernel_expressions(swap(64, 16), gemv);
+  ASSERT_EQ(kernels.size(), 1u);
+  EXPECT_NE(kernels[0].find(",2,0,1,1>"), std::string::npos) << kernels[0];  // b=col, swap, no cluster K
+
+  // B row-major (k x n) becomes the kernel's column-major A.
+  const Problem row_b = matmul_problem(16, 4096, 4096);
+  const LaunchPlan row_plan = matmul().plan(swap(64, 16), row_b, hopper, addresses, 0, {});
+  EXPECT_EQ(row_plan.steps[0].args.tensor_maps[0].dims[0], 4096u);  // N innermost
+  EXPECT_EQ(row_plan.steps[0].args.tensor_maps[0].box[1], 64u);      // block_k rows of k
+  EXPECT_NE(matmul().kernel_expressions(swap(64, 16), row_b)[0].find(",3,0,1,1>"),
+            std::string::npos);  // kernel A column-major, kernel B column-major
+}
+
+// split_cluster: the K slices of a tile are the CTAs of one cluster, summed through
+// distributed shared memory: one launch, no workspace, a cluster of split_k CTAs.
+TEST(MatmulWgmmaTest, SplitClusterSumsTheSlicesInOneLaunch) {
+  const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
+  const Config config = testing::wgmma_config(128, 128, 4, 2, 1, 1, 8, 8, /*split_cluster=*/1);
+  const Problem problem = matmul_problem(512, 512, 16384);
+  ASSERT_EQ(matmul().reject(config, problem, hopper), std::nullopt);
+  EXPECT_EQ(matmul().workspace_bytes(config, problem, hopper), 0u);
+  const std::vector<std::string> kernels = matmul().kernel_expressions(config, problem);
+  ASSERT_EQ(kernels.size(), 1u);
+  EXPECT_NE(kernels[0].find(",0,8>"), std::string::npos) << kernels[0];
+  const std::uint64_t addresses[3] = {0x10000, 0x20000, 0x30000};
+  const LaunchPlan plan = matmul().plan(config, problem, hopper, addresses, 0, {});
+  ASSERT_EQ(plan.step_count, 1);
+  EXPECT_EQ(plan.steps[0].geometry.grid[0], 16u * 8);  // 16 tiles, a cluster of 8 CTAs each
+  EXPECT_EQ(plan.steps[0].geometry.dynamic_smem_bytes,
+            4u * (128 + 128) * 128 + 128 * (128 + 8) * 4 + 16 * 4 + 16 + 1024);
+  MatmulSm90Params params;
+  std::memcpy(&params, plan.steps[0].args.bytes.data(), sizeof params);
+  EXPECT_EQ(params.k_splits, 1);  // no workspace slices
+  EXPECT_EQ(params.c_store_tma, 0);
+  // Needs a split, shares no operand tile, and obeys the same pruning as split-K.
+  EXPECT_TRUE(matmul().reject(testing::wgmma_config(128, 128, 4, 2, 1, 1, 8, 1, 1), problem, hopper));
+  EXPECT_TRUE(matmul().reject(testing::wgmma_config(128, 128, 4, 2, 2, 1, 8, 4, 1), problem, hopper));
+  EXPECT_TRUE(matmul().reject(config, matmul_problem(4096, 4096, 4096), hopper));
 }
 
 }  // namespace

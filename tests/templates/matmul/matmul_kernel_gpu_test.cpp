@@ -169,6 +169,25 @@ TEST_F(GpuMatmul, WgmmaSplitKAndPaddedPlansMatchTheReference) {
        testing::wgmma_config(128, 128, 4, 2, 1, 2, 8, 2)},
       {{"matmul", DType::bf16, DType::f32, {3, 4093, 1000, 999}, {{"a", "col"}, {"act", "silu"}}},
        testing::wgmma_config(128, 256, 4, 2, 2, 1)},
+      // K slices summed in a cluster through distributed shared memory (split_cluster), with
+      // ragged tiles, the epilogue, and slices left empty (K = 1088: 17 blocks, 3 per CTA of 8).
+      {matmul(DType::bf16, DType::bf16, 512, 512, 16384), testing::wgmma_config(128, 128, 4, 2, 1, 1, 8, 8, 1)},
+      {{"matmul", DType::bf16, DType::f32, {1000, 1000, 1000}, {{"act", "relu"}, {"bias", "1"}}},
+       testing::wgmma_config(128, 128, 4, 2, 1, 1, 8, 2, 1)},
+      {{"matmul", DType::f16, DType::f16, {257, 1031, 517}, {{"a", "col"}, {"b", "col"}, {"residual", "1"}}},
+       testing::wgmma_config(64, 64, 4, 1, 1, 1, 1, 4, 1)},
+      {matmul(DType::bf16, DType::bf16, 300, 200, 1088), testing::wgmma_config(64, 64, 4, 1, 1, 1, 1, 8, 1)},
+      // swap_ab (C^T = B^T A^T) for small M: alone, with split-K through the workspace, in a
+      // cluster, B in either layout, unaligned rows, batches, narrow tiles cut by M.
+      {{"matmul", DType::bf16, DType::bf16, {16, 4096, 4096}, {{"b", "col"}}},
+       testing::wgmma_config(128, 16, 8, 2, 1, 1, 1, 4, 1, 1)},
+      {{"matmul", DType::bf16, DType::bf16, {1, 4096, 4096}, {{"b", "col"}, {"act", "gelu"}, {"bias", "1"}, {"residual", "1"}}},
+       testing::wgmma_config(64, 16, 6, 1, 1, 1, 1, 2, 0, 1)},
+      {matmul(DType::f16, DType::f32, 7, 1031, 517), testing::wgmma_config(64, 16, 4, 1, 1, 1, 1, 1, 0, 1)},
+      {{"matmul", DType::bf16, DType::bf16, {3, 33, 200, 136}, {{"b", "col"}, {"act", "silu"}}},
+       testing::wgmma_config(128, 32, 4, 2, 1, 1, 8, 1, 0, 1)},
+      {{"matmul", DType::bf16, DType::f32, {64, 1000, 1000}, {{"bias", "1"}}},
+       testing::wgmma_config(192, 64, 4, 3, 1, 1, 8, 2, 1, 1)},
   };
   for (const Case& c : cases) {
     ASSERT_EQ(family_.reject(c.config, c.problem, device_), std::nullopt)
