@@ -8,7 +8,7 @@ usage: matmul_bench.py [--shapes MxNxK,...] [--dtype bf16|f16] [--out-dtype bf16
 Every shape is first verified (NaN-poisoned output, relative Frobenius error against an fp32
 reference), then timed. Exit status: 0 all verified, 1 a verification failure, 2 setup problem.
 """
-import argparse, ctypes, csv, inspect, json, math, os, sys
+import argparse, ctypes, csv, json, math, os, sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DTYPE_CODES = {"f16": 0, "bf16": 1, "f32": 2}  # enum tilesmith_dtype in tilesmith.h
@@ -117,19 +117,44 @@ def cublas_version():
         return "unknown"
 
 
-def make_bench(warmup_ms, rep_ms):
-    """A timer of fn in milliseconds. triton's do_bench zeroes its own 256 MB buffer before every
-    rep to flush L2 (else A and B stay cache-resident between reps and small shapes look faster
-    than in real use), times with CUDA events, and here reports the median so stray slow reps do
-    not move the result."""
-    import triton.testing
-    use_mode = "return_mode" in inspect.signature(triton.testing.do_bench).parameters
+def make_bench(warmup_ms, rep_ms, flush="read"):
+    """A timer of fn in milliseconds, do_bench's method (CUDA events around each rep, warm-up by
+    time, the median so stray slow reps do not move the result) with L2 flushed before every rep
+    by a pass over a 256 MB buffer (5x the H100's L2), so no input stays cache-resident between
+    reps. flush="read" sums the buffer: L2 is left holding clean lines, which cost nothing to
+    evict. flush="write" zeroes it, as triton's do_bench does: L2 is then left full of dirty
+    lines (~50 MB on an H100), and the timed kernel pays for writing them back to DRAM as it
+    evicts them, ~15 us for any kernel that streams more than the L2 (measured on decode
+    shapes; see docs/perf/matmul.md, v5). Both flushes run before the start event."""
+    import torch
+    buffer = torch.ones(64 << 20, dtype=torch.float32, device="cuda")
+    scrub = (lambda: buffer.sum()) if flush == "read" else (lambda: buffer.zero_())
+
     def bench(fn):
-        if use_mode:
-            return float(triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms,
-                                                 return_mode="median"))
-        r = triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, quantiles=[0.5])
-        return float(r[0] if isinstance(r, (list, tuple)) else r)
+        fn()
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(5):
+            scrub()
+            fn()
+        end.record()
+        torch.cuda.synchronize()
+        estimate = max(start.elapsed_time(end) / 5, 1e-3)  # ms per rep, flush included
+        for _ in range(max(1, int(warmup_ms / estimate))):
+            scrub()
+            fn()
+        reps = max(5, int(rep_ms / estimate))
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+        for i in range(reps):
+            scrub()
+            starts[i].record()
+            fn()
+            ends[i].record()
+        torch.cuda.synchronize()
+        times = sorted(s.elapsed_time(e) for s, e in zip(starts, ends))
+        return float(times[len(times) // 2])
     return bench
 
 
@@ -172,7 +197,7 @@ def main(argv=None):
     header = {"gpu": gpu, "torch": torch.__version__, "cuda": torch.version.cuda,
               "triton": triton.__version__, "cublas": cublas_version(), "copy_GBps": copy_gbs,
               "peak_TFLOPs": peak, "dtype": args.dtype, "out_dtype": args.out_dtype,
-              "db": args.db or "(library default)", "timing": "median of do_bench medians"
+              "db": args.db or "(library default)", "timing": "median of event-timed reps"
               f" (warmup {args.warmup_ms} ms, rep {args.rep_ms} ms), L2 flushed"}
     for key, value in header.items():
         shown = f"{value:.1f}" if isinstance(value, float) else value

@@ -528,6 +528,13 @@ def main(argv=None):
     copy_gbs = mb.copy_bandwidth_gbs(bench)
     torch.matmul(torch.ones(8, 8, device="cuda", dtype=dt),
                  torch.ones(8, 8, device="cuda", dtype=dt))  # so cuBLAS is loaded to ask
+    # What the flush costs the timed kernel: cuBLAS on a decode shape (x @ W.t(), 1x4096x4096)
+    # after a flush that writes (triton's do_bench) and after one that reads (this suite's).
+    x = torch.randn(1, 4096, device="cuda", dtype=dt)
+    w = torch.randn(4096, 4096, device="cuda", dtype=dt)
+    flush_check = {kind: mb.make_bench(args.warmup_ms, args.rep_ms, flush=kind)(lambda: x @ w.t())
+                   for kind in ("write", "read")}
+    x = w = None
     gpu = torch.cuda.get_device_name()
     peak = args.peak or mb.peak_tflops(gpu)
     header = {
@@ -542,8 +549,11 @@ def main(argv=None):
         "inductor_gemm_backends": inductor_gemm_backends(),
         "bf16_reduced_reduction":
             torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction,
-        "timing": f"median of two do_bench medians (warmup {args.warmup_ms} ms, rep "
-                  f"{args.rep_ms} ms), L2 flushed, three implementations interleaved",
+        "timing": f"median of two medians of event-timed reps (warmup {args.warmup_ms} ms, "
+                  f"rep {args.rep_ms} ms), L2 flushed by reading 256 MB, three implementations "
+                  "interleaved",
+        "flush_check": f"cuBLAS 1x4096x4096 x@W.t(): {flush_check['write']:.4f} ms after a "
+                       f"writing flush, {flush_check['read']:.4f} ms after a reading one",
         "part": f"{args.part[0]}/{args.part[1]}" if args.part else None,
         "cases": args.cases.pattern if args.cases else None,
         "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)),

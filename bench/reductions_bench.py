@@ -12,7 +12,7 @@ The backward ops are timed against torch's autograd backward of the forward (eag
 backward graph alone, retained) and against torch.compile of the same formulas tilesmith
 computes, in fp32 inside; dweight and dbias are always computed. Each case is first tuned (`tilesmith tune`, unless --tune-budget none), then verified against
 torch in fp32 (NaN-poisoned output, relative Frobenius error), then timed with L2 flushed
-(triton's do_bench, median). GB/s counts each tensor read once and written once; the copy
+(CUDA events, median; L2 flushed by reading a 256 MB buffer: matmul_bench.make_bench). GB/s counts each tensor read once and written once; the copy
 bandwidth is measured in the same run. Exit status: 0 all verified, 1 a verification failure,
 2 setup problem.
 """
@@ -267,7 +267,7 @@ def main(argv=None):
     copy_gbs = mb.copy_bandwidth_gbs(bench)
     header = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
               "triton": triton.__version__, "copy_GBps": copy_gbs,
-              "timing": f"median of do_bench (warmup {args.warmup_ms} ms, rep {args.rep_ms} ms), "
+              "timing": f"median of event-timed reps (warmup {args.warmup_ms} ms, rep {args.rep_ms} ms), "
                         "L2 flushed", "tune": args.tune_budget}
     for key, value in header.items():
         print(f"{key:>10}: {value:.0f}" if isinstance(value, float) else f"{key:>10}: {value}")
