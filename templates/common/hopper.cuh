@@ -175,6 +175,12 @@ __device__ __forceinline__ void store_shared_f32(unsigned addr, float x) {
 __device__ __forceinline__ void fence_proxy_async_shared() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
+// Orders the CTA's shared-memory writes (its other threads' made visible to this one by a
+// barrier) before this thread's later cluster-scope release, for a peer that reads them through
+// distributed shared memory.
+__device__ __forceinline__ void fence_acq_rel_cluster() {
+  asm volatile("fence.acq_rel.cluster;\n" ::: "memory");
+}
 
 // ---- TMA: the bulk tensor copy engine ---------------------------------------------------------
 

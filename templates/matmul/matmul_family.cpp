@@ -51,6 +51,7 @@ struct MatmulShape {
   // cp.async and TMA move 16 bytes (8 elements): stored rows must start on 16-byte boundaries.
   bool aligned() const { return a_row_length() % 8 == 0 && b_row_length() % 8 == 0; }
   bool has_bias() const { return epilogue & kEpilogueBias; }
+  bool has_residual() const { return epilogue & kEpilogueResidual; }
   // The product as the swap_ab kernel computes it: C^T = B^T A^T, so the kernel's M is N, its
   // A is B read transposed (row-major where B is column-major) and its B is A transposed.
   MatmulShape swapped() const {
@@ -60,7 +61,6 @@ struct MatmulShape {
     t.b_columns = !a_columns;
     return t;
   }
-  bool has_residual() const { return epilogue & kEpilogueResidual; }
 };
 
 // The options matmul accepts, each with its values (the first is the default).
@@ -269,9 +269,9 @@ class MatmulFamily final : public Family {
   Config default_config(const Problem& problem, const DeviceTarget& device) const override {
     // On Hopper: 128x256 tiles on two consumer warpgroups, four stages, 2-CTA clusters sharing
     // B. Where M is below a wgmma tile: C^T in 64 x 16..64 tiles (swap_ab) streaming B through
-    // eight stages. Where the tiles leave most SMs idle: 128x128 tiles with K split over a
-    // cluster. Both split K as far as the SMs and K allow (the decode and K-heavy winners of
-    // the v5 sweeps, docs/perf/matmul.md).
+    // eight stages. Where the tiles leave most SMs idle: 128x128 tiles. Both split K through
+    // the workspace as far as the SMs and K allow. These are the shapes of the decode and
+    // K-heavy winners of the v5 sweeps (docs/perf/matmul.md).
     const MatmulShape s(problem);
     Config wgmma{{{"variant", kWgmma}, {"block_m", 128}, {"block_n", 256}, {"block_k", 64},
                   {"stages", 4}, {"consumers", 2}, {"cluster_m", 2}, {"cluster_n", 1},
@@ -283,16 +283,15 @@ class MatmulFamily final : public Family {
       set({{"swap_ab", 1}, {"block_m", 64}, {"block_n", s.m <= 16 ? 16 : s.m <= 48 ? 32 : 64},
            {"stages", 8}, {"consumers", 1}, {"cluster_m", 1}});
     } else if (s.batch * ceil_div(s.m, 128) * ceil_div(s.n, 256) < device.sm_count / 2) {
-      set({{"block_n", 128}, {"cluster_m", 1}, {"split_cluster", 1}});
+      set({{"block_n", 128}, {"cluster_m", 1}, {"split_k", 2}});
     }
-    if (wgmma.at("swap_ab") || wgmma.at("split_cluster")) {
+    if (wgmma.at("swap_ab") || wgmma.at("split_k") > 1) {
       // The most slices that neither overfill the SMs nor leave a slice under two K blocks.
       int split = 8;
       while (split > 1 && (kernel_tiles(WgmmaConfig(wgmma), s) * split > device.sm_count ||
                            ceil_div(s.k, 64) < 2 * split))
         split /= 2;
       set({{"split_k", split}});
-      if (split == 1) set({{"split_cluster", 0}});
     }
     if (!reject(wgmma, problem, device)) return wgmma;
     set({{"block_m", 128}, {"block_n", 256}, {"stages", 4}, {"consumers", 2}, {"cluster_m", 2},
@@ -351,7 +350,8 @@ class MatmulFamily final : public Family {
           std::to_string(w.stages) + "," + std::to_string(w.consumers) + "," +
           std::to_string(w.cluster_m) + "," + std::to_string(w.cluster_n) + "," +
           std::to_string(w.group_m) + "," + kinds + "," + std::to_string(ks.layout()) + "," +
-          std::to_string(s.epilogue) + "," + std::to_string(w.swap_ab) + "," + std::to_string(w.cluster_k()) + ">"};
+          std::to_string(s.epilogue) + "," + std::to_string(w.swap_ab) + "," +
+          std::to_string(w.cluster_k()) + ">"};
       const WgmmaKernels index(config, problem);
       if (index.copy >= 0) kernels.push_back("tilesmith::copy_rows<2>");
       if (index.reduce >= 0)

@@ -362,7 +362,7 @@ struct TileExchange {
     named_barrier_sync(BARRIER_ID, THREADS);
     if (CLUSTER_K > 1) {
       if (t == 0) {
-        asm volatile("fence.acq_rel.cluster;\n" ::: "memory");
+        fence_acq_rel_cluster();
 #pragma unroll
         for (int peer = 0; peer < CLUSTER_K; ++peer) mbarrier_arrive_cluster_release(full, peer);
       }
