@@ -273,30 +273,30 @@ class MatmulFamily final : public Family {
     // the workspace as far as the SMs and K allow. These are the shapes of the decode and
     // K-heavy winners of the v5 sweeps (docs/perf/matmul.md).
     const MatmulShape s(problem);
-    Config wgmma{{{"variant", kWgmma}, {"block_m", 128}, {"block_n", 256}, {"block_k", 64},
-                  {"stages", 4}, {"consumers", 2}, {"cluster_m", 2}, {"cluster_n", 1},
-                  {"group_m", 8}, {"split_k", 1}, {"split_cluster", 0}, {"swap_ab", 0}}};
+    const Config base{{{"variant", kWgmma}, {"block_m", 128}, {"block_n", 256}, {"block_k", 64},
+                       {"stages", 4}, {"consumers", 2}, {"cluster_m", 2}, {"cluster_n", 1},
+                       {"group_m", 8}, {"split_k", 1}, {"split_cluster", 0}, {"swap_ab", 0}}};
+    Config shaped = base;
     auto set = [&](std::initializer_list<std::pair<const char*, int>> values) {
-      for (const auto& [name, value] : values) wgmma.values[name] = value;
+      for (const auto& [name, value] : values) shaped.values[name] = value;
     };
+    const bool few_tiles = s.batch * ceil_div(s.m, 128) * ceil_div(s.n, 256) < device.sm_count / 2;
     if (s.m <= 64 && !s.a_columns) {
       set({{"swap_ab", 1}, {"block_m", 64}, {"block_n", s.m <= 16 ? 16 : s.m <= 48 ? 32 : 64},
            {"stages", 8}, {"consumers", 1}, {"cluster_m", 1}});
-    } else if (s.batch * ceil_div(s.m, 128) * ceil_div(s.n, 256) < device.sm_count / 2) {
-      set({{"block_n", 128}, {"cluster_m", 1}, {"split_k", 2}});
+    } else if (few_tiles) {
+      set({{"block_n", 128}, {"cluster_m", 1}});
     }
-    if (wgmma.at("swap_ab") || wgmma.at("split_k") > 1) {
+    if (shaped.at("swap_ab") || few_tiles) {
       // The most slices that neither overfill the SMs nor leave a slice under two K blocks.
       int split = 8;
-      while (split > 1 && (kernel_tiles(WgmmaConfig(wgmma), s) * split > device.sm_count ||
+      while (split > 1 && (kernel_tiles(WgmmaConfig(shaped), s) * split > device.sm_count ||
                            ceil_div(s.k, 64) < 2 * split))
         split /= 2;
       set({{"split_k", split}});
     }
-    if (!reject(wgmma, problem, device)) return wgmma;
-    set({{"block_m", 128}, {"block_n", 256}, {"stages", 4}, {"consumers", 2}, {"cluster_m", 2},
-         {"split_k", 1}, {"split_cluster", 0}, {"swap_ab", 0}});
-    if (!reject(wgmma, problem, device)) return wgmma;
+    if (!reject(shaped, problem, device)) return shaped;
+    if (!reject(base, problem, device)) return base;
     Config config;
     // 128x128x32 with a 64x64 warp tile, 4 stages: 76 KB of shared memory; 3 stages (57 KB)
     // where the device allows less.

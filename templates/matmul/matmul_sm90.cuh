@@ -655,6 +655,12 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
           mbarrier_arrive_cluster(empty(previous), tid);
         }
       }
+      // Where this unit's products go: its K slice's fp32 partials (the epilogue then runs in
+      // splitk_reduce, once the slices are summed), or its batch's C.
+      float* const partial =
+          p.partials + (static_cast<long long>(w.slice) * p.batch + w.batch) * p.m * p.n;
+      void* const c_batch =
+          static_cast<char*>(p.c) + w.batch * p.stride_c * (KIND_OUT == kF32 ? 4 : 2);
       if (EXCHANGE) {
         // Through the exchange buffer: C^T's tile transposed (SWAP; rows and columns of C are
         // the kernel's n and m), and the cluster's K slices summed (CLUSTER_K > 1).
@@ -664,15 +670,10 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
         const int c_rows = SWAP ? p.n : p.m, c_cols = SWAP ? p.m : p.n;
         const int row0 = SWAP ? w.n0 : w.m0, col0 = SWAP ? w.m0 : w.n0;
         if (splits > 1) {
-          // The epilogue runs in splitk_reduce, once the slices are summed.
-          float* partial =
-              p.partials + (static_cast<long long>(w.slice) * p.batch + w.batch) * p.m * p.n;
           Exchange::template reduce_and_store<kF32, kActNone>(
               exchange, exchange_full, exchange_empty, exchanged, p.epilogue, w.batch, partial,
               c_cols, c_rows, c_cols, row0, col0);
         } else {
-          void* c_batch = static_cast<char*>(p.c) +
-                          w.batch * p.stride_c * (KIND_OUT == kF32 ? 4 : 2);
           Exchange::template reduce_and_store<KIND_OUT, EPI>(
               exchange, exchange_full, exchange_empty, exchanged, p.epilogue, w.batch, c_batch,
               p.ldc, c_rows, c_cols, row0, col0);
@@ -680,9 +681,6 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
         continue;
       }
       if (splits > 1) {
-        // The epilogue runs in splitk_reduce, once the slices are summed.
-        float* partial =
-            p.partials + (static_cast<long long>(w.slice) * p.batch + w.batch) * p.m * p.n;
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
           store_accumulators<BN, kF32>(acc[mt], partial, p.n, p.m, p.n,
@@ -700,8 +698,6 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
               acc[mt], &p.c_map, nullptr, 0, 0, 0, c_staging + c * 2 * 8192, w.batch,
               w.m0 + c * WG_M + mt * 64, w.n0, 1 + c, boxes_issued);
       } else {
-        void* c_batch = static_cast<char*>(p.c) +
-                        w.batch * p.stride_c * (KIND_OUT == kF32 ? 4 : 2);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
           store_accumulators_staged<BN, KIND_OUT, false>(
