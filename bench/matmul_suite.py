@@ -28,14 +28,18 @@ FLOOR_MAX_M = 16  # rows at or below this M get the memory-floor ratio (they are
 
 class MatmulDesc(ctypes.Structure):
     """struct tilesmith_matmul_desc, field by field (ctypes lays it out with natural alignment,
-    as the C compiler does: 96 bytes on x86-64)."""
+    as the C compiler does: 168 bytes on x86-64). Zero strides are the packed ones."""
     _fields_ = [("a", ctypes.c_void_p), ("b", ctypes.c_void_p), ("c", ctypes.c_void_p),
                 ("batch", ctypes.c_int64), ("m", ctypes.c_int64), ("n", ctypes.c_int64),
                 ("k", ctypes.c_int64),
                 ("dtype", ctypes.c_int), ("out_dtype", ctypes.c_int),
                 ("a_layout", ctypes.c_int), ("b_layout", ctypes.c_int),
                 ("bias", ctypes.c_void_p), ("residual", ctypes.c_void_p),
-                ("activation", ctypes.c_int)]
+                ("activation", ctypes.c_int),
+                ("lda", ctypes.c_int64), ("ldb", ctypes.c_int64), ("ldc", ctypes.c_int64),
+                ("ld_residual", ctypes.c_int64), ("strided_batches", ctypes.c_int),
+                ("batch_stride_a", ctypes.c_int64), ("batch_stride_b", ctypes.c_int64),
+                ("batch_stride_c", ctypes.c_int64), ("batch_stride_residual", ctypes.c_int64)]
 
 
 def declare_ex(lib):

@@ -55,6 +55,8 @@ void validate_options(const std::string& op, const OptionTable& table, const Pro
 
 std::vector<Config> Family::enumerate() const { return enumerate_space(space()); }
 
+Problem Family::problem_for_call(Problem problem, const CallScalars&) const { return problem; }
+
 std::size_t Family::workspace_bytes(const Config&, const Problem&, const DeviceTarget&) const {
   return 0;
 }

@@ -142,6 +142,10 @@ struct CallScalars {
   // Elements from one row of each tensor to the next, in tensors() order; 0: rows packed. Which
   // tensors have rows is the family's to say (the reductions: x, y, residual).
   std::array<std::int64_t, kMaxTensors> row_strides{};
+  // Elements from one batch's matrix of each tensor to the next, in tensors() order; nothing:
+  // batches packed; 0: one matrix shared by every batch. Which tensors have batches is the
+  // family's to say (matmul: A, B, residual, C).
+  std::array<std::optional<std::int64_t>, kMaxTensors> batch_strides{};
   double epsilon = 1e-5;  // the norms' floor under the variance
 };
 
@@ -178,6 +182,10 @@ class Family {
 
   // Throws Error when the family cannot express this problem (bad shape, unsupported dtype).
   virtual void validate(const Problem& problem) const = 0;
+  // The problem a call with these scalars runs as: where they need kernels the problem's own
+  // would not be (matmul: strides off the 16-byte boundaries its shape alone gives), an option
+  // that says so. Default: the problem itself.
+  virtual Problem problem_for_call(Problem problem, const CallScalars& scalars) const;
 
   // The file of source() holding this config's kernels, and their NVRTC name expressions: one
   // translation unit per config, several kernels when its plan launches several.

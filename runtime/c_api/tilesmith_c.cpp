@@ -59,6 +59,16 @@ tilesmith::MatmulArgs to_args(const tilesmith_matmul_desc* desc) {
   args.bias = desc->bias;
   args.residual = desc->residual;
   args.activation = static_cast<tilesmith::Activation>(desc->activation);
+  args.lda = desc->lda;
+  args.ldb = desc->ldb;
+  args.ldc = desc->ldc;
+  args.ld_residual = desc->ld_residual;
+  if (desc->strided_batches) {
+    args.batch_stride_a = desc->batch_stride_a;
+    args.batch_stride_b = desc->batch_stride_b;
+    args.batch_stride_c = desc->batch_stride_c;
+    args.batch_stride_residual = desc->batch_stride_residual;
+  }
   return args;
 }
 

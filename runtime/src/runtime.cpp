@@ -74,8 +74,10 @@ struct CallTensors {
   std::array<std::uint64_t, CallScalars::kMaxTensors> addresses{};
   CallScalars scalars;
   std::size_t count = 0;
-  void add(const void* pointer, std::int64_t row_stride = 0) {
+  void add(const void* pointer, std::int64_t row_stride = 0,
+           std::optional<std::int64_t> batch_stride = std::nullopt) {
     scalars.row_strides[count] = row_stride;
+    scalars.batch_strides[count] = batch_stride;
     addresses[count++] = reinterpret_cast<std::uint64_t>(pointer);
   }
 };
@@ -246,19 +248,30 @@ Runtime::Runtime(RuntimeOptions options) : impl_(std::make_unique<Impl>()) {
 Runtime::~Runtime() = default;
 
 namespace {
+// Whether a stride breaks the 16-byte alignment of rows or batches (the problem may then need
+// aligned=0: Family::problem_for_call).
+bool strides_off_16_bytes(const MatmulArgs& args) {
+  std::int64_t all = args.lda | args.ldb | args.ldc | args.ld_residual;
+  for (const auto& stride : {args.batch_stride_a, args.batch_stride_b, args.batch_stride_c,
+                             args.batch_stride_residual})
+    all |= stride.value_or(0);
+  return all % 8 != 0;
+}
+
 DispatchKey matmul_key(const Family& family, const MatmulArgs& args) {
   const std::int64_t options = static_cast<std::int64_t>(args.a_layout) |
                                static_cast<std::int64_t>(args.b_layout) << 1 |
                                static_cast<std::int64_t>(args.activation) << 2 |
                                std::int64_t{args.bias != nullptr} << 4 |
-                               std::int64_t{args.residual != nullptr} << 5;
+                               std::int64_t{args.residual != nullptr} << 5 |
+                               std::int64_t{strides_off_16_bytes(args)} << 6;
   return {&family, args.dtype, args.out_dtype.value_or(args.dtype),
           {args.batch, args.m, args.n, args.k}, options};
 }
 
 // The problem of these arguments: options only where they differ from the defaults, so the
 // key is the one a sweep (`tune --option ...`) stores.
-Problem matmul_problem(const MatmulArgs& args) {
+Problem matmul_problem(const Family& family, const MatmulArgs& args, const CallScalars& scalars) {
   Problem problem;
   problem.op = "matmul";
   problem.dtype = args.dtype;
@@ -273,7 +286,18 @@ Problem matmul_problem(const MatmulArgs& args) {
   if (act != 0) problem.options["act"] = activations[act];
   if (args.bias) problem.options["bias"] = "1";
   if (args.residual) problem.options["residual"] = "1";
-  return problem;
+  return family.problem_for_call(std::move(problem), scalars);
+}
+
+// In the family's tensor order: A, B, the epilogue's inputs present, C.
+CallTensors matmul_tensors(const MatmulArgs& args) {
+  CallTensors tensors;
+  tensors.add(args.a, args.lda, args.batch_stride_a);
+  tensors.add(args.b, args.ldb, args.batch_stride_b);
+  if (args.bias) tensors.add(args.bias);
+  if (args.residual) tensors.add(args.residual, args.ld_residual, args.batch_stride_residual);
+  tensors.add(args.c, args.ldc, args.batch_stride_c);
+  return tensors;
 }
 
 // The epilogue's inputs are read element by element: aligned to their element, not 16 bytes.
@@ -295,19 +319,16 @@ void Runtime::matmul(const MatmulArgs& args, void* stream) {
   const std::size_t out_bytes = dtype_size(args.out_dtype.value_or(args.dtype));
   if (args.bias) require_element_aligned(args.bias, out_bytes, "bias");
   if (args.residual) require_element_aligned(args.residual, out_bytes, "residual");
-  // In the family's tensor order: A, B, the epilogue's inputs present, C.
-  CallTensors tensors;
-  tensors.add(args.a);
-  tensors.add(args.b);
-  if (args.bias) tensors.add(args.bias);
-  if (args.residual) tensors.add(args.residual);
-  tensors.add(args.c);
-  impl_->call(matmul_key(impl_->matmul_family, args), [&] { return matmul_problem(args); }, tensors,
+  const CallTensors tensors = matmul_tensors(args);
+  impl_->call(matmul_key(impl_->matmul_family, args),
+              [&] { return matmul_problem(impl_->matmul_family, args, tensors.scalars); }, tensors,
               stream);
 }
 
 DispatchInfo Runtime::describe_matmul(const MatmulArgs& args) {
-  return impl_->describe(matmul_key(impl_->matmul_family, args), [&] { return matmul_problem(args); });
+  return impl_->describe(matmul_key(impl_->matmul_family, args), [&] {
+    return matmul_problem(impl_->matmul_family, args, matmul_tensors(args).scalars);
+  });
 }
 
 namespace {

@@ -44,8 +44,10 @@ __global__ void __launch_bounds__(256) copy_rows(const CopyRowsParams p) {
   // A block per row at a time: the row's shift is worked out once, and no thread divides to find
   // its row (a 64-bit division per chunk measured as costly as the copy's own instructions).
   for (long long row = blockIdx.x; row < p.rows; row += gridDim.x) {
+    const long long batch = row / p.batch_rows;  // once per row, not per chunk
     const unsigned char* from =
-        static_cast<const unsigned char*>(p.src) + row * p.src_ld * ELEMENT_BYTES;
+        static_cast<const unsigned char*>(p.src) +
+        (batch * p.src_batch_stride + (row - batch * p.batch_rows) * p.src_ld) * ELEMENT_BYTES;
     unsigned char* to = static_cast<unsigned char*>(p.dst) + row * p.dst_ld * ELEMENT_BYTES;
     const unsigned shift = static_cast<unsigned>(reinterpret_cast<unsigned long long>(from) & 15);
     const unsigned char* base = from - shift;  // the aligned block holding the row's first byte

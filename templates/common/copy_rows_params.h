@@ -4,12 +4,14 @@
 namespace tilesmith {
 
 // A rows x cols matrix of ELEMENT_BYTES-byte elements copied from rows src_ld elements apart to
-// rows dst_ld elements apart.
+// rows dst_ld elements apart. The source may be a batch of matrices of batch_rows rows each,
+// src_batch_stride elements apart; the destination's rows are packed across batches.
 struct CopyRowsParams {
   const void* src;
   void* dst;
   long long rows, cols;
   long long src_ld, dst_ld;
+  long long batch_rows, src_batch_stride;
 };
 
 }  // namespace tilesmith

@@ -20,13 +20,15 @@
 namespace tilesmith {
 namespace {
 
-// A matmul problem as its kernels see it: "MxNxK" or "BxMxNxK" (B contiguous batches) and the
-// options that change the kernel: a=col and b=col (the operands' layouts, matmul_params.h),
-// bias=1, act=relu|gelu|silu and residual=1 (the epilogue). Defaults are written by leaving
-// the option out, so each problem has one key.
+// A matmul problem as its kernels see it: "MxNxK" or "BxMxNxK" (B batches) and the options
+// that change the kernel: a=col and b=col (the operands' layouts, matmul_params.h), bias=1,
+// act=relu|gelu|silu and residual=1 (the epilogue), aligned=0 (a call's strides break the
+// 16-byte alignment the shape alone would give). Defaults are written by leaving the option
+// out, so each problem has one key.
 struct MatmulShape {
   long long batch = 1, m, n, k;
   bool a_columns = false, b_columns = false;
+  bool strides_unaligned = false;
   int epilogue = 0;  // MatmulEpilogueBits
   explicit MatmulShape(const Problem& problem) {
     const auto& dims = problem.shape;
@@ -41,6 +43,7 @@ struct MatmulShape {
     epilogue = act == "relu" ? kActRelu : act == "gelu" ? kActGelu : act == "silu" ? kActSilu : 0;
     if (problem.option("bias") == "1") epilogue |= kEpilogueBias;
     if (problem.option("residual") == "1") epilogue |= kEpilogueResidual;
+    strides_unaligned = problem.option("aligned") == "0";
   }
   int layout() const { return (a_columns ? kColumnMajorA : 0) | (b_columns ? kColumnMajorB : 0); }
   // The stored matrices: A is m x k, or k x m when column-major; B is k x n, or n x k.
@@ -49,7 +52,8 @@ struct MatmulShape {
   long long b_rows() const { return b_columns ? n : k; }
   long long b_row_length() const { return b_columns ? k : n; }
   // cp.async and TMA move 16 bytes (8 elements): stored rows must start on 16-byte boundaries.
-  bool aligned() const { return a_row_length() % 8 == 0 && b_row_length() % 8 == 0; }
+  bool rows_aligned() const { return a_row_length() % 8 == 0 && b_row_length() % 8 == 0; }
+  bool aligned() const { return rows_aligned() && !strides_unaligned; }
   bool has_bias() const { return epilogue & kEpilogueBias; }
   bool has_residual() const { return epilogue & kEpilogueResidual; }
   // The product as the swap_ab kernel computes it: C^T = B^T A^T, so the kernel's M is N, its
@@ -70,9 +74,64 @@ const OptionTable& matmul_options() {
       {"b", {"row", "col"}},
       {"act", {"none", "relu", "gelu", "silu"}},
       {"bias", {"0", "1"}},
-      {"residual", {"0", "1"}}};
+      {"residual", {"0", "1"}},
+      {"aligned", {"1", "0"}}};
   return options;
 }
+
+// Where a call's matrices are, in elements: the rows of each stored matrix (A, B, the
+// residual, C) `ld*` apart and its batches `stride_*` apart. A stride of 0 shares one matrix
+// among every batch (A, B and the residual only). Packed unless the call says otherwise.
+struct MatmulStrides {
+  long long lda, ldb, ldr, ldc;
+  long long stride_a, stride_b, stride_r, stride_c;
+
+  static MatmulStrides packed(const MatmulShape& s) {
+    return {s.a_row_length(), s.b_row_length(), s.n,          s.n,
+            s.m * s.k,        s.k * s.n,        s.m * s.n,    s.m * s.n};
+  }
+
+  // The call's strides (CallScalars, tensors() order: A, B, [bias], [residual], C), checked:
+  // rows no shorter than the matrix's and below 2^31, C's batches never overlapping, and,
+  // unless the problem says aligned=0, every stride a multiple of 8 elements (the shape's
+  // kernels move rows in 16-byte chunks).
+  static MatmulStrides of_call(const MatmulShape& s, const CallScalars& call) {
+    MatmulStrides t = packed(s);
+    std::size_t at = 0;
+    auto take = [&](long long& ld, long long& stride, long long row_length, long long rows,
+                    bool written, const char* name) {
+      const std::int64_t given_ld = call.row_strides.at(at);
+      const std::optional<std::int64_t> given_stride = call.batch_strides.at(at);
+      ++at;
+      const std::string what = "matmul: " + std::string(name) + "'s ";
+      if (given_ld != 0) {
+        if (given_ld < row_length || given_ld > (1ll << 31) - 1)
+          throw InvalidArgument(what + "row stride " + std::to_string(given_ld) +
+                                " is outside " + std::to_string(row_length) +
+                                " (its row length) .. 2^31-1");
+        ld = given_ld;
+      }
+      stride = given_stride.value_or(rows * ld);
+      // Inputs may share or overlap batches (0: one matrix for all); C's must be apart.
+      const long long apart = written && s.batch > 1 ? (rows - 1) * ld + row_length : 0;
+      if (stride < apart)
+        throw InvalidArgument(what + "batch stride " + std::to_string(stride) + " is below " +
+                              std::to_string(apart) +
+                              (written ? ": its batches would overlap" : ""));
+      if (!s.strides_unaligned && s.rows_aligned() && ((ld | stride) % 8))
+        throw InvalidArgument(what + "strides (" + std::to_string(ld) + " per row, " +
+                              std::to_string(stride) +
+                              " per batch) are not multiples of 8 elements: the problem needs "
+                              "option aligned=0");
+    };
+    take(t.lda, t.stride_a, s.a_row_length(), s.a_rows(), false, "A");
+    take(t.ldb, t.stride_b, s.b_row_length(), s.b_rows(), false, "B");
+    if (s.has_bias()) ++at;
+    if (s.has_residual()) take(t.ldr, t.stride_r, s.n, s.m, false, "the residual");
+    take(t.ldc, t.stride_c, s.n, s.m, true, "C");
+    return t;
+  }
+};
 
 constexpr int kMmaSync = 0, kWgmma = 1;
 
@@ -175,11 +234,12 @@ class MatmulFamily final : public Family {
   }
 
   std::string name() const override { return "matmul"; }
-  std::string shape_form() const override { return "MxNxK or BxMxNxK (B contiguous batches)"; }
+  std::string shape_form() const override { return "MxNxK or BxMxNxK (B batches)"; }
   std::string options_help() const override {
     return "a=col (A stored k x m), b=col (B stored n x k: x @ W^T), bias=1, "
-           "act=relu|gelu|silu, residual=1 (C = act(A*B + bias) + residual); dtypes: bf16 or "
-           "f16 in, the input type or f32 out";
+           "act=relu|gelu|silu, residual=1 (C = act(A*B + bias) + residual), aligned=0 (row or "
+           "batch strides that are not multiples of 8 elements); dtypes: bf16 or f16 in, bf16, "
+           "f16 or f32 out";
   }
   const FamilySource& source() const override { return source_; }
 
@@ -326,9 +386,26 @@ class MatmulFamily final : public Family {
     if (problem.dtype != DType::f16 && problem.dtype != DType::bf16)
       throw InvalidArgument("matmul: input dtype " + std::string(dtype_name(problem.dtype)) +
                   " is not supported (f16 or bf16)");
-    if (problem.out_dtype != problem.dtype && problem.out_dtype != DType::f32)
+    if (problem.out_dtype != DType::f16 && problem.out_dtype != DType::bf16 &&
+        problem.out_dtype != DType::f32)
       throw InvalidArgument("matmul: output dtype " + std::string(dtype_name(problem.out_dtype)) +
-                  " must be the input dtype or f32");
+                  " is not supported (f16, bf16 or f32)");
+    if (s.strides_unaligned && !s.rows_aligned())
+      throw InvalidArgument("matmul: shape " + quote_input(problem.shape_text()) +
+                            " has unaligned rows already: leave out aligned=0");
+  }
+
+  // Strides that are not multiples of 8 elements need the kernels that gather rows, which an
+  // aligned shape would not get: such a call runs as the problem with aligned=0.
+  Problem problem_for_call(Problem problem, const CallScalars& scalars) const override {
+    const MatmulShape s(problem);
+    if (!s.rows_aligned() || s.strides_unaligned) return problem;
+    for (std::size_t i = 0; i < CallScalars::kMaxTensors; ++i)
+      if (scalars.row_strides[i] % 8 || scalars.batch_strides[i].value_or(0) % 8) {
+        problem.options["aligned"] = "0";
+        break;
+      }
+    return problem;
   }
 
   std::string kernel_file(const Config& config) const override {
@@ -379,10 +456,11 @@ class MatmulFamily final : public Family {
 
   LaunchPlan plan(const Config& config, const Problem& problem, const DeviceTarget& device,
                   std::span<const std::uint64_t> addresses, std::uint64_t workspace,
-                  const CallScalars&) const override {
+                  const CallScalars& scalars) const override {
     LaunchPlan plan;
     const MatmulShape s(problem);
     const Operands operands(s, addresses);
+    const MatmulStrides strides = MatmulStrides::of_call(s, scalars);
     if (config.at("variant") != kWgmma) {
       const TileConfig t(config);
       LaunchGeometry geometry;
@@ -390,38 +468,39 @@ class MatmulFamily final : public Family {
       geometry.grid[1] = static_cast<unsigned>(std::min<long long>(s.batch, 65535));
       geometry.block[0] = t.threads();
       geometry.dynamic_smem_bytes = t.smem_bytes(s);
-      plan.add(0, geometry, KernelArgs::of(params(s, operands, operands.c)));
+      plan.add(0, geometry, KernelArgs::of(params(s, strides, operands, operands.c)));
       return plan;
     }
     const WgmmaKernels index(config, problem);
     const Workspace space(config, problem, workspace);
-    std::uint64_t a = operands.a, b = operands.b;
-    long long lda = s.a_row_length(), ldb = s.b_row_length();
+    // Each operand as the kernel reads it: its base, rows, batch stride and whether one matrix
+    // serves every batch (a batch stride of 0).
+    struct Operand {
+      std::uint64_t address;
+      long long ld, stride;
+      bool shared;
+    };
+    Operand a{operands.a, strides.lda, strides.stride_a, strides.stride_a == 0 && s.batch > 1};
+    Operand b{operands.b, strides.ldb, strides.stride_b, strides.stride_b == 0 && s.batch > 1};
     if (index.copy >= 0) {
-      // Two copies into the workspace first; the kernel then reads the padded rows. Batches
-      // are contiguous, so a batch of stored matrices is one matrix of batch x rows rows.
-      plan.add(index.copy, copy_geometry(device, s.batch * s.a_rows()),
-               KernelArgs::of(CopyRowsParams{reinterpret_cast<const void*>(a),
-                                             reinterpret_cast<void*>(space.a),
-                                             s.batch * s.a_rows(), s.a_row_length(),
-                                             s.a_row_length(), space.lda}));
-      plan.add(index.copy, copy_geometry(device, s.batch * s.b_rows()),
-               KernelArgs::of(CopyRowsParams{reinterpret_cast<const void*>(b),
-                                             reinterpret_cast<void*>(space.b),
-                                             s.batch * s.b_rows(), s.b_row_length(),
-                                             s.b_row_length(), space.ldb}));
-      a = space.a;
-      b = space.b;
-      lda = space.lda;
-      ldb = space.ldb;
+      // Copies into packed, padded rows of the workspace first; the kernel then reads those.
+      // A shared matrix is copied once.
+      auto pad = [&](Operand& x, std::uint64_t into, long long rows, long long row_length,
+                     long long padded) {
+        const long long batches = x.shared ? 1 : s.batch;
+        plan.add(index.copy, copy_geometry(device, batches * rows),
+                 KernelArgs::of(CopyRowsParams{reinterpret_cast<const void*>(x.address),
+                                               reinterpret_cast<void*>(into), batches * rows,
+                                               row_length, x.ld, padded, rows, x.stride}));
+        x = {into, padded, rows * padded, x.shared};
+      };
+      pad(a, space.a, s.a_rows(), s.a_row_length(), space.lda);
+      pad(b, space.b, s.b_rows(), s.b_row_length(), space.ldb);
     }
     const WgmmaConfig w(config);
     // The product as the kernel computes it (swap_ab: C^T = B^T A^T, the operands exchanged).
     const MatmulShape ks = w.swap_ab ? s.swapped() : s;
-    if (w.swap_ab) {
-      std::swap(a, b);
-      std::swap(lda, ldb);
-    }
+    if (w.swap_ab) std::swap(a, b);
     // Persistent: one CTA per SM at most (one fits, by its shared memory), in whole clusters,
     // and no more clusters than there are units of work.
     const long long units = kernel_tiles(w, s) * w.workspace_splits();
@@ -435,45 +514,48 @@ class MatmulFamily final : public Family {
     p.m = static_cast<int>(ks.m);
     p.n = static_cast<int>(ks.n);
     p.k = static_cast<int>(s.k);
-    p.ldc = static_cast<int>(s.n);
+    p.ldc = static_cast<int>(strides.ldc);
     p.batch = static_cast<int>(s.batch);
-    p.stride_c = s.m * s.n;
+    p.stride_c = strides.stride_c;
+    p.a_shared = a.shared ? 1 : 0;
+    p.b_shared = b.shared ? 1 : 0;
     const std::uint64_t in_bytes = dtype_size(problem.dtype);
     const std::uint64_t out_bytes = dtype_size(problem.out_dtype);
-    // C through TMA stores where its rows start on 16-byte boundaries (C itself is 16-byte
-    // aligned: the runtime and the tuner require it); else plain stores, any ldc.
-    p.c_store_tma = (s.n * out_bytes) % 16 == 0 && w.split_k == 1 && !w.exchange() ? 1 : 0;
+    // C through TMA stores where its rows and batches start on 16-byte boundaries (C itself is
+    // 16-byte aligned: the runtime and the tuner require it); else plain stores, any ldc.
+    p.c_store_tma = (strides.ldc * out_bytes) % 16 == 0 &&
+                            (strides.stride_c * out_bytes) % 16 == 0 && w.split_k == 1 &&
+                            !w.exchange()
+                        ? 1
+                        : 0;
     p.k_splits = w.workspace_splits();
     p.partials = reinterpret_cast<float*>(space.partials);
-    p.epilogue = epilogue_args(s, operands);
+    p.epilogue = epilogue_args(strides, operands);
     KernelArgs args = KernelArgs::of(p);
     // The dimensions are the true ones: TMA reads zeros past them, never the padding. A
     // K-major tile is a box of 64 k x rows; an MN-major one is loaded as 64-wide column blocks
     // of BK k rows. Each CTA of a cluster loads its slice of the shared tile (matmul_sm90.cuh).
-    const std::uint64_t a_batch_bytes = ks.a_rows() * lda * in_bytes;
-    const std::uint64_t b_batch_bytes = ks.b_rows() * ldb * in_bytes;
+    // A shared matrix's map holds one batch, which the kernel reads for every batch.
+    auto operand_map = [&](const Operand& x, long long columns, long long rows, int box_rows) {
+      return tensor_map(problem.dtype, x.address, columns, rows, x.shared ? 1 : s.batch,
+                        x.ld * in_bytes, (x.shared ? rows * x.ld : x.stride) * in_bytes, 64,
+                        box_rows);
+    };
     if (ks.a_columns)
-      args.request_tensor_map(p, p.a_map, tensor_map(problem.dtype, a, ks.m, ks.k, ks.batch,
-                                                    lda * in_bytes, a_batch_bytes, 64,
-                                                    w.block_k / w.cluster_n));
+      args.request_tensor_map(p, p.a_map, operand_map(a, ks.m, ks.k, w.block_k / w.cluster_n));
     else
-      args.request_tensor_map(p, p.a_map, tensor_map(problem.dtype, a, ks.k, ks.m, ks.batch,
-                                                    lda * in_bytes, a_batch_bytes, 64,
-                                                    w.block_m / w.cluster_n));
+      args.request_tensor_map(p, p.a_map, operand_map(a, ks.k, ks.m, w.block_m / w.cluster_n));
     if (ks.b_columns)
-      args.request_tensor_map(p, p.b_map, tensor_map(problem.dtype, b, ks.k, ks.n, ks.batch,
-                                                    ldb * in_bytes, b_batch_bytes, 64,
-                                                    w.block_n / w.cluster_m));
+      args.request_tensor_map(p, p.b_map, operand_map(b, ks.k, ks.n, w.block_n / w.cluster_m));
     else
-      args.request_tensor_map(p, p.b_map, tensor_map(problem.dtype, b, ks.n, ks.k, ks.batch,
-                                                    ldb * in_bytes, b_batch_bytes, 64,
-                                                    w.block_k / w.cluster_m));
+      args.request_tensor_map(p, p.b_map, operand_map(b, ks.n, ks.k, w.block_k / w.cluster_m));
     // C: stored in boxes of 128 bytes x 64 rows from swizzled staging slots.
     if (p.c_store_tma)
       args.request_tensor_map(
           p, p.c_map,
-          tensor_map(problem.out_dtype, operands.c, s.n, s.m, s.batch, s.n * out_bytes,
-                     s.m * s.n * out_bytes, static_cast<std::uint32_t>(128 / out_bytes), 64));
+          tensor_map(problem.out_dtype, operands.c, s.n, s.m, s.batch, strides.ldc * out_bytes,
+                     strides.stride_c * out_bytes, static_cast<std::uint32_t>(128 / out_bytes),
+                     64));
     plan.add(0, geometry, args);
     if (index.reduce >= 0) {
       LaunchGeometry reduce;
@@ -484,8 +566,8 @@ class MatmulFamily final : public Family {
                KernelArgs::of(SplitKReduceParams{
                    reinterpret_cast<const float*>(space.partials),
                    reinterpret_cast<void*>(operands.c), static_cast<int>(s.m),
-                   static_cast<int>(s.n), static_cast<int>(s.n), w.workspace_splits(),
-                   static_cast<int>(s.batch), s.m * s.n, p.epilogue}));
+                   static_cast<int>(s.n), static_cast<int>(strides.ldc), w.workspace_splits(),
+                   static_cast<int>(s.batch), strides.stride_c, p.epilogue}));
     }
     return plan;
   }
@@ -526,7 +608,7 @@ class MatmulFamily final : public Family {
   KernelArgs reference_args(const Problem& problem, std::span<const std::uint64_t> addresses,
                             std::uint64_t reference_out) const override {
     const MatmulShape s(problem);
-    return KernelArgs::of(params(s, Operands(s, addresses), reference_out));
+    return KernelArgs::of(params(s, MatmulStrides::packed(s), Operands(s, addresses), reference_out));
   }
 
   std::vector<double> reference_cpu(const Problem& problem,
@@ -721,18 +803,19 @@ class MatmulFamily final : public Family {
     }
   };
 
-  static MatmulEpilogueArgs epilogue_args(const MatmulShape& s, const Operands& operands) {
+  static MatmulEpilogueArgs epilogue_args(const MatmulStrides& t, const Operands& operands) {
     MatmulEpilogueArgs e{};
     e.bias = reinterpret_cast<const void*>(operands.bias);
     e.residual = reinterpret_cast<const void*>(operands.residual);
-    e.ldr = static_cast<int>(s.n);
-    e.stride_r = s.m * s.n;
+    e.ldr = static_cast<int>(t.ldr);
+    e.stride_r = t.stride_r;
     return e;
   }
 
   // The mma.sync kernel's and the reference's argument; C (or the reference's fp32 output) at
-  // `c`, row-major and contiguous.
-  static MatmulParams params(const MatmulShape& s, const Operands& operands, std::uint64_t c) {
+  // `c`. The reference's output is packed: it is given packed strides.
+  static MatmulParams params(const MatmulShape& s, const MatmulStrides& t,
+                             const Operands& operands, std::uint64_t c) {
     MatmulParams p{};
     p.a = reinterpret_cast<const void*>(operands.a);
     p.b = reinterpret_cast<const void*>(operands.b);
@@ -740,14 +823,14 @@ class MatmulFamily final : public Family {
     p.m = static_cast<int>(s.m);
     p.n = static_cast<int>(s.n);
     p.k = static_cast<int>(s.k);
-    p.lda = static_cast<int>(s.a_row_length());
-    p.ldb = static_cast<int>(s.b_row_length());
-    p.ldc = static_cast<int>(s.n);
+    p.lda = static_cast<int>(t.lda);
+    p.ldb = static_cast<int>(t.ldb);
+    p.ldc = static_cast<int>(t.ldc);
     p.batch = static_cast<int>(s.batch);
-    p.stride_a = s.m * s.k;
-    p.stride_b = s.k * s.n;
-    p.stride_c = s.m * s.n;
-    p.epilogue = epilogue_args(s, operands);
+    p.stride_a = t.stride_a;
+    p.stride_b = t.stride_b;
+    p.stride_c = t.stride_c;
+    p.epilogue = epilogue_args(t, operands);
     return p;
   }
 

@@ -44,22 +44,25 @@
 //  tensor maps (cuTensorMapEncodeTiled, rank 3 (the batch outermost), elementStrides {1, 1, 1},
 //            interleave NONE, swizzle 128B, l2 promotion L2_256B, oob fill NONE = zeros):
 //    A row-major: BFLOAT16 / FLOAT16 (KIND_IN); globalDim {K, M, batch}; globalStrides
-//       {lda * 2, M * lda * 2} bytes; boxDim {64, BM / CLUSTER_N, 1}.
-//    A column-major: globalDim {M, K, batch}; globalStrides {lda * 2, K * lda * 2};
+//       {lda * 2, stride_a * 2} bytes; boxDim {64, BM / CLUSTER_N, 1}.
+//    A column-major: globalDim {M, K, batch}; globalStrides {lda * 2, stride_a * 2};
 //       boxDim {64, BK / CLUSTER_N, 1}.
-//    B row-major: globalDim {N, K, batch}; globalStrides {ldb * 2, K * ldb * 2};
+//    B row-major: globalDim {N, K, batch}; globalStrides {ldb * 2, stride_b * 2};
 //       boxDim {64, BK / CLUSTER_M, 1}.
-//    B column-major: globalDim {K, N, batch}; globalStrides {ldb * 2, N * ldb * 2};
+//    B column-major: globalDim {K, N, batch}; globalStrides {ldb * 2, stride_b * 2};
 //       boxDim {64, BN / CLUSTER_M, 1}.
+//    An operand whose one matrix serves every batch (a batch stride of 0): batch 1 in its map,
+//       a_shared / b_shared = 1 (the kernel then reads batch 0 of it for every batch).
 //    C (only with c_store_tma = 1): BFLOAT16 / FLOAT16 / FLOAT32 (KIND_OUT); globalDim
 //       {N, M, batch}; globalStrides {ldc * bytes, stride_c * bytes}; boxDim
 //       {128 / bytes(KIND_OUT), 64, 1} (64 x 64 for 16-bit C, 32 x 64 for fp32).
-//    TMA needs 16-byte aligned base addresses and row strides: lda and ldb multiples of 8
-//    elements (the host rejects others), A and B 16-byte aligned. For C through TMA: ldc *
-//    bytes % 16 == 0 and C 16-byte aligned; otherwise set c_store_tma = 0 and C is written with
-//    plain element stores from the same staging slots, a warp per row run (any ldc >= N, C
-//    aligned to its element). With SWAP or CLUSTER_K > 1, c_store_tma = 0: C goes out from the
-//    exchange buffer in runs of 4 columns (vector stores where ldc % 4 == 0).
+//    TMA needs 16-byte aligned base addresses and strides: lda, ldb, stride_a and stride_b
+//    multiples of 8 elements (the host copies others into padded rows first), A and B 16-byte
+//    aligned. For C through TMA: ldc * bytes and stride_c * bytes multiples of 16 and C 16-byte
+//    aligned; otherwise set c_store_tma = 0 and C is written with plain element stores from the
+//    same staging slots, a warp per row run (any ldc >= N, C aligned to its element). With
+//    SWAP or CLUSTER_K > 1, c_store_tma = 0: C goes out from the exchange buffer in runs of 4
+//    columns (vector stores where each batch's rows start on 4 elements).
 //  constraints: BK == 64; BN in {16, 32, 64, 128, 192, 256}, 16 and 32 only with a K-major B
 //     (column-major in LAYOUT); BM / CONSUMERS a multiple of 64;
 //     (BM / CONSUMERS / 64) * BN <= 256 (accumulator registers); CONSUMERS in {1, 2, 3};
@@ -373,7 +376,9 @@ struct TileExchange {
     for (int peer = 0; peer < CLUSTER_K; ++peer)
       remote[peer] = CLUSTER_K > 1 ? map_to_cta(buffer, peer) : buffer;
     constexpr int OWN_ROWS = OUTER / CLUSTER_K, QUADS = INNER / 4;
-    const bool vector_ok = ld % 4 == 0;
+    // 4-element stores where every row of this batch's C starts on 4 elements.
+    const bool vector_ok =
+        ld % 4 == 0 && reinterpret_cast<unsigned long long>(out) % (4 * (KIND == kF32 ? 4 : 2)) == 0;
 #pragma unroll 2
     for (int idx = t; idx < OWN_ROWS * QUADS; idx += THREADS) {
       const int o = rank * OWN_ROWS + idx / QUADS, i = 4 * (idx % QUADS);
@@ -562,23 +567,24 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
           mbarrier_arrive_expect_tx(full(stage), A_STAGE + B_STAGE);
           const int k0 = kb * BK;
           const unsigned a_stage = a_ring + stage * A_STAGE, b_stage = b_ring + stage * B_STAGE;
+          const int a_batch = p.a_shared ? 0 : w.batch, b_batch = p.b_shared ? 0 : w.batch;
           if (A_COLUMNS) {
 #pragma unroll
             for (int j = 0; j < BM / 64; ++j)
               load(a_stage + j * MN_CHUNK + cn * A_SLICE * 128, &p.a_map, full(stage),
-                   w.m0 + 64 * j, k0 + cn * A_SLICE, w.batch, CLUSTER_N > 1, a_mask);
+                   w.m0 + 64 * j, k0 + cn * A_SLICE, a_batch, CLUSTER_N > 1, a_mask);
           } else {
             load(a_stage + cn * A_SLICE * 128, &p.a_map, full(stage), k0, w.m0 + cn * A_SLICE,
-                 w.batch, CLUSTER_N > 1, a_mask);
+                 a_batch, CLUSTER_N > 1, a_mask);
           }
           if (B_COLUMNS) {
             load(b_stage + cm * B_SLICE * 128, &p.b_map, full(stage), k0, w.n0 + cm * B_SLICE,
-                 w.batch, CLUSTER_M > 1, b_mask);
+                 b_batch, CLUSTER_M > 1, b_mask);
           } else {
 #pragma unroll
             for (int j = 0; j < BN / 64; ++j)
               load(b_stage + j * MN_CHUNK + cm * B_SLICE * 128, &p.b_map, full(stage),
-                   w.n0 + 64 * j, k0 + cm * B_SLICE, w.batch, CLUSTER_M > 1, b_mask);
+                   w.n0 + 64 * j, k0 + cm * B_SLICE, b_batch, CLUSTER_M > 1, b_mask);
           }
           if (++stage == STAGES) {
             stage = 0;

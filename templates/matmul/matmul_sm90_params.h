@@ -22,6 +22,8 @@ struct MatmulSm90Params {
   int ldc;
   int batch;
   int c_store_tma;  // 1: C through c_map (needs ldc * bytes % 16 == 0, C 16-byte aligned)
+  // 1: the operand's map holds one matrix, read for every batch (a batch stride of 0).
+  int a_shared, b_shared;
   long long stride_c;
   // Split-K: with k_splits > 1, work unit u is K slice u % k_splits of output tile
   // u / k_splits, and its fp32 products go to partials + (slice * batch + b) * m * n (rows n

@@ -34,9 +34,14 @@ enum class Activation { none, relu, gelu, silu /* gelu: the exact (erf) form */ 
 
 // C[b] = act(A[b] * B[b] + bias) + residual[b] for b < batch, fp32 inside, rounded once to C's
 // type. A is m x k (row-major) or stored k x m (column-major); B is k x n or stored n x k (the
-// weight of a linear layer, x * W^T); C is m x n row-major. Batches are contiguous. A, B and C
-// are 16-byte aligned device pointers; bias (n elements) and residual (like C) have C's type
-// and are used when not null.
+// weight of a linear layer, x * W^T); C is m x n row-major. A, B and C are 16-byte aligned
+// device pointers; bias (n elements) and residual (like C) have C's type and are used when not
+// null. A and B are bf16 or f16; C is either of those or f32.
+//
+// Strides, in elements, take views of larger tensors: each stored matrix's rows `ld*` apart
+// (0: packed), its batches `batch_stride_*` apart (unset: packed; 0: one matrix serves every
+// batch, for A, B and the residual). Strides that are not multiples of 8 elements are taken
+// too, by the kernels that gather rows (tuned as the problem with option aligned=0).
 struct MatmulArgs {
   const void* a = nullptr;
   const void* b = nullptr;
@@ -50,6 +55,9 @@ struct MatmulArgs {
   const void* bias = nullptr;
   const void* residual = nullptr;
   Activation activation = Activation::none;
+  std::int64_t lda = 0, ldb = 0, ldc = 0, ld_residual = 0;
+  std::optional<std::int64_t> batch_stride_a{}, batch_stride_b{}, batch_stride_c{},
+      batch_stride_residual{};
 };
 
 // The row ops: each runs over the last dimension of a rows x cols tensor.

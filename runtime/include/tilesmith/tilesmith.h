@@ -37,9 +37,12 @@ enum tilesmith_activation {
   TILESMITH_ACT_SILU = 3
 };
 
-/* C[b] = act(A[b] * B[b] + bias) + residual[b] for b < batch (contiguous batches), fp32 inside.
- * Column-major A is stored k x m, column-major B n x k (x * W^T); C is m x n row-major. A, B, C:
- * 16-byte aligned; bias (n elements) and residual (like C) have out_dtype's type, NULL: none. */
+/* C[b] = act(A[b] * B[b] + bias) + residual[b] for b < batch, fp32 inside. Column-major A is
+ * stored k x m, column-major B n x k (x * W^T); C is m x n row-major. A, B, C: 16-byte aligned;
+ * bias (n elements) and residual (like C) have out_dtype's type, NULL: none. Strides in
+ * elements (tilesmith::MatmulArgs): rows ld* apart (0: packed); batches batch_stride_* apart
+ * where strided_batches is not 0 (0: one matrix for every batch, for A, B and residual), else
+ * packed. A zero-initialized descriptor's strides are the packed ones. */
 typedef struct tilesmith_matmul_desc {
   const void* a;
   const void* b;
@@ -50,6 +53,9 @@ typedef struct tilesmith_matmul_desc {
   const void* bias;
   const void* residual;
   int activation; /* enum tilesmith_activation */
+  int64_t lda, ldb, ldc, ld_residual;
+  int strided_batches;
+  int64_t batch_stride_a, batch_stride_b, batch_stride_c, batch_stride_residual;
 } tilesmith_matmul_desc;
 
 int tilesmith_matmul_ex(tilesmith_runtime* runtime, const tilesmith_matmul_desc* desc, void* stream);

@@ -198,17 +198,19 @@ TEST(MatmulValidateTest, RejectsF32Input) {
   EXPECT_NE(message.find("f32"), std::string::npos) << message;
 }
 
-TEST(MatmulValidateTest, RejectsMixingHalfTypes) {
-  EXPECT_THROW(matmul().validate(matmul_problem(64, 64, 64, DType::f16, DType::bf16)), Error);
-  EXPECT_THROW(matmul().validate(matmul_problem(64, 64, 64, DType::bf16, DType::f16)), Error);
+TEST(MatmulValidateTest, AcceptsEveryOutputTypeForEitherHalfInput) {
+  for (DType in : {DType::f16, DType::bf16})
+    for (DType out : {DType::f16, DType::bf16, DType::f32})
+      EXPECT_NO_THROW(matmul().validate(matmul_problem(17, 33, 65, in, out)))
+          << dtype_name(in) << "->" << dtype_name(out);
 }
 
-TEST(MatmulValidateTest, AcceptsSameTypeOrF32Output) {
-  for (DType in : {DType::f16, DType::bf16}) {
-    EXPECT_NO_THROW(matmul().validate(matmul_problem(64, 64, 64, in, in))) << dtype_name(in);
-    EXPECT_NO_THROW(matmul().validate(matmul_problem(17, 33, 65, in, DType::f32)))
-        << dtype_name(in);
-  }
+TEST(MatmulValidateTest, AlignedZeroOnlyWhereTheShapeIsAligned) {
+  EXPECT_NO_THROW(matmul().validate({"matmul", DType::bf16, DType::bf16, {17, 32, 64}, {{"aligned", "0"}}}));
+  const std::string message = error_message_of([] {
+    matmul().validate({"matmul", DType::bf16, DType::bf16, {17, 33, 64}, {{"aligned", "0"}}});
+  });
+  EXPECT_NE(message.find("leave out aligned=0"), std::string::npos) << message;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -640,6 +642,125 @@ TEST(MatmulArgsTest, PacksAddressesAndRowMajorLeadingDimensions) {
   std::memcpy(&params, reference.bytes.data(), sizeof(params));
   EXPECT_EQ(reinterpret_cast<std::uint64_t>(params.c), 0x4000u);  // fp32 reference output
   EXPECT_EQ(reinterpret_cast<std::uint64_t>(params.a), 0x1000u);
+}
+
+// A call's strides: the leading dimensions and batch strides of A, B, the residual and C reach
+// the kernels' arguments; a shared matrix (batch stride 0) is one batch in its tensor map.
+CallScalars strides_of(std::initializer_list<std::pair<std::int64_t, std::optional<std::int64_t>>> views) {
+  CallScalars scalars;
+  std::size_t i = 0;
+  for (const auto& [ld, stride] : views) {
+    scalars.row_strides[i] = ld;
+    scalars.batch_strides[i++] = stride;
+  }
+  return scalars;
+}
+
+TEST(MatmulStridesTest, ReachTheMmaSyncKernelsArguments) {
+  const Problem problem{"matmul", DType::bf16, DType::bf16, {3, 17, 32, 64}, {{"residual", "1"}}};
+  const std::vector<std::uint64_t> addresses = {0x1000, 0x2000, 0x3000, 0x4000};
+  const CallScalars scalars = strides_of({{72, 17 * 72 + 8}, {40, 0}, {48, 17 * 48}, {0, 1000}});
+  const LaunchPlan plan = matmul().plan(tile_config(64, 64, 32, 2, 2, 2), problem,
+                                        DeviceTarget::assumed_for_arch("sm_80"), addresses, 0, scalars);
+  MatmulParams params;
+  std::memcpy(&params, plan.steps[0].args.bytes.data(), sizeof params);
+  EXPECT_EQ(params.lda, 72);
+  EXPECT_EQ(params.stride_a, 17 * 72 + 8);
+  EXPECT_EQ(params.ldb, 40);
+  EXPECT_EQ(params.stride_b, 0);  // one B for every batch
+  EXPECT_EQ(params.epilogue.ldr, 48);
+  EXPECT_EQ(params.epilogue.stride_r, 17 * 48);
+  EXPECT_EQ(params.ldc, 32);  // packed rows
+  EXPECT_EQ(params.stride_c, 1000);
+  // The reference reads and writes packed tensors whatever a call's strides.
+  std::memcpy(&params, matmul().reference_args(problem, addresses, 0x5000).bytes.data(), sizeof params);
+  EXPECT_EQ(params.lda, 64);
+  EXPECT_EQ(params.stride_b, 64 * 32);
+}
+
+TEST(MatmulStridesTest, ASharedOperandIsOneBatchInItsTensorMap) {
+  const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
+  const Problem problem{"matmul", DType::bf16, DType::bf16, {4, 256, 256, 512}, {{"b", "col"}}};
+  const std::vector<std::uint64_t> addresses = {0x10000, 0x20000, 0x30000};
+  const CallScalars scalars = strides_of({{520, 256 * 520}, {0, 0}, {264, 256 * 264}});
+  const LaunchPlan plan = matmul().plan(testing::wgmma_config(128, 128, 4, 2, 1, 1), problem,
+                                        hopper, addresses, 0, scalars);
+  const KernelArgs& args = plan.steps[0].args;
+  ASSERT_EQ(args.tensor_map_count, 3);
+  EXPECT_EQ(args.tensor_maps[0].stride_bytes[0], 520u * 2);
+  EXPECT_EQ(args.tensor_maps[0].stride_bytes[1], 256u * 520 * 2);
+  EXPECT_EQ(args.tensor_maps[0].dims[2], 4u);
+  EXPECT_EQ(args.tensor_maps[1].dims[2], 1u);  // B: one matrix, read for every batch
+  EXPECT_EQ(args.tensor_maps[2].stride_bytes[0], 264u * 2);  // C through TMA, its own rows
+  MatmulSm90Params params;
+  std::memcpy(&params, args.bytes.data(), sizeof params);
+  EXPECT_EQ(params.a_shared, 0);
+  EXPECT_EQ(params.b_shared, 1);
+  EXPECT_EQ(params.c_store_tma, 1);
+  EXPECT_EQ(params.ldc, 264);
+  // swap_ab reads B as the kernel's A: the shared flag moves with it.
+  const Problem decode{"matmul", DType::bf16, DType::bf16, {4, 16, 256, 512}, {{"b", "col"}}};
+  const LaunchPlan swapped =
+      matmul().plan(testing::wgmma_config(64, 16, 8, 1, 1, 1, 1, 1, 0, 1), decode, hopper,
+                    addresses, 0, strides_of({{0, std::nullopt}, {0, 0}}));
+  std::memcpy(&params, swapped.steps[0].args.bytes.data(), sizeof params);
+  EXPECT_EQ(params.a_shared, 1);
+  EXPECT_EQ(params.b_shared, 0);
+  EXPECT_EQ(swapped.steps[0].args.tensor_maps[0].dims[2], 1u);
+}
+
+TEST(MatmulStridesTest, OddStridesRunAsTheProblemWithAlignedZero) {
+  const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
+  const Problem problem{"matmul", DType::bf16, DType::bf16, {2, 64, 64, 128}, {}};
+  // Multiples of 8 keep the problem; one odd stride anywhere asks for the gathering kernels.
+  EXPECT_EQ(matmul().problem_for_call(problem, strides_of({{136, 64 * 136}, {72, 0}})), problem);
+  const CallScalars odd = strides_of({{131, std::nullopt}, {0, 0}, {0, 64 * 64 + 1}});
+  const Problem call = matmul().problem_for_call(problem, odd);
+  EXPECT_EQ(call.option("aligned"), "0");
+  // The problem's own kernels would misread these strides: refused, naming the option.
+  const std::vector<std::uint64_t> addresses = {0x10000, 0x20000, 0x30000};
+  const std::string message = error_message_of(
+      [&] { matmul().plan(testing::wgmma_config(64, 64, 4, 1, 1, 1), problem, hopper, addresses, 0, odd); });
+  EXPECT_NE(message.find("aligned=0"), std::string::npos) << message;
+  // With aligned=0, A is copied from its strided batches into packed, padded rows; B, shared,
+  // is copied once; C, its batches one element off 16 bytes, leaves by plain stores.
+  const Config config = testing::wgmma_config(64, 64, 4, 1, 1, 1);
+  const LaunchPlan plan = matmul().plan(config, call, hopper, addresses, 0x100000, odd);
+  ASSERT_EQ(plan.step_count, 3);
+  CopyRowsParams copy_a, copy_b;
+  std::memcpy(&copy_a, plan.steps[0].args.bytes.data(), sizeof copy_a);
+  std::memcpy(&copy_b, plan.steps[1].args.bytes.data(), sizeof copy_b);
+  EXPECT_EQ(copy_a.rows, 2 * 64);
+  EXPECT_EQ(copy_a.src_ld, 131);
+  EXPECT_EQ(copy_a.batch_rows, 64);
+  EXPECT_EQ(copy_a.src_batch_stride, 64 * 131);
+  EXPECT_EQ(copy_a.dst_ld, 128);
+  EXPECT_EQ(copy_b.rows, 128);  // one batch of B's 128 rows
+  MatmulSm90Params params;
+  std::memcpy(&params, plan.steps[2].args.bytes.data(), sizeof params);
+  EXPECT_EQ(params.b_shared, 1);
+  EXPECT_EQ(params.c_store_tma, 0);
+  EXPECT_EQ(params.stride_c, 64 * 64 + 1);
+}
+
+TEST(MatmulStridesTest, RowsShorterThanTheMatrixAndOverlappingOutputsAreErrors) {
+  const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
+  const Problem problem{"matmul", DType::bf16, DType::bf16, {2, 64, 64, 128}, {}};
+  const std::vector<std::uint64_t> addresses = {0x10000, 0x20000, 0x30000};
+  auto plan_error = [&](const CallScalars& scalars) {
+    return error_message_of([&] {
+      matmul().plan(tile_config(64, 64, 32, 2, 2, 2), problem, hopper, addresses, 0, scalars);
+    });
+  };
+  std::string message = plan_error(strides_of({{120, std::nullopt}}));
+  EXPECT_NE(message.find("A's row stride 120 is outside 128"), std::string::npos) << message;
+  message = plan_error(strides_of({{0, std::nullopt}, {0, std::nullopt}, {0, 0}}));
+  EXPECT_NE(message.find("C's batch stride 0 is below"), std::string::npos) << message;
+  message = plan_error(strides_of({{0, std::nullopt}, {0, std::nullopt}, {72, 63 * 72}}));
+  EXPECT_NE(message.find("would overlap"), std::string::npos) << message;
+  // Inputs may overlap or share their batches.
+  EXPECT_NO_THROW(matmul().plan(tile_config(64, 64, 32, 2, 2, 2), problem, hopper, addresses, 0,
+                                strides_of({{0, 8}, {0, 0}})));
 }
 
 TEST(MatmulToleranceTest, FollowsTheOutputType) {

@@ -1,7 +1,9 @@
 // GPU: the matmul template against its reference, and the reference against a CPU loop.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 
 #include "generator/compiled_kernel.hpp"
@@ -201,6 +203,191 @@ TEST_F(GpuMatmul, WgmmaSplitKAndPaddedPlansMatchTheReference) {
       tuner::Verification result = bench.verify(ready, c.config);
       EXPECT_TRUE(result.passed) << c.problem.key() << " [" << c.config.text() << "]: " << result.detail;
       EXPECT_EQ(result.nonfinite, 0u);
+    }
+  }
+}
+
+// A batch of stored matrices inside a larger buffer, as a view of a bigger tensor gives them:
+// rows `ld` elements apart, batches `stride` apart (0: one matrix for every batch), from
+// `offset` elements in. Everything else holds all-ones bits (a NaN in bf16, f16 and f32), so a
+// write outside the view shows.
+struct StridedMatrices {
+  std::size_t element;
+  long long batches, rows, cols, ld, stride, offset;
+  std::vector<unsigned char> image;
+  driver::DeviceBuffer buffer;
+  StridedMatrices(DType dtype, long long b, long long r, long long c, long long row_stride,
+                  long long batch_stride, long long start)
+      : element(dtype_size(dtype)), batches(b), rows(r), cols(c), ld(row_stride),
+        stride(batch_stride), offset(start),
+        image(static_cast<std::size_t>(start + (b - 1) * batch_stride + r * row_stride) * element,
+              0xff),
+        buffer(image.size(), "strided matrices") {}
+  std::uint64_t address() const { return buffer.address() + offset * element; }
+  std::size_t at(long long b, long long r, long long c) const {
+    return static_cast<std::size_t>(offset + b * stride + r * ld + c) * element;
+  }
+  // Packed matrices (raw elements, one batch after another; one for a shared view) into the
+  // view, uploaded with the poison around them.
+  void upload(const std::vector<unsigned char>& packed) {
+    for (long long b = 0; b < (stride == 0 ? 1 : batches); ++b)
+      for (long long r = 0; r < rows; ++r)
+        std::memcpy(&image[at(b, r, 0)], &packed[((b * rows + r) * cols) * element],
+                    static_cast<std::size_t>(cols) * element);
+    TILESMITH_CU(driver::api().cuMemcpyHtoD(buffer.address(), image.data(), image.size()),
+                 "uploading strided matrices");
+  }
+  // The view's elements as doubles, packed, and how many elements outside it changed.
+  std::vector<double> download(DType dtype, std::size_t& changed_outside) {
+    std::vector<unsigned char> now(image.size());
+    TILESMITH_CU(driver::api().cuMemcpyDtoH(now.data(), buffer.address(), now.size()),
+                 "downloading strided matrices");
+    std::vector<double> packed;
+    std::vector<bool> inside(image.size() / element, false);
+    for (long long b = 0; b < batches; ++b)
+      for (long long r = 0; r < rows; ++r)
+        for (long long c = 0; c < cols; ++c) {
+          const std::size_t byte = at(b, r, c);
+          inside[byte / element] = true;
+          std::uint32_t bits = 0;
+          std::memcpy(&bits, &now[byte], element);
+          float value;
+          if (dtype == DType::bf16) bits <<= 16;
+          std::memcpy(&value, &bits, 4);
+          packed.push_back(value);
+        }
+    changed_outside = 0;
+    for (std::size_t i = 0; i < inside.size(); ++i)
+      if (!inside[i] && std::memcmp(&now[i * element], &image[i * element], element))
+        ++changed_outside;
+    return packed;
+  }
+};
+
+// Views of larger tensors: rows and batches strided (by multiples of 8 elements, and by odd
+// counts, which run as the problem with aligned=0), one matrix shared by every batch, mixed
+// input and output types, on each template and each wgmma store path (TMA, plain stores, the
+// exchange buffer, split-K's reduction); against the CPU reference, gaps untouched.
+TEST_F(GpuMatmul, StridedAndSharedBatchesMatchTheReference) {
+  struct Strides {
+    long long lda, stride_a, ldb, stride_b, ldr, stride_r, ldc, stride_c;
+  };
+  struct Case {
+    Problem problem;  // packed; the call's problem adds aligned=0 where the strides need it
+    Strides strides;
+    bool needs_unaligned;
+    std::vector<Config> configs;
+  };
+  const Config mma = testing::tile_config(64, 64, 32, 2, 2, 3);
+  const bool hopper = device_.arch() == "sm_90a";
+  auto wgmma = [&](std::vector<Config> configs) {
+    configs.insert(configs.begin(), mma);
+    if (!hopper) configs.resize(1);
+    return configs;
+  };
+  const std::vector<Case> cases = {
+      {{"matmul", DType::bf16, DType::f32, {3, 70, 48, 264}, {{"act", "gelu"}, {"bias", "1"}, {"residual", "1"}}},
+       {272, 70 * 272 + 64, 56, 0, 64, 70 * 64, 56, 70 * 56 + 8},
+       false,
+       wgmma({testing::wgmma_config(64, 64, 4, 1, 1, 1, 1), testing::wgmma_config(64, 64, 4, 1, 1, 1, 1, 2)})},
+      {{"matmul", DType::bf16, DType::f32, {3, 70, 48, 264}, {{"act", "gelu"}, {"bias", "1"}, {"residual", "1"}}},
+       {269, 70 * 269 + 3, 51, 0, 50, 70 * 50 + 1, 49, 70 * 49 + 5},
+       true,
+       wgmma({testing::wgmma_config(64, 64, 4, 1, 1, 1, 1), testing::wgmma_config(64, 64, 4, 1, 1, 1, 1, 2),
+              testing::wgmma_config(64, 64, 4, 1, 1, 1, 1, 2, 1)})},
+      // Decode with a weight shared by the batches (swap_ab), f16 in and bf16 out.
+      {{"matmul", DType::f16, DType::bf16, {2, 16, 520, 264}, {{"b", "col"}}},
+       {272, 16 * 272 + 32, 272, 0, 0, 0, 528, 16 * 528 + 8},
+       false,
+       wgmma({testing::wgmma_config(64, 16, 4, 1, 1, 1, 1, 1, 0, 1),
+              testing::wgmma_config(64, 16, 4, 1, 1, 1, 1, 2, 1, 1)})},
+      {{"matmul", DType::bf16, DType::bf16, {2, 104, 200, 264}, {{"a", "col"}}},
+       {112, 264 * 112 + 8, 200, 264 * 200, 0, 0, 203, 104 * 203 + 1},
+       true,
+       wgmma({testing::wgmma_config(64, 64, 4, 1, 1, 1, 1, 2, 1), testing::wgmma_config(128, 64, 4, 2, 1, 1, 8, 2),
+              testing::wgmma_config(64, 64, 4, 1, 1, 2)})},
+  };
+  for (const Case& c : cases) {
+    const Strides& t = c.strides;
+    CallScalars scalars;
+    std::size_t next = 0;
+    auto view = [&](long long ld, long long stride) {
+      scalars.row_strides[next] = ld;
+      scalars.batch_strides[next++] = stride;
+    };
+    const Problem packed = c.problem;
+    const bool has_bias = packed.option("bias") == "1", has_residual = packed.option("residual") == "1";
+    view(t.lda, t.stride_a);
+    view(t.ldb, t.stride_b);
+    if (has_bias) next++;
+    if (has_residual) view(t.ldr, t.stride_r);
+    view(t.ldc, t.stride_c);
+    const Problem problem = family_.problem_for_call(packed, scalars);
+    EXPECT_EQ(problem.option("aligned") == "0", c.needs_unaligned) << problem.key();
+    tuner::Workbench bench(family_, problem, device_);
+    bench.refresh_inputs(21);
+    const std::vector<TensorSpec> specs = family_.tensors(problem);
+    const long long batch = problem.shape[0], m = problem.shape[1], n = problem.shape[2],
+                    k = problem.shape[3];
+    const bool a_col = problem.option("a") == "col", b_col = problem.option("b") == "col";
+    const DType in = problem.dtype, out = problem.out_dtype;
+    // The views, filled from the bench's random inputs; a shared view from batch 0.
+    std::vector<StridedMatrices> views;
+    views.reserve(4);
+    views.emplace_back(in, batch, a_col ? k : m, a_col ? m : k, t.lda, t.stride_a, 8);
+    views.emplace_back(in, batch, b_col ? n : k, b_col ? k : n, t.ldb, t.stride_b, 16);
+    if (has_residual) views.emplace_back(out, batch, m, n, t.ldr, t.stride_r, 1);
+    views.emplace_back(out, batch, m, n, t.ldc, t.stride_c, 24);
+    std::vector<std::vector<double>> inputs;
+    std::vector<std::uint64_t> addresses;
+    std::size_t v = 0;
+    for (std::size_t i = 0; i < specs.size(); ++i) {
+      if (specs[i].is_output) break;
+      std::vector<double> values = bench.download(i);
+      if (specs[i].name == "bias") {
+        inputs.push_back(values);
+        addresses.push_back(bench.tensor_addresses()[i]);
+        continue;
+      }
+      StridedMatrices& x = views[v++];
+      std::vector<unsigned char> raw(specs[i].elements * x.element);
+      TILESMITH_CU(driver::api().cuMemcpyDtoH(raw.data(), bench.tensor_addresses()[i], raw.size()),
+                   "reading an input");
+      x.upload(raw);
+      if (x.stride == 0)  // every batch reads batch 0's matrix
+        for (long long b = 1; b < batch; ++b)
+          std::copy_n(values.begin(), x.rows * x.cols, values.begin() + b * x.rows * x.cols);
+      inputs.push_back(values);
+      addresses.push_back(x.address());
+    }
+    addresses.push_back(views.back().address());
+    const std::vector<double> expected = family_.reference_cpu(problem, inputs);
+    for (const Config& config : c.configs) {
+      ASSERT_EQ(family_.reject(config, problem, device_), std::nullopt)
+          << problem.key() << " " << config.text();
+      RenderedSource source = render(family_, config, problem);
+      driver::DeviceBuffer workspace(std::max<std::size_t>(family_.workspace_bytes(config, problem, device_), 256),
+                                     "the workspace");
+      const LaunchPlan plan =
+          family_.plan(config, problem, device_, addresses, workspace.address(), scalars);
+      driver::ReadyKernel ready =
+          driver::load_kernel(compile(source, device_.arch()), plan, source.describe());
+      StridedMatrices& c_view = views.back();
+      c_view.upload(std::vector<unsigned char>(static_cast<std::size_t>(batch * m * n) * c_view.element, 0xff));
+      ready.run(plan, nullptr);
+      TILESMITH_CU(driver::api().cuCtxSynchronize(), "running a strided matmul");
+      std::size_t changed = 0;
+      const std::vector<double> got = c_view.download(out, changed);
+      ASSERT_EQ(got.size(), expected.size());
+      double error = 0, norm = 0;
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        error += (got[i] - expected[i]) * (got[i] - expected[i]);
+        norm += expected[i] * expected[i];
+      }
+      const double relative = std::sqrt(error / norm);
+      EXPECT_LE(relative, family_.tolerance(problem, specs.back()))
+          << problem.key() << " [" << config.text() << "]";
+      EXPECT_EQ(changed, 0u) << problem.key() << " [" << config.text() << "]: writes outside C's view";
     }
   }
 }
