@@ -24,6 +24,7 @@ ACTIVATIONS = {"none": 0, "relu": 1, "gelu": 2, "silu": 3}  # enum tilesmith_act
 ROW_MAJOR, COLUMN_MAJOR = 0, 1  # enum tilesmith_layout
 INDUCTOR_MODE = "max-autotune-no-cudagraphs"
 FLOOR_MAX_M = 16  # rows at or below this M get the memory-floor ratio (they are bandwidth bound)
+TF32_TOLERANCE = 5e-3  # the matmul family's for fp32 inputs
 
 
 class MatmulDesc(ctypes.Structure):
@@ -366,8 +367,9 @@ def parse_args(argv=None):
                    help="add the fused bias/activation/residual cases (against eager and compiled "
                         "torch)")
     p.add_argument("--list", action="store_true", help="print the selected cases and exit")
-    p.add_argument("--dtype", choices=["bf16", "f16"], default="bf16",
-                   help="input and output type (default bf16)")
+    p.add_argument("--dtype", choices=["bf16", "f16", "f32"], default="bf16",
+                   help="input and output type (default bf16); f32 is multiplied as tf32, by "
+                        "tilesmith and by torch (allow_tf32), and checked against fp64")
     p.add_argument("--lib", default=os.path.join(mb.REPO, "build", "libtilesmith.so"))
     p.add_argument("--tilesmith", metavar="PATH",
                    help="the CLI for the tune step (default: tilesmith beside --lib)")
@@ -524,10 +526,14 @@ def main(argv=None):
     except RuntimeError as error:
         mb.setup_error(str(error))
 
-    dt = {"bf16": torch.bfloat16, "f16": torch.float16}[args.dtype]
+    dt = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}[args.dtype]
     code = mb.DTYPE_CODES[args.dtype]
-    tolerance = mb.TOLERANCE[args.dtype]
-    torch.backends.cuda.matmul.allow_tf32 = False  # the fp32 reference must really be fp32
+    tf32 = args.dtype == "f32"
+    # tf32 keeps 10 mantissa bits of each input: ~1e-3 relative over a long sum.
+    tolerance = TF32_TOLERANCE if tf32 else mb.TOLERANCE[args.dtype]
+    # fp32 inputs are multiplied as tf32 by everyone timed; the 16-bit cases' fp32 reference
+    # must really be fp32 (the fp32 cases' reference is fp64).
+    torch.backends.cuda.matmul.allow_tf32 = tf32
     bench = mb.make_bench(args.warmup_ms, args.rep_ms)
     copy_gbs = mb.copy_bandwidth_gbs(bench)
     torch.matmul(torch.ones(8, 8, device="cuda", dtype=dt),
@@ -541,6 +547,8 @@ def main(argv=None):
     x = w = None
     gpu = torch.cuda.get_device_name()
     peak = args.peak or mb.peak_tflops(gpu)
+    if tf32 and not args.peak and peak:
+        peak /= 2  # dense tf32 runs at half the 16-bit rate
     header = {
         "gpu": gpu, "torch": torch.__version__, "cuda": torch.version.cuda,
         "triton": triton.__version__, "cublas": mb.cublas_version(), "copy_GBps": copy_gbs,
@@ -680,7 +688,8 @@ def main(argv=None):
                              "tilesmith_matmul_ex")
 
                 # fp32 reference, then tilesmith's first call (lookup / NVRTC compile, untimed).
-                ref = torch.matmul(a.float(), b.float())
+                ref = (torch.matmul(a.double(), b.double()).float() if tf32
+                       else torch.matmul(a.float(), b.float()))
                 if bias is not None:
                     ref += bias.float()
                 if acts[case.act] is not None:

@@ -1,6 +1,7 @@
 // Re-strides a matrix: the padding copy that lets TMA read a matrix whose rows do not start on
-// 16-byte boundaries (4093 bf16 columns). TMA's bounds stop at the true column count, so the
-// padding itself is never read; the last chunk of a row may write garbage into it.
+// 16-byte boundaries (4093 bf16 columns), and (at the end) the transposing copy. TMA's bounds
+// stop at the true column count, so the padding itself is never read; the last chunk of a row
+// may write garbage into it.
 //
 // Bandwidth: a source row starts on any element boundary, so element-wide loads (v3: 1.2-2 TB/s)
 // would cap the copy. Each thread writes one 16-byte chunk of a destination row (whose rows
@@ -66,6 +67,47 @@ __global__ void __launch_bounds__(256) copy_rows(const CopyRowsParams p) {
       asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(to + 16ll * chunk),
                    "r"(out[0]), "r"(out[1]), "r"(out[2]), "r"(out[3])
                    : "memory");
+    }
+  }
+}
+
+// The element type moved by ELEMENT_BYTES-wide copies.
+template <int ELEMENT_BYTES>
+struct CopiedElement;
+template <>
+struct CopiedElement<2> {
+  using type = unsigned short;
+};
+template <>
+struct CopiedElement<4> {
+  using type = unsigned;
+};
+
+// The transposing copy that lets TMA read a matrix in the major order an instruction needs
+// (tf32 wgmma takes K-major operands only). 32 x 32 tiles through shared memory (one column of
+// padding: no bank conflicts), so reads and writes are both coalesced along rows.
+// launch: block 32 x 8 threads, grid (ceil(cols / 32), min(ceil(rows / 32), 65535),
+// min(batches, 65535)); grid-stride loops over the tile rows and the batches cover the rest.
+template <int ELEMENT_BYTES>
+__global__ void __launch_bounds__(256) transpose_rows(const TransposeParams p) {
+  using Element = typename CopiedElement<ELEMENT_BYTES>::type;
+  __shared__ Element tile[32][33];
+  const long long col0 = 32ll * blockIdx.x;
+  for (long long batch = blockIdx.z; batch < p.batches; batch += gridDim.z) {
+    const Element* src = static_cast<const Element*>(p.src) + batch * p.src_batch_stride;
+    Element* dst = static_cast<Element*>(p.dst) + batch * p.cols * p.dst_ld;
+    for (long long row0 = 32ll * blockIdx.y; row0 < p.rows; row0 += 32ll * gridDim.y) {
+      for (int i = threadIdx.y; i < 32; i += 8) {
+        const long long row = row0 + i, col = col0 + threadIdx.x;
+        if (row < p.rows && col < p.cols) tile[i][threadIdx.x] = src[row * p.src_ld + col];
+      }
+      __syncthreads();
+      for (int i = threadIdx.y; i < 32; i += 8) {
+        const long long out_row = col0 + i, out_col = row0 + threadIdx.x;
+        if (out_row < p.cols && out_col < p.rows)
+          dst[out_row * p.dst_ld + out_col] = tile[threadIdx.x][i];
+      }
+      __syncthreads();
     }
   }
 }

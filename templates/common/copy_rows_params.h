@@ -1,4 +1,5 @@
-// The argument of copy_rows (common/copy_rows.cuh), shared by host and kernel.
+// The arguments of copy_rows and transpose_rows (common/copy_rows.cuh), shared by host and
+// kernel.
 #pragma once
 
 namespace tilesmith {
@@ -12,6 +13,15 @@ struct CopyRowsParams {
   long long rows, cols;
   long long src_ld, dst_ld;
   long long batch_rows, src_batch_stride;
+};
+
+// A batch of rows x cols matrices (rows src_ld elements apart, batches src_batch_stride apart)
+// written transposed, as cols x rows matrices with rows dst_ld apart, packed batch after batch.
+struct TransposeParams {
+  const void* src;
+  void* dst;
+  long long batches, rows, cols;
+  long long src_ld, src_batch_stride, dst_ld;
 };
 
 }  // namespace tilesmith

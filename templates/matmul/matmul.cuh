@@ -1,5 +1,5 @@
 // Matmul, tensor-core version 2 (sm_80+): C[b] = epilogue(A[b] * B[b]), fp16/bf16 in, fp32
-// accumulate, output in the input type or fp32, any M, N, K and batch count.
+// accumulate, output bf16, fp16 or fp32, any M, N, K and batch count.
 //
 // mainloop: a STAGES-deep ring of shared-memory tiles filled by cp.async (16-byte, zero-filled
 //           past the edges); rows padded by 16 bytes so ldmatrix reads hit 8 distinct bank
@@ -299,6 +299,7 @@ template <int BM, int BN, int BK, int WM, int WN, int STAGES, int GROUP_M, int A
           int IN_KIND, int OUT_KIND, int LAYOUT, int EPI>
 __global__ void __launch_bounds__(WM* WN * 32) matmul_kernel(const MatmulParams p) {
   typedef MatmulTile<BM, BN, BK, WM, WN, LAYOUT> T;
+  static_assert(IN_KIND == kBF16 || IN_KIND == kF16, "mma.sync m16n8k16 takes 16-bit inputs");
   extern __shared__ __align__(128) half_bits smem[];
 
   for (int batch = blockIdx.y; batch < p.batch; batch += gridDim.y) {
@@ -433,8 +434,7 @@ __global__ void __launch_bounds__(256) matmul_reference(const MatmulParams p) {
   const int b_k = column_b ? tx : ty, b_n = column_b ? ty : tx;
   const int a_row = blockIdx.y * 16 + a_m, b_col = blockIdx.x * 16 + b_n;
   for (int batch = blockIdx.z; batch < p.batch; batch += gridDim.z) {
-    const half_bits* a = static_cast<const half_bits*>(p.a) + batch * p.stride_a;
-    const half_bits* b = static_cast<const half_bits*>(p.b) + batch * p.stride_b;
+    const long long a_batch = batch * p.stride_a, b_batch = batch * p.stride_b;
     float sum = 0.f;
     for (int k0 = 0; k0 < p.k; k0 += 16) {
       const int ka = k0 + a_k, kb = k0 + b_k;
@@ -442,8 +442,8 @@ __global__ void __launch_bounds__(256) matmul_reference(const MatmulParams p) {
                                          : static_cast<long long>(a_row) * p.lda + ka;
       const long long b_index = column_b ? static_cast<long long>(b_col) * p.ldb + kb
                                          : static_cast<long long>(kb) * p.ldb + b_col;
-      tile_a[a_m][a_k] = (a_row < p.m && ka < p.k) ? to_float(a[a_index], IN_KIND) : 0.f;
-      tile_b[b_k][b_n] = (kb < p.k && b_col < p.n) ? to_float(b[b_index], IN_KIND) : 0.f;
+      tile_a[a_m][a_k] = (a_row < p.m && ka < p.k) ? load_as_float<IN_KIND>(p.a, a_batch + a_index) : 0.f;
+      tile_b[b_k][b_n] = (kb < p.k && b_col < p.n) ? load_as_float<IN_KIND>(p.b, b_batch + b_index) : 0.f;
       __syncthreads();
 #pragma unroll
       for (int kk = 0; kk < 16; ++kk) sum = fmaf(tile_a[ty][kk], tile_b[kk][tx], sum);

@@ -30,7 +30,8 @@ struct MatmulShape {
   bool a_columns = false, b_columns = false;
   bool strides_unaligned = false;
   int epilogue = 0;  // MatmulEpilogueBits
-  explicit MatmulShape(const Problem& problem) {
+  long long in_bytes = 2;  // of an element of A and B
+  explicit MatmulShape(const Problem& problem) : in_bytes(static_cast<long long>(dtype_size(problem.dtype))) {
     const auto& dims = problem.shape;
     const std::size_t at = dims.size() == 4 ? 1 : 0;
     if (at) batch = dims.at(0);
@@ -51,8 +52,11 @@ struct MatmulShape {
   long long a_row_length() const { return a_columns ? m : k; }
   long long b_rows() const { return b_columns ? n : k; }
   long long b_row_length() const { return b_columns ? k : n; }
-  // cp.async and TMA move 16 bytes (8 elements): stored rows must start on 16-byte boundaries.
-  bool rows_aligned() const { return a_row_length() % 8 == 0 && b_row_length() % 8 == 0; }
+  // cp.async and TMA move 16 bytes: stored rows must start on 16-byte boundaries.
+  long long per_16_bytes() const { return 16 / in_bytes; }
+  bool rows_aligned() const {
+    return a_row_length() % per_16_bytes() == 0 && b_row_length() % per_16_bytes() == 0;
+  }
   bool aligned() const { return rows_aligned() && !strides_unaligned; }
   bool has_bias() const { return epilogue & kEpilogueBias; }
   bool has_residual() const { return epilogue & kEpilogueResidual; }
@@ -63,6 +67,20 @@ struct MatmulShape {
     std::swap(t.m, t.n);
     t.a_columns = !b_columns;
     t.b_columns = !a_columns;
+    return t;
+  }
+  // fp32 inputs are multiplied as tf32, which wgmma reads K-major only: the plan first
+  // transposes a column-major A or a row-major B into the workspace.
+  bool tf32() const { return in_bytes == 4; }
+  bool transposes_a() const { return tf32() && a_columns; }
+  bool transposes_b() const { return tf32() && !b_columns; }
+  // The product as the sm_90a kernel reads it, after those transposes.
+  MatmulShape as_read() const {
+    MatmulShape t = *this;
+    if (tf32()) {
+      t.a_columns = false;
+      t.b_columns = true;
+    }
     return t;
   }
 };
@@ -93,8 +111,8 @@ struct MatmulStrides {
 
   // The call's strides (CallScalars, tensors() order: A, B, [bias], [residual], C), checked:
   // rows no shorter than the matrix's and below 2^31, C's batches never overlapping, and,
-  // unless the problem says aligned=0, every stride a multiple of 8 elements (the shape's
-  // kernels move rows in 16-byte chunks).
+  // unless the problem says aligned=0, every stride a multiple of 16 bytes (the shape's kernels
+  // move rows in 16-byte chunks).
   static MatmulStrides of_call(const MatmulShape& s, const CallScalars& call) {
     MatmulStrides t = packed(s);
     std::size_t at = 0;
@@ -118,11 +136,11 @@ struct MatmulStrides {
         throw InvalidArgument(what + "batch stride " + std::to_string(stride) + " is below " +
                               std::to_string(apart) +
                               (written ? ": its batches would overlap" : ""));
-      if (!s.strides_unaligned && s.rows_aligned() && ((ld | stride) % 8))
+      if (!s.strides_unaligned && s.rows_aligned() && ((ld | stride) % s.per_16_bytes()))
         throw InvalidArgument(what + "strides (" + std::to_string(ld) + " per row, " +
-                              std::to_string(stride) +
-                              " per batch) are not multiples of 8 elements: the problem needs "
-                              "option aligned=0");
+                              std::to_string(stride) + " per batch) are not multiples of " +
+                              std::to_string(s.per_16_bytes()) +
+                              " elements (16 bytes): the problem needs option aligned=0");
     };
     take(t.lda, t.stride_a, s.a_row_length(), s.a_rows(), false, "A");
     take(t.ldb, t.stride_b, s.b_row_length(), s.b_rows(), false, "B");
@@ -155,7 +173,7 @@ std::vector<ParamSpec> variant_space(int variant) {
   // tile, with 16- and 32-column tiles over M.
   return {{"block_m", {64, 128, 192, 256}},
           {"block_n", {16, 32, 64, 128, 192, 256}},
-          {"block_k", {64}},
+          {"block_k", {32, 64}},  // one 128-byte row: 64 of bf16/f16, 32 of fp32 (tf32)
           {"stages", {3, 4, 5, 6, 8}},
           {"consumers", {1, 2, 3}},
           {"cluster_m", {1, 2}},
@@ -192,11 +210,11 @@ struct WgmmaConfig {
   int exchange_bytes() const {
     return swap_ab ? block_n * (block_m + 4) * 4 : block_m * (block_n + 8) * 4;
   }
-  // The A and B rings, two 8 KB C staging slots per consumer warpgroup or the exchange buffer,
-  // the mbarriers (full and empty per stage, two for the exchange), and the slack to round the
-  // base up to 1024 bytes (the 128-byte swizzle's period).
+  // The A and B rings (128-byte rows of k), two 8 KB C staging slots per consumer warpgroup or
+  // the exchange buffer, the mbarriers (full and empty per stage, two for the exchange), and
+  // the slack to round the base up to 1024 bytes (the 128-byte swizzle's period).
   int smem_bytes() const {
-    return stages * (block_m + block_n) * block_k * 2 +
+    return stages * (block_m + block_n) * 128 +
            (exchange() ? exchange_bytes() : consumers * 2 * 8192) + 16 * stages + 16 + 1024;
   }
 };
@@ -238,8 +256,8 @@ class MatmulFamily final : public Family {
   std::string options_help() const override {
     return "a=col (A stored k x m), b=col (B stored n x k: x @ W^T), bias=1, "
            "act=relu|gelu|silu, residual=1 (C = act(A*B + bias) + residual), aligned=0 (row or "
-           "batch strides that are not multiples of 8 elements); dtypes: bf16 or f16 in, bf16, "
-           "f16 or f32 out";
+           "batch strides off 16-byte boundaries); dtypes: bf16, f16 or f32 (as tf32, sm_90a) in, "
+           "bf16, f16 or f32 out";
   }
   const FamilySource& source() const override { return source_; }
 
@@ -286,6 +304,8 @@ class MatmulFamily final : public Family {
         return "parameter " + name + " does not apply to variant " +
                std::to_string(variant->second);
     if (variant->second == kWgmma) return reject_wgmma(WgmmaConfig(config), problem, device);
+    if (MatmulShape(problem).tf32())
+      return "mma.sync takes bf16 or f16 inputs (fp32 runs as tf32 on the wgmma template)";
     TileConfig tile(config);
     if (tile.block_m <= 0 || tile.block_n <= 0 || tile.block_k <= 0 || tile.warps_m <= 0 ||
         tile.warps_n <= 0 || tile.group_m <= 0)
@@ -333,15 +353,19 @@ class MatmulFamily final : public Family {
     // the workspace as far as the SMs and K allow. These are the shapes of the decode and
     // K-heavy winners of the v5 sweeps (docs/perf/matmul.md).
     const MatmulShape s(problem);
-    const Config base{{{"variant", kWgmma}, {"block_m", 128}, {"block_n", 256}, {"block_k", 64},
-                       {"stages", 4}, {"consumers", 2}, {"cluster_m", 2}, {"cluster_n", 1},
-                       {"group_m", 8}, {"split_k", 1}, {"split_cluster", 0}, {"swap_ab", 0}}};
+    if (s.tf32() && device.arch() != "sm_90a")
+      throw InvalidArgument("matmul: fp32 inputs are multiplied as tf32 by the wgmma template, "
+                            "which needs sm_90a (this is " + device.arch() + ")");
+    const Config base{{{"variant", kWgmma}, {"block_m", 128}, {"block_n", 256},
+                       {"block_k", s.tf32() ? 32 : 64}, {"stages", 4}, {"consumers", 2},
+                       {"cluster_m", 2}, {"cluster_n", 1}, {"group_m", 8}, {"split_k", 1},
+                       {"split_cluster", 0}, {"swap_ab", 0}}};
     Config shaped = base;
     auto set = [&](std::initializer_list<std::pair<const char*, int>> values) {
       for (const auto& [name, value] : values) shaped.values[name] = value;
     };
     const bool few_tiles = s.batch * ceil_div(s.m, 128) * ceil_div(s.n, 256) < device.sm_count / 2;
-    if (s.m <= 64 && !s.a_columns) {
+    if (s.m <= 64 && !s.as_read().a_columns) {
       set({{"swap_ab", 1}, {"block_m", 64}, {"block_n", s.m <= 16 ? 16 : s.m <= 48 ? 32 : 64},
            {"stages", 8}, {"consumers", 1}, {"cluster_m", 1}});
     } else if (few_tiles) {
@@ -383,13 +407,7 @@ class MatmulFamily final : public Family {
     if (s.batch * s.m * s.k >= (1ll << 40) || s.batch * s.k * s.n >= (1ll << 40) ||
         s.batch * s.m * s.n >= (1ll << 40))
       throw InvalidArgument("matmul: shape " + quote_input(problem.shape_text()) + " is too large");
-    if (problem.dtype != DType::f16 && problem.dtype != DType::bf16)
-      throw InvalidArgument("matmul: input dtype " + std::string(dtype_name(problem.dtype)) +
-                  " is not supported (f16 or bf16)");
-    if (problem.out_dtype != DType::f16 && problem.out_dtype != DType::bf16 &&
-        problem.out_dtype != DType::f32)
-      throw InvalidArgument("matmul: output dtype " + std::string(dtype_name(problem.out_dtype)) +
-                  " is not supported (f16, bf16 or f32)");
+    // Every dtype goes in (f32 is multiplied as tf32, on sm_90a) and out.
     if (s.strides_unaligned && !s.rows_aligned())
       throw InvalidArgument("matmul: shape " + quote_input(problem.shape_text()) +
                             " has unaligned rows already: leave out aligned=0");
@@ -401,7 +419,8 @@ class MatmulFamily final : public Family {
     const MatmulShape s(problem);
     if (!s.rows_aligned() || s.strides_unaligned) return problem;
     for (std::size_t i = 0; i < CallScalars::kMaxTensors; ++i)
-      if (scalars.row_strides[i] % 8 || scalars.batch_strides[i].value_or(0) % 8) {
+      if (scalars.row_strides[i] % s.per_16_bytes() ||
+          scalars.batch_strides[i].value_or(0) % s.per_16_bytes()) {
         problem.options["aligned"] = "0";
         break;
       }
@@ -419,8 +438,9 @@ class MatmulFamily final : public Family {
     const MatmulShape s(problem);
     if (config.at("variant") == kWgmma) {
       WgmmaConfig w(config);
-      // The kernel's layout is the product's as the kernel computes it (swap_ab: C^T).
-      const MatmulShape ks = w.swap_ab ? s.swapped() : s;
+      // The kernel's layout is the product's as the kernel computes it (swap_ab: C^T), after
+      // any transposes.
+      const MatmulShape ks = w.swap_ab ? s.as_read().swapped() : s.as_read();
       std::vector<std::string> kernels = {
           "tilesmith::matmul_sm90<" + std::to_string(w.block_m) + "," +
           std::to_string(w.block_n) + "," + std::to_string(w.block_k) + "," +
@@ -430,7 +450,9 @@ class MatmulFamily final : public Family {
           std::to_string(s.epilogue) + "," + std::to_string(w.swap_ab) + "," +
           std::to_string(w.cluster_k()) + ">"};
       const WgmmaKernels index(config, problem);
-      if (index.copy >= 0) kernels.push_back("tilesmith::copy_rows<2>");
+      const std::string element = std::to_string(s.in_bytes);
+      if (index.copy >= 0) kernels.push_back("tilesmith::copy_rows<" + element + ">");
+      if (index.transpose >= 0) kernels.push_back("tilesmith::transpose_rows<" + element + ">");
       if (index.reduce >= 0)
         kernels.push_back("tilesmith::splitk_reduce<" +
                           std::to_string(element_kind(problem.out_dtype)) + "," +
@@ -447,7 +469,7 @@ class MatmulFamily final : public Family {
   }
 
   // The wgmma variant's workspace: A and B with their rows padded to 16 bytes (unaligned
-  // shapes), then the fp32 partial products of the K slices (split_k > 1).
+  // shapes) or transposed (tf32), then the fp32 partial products of the K slices (split_k > 1).
   std::size_t workspace_bytes(const Config& config, const Problem& problem,
                               const DeviceTarget&) const override {
     if (config.at("variant") != kWgmma) return 0;
@@ -482,24 +504,32 @@ class MatmulFamily final : public Family {
     };
     Operand a{operands.a, strides.lda, strides.stride_a, strides.stride_a == 0 && s.batch > 1};
     Operand b{operands.b, strides.ldb, strides.stride_b, strides.stride_b == 0 && s.batch > 1};
-    if (index.copy >= 0) {
-      // Copies into packed, padded rows of the workspace first; the kernel then reads those.
-      // A shared matrix is copied once.
-      auto pad = [&](Operand& x, std::uint64_t into, long long rows, long long row_length,
-                     long long padded) {
-        const long long batches = x.shared ? 1 : s.batch;
+    // Where the kernel cannot read an operand in place, it is copied into packed rows of the
+    // workspace first, transposed (tf32 takes K-major operands) or with its rows padded to 16
+    // bytes (TMA); the kernel then reads the copy. A shared matrix is copied once.
+    auto prepare = [&](Operand& x, bool transpose, std::uint64_t into, long long rows,
+                       long long row_length, long long padded) {
+      const long long batches = x.shared ? 1 : s.batch;
+      if (transpose) {
+        plan.add(index.transpose, transpose_geometry(rows, row_length, batches),
+                 KernelArgs::of(TransposeParams{reinterpret_cast<const void*>(x.address),
+                                                reinterpret_cast<void*>(into), batches, rows,
+                                                row_length, x.ld, x.stride, padded}));
+        x = {into, padded, row_length * padded, x.shared};
+      } else if (index.copy >= 0) {
         plan.add(index.copy, copy_geometry(device, batches * rows),
                  KernelArgs::of(CopyRowsParams{reinterpret_cast<const void*>(x.address),
                                                reinterpret_cast<void*>(into), batches * rows,
                                                row_length, x.ld, padded, rows, x.stride}));
         x = {into, padded, rows * padded, x.shared};
-      };
-      pad(a, space.a, s.a_rows(), s.a_row_length(), space.lda);
-      pad(b, space.b, s.b_rows(), s.b_row_length(), space.ldb);
-    }
+      }
+    };
+    prepare(a, s.transposes_a(), space.a, s.a_rows(), s.a_row_length(), space.lda);
+    prepare(b, s.transposes_b(), space.b, s.b_rows(), s.b_row_length(), space.ldb);
     const WgmmaConfig w(config);
-    // The product as the kernel computes it (swap_ab: C^T = B^T A^T, the operands exchanged).
-    const MatmulShape ks = w.swap_ab ? s.swapped() : s;
+    // The product as the kernel computes it (swap_ab: C^T = B^T A^T, the operands exchanged),
+    // after any transposes.
+    const MatmulShape ks = w.swap_ab ? s.as_read().swapped() : s.as_read();
     if (w.swap_ab) std::swap(a, b);
     // Persistent: one CTA per SM at most (one fits, by its shared memory), in whole clusters,
     // and no more clusters than there are units of work.
@@ -538,8 +568,8 @@ class MatmulFamily final : public Family {
     // A shared matrix's map holds one batch, which the kernel reads for every batch.
     auto operand_map = [&](const Operand& x, long long columns, long long rows, int box_rows) {
       return tensor_map(problem.dtype, x.address, columns, rows, x.shared ? 1 : s.batch,
-                        x.ld * in_bytes, (x.shared ? rows * x.ld : x.stride) * in_bytes, 64,
-                        box_rows);
+                        x.ld * in_bytes, (x.shared ? rows * x.ld : x.stride) * in_bytes,
+                        static_cast<std::uint32_t>(128 / in_bytes), box_rows);
     };
     if (ks.a_columns)
       args.request_tensor_map(p, p.a_map, operand_map(a, ks.m, ks.k, w.block_k / w.cluster_n));
@@ -643,6 +673,13 @@ class MatmulFamily final : public Family {
     return c;
   }
 
+  // tf32 keeps 10 of an fp32 input's 23 mantissa bits: each product is off by up to ~2e-3
+  // relative, ~1e-3 over a long sum (torch's allow_tf32 matmuls show the same).
+  double tolerance(const Problem& problem, const TensorSpec& output) const override {
+    const double by_output = Family::tolerance(problem, output);
+    return MatmulShape(problem).tf32() ? std::max(by_output, 5e-3) : by_output;
+  }
+
   Work work(const Problem& problem) const override {
     const MatmulShape s(problem);
     Work work;
@@ -658,19 +695,23 @@ class MatmulFamily final : public Family {
   static long long ceil_div(long long a, long long b) { return (a + b - 1) / b; }
 
   // The kernels of a wgmma config, as numbered in kernel_expressions: the matmul (0), then the
-  // padding copy where rows are unaligned, then split-K's reduction; -1 where not used.
+  // padding copy where rows are unaligned (of an operand not transposed anyway), the transpose
+  // (tf32's MN-major operands), split-K's reduction; -1 where not used.
   struct WgmmaKernels {
-    int copy = -1, reduce = -1;
+    int copy = -1, transpose = -1, reduce = -1;
     WgmmaKernels(const Config& config, const Problem& problem) {
+      const MatmulShape s(problem);
       int next = 1;
-      if (!MatmulShape(problem).aligned()) copy = next++;
+      if (!s.aligned() && !(s.transposes_a() && s.transposes_b())) copy = next++;
+      if (s.transposes_a() || s.transposes_b()) transpose = next++;
       if (WgmmaConfig(config).workspace_splits() > 1) reduce = next++;
     }
   };
 
-  // The wgmma variant's workspace, each part on a 256-byte boundary: padded copies of A and B
-  // (rows rounded up to 8 elements, 16 bytes) where rows are unaligned, then split_k slices of
-  // m x n fp32 partial products where K is split.
+  // The wgmma variant's workspace, each part on a 256-byte boundary: copies of A and B with
+  // rows padded to 16 bytes where they are unaligned, or transposed (tf32: each MN-major
+  // operand, its rows of K padded), then split_k slices of m x n fp32 partial products where K
+  // is split.
   struct Workspace {
     long long lda = 0, ldb = 0;
     std::uint64_t a = 0, b = 0, partials = 0;
@@ -682,17 +723,31 @@ class MatmulFamily final : public Family {
         bytes += (size + 255) / 256 * 256;
         return at;
       };
-      if (!s.aligned()) {
-        const std::size_t element = dtype_size(problem.dtype);
-        lda = (s.a_row_length() + 7) / 8 * 8;
-        ldb = (s.b_row_length() + 7) / 8 * 8;
-        a = take(static_cast<std::size_t>(s.batch * s.a_rows() * lda) * element);
-        b = take(static_cast<std::size_t>(s.batch * s.b_rows() * ldb) * element);
-      }
+      // A copy of `rows` stored rows of `length` elements (the transposed: `length` rows of
+      // `rows`), rows padded to 16 bytes.
+      auto copy = [&](bool transpose, long long rows, long long length, long long& ld) {
+        if (!transpose && s.aligned()) return std::uint64_t{0};
+        if (transpose) std::swap(rows, length);
+        ld = (length + s.per_16_bytes() - 1) / s.per_16_bytes() * s.per_16_bytes();
+        return take(static_cast<std::size_t>(s.batch * rows * ld * s.in_bytes));
+      };
+      a = copy(s.transposes_a(), s.a_rows(), s.a_row_length(), lda);
+      b = copy(s.transposes_b(), s.b_rows(), s.b_row_length(), ldb);
       const int splits = WgmmaConfig(config).workspace_splits();
       if (splits > 1) partials = take(static_cast<std::size_t>(splits * s.batch * s.m * s.n) * 4);
     }
   };
+
+  // 32 x 32 tiles of rows x cols, a 32 x 8 block each (transpose_rows's launch).
+  static LaunchGeometry transpose_geometry(long long rows, long long cols, long long batches) {
+    LaunchGeometry geometry;
+    geometry.grid[0] = static_cast<unsigned>(ceil_div(cols, 32));
+    geometry.grid[1] = static_cast<unsigned>(std::min<long long>(ceil_div(rows, 32), 65535));
+    geometry.grid[2] = static_cast<unsigned>(std::min<long long>(batches, 65535));
+    geometry.block[0] = 32;
+    geometry.block[1] = 8;
+    return geometry;
+  }
 
   // A block per row, up to 8 blocks per SM: a grid-stride loop covers the rest.
   static LaunchGeometry copy_geometry(const DeviceTarget& device, long long rows) {
@@ -736,7 +791,9 @@ class MatmulFamily final : public Family {
   static std::optional<std::string> reject_wgmma(const WgmmaConfig& w, const Problem& problem,
                                                  const DeviceTarget& device) {
     if (device.arch() != "sm_90a") return "wgmma and TMA need sm_90a (this is " + device.arch() + ")";
-    if (w.block_k != 64) return "block_k must be 64 (one 128-byte swizzled row of 16-bit k)";
+    const MatmulShape s(problem);
+    if (w.block_k * s.in_bytes != 128)
+      return "block_k must fill one 128-byte swizzled row: 64 of bf16/f16, 32 of fp32";
     if (w.consumers < 1 || w.consumers > 3) return "1 to 3 consumer warpgroups";
     if (w.block_m % (64 * w.consumers)) return "each consumer warpgroup takes whole 64-row wgmmas";
     if ((w.block_n % 64 && w.block_n != 16 && w.block_n != 32) || w.block_n > 256)
@@ -754,12 +811,11 @@ class MatmulFamily final : public Family {
     if (w.cluster_m * w.cluster_n > 2) return "clusters of at most 2 CTAs sharing operands";
     if (w.swap_ab != 0 && w.swap_ab != 1) return "swap_ab must be 0 or 1";
     if (w.split_cluster != 0 && w.split_cluster != 1) return "split_cluster must be 0 or 1";
-    const MatmulShape s(problem);
     if (w.block_n < 64 && !w.swap_ab)
       return "16- and 32-column tiles are for swap_ab (M as the narrow wgmma N)";
     if (w.swap_ab) {
       // The kernel reads A as wgmma's B operand, whose narrow tiles must be K-major.
-      if (s.a_columns) return "swap_ab needs A row-major";
+      if (s.as_read().a_columns) return "swap_ab needs A row-major";
       // Swapping pays where M leaves most of a 64-row wgmma tile empty.
       if (s.m > 64) return "swap_ab is for M <= 64";
       if (w.block_n > (s.m + 15) / 16 * 16)

@@ -5,7 +5,9 @@
 // clusters that multicast the shared operand. wgmma reads 16-bit operands from shared memory in
 // either major order, so every layout runs the same pipeline: row-major A and column-major B
 // are K-major tiles (128-byte rows of k), column-major A and row-major B are MN-major tiles
-// ([BK][64] blocks, the transpose bits of the instruction). The epilogue (matmul_epilogue.cuh)
+// ([BK][64] blocks, the transpose bits of the instruction). fp32 inputs are multiplied as tf32
+// (BK = 32: the same 128-byte rows), which wgmma reads K-major only: the host transposes an
+// MN-major fp32 operand into the workspace first. The epilogue (matmul_epilogue.cuh)
 // runs on the accumulators in registers, before C's stores. With SWAP the kernel computes
 // C^T = B^T A^T (the host passes B as the kernel's A and A as its B, m and n exchanged), so a
 // small M becomes a 16..64-wide wgmma N; with CLUSTER_K > 1 the K slices of a tile are the CTAs
@@ -15,7 +17,7 @@
 // ---- launch_info (what the host must do) --------------------------------------------------------
 //  template: matmul_sm90<BM, BN, BK, STAGES, CONSUMERS, CLUSTER_M, CLUSTER_N, GROUP_M, KIND_IN,
 //            KIND_OUT, LAYOUT, EPI, SWAP, CLUSTER_K> (KIND_*: ElementKind codes, kF16 = 0,
-//            kBF16 = 1, kF32 = 2 (out only); LAYOUT, EPI: MatmulLayoutBits, MatmulEpilogueBits
+//            kBF16 = 1, kF32 = 2 (in: tf32, K-major only); LAYOUT, EPI: MatmulLayoutBits, MatmulEpilogueBits
 //            (matmul_params.h), LAYOUT of the product the kernel computes: with SWAP, of C^T;
 //            SWAP 0 or 1; CLUSTER_K: K slices per cluster, 1 for none);
 //            with SWAP: m = N, n = M, a_map is B's map as the kernel's A, b_map A's as its B;
@@ -33,7 +35,7 @@
 //            floor(SMs / CLUSTER) where the query is not at hand. Any grid of at least one cluster
 //            is correct; grid = CLUSTER * units (one cluster per unit, no persistence) is also
 //            correct and was measured 5% slower at 4096^3.
-//  smem:     dynamic, smem_bytes = STAGES * (BM + BN) * BK * 2      (A and B rings)
+//  smem:     dynamic, smem_bytes = STAGES * (BM + BN) * 128         (A and B rings)
 //                                + CONSUMERS * 16384                 (C staging, 2 x 8 KB each)
 //                                  or, with SWAP or CLUSTER_K > 1, the exchange buffer:
 //                                  SWAP ? BN * (BM + 4) * 4 : BM * (BN + 8) * 4
@@ -43,14 +45,16 @@
 //            CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES to it; H100 limit: 232448 per block.
 //  tensor maps (cuTensorMapEncodeTiled, rank 3 (the batch outermost), elementStrides {1, 1, 1},
 //            interleave NONE, swizzle 128B, l2 promotion L2_256B, oob fill NONE = zeros):
-//    A row-major: BFLOAT16 / FLOAT16 (KIND_IN); globalDim {K, M, batch}; globalStrides
-//       {lda * 2, stride_a * 2} bytes; boxDim {64, BM / CLUSTER_N, 1}.
-//    A column-major: globalDim {M, K, batch}; globalStrides {lda * 2, stride_a * 2};
+//    A and B: BFLOAT16 / FLOAT16 / FLOAT32 (KIND_IN), e = its bytes; strides in bytes, boxes
+//       128 bytes (128 / e elements) wide.
+//    A row-major: globalDim {K, M, batch}; globalStrides {lda * e, stride_a * e};
+//       boxDim {128 / e, BM / CLUSTER_N, 1}.
+//    A column-major: globalDim {M, K, batch}; globalStrides {lda * e, stride_a * e};
 //       boxDim {64, BK / CLUSTER_N, 1}.
-//    B row-major: globalDim {N, K, batch}; globalStrides {ldb * 2, stride_b * 2};
+//    B row-major: globalDim {N, K, batch}; globalStrides {ldb * e, stride_b * e};
 //       boxDim {64, BK / CLUSTER_M, 1}.
-//    B column-major: globalDim {K, N, batch}; globalStrides {ldb * 2, stride_b * 2};
-//       boxDim {64, BN / CLUSTER_M, 1}.
+//    B column-major: globalDim {K, N, batch}; globalStrides {ldb * e, stride_b * e};
+//       boxDim {128 / e, BN / CLUSTER_M, 1}.
 //    An operand whose one matrix serves every batch (a batch stride of 0): batch 1 in its map,
 //       a_shared / b_shared = 1 (the kernel then reads batch 0 of it for every batch).
 //    C (only with c_store_tma = 1): BFLOAT16 / FLOAT16 / FLOAT32 (KIND_OUT); globalDim
@@ -63,7 +67,7 @@
 //    same staging slots, a warp per row run (any ldc >= N, C aligned to its element). With
 //    SWAP or CLUSTER_K > 1, c_store_tma = 0: C goes out from the exchange buffer in runs of 4
 //    columns (vector stores where each batch's rows start on 4 elements).
-//  constraints: BK == 64; BN in {16, 32, 64, 128, 192, 256}, 16 and 32 only with a K-major B
+//  constraints: BK * bytes(KIND_IN) == 128 (64, or 32 for fp32); BN in {16, 32, 64, 128, 192, 256}, 16 and 32 only with a K-major B
 //     (column-major in LAYOUT); BM / CONSUMERS a multiple of 64;
 //     (BM / CONSUMERS / 64) * BN <= 256 (accumulator registers); CONSUMERS in {1, 2, 3};
 //     CONSUMERS == 3 needs BN <= 192 (entry cap 128 registers); CLUSTER_M, CLUSTER_N in {1, 2};
@@ -112,17 +116,18 @@
 
 namespace tilesmith {
 
-// D[64 x N] += A[64 x 16] * B[16 x N] from 128B-swizzled shared memory, A M-major where
-// TRANS_A (column-major A), B N-major where TRANS_B (row-major B).
+// D[64 x N] += A[64 x k step] * B[k step x N] (32 bytes of k: k16 of bf16/f16, k8 of tf32)
+// from 128B-swizzled shared memory, A M-major where TRANS_A (column-major A), B N-major where
+// TRANS_B (row-major B).
 template <int N, int KIND, int TRANS_A, int TRANS_B>
-__device__ __forceinline__ void wgmma_tile_m64k16(float (&d)[N / 2], unsigned long long desc_a,
-                                                  unsigned long long desc_b) {
-  if constexpr (N == 16) wgmma_m64n16k16<KIND, TRANS_A, TRANS_B>(d, desc_a, desc_b);
-  if constexpr (N == 32) wgmma_m64n32k16<KIND, TRANS_A, TRANS_B>(d, desc_a, desc_b);
-  if constexpr (N == 256) wgmma_m64n256k16<KIND, TRANS_A, TRANS_B>(d, desc_a, desc_b);
-  if constexpr (N == 192) wgmma_m64n192k16<KIND, TRANS_A, TRANS_B>(d, desc_a, desc_b);
-  if constexpr (N == 128) wgmma_m64n128k16<KIND, TRANS_A, TRANS_B>(d, desc_a, desc_b);
-  if constexpr (N == 64) wgmma_m64n64k16<KIND, TRANS_A, TRANS_B>(d, desc_a, desc_b);
+__device__ __forceinline__ void wgmma_tile_m64(float (&d)[N / 2], unsigned long long desc_a,
+                                               unsigned long long desc_b) {
+  if constexpr (N == 16) wgmma_m64n16_kstep<KIND, TRANS_A, TRANS_B>(d, desc_a, desc_b);
+  if constexpr (N == 32) wgmma_m64n32_kstep<KIND, TRANS_A, TRANS_B>(d, desc_a, desc_b);
+  if constexpr (N == 256) wgmma_m64n256_kstep<KIND, TRANS_A, TRANS_B>(d, desc_a, desc_b);
+  if constexpr (N == 192) wgmma_m64n192_kstep<KIND, TRANS_A, TRANS_B>(d, desc_a, desc_b);
+  if constexpr (N == 128) wgmma_m64n128_kstep<KIND, TRANS_A, TRANS_B>(d, desc_a, desc_b);
+  if constexpr (N == 64) wgmma_m64n64_kstep<KIND, TRANS_A, TRANS_B>(d, desc_a, desc_b);
 }
 
 // Grouped tile order: units run down GROUP_M tile rows, then move one tile column right, so the
@@ -441,8 +446,11 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
   constexpr bool B_COLUMNS = (LAYOUT & kColumnMajorB) != 0;  // B stored n x k: K-major tiles
   constexpr int WG_M = BM / CONSUMERS;  // rows of C per consumer warpgroup
   constexpr int MT = WG_M / 64;         // m64 wgmma tiles per consumer warpgroup
-  constexpr int A_STAGE = BM * BK * 2;
-  constexpr int B_STAGE = BN * BK * 2;
+  // One k row of a tile is 128 bytes: BK = 64 of bf16/f16, 32 of fp32 (read as tf32).
+  constexpr int ELEMENT = KIND_IN == kF32 ? 4 : 2;
+  constexpr int A_STAGE = BM * BK * ELEMENT;
+  constexpr int B_STAGE = BN * BK * ELEMENT;
+  constexpr int K_STEPS = BK * ELEMENT / 32;  // wgmmas per stage along k, 32 bytes each
   // An MN-major operand is stored in [BK][64] blocks (one swizzle atom column each); a K-major
   // one in [rows][BK] (one 128-byte row per m or n).
   constexpr int MN_CHUNK = BK * 128;
@@ -451,7 +459,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
   // MN-major one by its k rows.
   constexpr int A_SLICE = A_COLUMNS ? BK / CLUSTER_N : BM / CLUSTER_N;
   constexpr int B_SLICE = B_COLUMNS ? BN / CLUSTER_M : BK / CLUSTER_M;
-  static_assert(BK == 64, "one 128-byte swizzle row per k slice");
+  static_assert(BK * ELEMENT == 128, "one 128-byte swizzle row per k slice");
   static_assert(BN == 16 || BN == 32 || (BN % 64 == 0 && BN <= 256),
                 "BN is 16, 32, or a multiple of 64 up to 256");
   static_assert(BN >= 64 || B_COLUMNS, "narrow tiles read B K-major (MN-major blocks are 64 wide)");
@@ -464,7 +472,9 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
   static_assert(CONSUMERS != 3 || MT * BN <= 192, "three consumers: BN <= 192");
   static_assert(CLUSTER_M <= 2 && CLUSTER_N <= 2, "clusters of up to 2 x 2");
   static_assert(A_SLICE % 8 == 0 && B_SLICE % 8 == 0, "multicast slices are whole swizzle rows");
-  static_assert(KIND_IN == kBF16 || KIND_IN == kF16, "16-bit inputs");
+  static_assert(KIND_IN == kBF16 || KIND_IN == kF16 || KIND_IN == kF32, "bf16, f16 or fp32 in");
+  static_assert(KIND_IN != kF32 || (!A_COLUMNS && B_COLUMNS),
+                "tf32 reads K-major operands: the host transposes others first");
   // Registers per thread after reallocation: the pool is 65536 / threads (rounded to 8) each.
   // wgmma groups left running when a stage is handed back (TS_SM90_MMA_IN_FLIGHT: probe only).
   constexpr int MMA_IN_FLIGHT = TS_SM90_MMA_IN_FLIGHT;
@@ -624,13 +634,13 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
         mbarrier_wait(full(stage), phase);
         wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < BK / 16; ++kk) {
+        for (int kk = 0; kk < K_STEPS; ++kk) {
           const unsigned long long desc_b = desc_b0 + ((stage * B_STAGE + kk * B_STEP_K) >> 4);
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt) {
             const unsigned long long desc_a =
                 desc_a0 + ((stage * A_STAGE + mt * A_STEP_M + kk * A_STEP_K) >> 4);
-            wgmma_tile_m64k16<BN, KIND_IN, A_COLUMNS, !B_COLUMNS>(acc[mt], desc_a, desc_b);
+            wgmma_tile_m64<BN, KIND_IN, A_COLUMNS, !B_COLUMNS>(acc[mt], desc_a, desc_b);
           }
         }
         wgmma_commit();

@@ -186,7 +186,8 @@ TEST_F(CliSource, RejectsBadConfigsShapesAndTypesNamingTheProblem) {
        "sets 'block_m' twice"},
       {{"--dtype", "bf16", "--shape", "0x4x4"}, "bad shape '0x4x4'"},
       {{"--dtype", "bf16", "--shape", "4x4"}, "shape '4x4' must be MxNxK"},
-      {{"--dtype", "f32", "--shape", "64x64x64"}, "input dtype f32 is not supported"},
+      {{"--dtype", "f32", "--shape", "64x64x64"}, "fp32 inputs are multiplied as tf32 by the wgmma "
+                                                  "template, which needs sm_90a (this is sm_80)"},
       {{"--dtype", "f8", "--shape", "64x64x64"}, "unknown dtype 'f8'"},
       {{"--dtype", "bf16", "--shape", "64x64x64", "--emit", "sass"}, "unknown --emit 'sass'"}};
   for (const auto& [extra, message] : cases) {

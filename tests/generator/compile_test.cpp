@@ -324,6 +324,13 @@ std::vector<SampleCase> wgmma_sample() {
        Problem{"matmul", DType::bf16, DType::f32, {4, 300, 520, 136}, {{"a", "col"}, {"b", "col"}, {"act", "silu"}}}},
       {"wg128x128_s4_c2_split4_colB_bias", testing::wgmma_config(128, 128, 4, 2, 1, 1, 8, 4),
        Problem{"matmul", DType::bf16, DType::bf16, {1000, 1000, 1000}, {{"b", "col"}, {"bias", "1"}}}},
+      // fp32 in, as tf32: B transposed first; swap_ab; A transposed and B padded, split K.
+      {"wg128x256_s4_c2_cl2x1_tf32", testing::tf32_config(128, 256, 4, 2, 2, 1),
+       matmul_problem(4096, 4096, 4096, DType::f32, DType::f32)},
+      {"wg64x16_s8_swap_tf32_colB_bf16", testing::tf32_config(64, 16, 8, 1, 1, 1, 1, 1, 0, 1),
+       Problem{"matmul", DType::f32, DType::bf16, {16, 4096, 4096}, {{"b", "col"}}}},
+      {"wg128x128_s4_c2_split4_tf32_colA_colB_padded", testing::tf32_config(128, 128, 4, 2, 1, 1, 8, 4),
+       Problem{"matmul", DType::f32, DType::f32, {1001, 1003, 999}, {{"a", "col"}, {"b", "col"}}}},
   };
 }
 

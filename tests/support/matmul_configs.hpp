@@ -36,4 +36,12 @@ inline Config wgmma_config(int block_m, int block_n, int stages, int consumers, 
                  {"swap_ab", swap_ab}}};
 }
 
+// The same for fp32 inputs, multiplied as tf32: k rows of 32 elements (128 bytes).
+template <class... Args>
+Config tf32_config(Args... args) {
+  Config config = wgmma_config(args...);
+  config.values["block_k"] = 32;
+  return config;
+}
+
 }  // namespace tilesmith::testing

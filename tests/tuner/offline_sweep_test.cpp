@@ -94,11 +94,11 @@ TEST(OfflineSweepTest, RejectsAProblemTheFamilyCannotExpress) {
   SKIP_IF_GPU_PRESENT();
   tilesmith::testing::TempDir dir;
   cache::Database db(dir.file("sweep.db"));
-  Problem f32_input{"matmul", DType::f32, DType::f32, {64, 64, 64}};
+  Problem two_dimensions{"matmul", DType::bf16, DType::bf16, {64, 64}};
   SweepOptions options;
   options.max_candidates = 1;
   options.compile_processes = 1;
-  EXPECT_THROW(run_sweep(find_family("matmul"), f32_input, db, options), Error);
+  EXPECT_THROW(run_sweep(find_family("matmul"), two_dimensions, db, options), Error);
 }
 
 // --shard i/N: the shards of a space are disjoint and together cover it, the same on every host.

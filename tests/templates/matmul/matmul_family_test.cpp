@@ -192,10 +192,63 @@ TEST(MatmulValidateTest, RejectsDimensionsOutsideTheKernelsIntRange) {
   EXPECT_NO_THROW(matmul().validate(matmul_problem((1ll << 31) - 1, 1, 1)));
 }
 
-TEST(MatmulValidateTest, RejectsF32Input) {
-  std::string message = error_message_of(
-      [] { matmul().validate(matmul_problem(64, 64, 64, DType::f32, DType::f32)); });
-  EXPECT_NE(message.find("f32"), std::string::npos) << message;
+// fp32 inputs are multiplied as tf32 by the wgmma template only, in 32-element k rows.
+TEST(MatmulTf32Test, RunsOnTheWgmmaTemplateOnly) {
+  const Problem problem = matmul_problem(4096, 4096, 4096, DType::f32, DType::f32);
+  EXPECT_NO_THROW(matmul().validate(problem));
+  const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
+  const Config config = matmul().default_config(problem, hopper);
+  EXPECT_EQ(config.at("variant"), 1);
+  EXPECT_EQ(config.at("block_k"), 32);
+  EXPECT_EQ(matmul().reject(config, problem, hopper), std::nullopt);
+  EXPECT_NE(matmul().reject(testing::wgmma_config(128, 256, 4, 2, 2, 1), problem, hopper), std::nullopt);
+  EXPECT_NE(matmul().reject(testing::tf32_config(128, 256, 4, 2, 2, 1), matmul_problem(64, 64, 64), hopper),
+            std::nullopt);
+  const std::optional<std::string> mma =
+      matmul().reject(tile_config(128, 128, 32, 2, 2, 4), problem, hopper);
+  ASSERT_TRUE(mma);
+  EXPECT_NE(mma->find("tf32"), std::string::npos) << *mma;
+  const std::string message = error_message_of(
+      [&] { matmul().default_config(problem, DeviceTarget::assumed_for_arch("sm_80")); });
+  EXPECT_NE(message.find("needs sm_90a"), std::string::npos) << message;
+}
+
+// tf32 reads K-major operands: row-major B (and column-major A) are transposed into the
+// workspace first, and the kernel reads the copies as column-major B and row-major A.
+TEST(MatmulTf32Test, MnMajorOperandsAreTransposedFirst) {
+  const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
+  const Problem problem{"matmul", DType::f32, DType::f32, {3, 100, 200, 300}, {{"a", "col"}}};
+  const Config config = testing::tf32_config(128, 128, 4, 2, 1, 1);
+  ASSERT_EQ(matmul().reject(config, problem, hopper), std::nullopt);
+  const std::vector<std::string> kernels = matmul().kernel_expressions(config, problem);
+  ASSERT_EQ(kernels.size(), 2u);
+  EXPECT_NE(kernels[0].find(",2,2," + std::to_string(kColumnMajorB) + ","), std::string::npos)
+      << kernels[0];  // f32 in and out, the kernel's layout row-major A, column-major B
+  EXPECT_EQ(kernels[1], "tilesmith::transpose_rows<4>");
+  auto on_256 = [](std::size_t bytes) { return (bytes + 255) / 256 * 256; };
+  const std::size_t a_bytes = on_256(3u * 100 * 300 * 4), b_bytes = on_256(3u * 200 * 300 * 4);
+  EXPECT_EQ(matmul().workspace_bytes(config, problem, hopper), a_bytes + b_bytes);
+  const std::vector<std::uint64_t> addresses = {0x10000, 0x20000, 0x30000};
+  const LaunchPlan plan = matmul().plan(config, problem, hopper, addresses, 0x100000, {});
+  ASSERT_EQ(plan.step_count, 3);
+  TransposeParams a, b;
+  std::memcpy(&a, plan.steps[0].args.bytes.data(), sizeof a);
+  std::memcpy(&b, plan.steps[1].args.bytes.data(), sizeof b);
+  EXPECT_EQ(plan.steps[0].kernel, 1);
+  EXPECT_EQ(a.rows, 300);  // A stored k x m, written m x k
+  EXPECT_EQ(a.cols, 100);
+  EXPECT_EQ(a.src_batch_stride, 300 * 100);
+  EXPECT_EQ(a.dst_ld, 300);
+  EXPECT_EQ(b.rows, 300);  // B stored k x n, written n x k
+  EXPECT_EQ(b.cols, 200);
+  EXPECT_EQ(reinterpret_cast<std::uint64_t>(b.dst), 0x100000u + a_bytes);
+  const KernelArgs& args = plan.steps[2].args;
+  EXPECT_EQ(args.tensor_maps[0].address, 0x100000u);
+  EXPECT_EQ(args.tensor_maps[0].dtype, DType::f32);
+  EXPECT_EQ(args.tensor_maps[0].dims[0], 300u);  // K innermost: K-major
+  EXPECT_EQ(args.tensor_maps[0].box[0], 32u);    // 128 bytes of fp32
+  EXPECT_EQ(args.tensor_maps[1].dims[0], 300u);
+  EXPECT_EQ(args.tensor_maps[1].stride_bytes[1], 200u * 300 * 4);
 }
 
 TEST(MatmulValidateTest, AcceptsEveryOutputTypeForEitherHalfInput) {

@@ -190,6 +190,17 @@ TEST_F(GpuMatmul, WgmmaSplitKAndPaddedPlansMatchTheReference) {
        testing::wgmma_config(128, 32, 4, 2, 1, 1, 8, 1, 0, 1)},
       {{"matmul", DType::bf16, DType::f32, {64, 1000, 1000}, {{"bias", "1"}}},
        testing::wgmma_config(192, 64, 4, 3, 1, 1, 8, 2, 1, 1)},
+      // fp32 in, as tf32: row-major B and column-major A transposed first, unaligned rows
+      // padded, a cluster sharing operands, split K (workspace and cluster), swap_ab.
+      {matmul(DType::f32, DType::f32, 1000, 1000, 1000), testing::tf32_config(128, 256, 4, 2, 2, 1)},
+      {matmul(DType::f32, DType::f32, 257, 1031, 517), testing::tf32_config(128, 128, 4, 2, 1, 1, 8, 2)},
+      {{"matmul", DType::f32, DType::f32, {2, 300, 200, 136}, {{"a", "col"}, {"act", "gelu"}, {"bias", "1"}}},
+       testing::tf32_config(128, 256, 4, 2, 1, 2)},
+      {{"matmul", DType::f32, DType::bf16, {16, 4096, 4096}, {{"b", "col"}}},
+       testing::tf32_config(64, 16, 8, 1, 1, 1, 1, 4, 0, 1)},
+      {matmul(DType::f32, DType::f32, 512, 512, 4096), testing::tf32_config(128, 128, 4, 2, 1, 1, 8, 4, 1)},
+      {{"matmul", DType::f32, DType::f16, {7, 33, 65}, {{"a", "col"}, {"b", "col"}, {"residual", "1"}}},
+       testing::tf32_config(64, 64, 4, 1, 1, 1, 1)},
   };
   for (const Case& c : cases) {
     ASSERT_EQ(family_.reject(c.config, c.problem, device_), std::nullopt)
@@ -306,6 +317,12 @@ TEST_F(GpuMatmul, StridedAndSharedBatchesMatchTheReference) {
        true,
        wgmma({testing::wgmma_config(64, 64, 4, 1, 1, 1, 1, 2, 1), testing::wgmma_config(128, 64, 4, 2, 1, 1, 8, 2),
               testing::wgmma_config(64, 64, 4, 1, 1, 2)})},
+      // tf32: a shared row-major B transposed once, A's strided batches padded.
+      {{"matmul", DType::f32, DType::f32, {3, 64, 96, 200}, {}},
+       {203, 64 * 203 + 7, 100, 0, 0, 0, 96, 64 * 96},
+       true,
+       hopper ? std::vector<Config>{testing::tf32_config(64, 64, 4, 1, 1, 1, 1), testing::tf32_config(128, 64, 4, 2, 1, 1, 8, 2)}
+              : std::vector<Config>{}},
   };
   for (const Case& c : cases) {
     const Strides& t = c.strides;
