@@ -299,11 +299,28 @@ TEST(GpuRuntime, RejectsBadInputWithClearErrors) {
   args.k = 0;
   expect_error(args, "non-positive dimension");
   args = good;
-  args.dtype = DType::f32;
-  expect_error(args, "input dtype f32 is not supported");
+  args.lda = 8;
+  expect_error(args, "A's row stride 8 is outside 16 (its row length)");
+  args = good;
+  args.batch = 2;
+  args.batch_stride_c = 0;
+  expect_error(args, "C's batch stride 0 is below 256: its batches would overlap");
+  // Mixed types, fp32 in (as tf32, on sm_90a) and strides off 16 bytes (the gathering kernels)
+  // are no errors.
   args = good;
   args.out_dtype = DType::f16;
-  expect_error(args, "output dtype f16");
+  runtime.matmul(args);
+  if (driver::describe_device(0).arch() == "sm_90a") {
+    args.dtype = DType::f32;
+    runtime.matmul(args);
+  }
+  args = good;
+  args.batch = 2;
+  args.lda = 17;
+  args.batch_stride_a = 17 * 16 + 1;
+  args.batch_stride_b = 0;
+  runtime.matmul(args);
+  TILESMITH_CU(driver::api().cuCtxSynchronize(), "the calls that are no errors");
   // The runtime is still usable after every rejected call.
   runtime.matmul(good);
   TILESMITH_CU(driver::api().cuCtxSynchronize(), "a good call after errors");
