@@ -179,7 +179,7 @@ std::vector<ParamSpec> variant_space(int variant) {
           {"cluster_m", {1, 2}},
           {"cluster_n", {1, 2}},
           {"group_m", {1, 8}},
-          {"split_k", {1, 2, 4, 8}},
+          {"split_k", {1, 2, 4, 8, 16}},
           {"split_cluster", {0, 1}},
           {"swap_ab", {0, 1}}};
 }
@@ -373,7 +373,7 @@ class MatmulFamily final : public Family {
     }
     if (shaped.at("swap_ab") || few_tiles) {
       // The most slices that neither overfill the SMs nor leave a slice under two K blocks.
-      int split = 8;
+      int split = 16;
       while (split > 1 && (kernel_tiles(WgmmaConfig(shaped), s) * split > device.sm_count ||
                            ceil_div(s.k, 64) < 2 * split))
         split /= 2;
@@ -825,6 +825,7 @@ class MatmulFamily final : public Family {
     }
     if (w.split_cluster) {
       if (w.split_k == 1) return "split_cluster needs split_k > 1";
+      if (w.split_k > 8) return "split_cluster: a portable cluster holds at most 8 K slices";
       if (w.cluster_m * w.cluster_n > 1) return "K slices in a cluster share no operand tile";
     }
     if (w.block_m % (8 * w.cluster_n) || w.block_k % (8 * w.cluster_m))

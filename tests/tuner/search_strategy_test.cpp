@@ -25,7 +25,7 @@ std::vector<Config> drain(SearchStrategy& strategy) {
   std::vector<Config> proposed;
   while (std::optional<Config> config = strategy.next()) {
     proposed.push_back(*config);
-    if (proposed.size() > 100000) break;  // a strategy that never ends
+    if (proposed.size() > 1000000) break;  // a strategy that never ends
   }
   return proposed;
 }
