@@ -590,7 +590,8 @@ class MatmulFamily final : public Family {
     if (index.reduce >= 0) {
       LaunchGeometry reduce;
       reduce.grid[0] = static_cast<unsigned>(
-          std::clamp<long long>(ceil_div(s.batch * s.m * s.n, 256), 1, 8ll * device.sm_count));
+          std::clamp<long long>(ceil_div(s.batch * s.m * ceil_div(s.n, 4), 256), 1,
+                                8ll * device.sm_count));
       reduce.block[0] = 256;
       plan.add(index.reduce, reduce,
                KernelArgs::of(SplitKReduceParams{

@@ -3,7 +3,8 @@
 // output tiles than SMs (1000^3 in 128x128 tiles, decode shapes, K-heavy 512x512x16384) split K
 // so every SM works.
 //
-// launch: block 256 threads, grid up to 8 blocks per SM (a grid-stride loop covers the rest).
+// launch: block 256 threads, a thread per run of 4 columns of a row, grid up to 8 blocks per SM
+// (a grid-stride loop covers the rest).
 #pragma once
 
 #include "common/tile_primitives.cuh"
@@ -12,22 +13,61 @@
 
 namespace tilesmith {
 
+// A thread sums a run of 4 columns of one row over the slices: 16-byte loads where rows of n
+// partials start on 16 bytes, and the row and batch worked out once per run (v1 summed one
+// element per thread, with two 64-bit divisions each: 9.3 us for 512x512 in 8 slices, a third
+// of the whole K-heavy matmul).
 template <int KIND_OUT, int EPI>
 __global__ void __launch_bounds__(256) splitk_reduce(const SplitKReduceParams p) {
   const long long matrix = static_cast<long long>(p.m) * p.n;
   const long long count = matrix * p.batch;  // one K slice's partial products
-  for (long long i = blockIdx.x * 256ll + threadIdx.x; i < count; i += gridDim.x * 256ll) {
-    float sum = 0.f;
-    for (int s = 0; s < p.splits; ++s) sum += p.partials[s * count + i];
-    const int batch = static_cast<int>(i / matrix);
-    const long long in_matrix = i - batch * matrix;
-    const int row = static_cast<int>(in_matrix / p.n), col = static_cast<int>(in_matrix % p.n);
-    sum = epilogue_value<EPI, KIND_OUT>(p.epilogue, batch, row, col, sum);
+  const int runs = (p.n + 3) / 4;            // per row
+  const long long total = static_cast<long long>(p.m) * p.batch * runs;
+  const bool vector_loads = p.n % 4 == 0;
+  constexpr int OUT_BYTES = KIND_OUT == kF32 ? 4 : 2;
+  for (long long r = blockIdx.x * 256ll + threadIdx.x; r < total; r += gridDim.x * 256ll) {
+    const long long rows_before = r / runs;  // rows of every batch, in order
+    const int col = static_cast<int>(r - rows_before * runs) * 4;
+    const int batch = static_cast<int>(rows_before / p.m);
+    const int row = static_cast<int>(rows_before - static_cast<long long>(batch) * p.m);
+    const long long first = rows_before * p.n + col;  // in one slice
+    float v[4] = {0.f, 0.f, 0.f, 0.f};
+    if (vector_loads) {
+#pragma unroll 4
+      for (int s = 0; s < p.splits; ++s) {
+        const float4 x = *reinterpret_cast<const float4*>(p.partials + s * count + first);
+        v[0] += x.x;
+        v[1] += x.y;
+        v[2] += x.z;
+        v[3] += x.w;
+      }
+    } else {
+      for (int s = 0; s < p.splits; ++s)
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+          if (col + q < p.n) v[q] += p.partials[s * count + first + q];
+    }
+#pragma unroll
+    for (int q = 0; q < 4; ++q)
+      if (col + q < p.n) v[q] = epilogue_value<EPI, KIND_OUT>(p.epilogue, batch, row, col + q, v[q]);
     const long long at = batch * p.stride_c + static_cast<long long>(row) * p.ldc + col;
-    if (KIND_OUT == kF32)
-      static_cast<float*>(p.c)[at] = sum;
-    else
-      static_cast<half_bits*>(p.c)[at] = from_float<KIND_OUT>(sum);
+    char* const out = static_cast<char*>(p.c) + at * OUT_BYTES;
+    if (col + 3 < p.n && reinterpret_cast<unsigned long long>(out) % (4 * OUT_BYTES) == 0) {
+      if (KIND_OUT == kF32)
+        *reinterpret_cast<float4*>(out) = make_float4(v[0], v[1], v[2], v[3]);
+      else
+        *reinterpret_cast<uint2*>(out) =
+            make_uint2(pack2<KIND_OUT>(v[0], v[1]), pack2<KIND_OUT>(v[2], v[3]));
+    } else {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        if (col + q >= p.n) break;
+        if (KIND_OUT == kF32)
+          reinterpret_cast<float*>(out)[q] = v[q];
+        else
+          reinterpret_cast<half_bits*>(out)[q] = from_float<KIND_OUT>(v[q]);
+      }
+    }
   }
 }
 
