@@ -53,6 +53,7 @@ double percentile(std::vector<float> sorted, double q) {
 
 struct Workbench::Kernels {
   driver::ReadyKernel reference;
+  driver::ReadyKernel read_flush;
   std::map<int, driver::ReadyKernel> fill;  // by element kind
   std::map<int, driver::ReadyKernel> compare;  // by element kind
 };
@@ -77,14 +78,19 @@ Workbench::Workbench(const Family& family, const Problem& problem, const DeviceT
       driver::DeviceBuffer(reference_elements * sizeof(float), "reference of " + what);
   totals_ = driver::DeviceBuffer(3 * sizeof(double) * outputs_.size(), "comparison totals");
   // Twice the L2, so nothing a timed launch reads survives from the previous one.
-  std::size_t flush_bytes = std::max<std::int64_t>(2 * device.l2_bytes, 64 << 20);
+  std::size_t flush_bytes = std::max<std::int64_t>(2 * device.l2_bytes, 64 << 20) / 16 * 16;
   l2_flush_ = driver::DeviceBuffer(flush_bytes, "the L2 flush buffer");
+  // One repeated word: read_flush folds it to zero and never writes (support_kernels.cuh).
+  TILESMITH_CU(api().cuMemsetD32Async(l2_flush_.address(), 0x5a5a5a5a, flush_bytes / 4, stream_.get()),
+               "filling the L2 flush buffer");
 
   kernels_ = std::make_unique<Kernels>();
   RenderedSource reference = render_reference(family, problem);
   kernels_->reference = driver::load_kernel(compiled_once(reference, arch),
                                             family.reference_launch(problem).dynamic_smem_bytes,
                                             "reference " + reference.describe());
+  kernels_->read_flush = driver::load_kernel(
+      compiled_once(support_source("tilesmith::read_flush"), arch), 0, "tilesmith::read_flush");
   for (const TensorSpec& spec : specs_) {
     int kind = element_kind(spec.dtype);
     if (kernels_->fill.count(kind)) continue;
@@ -204,10 +210,12 @@ Timing Workbench::time(const driver::ReadyKernel& kernel, const Config& config,
                        const TimingOptions& options) {
   const LaunchPlan call = plan(config);
   CUstream stream = stream_.get();
-  auto flush = [&] {
-    TILESMITH_CU(api().cuMemsetD32Async(l2_flush_.address(), 0x5a5a5a5a, l2_flush_.bytes() / 4, stream),
-                 "flushing L2");
-  };
+  struct {  // FlushParams in support_kernels.cuh
+    std::uint64_t data, count, sink;
+  } flush_params{l2_flush_.address(), l2_flush_.bytes() / 16, l2_flush_.address()};
+  const KernelArgs flush_args = KernelArgs::of(flush_params);
+  const LaunchGeometry flush_geometry = grid_stride(flush_params.count);
+  auto flush = [&] { kernels_->read_flush.first().launch(flush_geometry, flush_args, stream); };
   for (int i = 0; i < options.warmup; ++i) kernel.run(call, stream);
   // One timed launch sizes the run: enough repetitions for ~target_ms of kernel time.
   driver::Event probe_start, probe_stop;

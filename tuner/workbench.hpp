@@ -64,8 +64,8 @@ class Workbench {
   // reference of the current inputs.
   Verification check_output();
   // Times one call of `config` (every launch of its plan, padding copies and reductions
-  // included): CUDA events around each call, L2 flushed before each one (a write of a buffer
-  // twice the L2's size), warm-up, median of repetitions.
+  // included): CUDA events around each call, L2 flushed before each one (a read of a buffer
+  // twice the L2's size, as the benchmarks flush), warm-up, median of repetitions.
   Timing time(const driver::ReadyKernel& kernel, const Config& config,
               const TimingOptions& options);
 
