@@ -248,8 +248,9 @@ Runtime::Runtime(RuntimeOptions options) : impl_(std::make_unique<Impl>()) {
 Runtime::~Runtime() = default;
 
 namespace {
-// Whether a stride breaks the 16-byte alignment of rows or batches (the problem may then need
-// aligned=0: Family::problem_for_call).
+// Whether a stride is not a multiple of 8 elements, so may break the 16-byte alignment of rows
+// or batches of 16-bit elements (Family::problem_for_call decides, per dtype, whether the
+// problem then needs aligned=0). Part of the in-memory key: it allocates nothing.
 bool strides_off_16_bytes(const MatmulArgs& args) {
   std::int64_t all = args.lda | args.ldb | args.ldc | args.ld_residual;
   for (const auto& stride : {args.batch_stride_a, args.batch_stride_b, args.batch_stride_c,

@@ -31,7 +31,8 @@ struct MatmulShape {
   bool strides_unaligned = false;
   int epilogue = 0;  // MatmulEpilogueBits
   long long in_bytes = 2;  // of an element of A and B
-  explicit MatmulShape(const Problem& problem) : in_bytes(static_cast<long long>(dtype_size(problem.dtype))) {
+  explicit MatmulShape(const Problem& problem)
+      : in_bytes(static_cast<long long>(dtype_size(problem.dtype))) {
     const auto& dims = problem.shape;
     const std::size_t at = dims.size() == 4 ? 1 : 0;
     if (at) batch = dims.at(0);
@@ -413,8 +414,8 @@ class MatmulFamily final : public Family {
                             " has unaligned rows already: leave out aligned=0");
   }
 
-  // Strides that are not multiples of 8 elements need the kernels that gather rows, which an
-  // aligned shape would not get: such a call runs as the problem with aligned=0.
+  // Strides off 16-byte boundaries need the kernels that gather rows, which an aligned shape
+  // would not get: such a call runs as the problem with aligned=0.
   Problem problem_for_call(Problem problem, const CallScalars& scalars) const override {
     const MatmulShape s(problem);
     if (!s.rows_aligned() || s.strides_unaligned) return problem;
