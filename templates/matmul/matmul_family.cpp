@@ -122,26 +122,26 @@ struct MatmulStrides {
       const std::int64_t given_ld = call.row_strides.at(at);
       const std::optional<std::int64_t> given_stride = call.batch_strides.at(at);
       ++at;
-      const std::string what = "matmul: " + std::string(name) + "'s ";
+      // The message is built only on failure: plan() runs on the runtime's hot path.
+      auto fail = [&](const std::string& why) {
+        throw InvalidArgument("matmul: " + std::string(name) + "'s " + why);
+      };
       if (given_ld != 0) {
         if (given_ld < row_length || given_ld > (1ll << 31) - 1)
-          throw InvalidArgument(what + "row stride " + std::to_string(given_ld) +
-                                " is outside " + std::to_string(row_length) +
-                                " (its row length) .. 2^31-1");
+          fail("row stride " + std::to_string(given_ld) + " is outside " +
+               std::to_string(row_length) + " (its row length) .. 2^31-1");
         ld = given_ld;
       }
       stride = given_stride.value_or(rows * ld);
       // Inputs may share or overlap batches (0: one matrix for all); C's must be apart.
       const long long apart = written && s.batch > 1 ? (rows - 1) * ld + row_length : 0;
       if (stride < apart)
-        throw InvalidArgument(what + "batch stride " + std::to_string(stride) + " is below " +
-                              std::to_string(apart) +
-                              (written ? ": its batches would overlap" : ""));
+        fail("batch stride " + std::to_string(stride) + " is below " + std::to_string(apart) +
+             (written ? ": its batches would overlap" : ""));
       if (!s.strides_unaligned && s.rows_aligned() && ((ld | stride) % s.per_16_bytes()))
-        throw InvalidArgument(what + "strides (" + std::to_string(ld) + " per row, " +
-                              std::to_string(stride) + " per batch) are not multiples of " +
-                              std::to_string(s.per_16_bytes()) +
-                              " elements (16 bytes): the problem needs option aligned=0");
+        fail("strides (" + std::to_string(ld) + " per row, " + std::to_string(stride) +
+             " per batch) are not multiples of " + std::to_string(s.per_16_bytes()) +
+             " elements (16 bytes): the problem needs option aligned=0");
     };
     take(t.lda, t.stride_a, s.a_row_length(), s.a_rows(), false, "A");
     take(t.ldb, t.stride_b, s.b_row_length(), s.b_rows(), false, "B");
