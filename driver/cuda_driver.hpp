@@ -19,13 +19,14 @@ namespace tilesmith::driver {
   X(cuMemcpyDtoH) X(cuMemsetD32Async) X(cuMemsetD8Async) X(cuStreamCreate) X(cuStreamDestroy)   \
   X(cuStreamSynchronize) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)                    \
   X(cuEventSynchronize) X(cuEventElapsedTime) X(cuPointerGetAttribute) X(cuLaunchKernelEx)      \
-  X(cuTensorMapEncodeTiled)
+  X(cuTensorMapEncodeTiled) X(cuOccupancyMaxActiveBlocksPerMultiprocessor)                    \
+  X(cuOccupancyMaxActiveClusters)
 
 // Entry points whose plain name cuGetProcAddress resolves, at CUDA_VERSION, to a newer ABI than
 // cuda.h's prototype of that name: they are asked for at the prototype's version. CUDA 13 added
 // cuCtxSynchronize_v2(CUcontext); asking for "cuCtxSynchronize" at 13000 returns it, and calling
-// it as the argument-less prototype crashed (seen on the H100).
-#define TILESMITH_DRIVER_FUNCTIONS_PINNED(X) X(cuCtxSynchronize, 2000)
+// it as the argument-less prototype crashed (seen on the H100). cuCtxGetDevice_v2 likewise.
+#define TILESMITH_DRIVER_FUNCTIONS_PINNED(X) X(cuCtxSynchronize, 2000) X(cuCtxGetDevice, 2000)
 
 // The driver's entry points, resolved through cuGetProcAddress for the ABI of the cuda.h we
 // were built against. Members carry the functions' own names.

@@ -64,31 +64,15 @@ CUresult encode_tensor_map(const TensorMapSpec& spec, std::byte* bytes) {
       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
 
-}  // namespace
-
-CUresult LaunchableKernel::try_launch(const LaunchGeometry& geometry, const KernelArgs& args,
-                                      CUstream stream) const {
-  const KernelArgs* launched = &args;
-  KernelArgs encoded;  // tensor maps are filled in a copy: the caller's arguments stay a recipe
-  if (args.tensor_map_count > 0) {
-    encoded = args;
-    for (int i = 0; i < args.tensor_map_count; ++i)
-      if (CUresult result = encode_tensor_map(args.tensor_maps[i], encoded.bytes.data());
-          result != CUDA_SUCCESS)
-        return result;
-    launched = &encoded;
-  }
-  void* params[] = {const_cast<std::byte*>(launched->bytes.data())};  // one Params struct
-  const unsigned* cluster = geometry.cluster;
-  if (cluster[0] * cluster[1] * cluster[2] == 1)
-    return api().cuLaunchKernel(function_, geometry.grid[0], geometry.grid[1], geometry.grid[2],
-                                geometry.block[0], geometry.block[1], geometry.block[2],
-                                geometry.dynamic_smem_bytes, stream, params, nullptr);
-  CUlaunchAttribute attribute{};
+// The driver's launch configuration of `geometry` on `stream`; `attribute` receives the cluster
+// shape, which the configuration points to.
+CUlaunchConfig launch_config(const LaunchGeometry& geometry, CUstream stream,
+                             CUlaunchAttribute& attribute) {
+  attribute = CUlaunchAttribute{};
   attribute.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-  attribute.value.clusterDim.x = cluster[0];
-  attribute.value.clusterDim.y = cluster[1];
-  attribute.value.clusterDim.z = cluster[2];
+  attribute.value.clusterDim.x = geometry.cluster[0];
+  attribute.value.clusterDim.y = geometry.cluster[1];
+  attribute.value.clusterDim.z = geometry.cluster[2];
   CUlaunchConfig config{};
   config.gridDimX = geometry.grid[0];
   config.gridDimY = geometry.grid[1];
@@ -100,6 +84,76 @@ CUresult LaunchableKernel::try_launch(const LaunchGeometry& geometry, const Kern
   config.hStream = stream;
   config.attrs = &attribute;
   config.numAttrs = 1;
+  return config;
+}
+
+unsigned cluster_size(const LaunchGeometry& geometry) {
+  return geometry.cluster[0] * geometry.cluster[1] * geometry.cluster[2];
+}
+
+}  // namespace
+
+CUresult LaunchableKernel::resident_ctas(const LaunchGeometry& geometry, unsigned* ctas) const {
+  const unsigned block = geometry.block[0] * geometry.block[1] * geometry.block[2];
+  const unsigned cluster = cluster_size(geometry);
+  const std::uint64_t key =
+      ((block * 2654435761u) ^ (geometry.dynamic_smem_bytes * 40503u) ^ (cluster << 24)) | 1u;
+  const std::uint64_t cached = resident_->load(std::memory_order_relaxed);
+  if (cached >> 32 == key) {
+    *ctas = static_cast<unsigned>(cached);
+    return CUDA_SUCCESS;
+  }
+  int count = 0;
+  if (cluster == 1) {
+    int per_sm = 0, sms = 0;
+    CUdevice device = 0;
+    if (CUresult r = api().cuOccupancyMaxActiveBlocksPerMultiprocessor(
+            &per_sm, function_, static_cast<int>(block), geometry.dynamic_smem_bytes);
+        r != CUDA_SUCCESS)
+      return r;
+    if (CUresult r = api().cuCtxGetDevice(&device); r != CUDA_SUCCESS) return r;
+    if (CUresult r = api().cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device);
+        r != CUDA_SUCCESS)
+      return r;
+    count = per_sm * sms;
+  } else {
+    CUlaunchAttribute attribute;
+    const CUlaunchConfig config = launch_config(geometry, nullptr, attribute);
+    if (CUresult r = api().cuOccupancyMaxActiveClusters(&count, function_, &config); r != CUDA_SUCCESS)
+      return r;
+    count *= static_cast<int>(cluster);
+  }
+  *ctas = static_cast<unsigned>(std::max(count, 0));
+  resident_->store(key << 32 | *ctas, std::memory_order_relaxed);
+  return CUDA_SUCCESS;
+}
+
+CUresult LaunchableKernel::try_launch(const LaunchGeometry& requested, const KernelArgs& args,
+                                      CUstream stream) const {
+  const KernelArgs* launched = &args;
+  KernelArgs encoded;  // tensor maps are filled in a copy: the caller's arguments stay a recipe
+  if (args.tensor_map_count > 0) {
+    encoded = args;
+    for (int i = 0; i < args.tensor_map_count; ++i)
+      if (CUresult result = encode_tensor_map(args.tensor_maps[i], encoded.bytes.data());
+          result != CUDA_SUCCESS)
+        return result;
+    launched = &encoded;
+  }
+  LaunchGeometry geometry = requested;
+  if (geometry.persistent) {
+    unsigned resident = 0;
+    if (CUresult result = resident_ctas(geometry, &resident); result != CUDA_SUCCESS) return result;
+    // None resident: the launch itself reports why (too much shared memory, ...).
+    if (resident > 0) geometry.grid[0] = std::min(geometry.grid[0], resident);
+  }
+  void* params[] = {const_cast<std::byte*>(launched->bytes.data())};  // one Params struct
+  if (cluster_size(geometry) == 1)
+    return api().cuLaunchKernel(function_, geometry.grid[0], geometry.grid[1], geometry.grid[2],
+                                geometry.block[0], geometry.block[1], geometry.block[2],
+                                geometry.dynamic_smem_bytes, stream, params, nullptr);
+  CUlaunchAttribute attribute;
+  const CUlaunchConfig config = launch_config(geometry, stream, attribute);
   return api().cuLaunchKernelEx(&config, function_, params, nullptr);
 }
 

@@ -3,6 +3,7 @@
 // from its destructor.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -35,11 +36,14 @@ class DeviceBuffer {
 
 // A kernel ready to launch: its function in a loaded module, with the dynamic shared memory
 // limit raised as far as the launch rule needs. A launch encodes the arguments' tensor maps
-// (cuTensorMapEncodeTiled) and uses cuLaunchKernelEx when the geometry names a cluster.
+// (cuTensorMapEncodeTiled), uses cuLaunchKernelEx when the geometry names a cluster, and shrinks
+// a persistent grid to what the device holds at once.
 class LaunchableKernel {
  public:
   LaunchableKernel(CUfunction function, std::string description)
-      : function_(function), description_(std::move(description)) {}
+      : function_(function),
+        description_(std::move(description)),
+        resident_(std::make_shared<std::atomic<std::uint64_t>>(0)) {}
   // Throws Error naming the kernel on any launch error (sticky or not), or on a tensor map the
   // driver cannot encode.
   void launch(const LaunchGeometry& geometry, const KernelArgs& args, CUstream stream) const;
@@ -50,8 +54,15 @@ class LaunchableKernel {
   const std::string& description() const { return description_; }
 
  private:
+  // The CTAs of `geometry`'s shape (block, shared memory, cluster) the device runs at once, by
+  // the driver's occupancy calculator; asked once per shape.
+  CUresult resident_ctas(const LaunchGeometry& geometry, unsigned* ctas) const;
+
   CUfunction function_;
   std::string description_;
+  // The last answer of resident_ctas: (the shape's 32-bit key << 32) | CTAs. Atomic: the
+  // runtime launches one kernel from many threads.
+  std::shared_ptr<std::atomic<std::uint64_t>> resident_;
 };
 
 class LoadedModule {

@@ -45,6 +45,10 @@ struct LaunchGeometry {
   // in (__cluster_dims__) leaves this at {1, 1, 1}.
   unsigned cluster[3] = {1, 1, 1};
   unsigned dynamic_smem_bytes = 0;
+  // The kernel strides over its work by gridDim.x (a persistent grid): the launcher shrinks
+  // grid[0] to the CTAs (whole clusters) the device holds at once, as the driver's occupancy
+  // calculator counts them, so no CTA waits for a second wave.
+  bool persistent = false;
 };
 
 // A TMA descriptor (CUtensorMap) that the driver stage encodes on the host, with

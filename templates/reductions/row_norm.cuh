@@ -28,14 +28,15 @@ struct ElementBytes {
 };
 
 // N consecutive elements from base[index], as floats: vector loads where the address allows,
-// else element by element (y's or the weight's rows may sit differently from x's).
-template <int KIND, int N>
+// else element by element (y's or the weight's rows may sit differently from x's). ALIGNED: the
+// caller knows the address allows (a ring slot), so nothing is checked.
+template <int KIND, int N, bool ALIGNED = false>
 __device__ __forceinline__ void load_elements(const void* base, long long index, float (&out)[N]) {
   constexpr int SIZE = ElementBytes<KIND>::value;
   constexpr int BYTES = N * SIZE;
   constexpr int CHUNK = BYTES < 16 ? BYTES : 16;
   const char* at = static_cast<const char*>(base) + index * SIZE;
-  if (CHUNK >= 4 && reinterpret_cast<unsigned long long>(at) % CHUNK == 0) {
+  if (CHUNK >= 4 && (ALIGNED || reinterpret_cast<unsigned long long>(at) % CHUNK == 0)) {
     unsigned words[BYTES >= 4 ? BYTES / 4 : 1];
 #pragma unroll
     for (int c = 0; c < BYTES / CHUNK; ++c) {
@@ -154,8 +155,13 @@ struct RowShared {
 // the CTAs of the cluster (in rank order, so every CTA holds the same result). Every thread of
 // the CTA calls it, once. In a cluster it leaves the barrier that lets the other CTAs leave
 // armed: the kernel waits on it (cluster_wait) only before exiting, after its stores.
+//
+// `after_another`: this CTA exchanged a row before (a persistent grid's later groups). Its armed
+// barrier is waited for first (an arrive must meet its wait before the next arrive), which also
+// keeps this exchange's partial from overwriting one another CTA is still reading.
 template <int THREADS_ROW, int CLUSTER, class T, class Shared>
-__device__ __forceinline__ T reduce_row(T value, Shared& shared, int row_in_block, int lane_row) {
+__device__ __forceinline__ T reduce_row(T value, Shared& shared, int row_in_block, int lane_row,
+                                        bool after_another) {
   constexpr int WIDTH = THREADS_ROW < 32 ? THREADS_ROW : 32;
 #pragma unroll
   for (int offset = WIDTH / 2; offset > 0; offset /= 2) value = merge(value, shuffle_xor(value, offset));
@@ -167,6 +173,7 @@ __device__ __forceinline__ T reduce_row(T value, Shared& shared, int row_in_bloc
     for (int w = 1; w < THREADS_ROW / 32; ++w) value = merge(value, shared.warp[row_in_block][w]);
   }
   if constexpr (CLUSTER > 1) {
+    if (after_another) cluster_wait();
     if (lane_row == 0) shared.cta[row_in_block] = value;
     cluster_sync();
     value = load_from_cta(shared.cta[row_in_block], 0);
@@ -210,119 +217,201 @@ __device__ __forceinline__ void row_epilogue(const RowParams& p, float (&values)
   }
 }
 
+// Where a row lies: its elements split into the head before x's first VEC-aligned address,
+// whole vectors, and the tail; this CTA's run of the vectors; which of them a thread holds.
+template <int KIND_IN, int VEC, int THREADS_ROW, int CLUSTER>
+struct RowSpan {
+  bool active;  // the row exists (threads of a row past the last load and store nothing)
+  long long row, x_row;
+  int head, vectors, extras, first, last, lane_row, rank;
+
+  __device__ __forceinline__ RowSpan(const RowParams& p, long long row_index, int lane, int cta_rank)
+      : active(row_index < p.rows), row(row_index), lane_row(lane), rank(cta_rank) {
+    constexpr unsigned long long ALIGN = VEC * ElementBytes<KIND_IN>::value;
+    x_row = (active ? row : 0) * p.x_stride;
+    const unsigned long long x_address = reinterpret_cast<unsigned long long>(
+        static_cast<const char*>(p.x) + x_row * ElementBytes<KIND_IN>::value);
+    head = min(static_cast<int>((ALIGN - x_address % ALIGN) % ALIGN / ElementBytes<KIND_IN>::value),
+               p.cols);
+    vectors = (p.cols - head) / VEC;
+    extras = p.cols - vectors * VEC;
+    const int per_cta = (vectors + CLUSTER - 1) / CLUSTER;
+    first = rank * per_cta;
+    last = min(vectors, first + per_cta);
+  }
+  __device__ __forceinline__ int vector_at(int item) const { return first + item * THREADS_ROW + lane_row; }
+  __device__ __forceinline__ bool holds(int item) const { return active && vector_at(item) < last; }
+  __device__ __forceinline__ long long x_index(int item) const {
+    return x_row + head + static_cast<long long>(vector_at(item)) * VEC;
+  }
+  // Head and tail elements ("extras"), one per thread of CTA 0.
+  __device__ __forceinline__ int extra_at(int slot) const { return lane_row + slot * THREADS_ROW; }
+  __device__ __forceinline__ bool holds_extra(int slot) const {
+    return active && rank == 0 && extra_at(slot) < extras;
+  }
+  __device__ __forceinline__ int extra_col(int slot) const {
+    const int i = extra_at(slot);
+    return i < head ? i : head + vectors * VEC + (i - head);
+  }
+};
+
+// VEC_BYTES from global to shared memory without passing through registers (cp.async; 16-byte
+// copies skip L1).
+template <int VEC_BYTES>
+__device__ __forceinline__ void copy_async(unsigned smem_dst, const void* global_src) {
+  if constexpr (VEC_BYTES == 16)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_dst), "l"(global_src));
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(smem_dst), "l"(global_src),
+                 "n"(VEC_BYTES));
+}
+
 template <int OP, int KIND_IN, int KIND_OUT, int FLAGS, int VEC, int THREADS_ROW, int ROWS_BLOCK,
-          int ITEMS, int CLUSTER>
+          int ITEMS, int CLUSTER, int STAGES>
 __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm(const RowParams p) {
   constexpr int IN_BYTES = ElementBytes<KIND_IN>::value;
+  constexpr int VEC_BYTES = VEC * IN_BYTES;
   constexpr int EXTRA = (2 * VEC - 2 + THREADS_ROW - 1) / THREADS_ROW > 0
                             ? (2 * VEC - 2 + THREADS_ROW - 1) / THREADS_ROW
                             : 1;
   using Partial = typename RowPartial<OP>::type;
-  __shared__ RowShared<Partial, ROWS_BLOCK, (THREADS_ROW > 32 ? THREADS_ROW / 32 : 1)> shared;
+  using Span = RowSpan<KIND_IN, VEC, THREADS_ROW, CLUSTER>;
+  // Two sets, alternating by row group: a warp may write the next group's partials while another
+  // still reads this one's (one barrier per exchange separates them).
+  __shared__ RowShared<Partial, ROWS_BLOCK, (THREADS_ROW > 32 ? THREADS_ROW / 32 : 1)> shared[2];
+  // STAGES > 0: the ring of row groups in flight, [stage][row of the CTA][item][thread] vectors.
+  extern __shared__ uint4 ring[];
 
   const int lane_row = threadIdx.x % THREADS_ROW;
   const int row_in_block = threadIdx.x / THREADS_ROW;
   const int rank = CLUSTER > 1 ? static_cast<int>(cluster_cta_rank()) : 0;
-  const long long row = static_cast<long long>(blockIdx.x / CLUSTER) * ROWS_BLOCK + row_in_block;
-  // Threads of a row past the last still take part in every barrier; they load and store
-  // nothing.
-  const bool active = row < p.rows;
   const int cols = p.cols;
-  const long long x_row = (active ? row : 0) * p.x_stride;
-  constexpr unsigned long long ALIGN = VEC * IN_BYTES;
-  const unsigned long long x_address =
-      reinterpret_cast<unsigned long long>(static_cast<const char*>(p.x) + x_row * IN_BYTES);
-  const int head = min(static_cast<int>((ALIGN - x_address % ALIGN) % ALIGN / IN_BYTES), cols);
-  const int vectors = (cols - head) / VEC;
-  const int extras = cols - vectors * VEC;
-  const int per_cta = (vectors + CLUSTER - 1) / CLUSTER;
-  const int first = rank * per_cta;
-  const int last = min(vectors, first + per_cta);
-
-  auto vector_at = [&](int item) { return first + item * THREADS_ROW + lane_row; };
-  auto holds = [&](int item) { return active && vector_at(item) < last; };
-  auto extra_at = [&](int slot) { return lane_row + slot * THREADS_ROW; };
-  auto holds_extra = [&](int slot) { return active && rank == 0 && extra_at(slot) < extras; };
-  auto extra_col = [&](int slot) {
-    const int i = extra_at(slot);
-    return i < head ? i : head + vectors * VEC + (i - head);
+  // Row groups of ROWS_BLOCK rows, one per CTA (cluster) at a time, strided by the grid: a
+  // grid of every group runs each once; a persistent grid (STAGES > 0) loops.
+  const long long groups = (p.rows + ROWS_BLOCK - 1) / ROWS_BLOCK;
+  const long long group_step = gridDim.x / CLUSTER;
+  auto slot_offset = [&](int stage, int item) {  // bytes into the ring
+    return (((stage * ROWS_BLOCK + row_in_block) * ITEMS + item) * THREADS_ROW + lane_row) * VEC_BYTES;
   };
-
-  float v[ITEMS][VEC];
-  float e[EXTRA];
+  // A thread's vectors of a row group into its slots of a ring stage, as one commit group (empty
+  // past the last group, so the groups in flight always number STAGES). A thread reads back only
+  // what it copied itself, so no barrier guards the ring: cp.async.wait_group orders the thread's
+  // own copies before its reads.
+  auto stage_group = [&](long long group, int stage) {
+    if (group < groups) {
+      const Span span(p, group * ROWS_BLOCK + row_in_block, lane_row, rank);
 #pragma unroll
-  for (int item = 0; item < ITEMS; ++item) {
-    if (holds(item))
-      load_elements<KIND_IN, VEC>(p.x, x_row + head + static_cast<long long>(vector_at(item)) * VEC,
-                                  v[item]);
-    else
+      for (int item = 0; item < ITEMS; ++item)
+        if (span.holds(item))
+          copy_async<VEC_BYTES>(smem_address(ring) + slot_offset(stage, item),
+                                static_cast<const char*>(p.x) + span.x_index(item) * IN_BYTES);
+    }
+    cp_async_commit();
+  };
+  long long group = blockIdx.x / CLUSTER;
+  if constexpr (STAGES > 0) {
 #pragma unroll
-      for (int k = 0; k < VEC; ++k) v[item][k] = 0.f;
+    for (int stage = 0; stage < STAGES; ++stage) stage_group(group + stage * group_step, stage);
   }
+
+  for (int k = 0; group < groups; ++k, group += group_step) {
+    const Span span(p, group * ROWS_BLOCK + row_in_block, lane_row, rank);
+    const bool active = span.active;
+    const long long row = span.row;
+    float v[ITEMS][VEC];
+    float e[EXTRA];
 #pragma unroll
-  for (int slot = 0; slot < EXTRA; ++slot)
-    e[slot] = holds_extra(slot) ? load_as_float<KIND_IN>(p.x, x_row + extra_col(slot)) : 0.f;
+    for (int slot = 0; slot < EXTRA; ++slot)
+      e[slot] = span.holds_extra(slot) ? load_as_float<KIND_IN>(p.x, span.x_row + span.extra_col(slot)) : 0.f;
+    if constexpr (STAGES > 0) {
+      const int stage = k % STAGES;
+      cp_async_wait<STAGES - 1>();  // this group's copies (the oldest in flight) have landed
+#pragma unroll
+      for (int item = 0; item < ITEMS; ++item) {
+        if (span.holds(item))
+          load_elements<KIND_IN, VEC, true>(reinterpret_cast<const char*>(ring) + slot_offset(stage, item), 0,
+                                            v[item]);
+        else
+#pragma unroll
+          for (int k2 = 0; k2 < VEC; ++k2) v[item][k2] = 0.f;
+      }
+      stage_group(group + STAGES * group_step, stage);  // the slots' vectors are in registers now
+    } else {
+#pragma unroll
+      for (int item = 0; item < ITEMS; ++item) {
+        if (span.holds(item))
+          load_elements<KIND_IN, VEC>(p.x, span.x_index(item), v[item]);
+        else
+#pragma unroll
+          for (int k2 = 0; k2 < VEC; ++k2) v[item][k2] = 0.f;
+      }
+    }
 
-  // Applies f to every held element (vector slots, then extras).
-#define TILESMITH_EACH_HELD(x, statement)                       \
-  _Pragma("unroll") for (int item = 0; item < ITEMS; ++item) if (holds(item)) \
-    _Pragma("unroll") for (int k = 0; k < VEC; ++k) {            \
-      float& x = v[item][k];                                     \
-      statement;                                                 \
-    }                                                            \
-  _Pragma("unroll") for (int slot = 0; slot < EXTRA; ++slot) if (holds_extra(slot)) { \
-    float& x = e[slot];                                          \
-    statement;                                                   \
+    // Applies f to every held element (vector slots, then extras).
+#define TILESMITH_EACH_HELD(x, statement)                                                   \
+  _Pragma("unroll") for (int item = 0; item < ITEMS; ++item) if (span.holds(item))         \
+    _Pragma("unroll") for (int k2 = 0; k2 < VEC; ++k2) {                                   \
+      float& x = v[item][k2];                                                              \
+      statement;                                                                           \
+    }                                                                                      \
+  _Pragma("unroll") for (int slot = 0; slot < EXTRA; ++slot) if (span.holds_extra(slot)) { \
+    float& x = e[slot];                                                                    \
+    statement;                                                                             \
   }
 
-  float shift = 0.f, scale = 1.f;  // y = (x - shift) * scale before the epilogue
-  const float negative_infinity = __int_as_float(0xff800000);
-  if constexpr (OP == kRowSoftmax) {
-    MaxSum mine{negative_infinity, 0.f};
-    TILESMITH_EACH_HELD(x, mine.max = fmaxf(mine.max, x))
-    TILESMITH_EACH_HELD(x, x = __expf(x - mine.max); mine.sum += x)
-    const MaxSum row = reduce_row<THREADS_ROW, CLUSTER>(mine, shared, row_in_block, lane_row);
-    // Our exp(x - our max), rescaled to the row's max and divided by the row's sum.
-    scale = mine.max == negative_infinity ? 0.f : __expf(mine.max - row.max) / row.sum;
-  } else if constexpr (OP == kRowLayerNorm) {
-    MeanM2 mine{0.f, 0.f, 0.f};
-    float sum = 0.f;
-    TILESMITH_EACH_HELD(x, sum += x; mine.count += 1.f)
-    if (mine.count > 0.f) mine.mean = sum / mine.count;
-    TILESMITH_EACH_HELD(x, mine.m2 += (x - mine.mean) * (x - mine.mean))
-    const MeanM2 row = reduce_row<THREADS_ROW, CLUSTER>(mine, shared, row_in_block, lane_row);
-    shift = row.mean;
-    scale = rsqrtf(row.m2 / cols + p.epsilon);
-  } else {
-    float squares = 0.f;
-    TILESMITH_EACH_HELD(x, squares += x * x)
-    squares = reduce_row<THREADS_ROW, CLUSTER>(squares, shared, row_in_block, lane_row);
-    scale = rsqrtf(squares / cols + p.epsilon);
-  }
-  if ((FLAGS & kRowStats) && active && rank == 0 && lane_row == 0) {
-    if (OP == kRowLayerNorm) p.mean[row] = shift;
-    p.rstd[row] = scale;
-  }
-
+    auto& exchange = shared[k & 1];
+    float shift = 0.f, scale = 1.f;  // y = (x - shift) * scale before the epilogue
+    const float negative_infinity = __int_as_float(0xff800000);
+    if constexpr (OP == kRowSoftmax) {
+      MaxSum mine{negative_infinity, 0.f};
+      TILESMITH_EACH_HELD(x, mine.max = fmaxf(mine.max, x))
+      TILESMITH_EACH_HELD(x, x = __expf(x - mine.max); mine.sum += x)
+      const MaxSum whole = reduce_row<THREADS_ROW, CLUSTER>(mine, exchange, row_in_block, lane_row, k > 0);
+      // Our exp(x - our max), rescaled to the row's max and divided by the row's sum.
+      scale = mine.max == negative_infinity ? 0.f : __expf(mine.max - whole.max) / whole.sum;
+    } else if constexpr (OP == kRowLayerNorm) {
+      MeanM2 mine{0.f, 0.f, 0.f};
+      float sum = 0.f;
+      TILESMITH_EACH_HELD(x, sum += x; mine.count += 1.f)
+      if (mine.count > 0.f) mine.mean = sum / mine.count;
+      TILESMITH_EACH_HELD(x, mine.m2 += (x - mine.mean) * (x - mine.mean))
+      const MeanM2 whole = reduce_row<THREADS_ROW, CLUSTER>(mine, exchange, row_in_block, lane_row, k > 0);
+      shift = whole.mean;
+      scale = rsqrtf(whole.m2 / cols + p.epsilon);
+    } else {
+      float squares = 0.f;
+      TILESMITH_EACH_HELD(x, squares += x * x)
+      squares = reduce_row<THREADS_ROW, CLUSTER>(squares, exchange, row_in_block, lane_row, k > 0);
+      scale = rsqrtf(squares / cols + p.epsilon);
+    }
 #undef TILESMITH_EACH_HELD
-  const long long y_row = (active ? row : 0) * p.y_stride;
-  const long long residual_row = (active ? row : 0) * p.residual_stride;
-#pragma unroll
-  for (int item = 0; item < ITEMS; ++item)
-    if (holds(item)) {
-      const int col = head + vector_at(item) * VEC;
-      row_epilogue<KIND_IN, KIND_OUT, FLAGS>(p, v[item], col, residual_row, shift, scale);
-      store_elements<KIND_OUT, VEC>(p.y, y_row + col, v[item]);
+    if ((FLAGS & kRowStats) && active && rank == 0 && lane_row == 0) {
+      if (OP == kRowLayerNorm) p.mean[row] = shift;
+      p.rstd[row] = scale;
     }
+
+    const long long y_row = (active ? row : 0) * p.y_stride;
+    const long long residual_row = (active ? row : 0) * p.residual_stride;
 #pragma unroll
-  for (int slot = 0; slot < EXTRA; ++slot)
-    if (holds_extra(slot)) {
-      float one[1] = {e[slot]};
-      row_epilogue<KIND_IN, KIND_OUT, FLAGS>(p, one, extra_col(slot), residual_row, shift, scale);
-      store_element<KIND_OUT>(p.y, y_row + extra_col(slot), one[0]);
-    }
-  // No CTA leaves while another may still read its partial (reduce_row armed the barrier).
-  if constexpr (CLUSTER > 1) cluster_wait();
+    for (int item = 0; item < ITEMS; ++item)
+      if (span.holds(item)) {
+        const int col = span.head + span.vector_at(item) * VEC;
+        row_epilogue<KIND_IN, KIND_OUT, FLAGS>(p, v[item], col, residual_row, shift, scale);
+        store_elements<KIND_OUT, VEC>(p.y, y_row + col, v[item]);
+      }
+#pragma unroll
+    for (int slot = 0; slot < EXTRA; ++slot)
+      if (span.holds_extra(slot)) {
+        float one[1] = {e[slot]};
+        row_epilogue<KIND_IN, KIND_OUT, FLAGS>(p, one, span.extra_col(slot), residual_row, shift, scale);
+        store_element<KIND_OUT>(p.y, y_row + span.extra_col(slot), one[0]);
+      }
+  }
+  // No CTA leaves while another may still read its partial (reduce_row armed the barrier); the
+  // CTAs of a cluster run the same groups, so each armed it as often.
+  if constexpr (CLUSTER > 1) {
+    if (blockIdx.x / CLUSTER < groups) cluster_wait();
+  }
 }
 
 }  // namespace tilesmith

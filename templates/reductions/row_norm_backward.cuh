@@ -197,7 +197,7 @@ __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm_backward(con
       for (int k = 0; k < VEC; ++k) add(a[item][k], b[item][k]);
 #pragma unroll
     for (int slot = 0; slot < EXTRA; ++slot) add(ea[slot], eb[slot]);
-    const Partial sums = reduce_row<THREADS_ROW, CLUSTER>(mine, shared, row_in_block, lane_row);
+    const Partial sums = reduce_row<THREADS_ROW, CLUSTER>(mine, shared, row_in_block, lane_row, false);
     auto gradient = [&](float xhat, float g) {
       if constexpr (OP == kRowSoftmax) return xhat * (g - sums);  // y * (dy - sum(y * dy))
       else if constexpr (OP == kRowRmsNorm) return scale * (g - xhat * (sums / cols));

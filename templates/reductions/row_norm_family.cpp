@@ -52,6 +52,19 @@ struct RowShape {
   bool has(int flag) const { return (flags & flag) != 0; }
 };
 
+// Bytes of shared memory row_norm declares statically (the exchange's partials, two sets),
+// rounded up; the ring comes on top.
+constexpr std::size_t kStaticRowSmem = 2048;
+
+// The ring of a persistent CTA: `stages` row groups of rows_per_block x threads_per_row threads,
+// `items` vectors each.
+std::size_t ring_bytes(const Config& config, const Problem& problem) {
+  const RowSplit c(config);
+  return static_cast<std::size_t>(config.at("stages")) * static_cast<std::size_t>(c.threads()) *
+         static_cast<std::size_t>(c.items(problem.shape.at(1), problem.dtype)) *
+         static_cast<std::size_t>(c.vector_bytes);
+}
+
 class RowNormFamily final : public Family {
  public:
   explicit RowNormFamily(RowOpInfo info) : info_(info), options_(options_of(info)) {
@@ -73,19 +86,42 @@ class RowNormFamily final : public Family {
     return help;
   }
 
-  std::vector<ParamSpec> space() const override { return row_split_space(); }
+  // The row split, and `stages`: 0 loads each CTA's rows straight into registers (a grid of
+  // every row group); N > 0 runs a persistent grid whose CTAs keep their next N row groups in
+  // flight into a shared-memory ring (cp.async) while they reduce and write the current one.
+  std::vector<ParamSpec> space() const override {
+    std::vector<ParamSpec> params = row_split_space();
+    params.push_back({"stages", {0, 1, 2, 4}});
+    return params;
+  }
 
   std::optional<std::string> reject(const Config& config, const Problem& problem,
                                     const DeviceTarget& device) const override {
     if (auto wrong = check_parameters(space(), config)) return wrong;
     const RowShape s(info_, problem);
-    return reject_row_split(RowSplit(config), s.rows, s.cols, problem.dtype, 1, device);
+    const RowSplit split(config);
+    if (auto wrong = reject_row_split(split, s.rows, s.cols, problem.dtype, 1, device)) return wrong;
+    const int stages = config.at("stages");
+    if (stages < 0 || stages > 4) return "stages from 0 to 4";
+    if (stages == 0) return std::nullopt;
+    if (static_cast<long long>(ring_bytes(config, problem) + kStaticRowSmem) > device.max_smem_per_block_optin)
+      return "a ring of " + std::to_string(ring_bytes(config, problem)) + " bytes of shared memory";
+    // A CTA that runs a single row group has nothing to fetch ahead.
+    const long long groups = (s.rows + split.rows_per_block - 1) / split.rows_per_block;
+    if (groups * split.cluster <= device.sm_count) return "no more row groups than SMs for the ring";
+    return std::nullopt;
   }
 
+  // The persistent ring where it fits (the fetch ahead pays wherever every SM gets several row
+  // groups), else rows straight into registers.
   Config default_config(const Problem& problem, const DeviceTarget& device) const override {
-    return default_row_split({}, problem.shape.at(1), problem.dtype, 1, [&](const Config& config) {
-      return reject(config, problem, device).has_value();
-    });
+    auto rejected = [&](const Config& config) { return reject(config, problem, device).has_value(); };
+    Config config;
+    for (int stages : {2, 0}) {
+      config = default_row_split({{{"stages", stages}}}, problem.shape.at(1), problem.dtype, 1, rejected);
+      if (!rejected(config)) break;
+    }
+    return config;
   }
 
   void validate(const Problem& problem) const override {
@@ -107,7 +143,7 @@ class RowNormFamily final : public Family {
     return {"tilesmith::row_norm<" + op_arguments(problem, s) + "," +
             std::to_string(c.vec(problem.dtype)) + "," + std::to_string(c.threads_per_row) + "," +
             std::to_string(c.rows_per_block) + "," + std::to_string(c.items(s.cols, problem.dtype)) +
-            "," + std::to_string(c.cluster) + ">"};
+            "," + std::to_string(c.cluster) + "," + std::to_string(config.at("stages")) + ">"};
   }
 
   // x, then the inputs the options ask for, then y, then the statistics.
@@ -136,6 +172,10 @@ class RowNormFamily final : public Family {
                                              c.cluster);
     geometry.block[0] = static_cast<unsigned>(c.threads());
     geometry.cluster[0] = static_cast<unsigned>(c.cluster);
+    if (config.at("stages") > 0) {
+      geometry.dynamic_smem_bytes = static_cast<unsigned>(ring_bytes(config, problem));
+      geometry.persistent = true;
+    }
     LaunchPlan plan;
     plan.add(0, geometry, KernelArgs::of(params(s, addresses, scalars, 0)));
     return plan;

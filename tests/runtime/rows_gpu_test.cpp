@@ -193,7 +193,8 @@ TEST(GpuRowsRuntime, StridedRowsOffVectorBoundariesMatchTheCpuReference) {
   TempDir dir;
   Runtime runtime({dir.file("rows.db")});
   driver::make_current(0);
-  const std::int64_t r = 13, c = 1000;
+  // More row groups than SMs: the default config runs the persistent grid and its ring.
+  const std::int64_t r = 413, c = 1000;
   const Problem problem = rows("layernorm_act_residual", r, c, {{"act", "gelu"}, {"stats", "1"}},
                               DType::f32, DType::f32);
   NormalValues fresh(5);
@@ -220,6 +221,8 @@ TEST(GpuRowsRuntime, StridedRowsOffVectorBoundariesMatchTheCpuReference) {
   args.x_stride = 1003;
   args.y_stride = 1001;
   args.residual_stride = 1005;
+  EXPECT_NE(runtime.describe_rows(args).config.find("stages=2"), std::string::npos)
+      << runtime.describe_rows(args).config;
   runtime.rows(args);
   TILESMITH_CU(driver::api().cuCtxSynchronize(), "running the strided layernorm");
   const std::vector<double> expected =

@@ -100,7 +100,7 @@ TEST(RowNormFamily, PruningKeepsAConfigForEveryShapeAndRejectsWhatCannotRun) {
   const Family& softmax = find_family("softmax");
   const Problem problem = rows("softmax", 8, 4096);
   EXPECT_TRUE(softmax.reject(Config{{{"vector_bytes", 16}, {"threads_per_row", 32}, {"rows_per_block", 64},
-                                     {"cluster", 1}}},
+                                     {"cluster", 1}, {"stages", 0}}},
                              problem, hopper));
   EXPECT_TRUE(softmax.reject(Config{{{"vector_bytes", 16}, {"threads_per_row", 32}, {"rows_per_block", 1}}},
                              problem, hopper));
@@ -111,7 +111,7 @@ TEST(RowNormFamily, PlanPacksAddressesStridesAndTheClusterLaunch) {
   const Problem problem = rows("layernorm_act_residual", 5, 262144, {{"stats", "1"}});
   const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
   const Config config{{{"vector_bytes", 16}, {"threads_per_row", 512}, {"rows_per_block", 1},
-                       {"cluster", 8}}};
+                       {"cluster", 8}, {"stages", 0}}};
   ASSERT_FALSE(family.reject(config, problem, hopper));
   const std::vector<std::uint64_t> addresses = {0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000};
   CallScalars scalars;
@@ -124,6 +124,8 @@ TEST(RowNormFamily, PlanPacksAddressesStridesAndTheClusterLaunch) {
   EXPECT_EQ(g.grid[0], 5u * 8u);
   EXPECT_EQ(g.cluster[0], 8u);
   EXPECT_EQ(g.block[0], 512u);
+  EXPECT_FALSE(g.persistent);
+  EXPECT_EQ(g.dynamic_smem_bytes, 0u);
   RowParams p;
   ASSERT_EQ(plan.steps[0].args.size, sizeof p);
   std::memcpy(&p, plan.steps[0].args.bytes.data(), sizeof p);
@@ -140,6 +142,42 @@ TEST(RowNormFamily, PlanPacksAddressesStridesAndTheClusterLaunch) {
   EXPECT_EQ(p.rows, 5);
   EXPECT_EQ(p.cols, 262144);
   EXPECT_FLOAT_EQ(p.epsilon, 1e-6f);
+}
+
+// stages > 0: a grid of every row group, marked persistent (the launcher keeps what fits), each
+// CTA with a ring of `stages` groups of its vectors; refused where it cannot fit or has no second
+// group to fetch ahead.
+TEST(RowNormFamily, StagedConfigsPlanAPersistentGridWithTheirRing) {
+  const Family& family = find_family("rmsnorm");
+  const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
+  const Problem problem = rows("rmsnorm", 8192, 8192);  // bf16: 1024 vectors of 16 bytes a row
+  Config config{{{"vector_bytes", 16}, {"threads_per_row", 256}, {"rows_per_block", 1},
+                 {"cluster", 1}, {"stages", 4}}};
+  ASSERT_FALSE(family.reject(config, problem, hopper));
+  const std::vector<std::uint64_t> addresses = {0x1000, 0x2000, 0x3000};
+  const LaunchGeometry g = family.plan(config, problem, hopper, addresses, 0, CallScalars{}).steps[0].geometry;
+  EXPECT_TRUE(g.persistent);
+  EXPECT_EQ(g.grid[0], 8192u);
+  EXPECT_EQ(g.dynamic_smem_bytes, 4u * 256u * 4u * 16u);  // stages x threads x items x 16 bytes
+  EXPECT_NE(family.kernel_expressions(config, problem).at(0).find(",1,4,1,4>"), std::string::npos)
+      << family.kernel_expressions(config, problem).at(0);
+
+  // 512 threads x 4 stages x 64 fp32 elements: 512 KB of ring.
+  const Problem wide = rows("rmsnorm", 8192, 32768, {}, DType::f32, DType::f32);
+  config.values["threads_per_row"] = 512;
+  EXPECT_NE(family.reject(config, wide, hopper).value_or(""), "");
+  config.values["stages"] = 0;
+  EXPECT_FALSE(family.reject(config, wide, hopper));
+  // 132 rows on 132 SMs: every CTA would run one row.
+  config.values["threads_per_row"] = 256;
+  config.values["stages"] = 1;
+  EXPECT_NE(family.reject(config, rows("rmsnorm", 132, 8192), hopper).value_or(""), "");
+  EXPECT_FALSE(family.reject(config, rows("rmsnorm", 133, 8192), hopper));
+  EXPECT_NE(family.reject(Config{{{"vector_bytes", 16}, {"threads_per_row", 256}, {"rows_per_block", 1},
+                                  {"cluster", 1}, {"stages", 5}}},
+                          problem, hopper)
+                .value_or(""),
+            "");
 }
 
 TEST(RowNormFamily, CpuReferenceComputesEachOp) {
@@ -173,16 +211,20 @@ TEST(RowNormFamily, EveryOpCompilesForSm80AndSm90aWithoutSpills) {
   };
   const std::vector<Case> cases = {
       {rows("softmax", 64, 256, {}, DType::bf16, DType::bf16), "sm_90a"},
+      {rows("softmax", 4096, 256, {}, DType::bf16, DType::bf16), "sm_90a"},
       {rows("softmax", 64, 4097, {}, DType::f32, DType::f32), "sm_80"},
-      {rows("layernorm", 64, 1023, {{"stats", "1"}}, DType::f16, DType::f32), "sm_80"},
+      {rows("layernorm", 2000, 1023, {{"stats", "1"}}, DType::f16, DType::f32), "sm_80"},
       {rows("rmsnorm", 8, 131072, {}, DType::bf16, DType::bf16), "sm_90a"},
-      {rows("layernorm_act_residual", 64, 4096, {{"act", "gelu"}, {"stats", "1"}}), "sm_90a"},
+      {rows("rmsnorm", 1024, 131072, {}, DType::f32, DType::f32), "sm_90a"},
+      {rows("layernorm_act_residual", 512, 4096, {{"act", "gelu"}, {"stats", "1"}}), "sm_90a"},
       {rows("rmsnorm_act_residual", 64, 7, {{"act", "silu"}}, DType::f32, DType::bf16), "sm_80"}};
   for (const Case& c : cases) {
     const Family& family = find_family(c.problem.op);
     const DeviceTarget device = DeviceTarget::assumed_for_arch(c.arch);
     const Config config = family.default_config(c.problem, device);
     ASSERT_FALSE(family.reject(config, c.problem, device)) << c.problem.key();
+    // The default fetches ahead through the ring wherever each SM gets several row groups.
+    EXPECT_EQ(config.at("stages") > 0, c.problem.shape[0] > 132) << c.problem.key() << " " << config.text();
     CompiledKernel compiled = compile(render(family, config, c.problem), c.arch);
     EXPECT_FALSE(compiled.resources.spills()) << c.problem.key() << " " << config.text();
     EXPECT_GT(compiled.cubin.bytes.size(), 0u);

@@ -107,6 +107,41 @@ TEST_F(GpuRowNorm, SampledConfigsMatchTheReferenceOnOddRows) {
   if (device_.cc_major >= 9) EXPECT_GE(clustered, 5);
 }
 
+// The persistent ring (stages > 0) where every CTA (cluster) loops over many row groups: rows
+// that start off vector boundaries (odd columns), short rows many to a CTA, clusters that
+// exchange row after row. A sample of every valid staged config, nothing unwritten.
+TEST_F(GpuRowNorm, StagedConfigsMatchTheReferenceWhereEachCtaLoops) {
+  const std::vector<Problem> problems = {
+      rows("softmax", 5000, 1023), rows("layernorm", 3001, 4097, {{"stats", "1"}}, DType::f32, DType::f32),
+      rows("rmsnorm_act_residual", 2000, 256, {{"act", "silu"}}, DType::f16, DType::f16),
+      rows("layernorm_act_residual", 700, 32768, {{"act", "gelu"}, {"stats", "1"}}),
+      rows("softmax", 200, 131072, {}, DType::f32, DType::f32), rows("rmsnorm", 1500, 7)};
+  int checked = 0, clustered = 0;
+  for (const Problem& problem : problems) {
+    const Family& family = find_family(problem.op);
+    tuner::Workbench bench(family, problem, device_);
+    std::vector<Config> staged;
+    for (const Config& config : family.enumerate())
+      if (config.at("stages") > 0 && !family.reject(config, problem, device_)) staged.push_back(config);
+    ASSERT_FALSE(staged.empty()) << problem.key();
+    const std::size_t step = std::max<std::size_t>(1, staged.size() / 6);
+    for (std::size_t i = checked % step; i < staged.size(); i += step) {
+      const Config& config = staged[i];
+      RenderedSource source = render(family, config, problem);
+      driver::ReadyKernel ready =
+          driver::load_kernel(compile(source, device_.arch()), bench.plan(config), source.describe());
+      bench.refresh_inputs(900 + checked);
+      tuner::Verification result = bench.verify(ready, config);
+      EXPECT_TRUE(result.passed) << problem.key() << " [" << config.text() << "]: " << result.detail;
+      EXPECT_EQ(result.nonfinite, 0u) << problem.key() << " [" << config.text() << "]";
+      ++checked;
+      clustered += config.at("cluster") > 1;
+    }
+  }
+  EXPECT_GE(checked, 30);
+  if (device_.cc_major >= 9) EXPECT_GE(clustered, 3);
+}
+
 // A kernel that writes only part of y, or a wrong statistic, fails verification: the checks
 // can fail.
 TEST_F(GpuRowNorm, VerificationCatchesAWrongKernel) {
