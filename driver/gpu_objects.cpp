@@ -239,8 +239,9 @@ ReadyKernel load_kernel(const CompiledKernel& compiled, const LaunchPlan& plan,
     for (const LaunchStep& step : plan.all())
       if (static_cast<std::size_t>(step.kernel) == i)
         smem = std::max(smem, step.geometry.dynamic_smem_bytes);
-    // Above 48 KB a block gets dynamic shared memory only after its limit is raised.
-    if (smem > 48 * 1024) ready.kernels.back().allow_dynamic_smem(smem);
+    // A block gets more than 48 KB of shared memory, static and dynamic together, only after
+    // its dynamic limit is raised: raised for any dynamic size, since the static part adds on.
+    if (smem > 0) ready.kernels.back().allow_dynamic_smem(smem);
   }
   return ready;
 }

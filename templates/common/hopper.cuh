@@ -50,10 +50,11 @@ __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
   asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
-// cluster_sync in two halves, so work can go between them: arrive says this CTA is done with
-// what the barrier guards (reads of the others' shared memory); wait holds until all arrived.
-__device__ __forceinline__ void cluster_arrive() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+// A cluster barrier in two halves, so work can go between them: the arrive says only that this
+// CTA got here (relaxed: it orders none of its memory accesses, so it waits for none of its
+// stores); the wait holds until every CTA arrived.
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
 }
 __device__ __forceinline__ void cluster_wait() {
   asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
@@ -63,12 +64,6 @@ __device__ __forceinline__ unsigned map_to_cta(unsigned smem_addr, unsigned rank
   unsigned remote;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(smem_addr), "r"(rank));
   return remote;
-}
-// A float in another CTA's shared memory (an address from map_to_cta).
-__device__ __forceinline__ float load_shared_cluster_f32(unsigned remote_addr) {
-  float value;
-  asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(value) : "r"(remote_addr) : "memory");
-  return value;
 }
 
 __device__ __forceinline__ float4 load_shared_f32x4(unsigned addr) {
@@ -148,6 +143,17 @@ __device__ __forceinline__ void mbarrier_wait_cluster(unsigned bar, unsigned par
         : "r"(bar), "r"(parity)
         : "memory");
   } while (!done);
+}
+
+// 16 bytes into shared memory at `remote` (a shared::cluster address: this CTA's or another's),
+// counted as 16 bytes of transaction on the mbarrier at `remote_bar`, in the destination's CTA:
+// the receiver learns from its own barrier that the data landed, with no cluster barrier.
+__device__ __forceinline__ void store_async_cluster(unsigned remote, float4 value, unsigned remote_bar) {
+  asm volatile(
+      "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];\n" ::"r"(
+          remote),
+      "f"(value.x), "f"(value.y), "f"(value.z), "f"(value.w), "r"(remote_bar)
+      : "memory");
 }
 
 // ---- named barriers ------------------------------------------------------------------------------

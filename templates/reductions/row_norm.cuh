@@ -131,37 +131,66 @@ __device__ __forceinline__ MeanM2 shuffle_xor(MeanM2 v, int offset) {
   return {shuffle_xor(v.count, offset), shuffle_xor(v.mean, offset), shuffle_xor(v.m2, offset)};
 }
 
-// A partial held by another CTA of the cluster, read field by field through DSMEM.
-template <class T>
-__device__ __forceinline__ T load_from_cta(const T& local, unsigned rank) {
-  constexpr int FIELDS = sizeof(T) / sizeof(float);
-  float fields[FIELDS];
-  const unsigned base = smem_address(&local);
-#pragma unroll
-  for (int f = 0; f < FIELDS; ++f) fields[f] = load_shared_cluster_f32(map_to_cta(base + 4 * f, rank));
-  T value;
-  memcpy(&value, fields, sizeof(T));
-  return value;
-}
-
-// The partials of a row's warps, and of each CTA for the cluster's exchange.
+// The partials of a row's warps.
 template <class T, int ROWS_BLOCK, int WARPS_ROW>
 struct RowShared {
   T warp[ROWS_BLOCK][WARPS_ROW];
-  T cta[ROWS_BLOCK];
 };
 
+// Where the CTAs of a cluster send each other their partial of a row: every CTA stores its
+// partial into every CTA's slot for it (st.async through distributed shared memory), and the
+// store itself counts on the receiver's mbarrier, which completes when all CLUSTER partials have
+// landed. No cluster barrier per row: its release would wait for every store the CTA issued
+// before it (the previous row's y), which ncu showed as the largest stall of the long rows.
+// Two sets, alternating by exchange: a CTA sends exchange k + 2 only after it received
+// exchange k + 1 from everyone, so after everyone finished reading exchange k.
+template <int CLUSTER>
+struct ClusterMailbox {
+  float4 slot[2][CLUSTER];        // by exchange parity, then by sender rank
+  unsigned long long arrived[2];  // by exchange parity
+
+  // Every thread of the CTA, before the first exchange: the barriers are set up and seen by
+  // the cluster before any CTA sends.
+  __device__ __forceinline__ void open() {
+    if constexpr (CLUSTER > 1) {
+      if (threadIdx.x == 0) {
+        mbarrier_init(smem_address(&arrived[0]), 1);
+        mbarrier_init(smem_address(&arrived[1]), 1);
+        fence_mbarrier_init();
+      }
+      cluster_sync();
+    }
+  }
+  // Every thread of the CTA, after the last exchange: no CTA exits while a store it sent may
+  // still be on its way.
+  __device__ __forceinline__ void close() {
+    if constexpr (CLUSTER > 1) {
+      cluster_arrive_relaxed();
+      cluster_wait();
+    }
+  }
+};
+
+template <class T>
+__device__ __forceinline__ float4 as_float4(const T& value) {
+  static_assert(sizeof(T) <= sizeof(float4), "a partial fits one 16-byte slot");
+  float4 packed = make_float4(0.f, 0.f, 0.f, 0.f);
+  memcpy(&packed, &value, sizeof(T));
+  return packed;
+}
+template <class T>
+__device__ __forceinline__ T from_float4(const float4& packed) {
+  T value;
+  memcpy(&value, &packed, sizeof(T));
+  return value;
+}
+
 // `value` merged over the row: its threads (shuffles, then shared memory across warps), then
-// the CTAs of the cluster (in rank order, so every CTA holds the same result). Every thread of
-// the CTA calls it, once. In a cluster it leaves the barrier that lets the other CTAs leave
-// armed: the kernel waits on it (cluster_wait) only before exiting, after its stores.
-//
-// `after_another`: this CTA exchanged a row before (a persistent grid's later groups). Its armed
-// barrier is waited for first (an arrive must meet its wait before the next arrive), which also
-// keeps this exchange's partial from overwriting one another CTA is still reading.
+// the CTAs of the cluster (through `mailbox`, in rank order, so every CTA holds the same
+// result). Every thread of the CTA calls it once per row group; `exchange` counts the calls.
 template <int THREADS_ROW, int CLUSTER, class T, class Shared>
-__device__ __forceinline__ T reduce_row(T value, Shared& shared, int row_in_block, int lane_row,
-                                        bool after_another) {
+__device__ __forceinline__ T reduce_row(T value, Shared& shared, ClusterMailbox<CLUSTER>& mailbox,
+                                        int row_in_block, int lane_row, int exchange) {
   constexpr int WIDTH = THREADS_ROW < 32 ? THREADS_ROW : 32;
 #pragma unroll
   for (int offset = WIDTH / 2; offset > 0; offset /= 2) value = merge(value, shuffle_xor(value, offset));
@@ -172,14 +201,22 @@ __device__ __forceinline__ T reduce_row(T value, Shared& shared, int row_in_bloc
 #pragma unroll
     for (int w = 1; w < THREADS_ROW / 32; ++w) value = merge(value, shared.warp[row_in_block][w]);
   }
-  if constexpr (CLUSTER > 1) {
-    if (after_another) cluster_wait();
-    if (lane_row == 0) shared.cta[row_in_block] = value;
-    cluster_sync();
-    value = load_from_cta(shared.cta[row_in_block], 0);
+  if constexpr (CLUSTER > 1) {  // one row per CTA
+    const int set = exchange & 1;
+    const unsigned arrived = smem_address(&mailbox.arrived[set]);
+    if (threadIdx.x == 0) {
+      mbarrier_arrive_expect_tx(arrived, CLUSTER * sizeof(float4));
+      const unsigned rank = cluster_cta_rank();
+      const float4 packed = as_float4(value);
 #pragma unroll
-    for (int rank = 1; rank < CLUSTER; ++rank) value = merge(value, load_from_cta(shared.cta[row_in_block], rank));
-    cluster_arrive();  // done reading the others' partials
+      for (unsigned to = 0; to < CLUSTER; ++to)
+        store_async_cluster(map_to_cta(smem_address(&mailbox.slot[set][rank]), to), packed,
+                            map_to_cta(arrived, to));
+    }
+    mbarrier_wait_cluster(arrived, (exchange >> 1) & 1);
+    value = from_float4<T>(mailbox.slot[set][0]);
+#pragma unroll
+    for (int rank = 1; rank < CLUSTER; ++rank) value = merge(value, from_float4<T>(mailbox.slot[set][rank]));
   }
   return value;
 }
@@ -198,12 +235,26 @@ struct RowPartial<kRowLayerNorm> {
 };
 
 // y = act((x - shift) * scale * weight + bias) + residual for N elements from column `col`.
+// `staged`: the weight's (then the bias's) N elements already in shared memory, `stride` bytes
+// apart, vector-aligned; nullptr: read them from global memory.
 template <int KIND_IN, int KIND_OUT, int FLAGS, int N>
 __device__ __forceinline__ void row_epilogue(const RowParams& p, float (&values)[N], int col,
-                                             long long residual_row, float shift, float scale) {
+                                             long long residual_row, float shift, float scale,
+                                             const char* staged = nullptr, int stride = 0) {
   float weight[N], bias[N], residual[N];
-  if constexpr ((FLAGS & kRowWeight) != 0) load_elements<KIND_IN, N>(p.weight, col, weight);
-  if constexpr ((FLAGS & kRowBias) != 0) load_elements<KIND_IN, N>(p.bias, col, bias);
+  if constexpr ((FLAGS & kRowWeight) != 0) {
+    if (staged)
+      load_elements<KIND_IN, N, true>(staged, 0, weight);
+    else
+      load_elements<KIND_IN, N>(p.weight, col, weight);
+  }
+  if constexpr ((FLAGS & kRowBias) != 0) {
+    const char* staged_bias = staged + ((FLAGS & kRowWeight) != 0 ? stride : 0);
+    if (staged)
+      load_elements<KIND_IN, N, true>(staged_bias, 0, bias);
+    else
+      load_elements<KIND_IN, N>(p.bias, col, bias);
+  }
   if constexpr ((FLAGS & kRowResidual) != 0)
     load_elements<KIND_OUT, N>(p.residual, residual_row + col, residual);
 #pragma unroll
@@ -279,8 +330,12 @@ __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm(const RowPar
   // Two sets, alternating by row group: a warp may write the next group's partials while another
   // still reads this one's (one barrier per exchange separates them).
   __shared__ RowShared<Partial, ROWS_BLOCK, (THREADS_ROW > 32 ? THREADS_ROW / 32 : 1)> shared[2];
-  // STAGES > 0: the ring of row groups in flight, [stage][row of the CTA][item][thread] vectors.
+  __shared__ ClusterMailbox<CLUSTER> mailbox;
+  // STAGES > 0: the ring of row groups in flight, [stage][row of the CTA][item][thread] vectors,
+  // then the thread's columns of weight and bias (those present) in the same layout, copied once:
+  // a persistent CTA reads them from there for every row instead of from L2.
   extern __shared__ uint4 ring[];
+  constexpr int STAGED_PARAMS = STAGES > 0 ? ((FLAGS & kRowWeight) != 0) + ((FLAGS & kRowBias) != 0) : 0;
 
   const int lane_row = threadIdx.x % THREADS_ROW;
   const int row_in_block = threadIdx.x / THREADS_ROW;
@@ -308,8 +363,32 @@ __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm(const RowPar
     }
     cp_async_commit();
   };
+  mailbox.open();
   long long group = blockIdx.x / CLUSTER;
-  if constexpr (STAGES > 0) {
+  // The weight and bias columns staged for rows that start where this CTA's first row does
+  // (every row, when rows are packed and aligned); rows that start elsewhere read global memory.
+  int staged_head = -1;
+  if constexpr (STAGED_PARAMS > 0) {
+    const Span span(p, group * ROWS_BLOCK + row_in_block, lane_row, rank);
+    const void* params[2] = {(FLAGS & kRowWeight) != 0 ? p.weight : p.bias, p.bias};
+    bool aligned = span.active;
+#pragma unroll
+    for (int t = 0; t < STAGED_PARAMS; ++t)
+      aligned = aligned && reinterpret_cast<unsigned long long>(static_cast<const char*>(params[t]) +
+                                                                span.head * IN_BYTES) % VEC_BYTES == 0;
+    if (aligned) {
+      staged_head = span.head;
+#pragma unroll
+      for (int t = 0; t < STAGED_PARAMS; ++t)
+#pragma unroll
+        for (int item = 0; item < ITEMS; ++item)
+          if (span.holds(item))
+            copy_async<VEC_BYTES>(smem_address(ring) + slot_offset(STAGES + t, item),
+                                  static_cast<const char*>(params[t]) +
+                                      (span.head + static_cast<long long>(span.vector_at(item)) * VEC) * IN_BYTES);
+    }
+  }
+  if constexpr (STAGES > 0) {  // the first commit group carries the staged weight and bias
 #pragma unroll
     for (int stage = 0; stage < STAGES; ++stage) stage_group(group + stage * group_step, stage);
   }
@@ -359,14 +438,14 @@ __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm(const RowPar
     statement;                                                                             \
   }
 
-    auto& exchange = shared[k & 1];
+    auto& warps = shared[k & 1];
     float shift = 0.f, scale = 1.f;  // y = (x - shift) * scale before the epilogue
     const float negative_infinity = __int_as_float(0xff800000);
     if constexpr (OP == kRowSoftmax) {
       MaxSum mine{negative_infinity, 0.f};
       TILESMITH_EACH_HELD(x, mine.max = fmaxf(mine.max, x))
       TILESMITH_EACH_HELD(x, x = __expf(x - mine.max); mine.sum += x)
-      const MaxSum whole = reduce_row<THREADS_ROW, CLUSTER>(mine, exchange, row_in_block, lane_row, k > 0);
+      const MaxSum whole = reduce_row<THREADS_ROW, CLUSTER>(mine, warps, mailbox, row_in_block, lane_row, k);
       // Our exp(x - our max), rescaled to the row's max and divided by the row's sum.
       scale = mine.max == negative_infinity ? 0.f : __expf(mine.max - whole.max) / whole.sum;
     } else if constexpr (OP == kRowLayerNorm) {
@@ -375,13 +454,13 @@ __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm(const RowPar
       TILESMITH_EACH_HELD(x, sum += x; mine.count += 1.f)
       if (mine.count > 0.f) mine.mean = sum / mine.count;
       TILESMITH_EACH_HELD(x, mine.m2 += (x - mine.mean) * (x - mine.mean))
-      const MeanM2 whole = reduce_row<THREADS_ROW, CLUSTER>(mine, exchange, row_in_block, lane_row, k > 0);
+      const MeanM2 whole = reduce_row<THREADS_ROW, CLUSTER>(mine, warps, mailbox, row_in_block, lane_row, k);
       shift = whole.mean;
       scale = rsqrtf(whole.m2 / cols + p.epsilon);
     } else {
       float squares = 0.f;
       TILESMITH_EACH_HELD(x, squares += x * x)
-      squares = reduce_row<THREADS_ROW, CLUSTER>(squares, exchange, row_in_block, lane_row, k > 0);
+      squares = reduce_row<THREADS_ROW, CLUSTER>(squares, warps, mailbox, row_in_block, lane_row, k);
       scale = rsqrtf(squares / cols + p.epsilon);
     }
 #undef TILESMITH_EACH_HELD
@@ -392,11 +471,16 @@ __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm(const RowPar
 
     const long long y_row = (active ? row : 0) * p.y_stride;
     const long long residual_row = (active ? row : 0) * p.residual_stride;
+    constexpr int PARAM_STRIDE = ROWS_BLOCK * ITEMS * THREADS_ROW * VEC_BYTES;  // weight to bias
 #pragma unroll
     for (int item = 0; item < ITEMS; ++item)
       if (span.holds(item)) {
         const int col = span.head + span.vector_at(item) * VEC;
-        row_epilogue<KIND_IN, KIND_OUT, FLAGS>(p, v[item], col, residual_row, shift, scale);
+        const char* staged = STAGED_PARAMS > 0 && span.head == staged_head
+                                 ? reinterpret_cast<const char*>(ring) + slot_offset(STAGES, item)
+                                 : nullptr;
+        row_epilogue<KIND_IN, KIND_OUT, FLAGS>(p, v[item], col, residual_row, shift, scale, staged,
+                                               PARAM_STRIDE);
         store_elements<KIND_OUT, VEC>(p.y, y_row + col, v[item]);
       }
 #pragma unroll
@@ -407,11 +491,7 @@ __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm(const RowPar
         store_element<KIND_OUT>(p.y, y_row + span.extra_col(slot), one[0]);
       }
   }
-  // No CTA leaves while another may still read its partial (reduce_row armed the barrier); the
-  // CTAs of a cluster run the same groups, so each armed it as often.
-  if constexpr (CLUSTER > 1) {
-    if (blockIdx.x / CLUSTER < groups) cluster_wait();
-  }
+  mailbox.close();
 }
 
 }  // namespace tilesmith

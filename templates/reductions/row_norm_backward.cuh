@@ -80,6 +80,7 @@ __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm_backward(con
   constexpr int SLOTS = (ITEMS * VEC + EXTRA) * THREADS_ROW;
   using Partial = typename BackwardPartial<OP>::type;
   __shared__ RowShared<Partial, ROWS_BLOCK, (THREADS_ROW > 32 ? THREADS_ROW / 32 : 1)> shared;
+  __shared__ ClusterMailbox<CLUSTER> mailbox;
   extern __shared__ __align__(16) float column_slots[];  // [Shape::sums][ROWS_BLOCK][SLOTS]
 
   const int lane_row = threadIdx.x % THREADS_ROW;
@@ -108,6 +109,8 @@ __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm_backward(con
   }
 
 
+  mailbox.open();
+  int exchange = 0;
   const long long groups = gridDim.x / CLUSTER;
   for (long long group = blockIdx.x / CLUSTER; group * ROWS_BLOCK < p.rows; group += groups) {
     const long long row = group * ROWS_BLOCK + row_in_block;
@@ -197,7 +200,7 @@ __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm_backward(con
       for (int k = 0; k < VEC; ++k) add(a[item][k], b[item][k]);
 #pragma unroll
     for (int slot = 0; slot < EXTRA; ++slot) add(ea[slot], eb[slot]);
-    const Partial sums = reduce_row<THREADS_ROW, CLUSTER>(mine, shared, row_in_block, lane_row, false);
+    const Partial sums = reduce_row<THREADS_ROW, CLUSTER>(mine, shared, mailbox, row_in_block, lane_row, exchange++);
     auto gradient = [&](float xhat, float g) {
       if constexpr (OP == kRowSoftmax) return xhat * (g - sums);  // y * (dy - sum(y * dy))
       else if constexpr (OP == kRowRmsNorm) return scale * (g - xhat * (sums / cols));
@@ -218,10 +221,10 @@ __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm_backward(con
         if (holds_extra(slot))
           store_element<KIND_IN>(p.dx, dx_row + extra_col(slot), gradient(ea[slot], eb[slot]));
     }
-    // The partials' shared memory is written again by the next rows: everyone must have read it.
-    if constexpr (CLUSTER > 1) cluster_wait();
-    else if constexpr (THREADS_ROW > 32) __syncthreads();
+    // The warps' partials are written again by the next rows: every warp must have read them.
+    if constexpr (THREADS_ROW > 32) __syncthreads();
   }
+  mailbox.close();
 
   if constexpr (Shape::sums > 0) {
     // The CTA's rows added slot by slot, one partial row per group, column by column.

@@ -56,11 +56,14 @@ struct RowShape {
 // rounded up; the ring comes on top.
 constexpr std::size_t kStaticRowSmem = 2048;
 
-// The ring of a persistent CTA: `stages` row groups of rows_per_block x threads_per_row threads,
-// `items` vectors each.
-std::size_t ring_bytes(const Config& config, const Problem& problem) {
+// The dynamic shared memory of a persistent CTA: its ring of `stages` row groups and its
+// columns of weight and bias (those present), each rows_per_block x threads_per_row threads x
+// `items` vectors.
+std::size_t ring_bytes(const Config& config, const Problem& problem, int flags) {
   const RowSplit c(config);
-  return static_cast<std::size_t>(config.at("stages")) * static_cast<std::size_t>(c.threads()) *
+  const int stages = config.at("stages");
+  const int slots = stages > 0 ? stages + ((flags & kRowWeight) != 0) + ((flags & kRowBias) != 0) : 0;
+  return static_cast<std::size_t>(slots) * static_cast<std::size_t>(c.threads()) *
          static_cast<std::size_t>(c.items(problem.shape.at(1), problem.dtype)) *
          static_cast<std::size_t>(c.vector_bytes);
 }
@@ -88,7 +91,8 @@ class RowNormFamily final : public Family {
 
   // The row split, and `stages`: 0 loads each CTA's rows straight into registers (a grid of
   // every row group); N > 0 runs a persistent grid whose CTAs keep their next N row groups in
-  // flight into a shared-memory ring (cp.async) while they reduce and write the current one.
+  // flight into a shared-memory ring (cp.async) while they reduce and write the current one, and
+  // read weight and bias from a copy in shared memory.
   std::vector<ParamSpec> space() const override {
     std::vector<ParamSpec> params = row_split_space();
     params.push_back({"stages", {0, 1, 2, 4}});
@@ -104,8 +108,9 @@ class RowNormFamily final : public Family {
     const int stages = config.at("stages");
     if (stages < 0 || stages > 4) return "stages from 0 to 4";
     if (stages == 0) return std::nullopt;
-    if (static_cast<long long>(ring_bytes(config, problem) + kStaticRowSmem) > device.max_smem_per_block_optin)
-      return "a ring of " + std::to_string(ring_bytes(config, problem)) + " bytes of shared memory";
+    const std::size_t ring = ring_bytes(config, problem, s.flags);
+    if (static_cast<long long>(ring + kStaticRowSmem) > device.max_smem_per_block_optin)
+      return "a ring of " + std::to_string(ring) + " bytes of shared memory";
     // A CTA that runs a single row group has nothing to fetch ahead.
     const long long groups = (s.rows + split.rows_per_block - 1) / split.rows_per_block;
     if (groups * split.cluster <= device.sm_count) return "no more row groups than SMs for the ring";
@@ -173,7 +178,7 @@ class RowNormFamily final : public Family {
     geometry.block[0] = static_cast<unsigned>(c.threads());
     geometry.cluster[0] = static_cast<unsigned>(c.cluster);
     if (config.at("stages") > 0) {
-      geometry.dynamic_smem_bytes = static_cast<unsigned>(ring_bytes(config, problem));
+      geometry.dynamic_smem_bytes = static_cast<unsigned>(ring_bytes(config, problem, s.flags));
       geometry.persistent = true;
     }
     LaunchPlan plan;

@@ -145,8 +145,8 @@ TEST(RowNormFamily, PlanPacksAddressesStridesAndTheClusterLaunch) {
 }
 
 // stages > 0: a grid of every row group, marked persistent (the launcher keeps what fits), each
-// CTA with a ring of `stages` groups of its vectors; refused where it cannot fit or has no second
-// group to fetch ahead.
+// CTA with a ring of `stages` groups of its vectors and a copy of its weight columns; refused
+// where it cannot fit or has no second group to fetch ahead.
 TEST(RowNormFamily, StagedConfigsPlanAPersistentGridWithTheirRing) {
   const Family& family = find_family("rmsnorm");
   const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
@@ -158,7 +158,8 @@ TEST(RowNormFamily, StagedConfigsPlanAPersistentGridWithTheirRing) {
   const LaunchGeometry g = family.plan(config, problem, hopper, addresses, 0, CallScalars{}).steps[0].geometry;
   EXPECT_TRUE(g.persistent);
   EXPECT_EQ(g.grid[0], 8192u);
-  EXPECT_EQ(g.dynamic_smem_bytes, 4u * 256u * 4u * 16u);  // stages x threads x items x 16 bytes
+  // (4 stages + the weight) x threads x items x 16 bytes
+  EXPECT_EQ(g.dynamic_smem_bytes, 5u * 256u * 4u * 16u);
   EXPECT_NE(family.kernel_expressions(config, problem).at(0).find(",1,4,1,4>"), std::string::npos)
       << family.kernel_expressions(config, problem).at(0);
 
