@@ -65,10 +65,22 @@ struct BackwardShape {
   static constexpr int sums = (weight ? 1 : 0) + (bias ? 1 : 0);  // dweight, dbias
 };
 
+// BYTES (a vector of either array: 4 to 32) from global to shared memory, 16 at a time.
+template <int BYTES>
+__device__ __forceinline__ void copy_vector_async(unsigned smem_dst, const char* global_src) {
+  if constexpr (BYTES <= 16) {
+    copy_async<BYTES>(smem_dst, global_src);
+  } else {
+#pragma unroll
+    for (int c = 0; c < BYTES / 16; ++c) copy_async<16>(smem_dst + 16 * c, global_src + 16 * c);
+  }
+}
+
 template <int OP, int KIND_IN, int KIND_OUT, int FLAGS, int VEC, int THREADS_ROW, int ROWS_BLOCK,
-          int ITEMS, int CLUSTER>
+          int ITEMS, int CLUSTER, int STAGES>
 __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm_backward(const RowBackwardParams p) {
   constexpr int KIND_X = OP == kRowSoftmax ? KIND_OUT : KIND_IN;  // softmax reads y
+  constexpr int X_BYTES = VEC * ElementBytes<KIND_X>::value, DY_BYTES = VEC * ElementBytes<KIND_OUT>::value;
   using Shape = BackwardShape<OP, FLAGS>;
   constexpr int EXTRA = (VEC - 1 + THREADS_ROW - 1) / THREADS_ROW > 0
                             ? (VEC - 1 + THREADS_ROW - 1) / THREADS_ROW
@@ -81,7 +93,12 @@ __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm_backward(con
   using Partial = typename BackwardPartial<OP>::type;
   __shared__ RowShared<Partial, ROWS_BLOCK, (THREADS_ROW > 32 ? THREADS_ROW / 32 : 1)> shared;
   __shared__ ClusterMailbox<CLUSTER> mailbox;
-  extern __shared__ __align__(16) float column_slots[];  // [Shape::sums][ROWS_BLOCK][SLOTS]
+  // [Shape::sums][ROWS_BLOCK][SLOTS]; then, with STAGES > 0, the ring of row groups in flight
+  // (as row_norm's, with x's vectors and dy's: [stage][row of the CTA][item][thread] each).
+  extern __shared__ __align__(16) float column_slots[];
+  constexpr int RING_START = (Shape::sums * ROWS_BLOCK * SLOTS * 4 + 15) / 16 * 16;
+  constexpr int X_RING = STAGES * ROWS_BLOCK * ITEMS * THREADS_ROW * X_BYTES;  // dy's follows
+  char* const ring = reinterpret_cast<char*>(column_slots) + RING_START;
 
   const int lane_row = threadIdx.x % THREADS_ROW;
   const int row_in_block = threadIdx.x / THREADS_ROW;
@@ -112,23 +129,71 @@ __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm_backward(con
   mailbox.open();
   int exchange = 0;
   const long long groups = gridDim.x / CLUSTER;
-  for (long long group = blockIdx.x / CLUSTER; group * ROWS_BLOCK < p.rows; group += groups) {
+  // A row's x and dy, where both start on 16-byte (vector) boundaries, go through the ring;
+  // other rows are read straight from global memory when their turn comes.
+  auto ring_takes = [&](long long row) {
+    constexpr unsigned long long X_ALIGN = X_BYTES < 16 ? X_BYTES : 16, DY_ALIGN = DY_BYTES < 16 ? DY_BYTES : 16;
+    return row < p.rows &&
+           reinterpret_cast<unsigned long long>(static_cast<const char*>(p.x) +
+                                                row * p.x_stride * ElementBytes<KIND_X>::value) % X_ALIGN == 0 &&
+           reinterpret_cast<unsigned long long>(static_cast<const char*>(p.dy) +
+                                                row * p.dy_stride * ElementBytes<KIND_OUT>::value) % DY_ALIGN == 0;
+  };
+  auto slot = [&](int stage, int item) {  // the vector's index in either array's ring
+    return ((stage * ROWS_BLOCK + row_in_block) * ITEMS + item) * THREADS_ROW + lane_row;
+  };
+  auto stage_group = [&](long long group, int stage) {  // one commit group, as row_norm's
+    const long long row = group * ROWS_BLOCK + row_in_block;
+    if (ring_takes(row)) {
+#pragma unroll
+      for (int item = 0; item < ITEMS; ++item)
+        if (holds(item)) {
+          const long long col = static_cast<long long>(vector_at(item)) * VEC;
+          copy_vector_async<X_BYTES>(smem_address(ring) + slot(stage, item) * X_BYTES,
+                                     static_cast<const char*>(p.x) +
+                                         (row * p.x_stride + col) * ElementBytes<KIND_X>::value);
+          copy_vector_async<DY_BYTES>(smem_address(ring) + X_RING + slot(stage, item) * DY_BYTES,
+                                      static_cast<const char*>(p.dy) +
+                                          (row * p.dy_stride + col) * ElementBytes<KIND_OUT>::value);
+        }
+    }
+    cp_async_commit();
+  };
+  if constexpr (STAGES > 0) {
+#pragma unroll
+    for (int stage = 0; stage < STAGES; ++stage)
+      stage_group(blockIdx.x / CLUSTER + stage * groups, stage);
+  }
+  constexpr int RING_STAGES = STAGES > 0 ? STAGES : 1;
+  int visit = 0;  // row groups this CTA has taken
+  for (long long group = blockIdx.x / CLUSTER; group * ROWS_BLOCK < p.rows; group += groups, ++visit) {
     const long long row = group * ROWS_BLOCK + row_in_block;
     const bool active = row < p.rows;
     const long long x_row = (active ? row : 0) * p.x_stride;
     const long long dy_row = (active ? row : 0) * p.dy_stride;
     float a[ITEMS][VEC], b[ITEMS][VEC], ea[EXTRA], eb[EXTRA];
+    bool from_ring = false;
+    if constexpr (STAGES > 0) {
+      cp_async_wait<STAGES - 1>();  // this group's copies (the oldest in flight) have landed
+      from_ring = ring_takes(row);
+    }
 #pragma unroll
     for (int item = 0; item < ITEMS; ++item) {
       if (active && holds(item)) {
         const long long col = static_cast<long long>(vector_at(item)) * VEC;
-        load_elements<KIND_X, VEC>(p.x, x_row + col, a[item]);
-        load_elements<KIND_OUT, VEC>(p.dy, dy_row + col, b[item]);
+        if (from_ring) {
+          load_elements<KIND_X, VEC, true>(ring + slot(visit % RING_STAGES, item) * X_BYTES, 0, a[item]);
+          load_elements<KIND_OUT, VEC, true>(ring + X_RING + slot(visit % RING_STAGES, item) * DY_BYTES, 0, b[item]);
+        } else {
+          load_elements<KIND_X, VEC>(p.x, x_row + col, a[item]);
+          load_elements<KIND_OUT, VEC>(p.dy, dy_row + col, b[item]);
+        }
       } else {
 #pragma unroll
-        for (int k = 0; k < VEC; ++k) a[item][k] = b[item][k] = 0.f;
+        for (int e = 0; e < VEC; ++e) a[item][e] = b[item][e] = 0.f;
       }
     }
+    if constexpr (STAGES > 0) stage_group(group + STAGES * groups, visit % RING_STAGES);  // slots now free
 #pragma unroll
     for (int slot = 0; slot < EXTRA; ++slot) {
       const bool held = active && holds_extra(slot);

@@ -70,11 +70,13 @@ class RowNormBackwardFamily final : public Family {
            "rstd (the forward's stats); dtypes: the forward's (x, dx: in; dy: out)";
   }
 
-  // The forward's split, and how many CTAs per SM the persistent grid launches: more hide
-  // latency, fewer leave fewer partial rows of column sums to add.
+  // The forward's split, how many CTAs per SM the persistent grid launches (more hide latency,
+  // fewer leave fewer partial rows of column sums to add), and the row groups each CTA keeps in
+  // flight into a shared-memory ring (0: none, each row read when its turn comes).
   std::vector<ParamSpec> space() const override {
     std::vector<ParamSpec> space = row_split_space();
     space.push_back({"ctas_per_sm", {1, 2, 4, 8, 16}});
+    space.push_back({"stages", {0, 1, 2, 4}});
     return space;
   }
 
@@ -89,18 +91,27 @@ class RowNormBackwardFamily final : public Family {
     if (ctas_per_sm < 1 || ctas_per_sm * c.threads() > kThreadsPerSm)
       return std::to_string(ctas_per_sm) + " CTAs of " + std::to_string(c.threads()) +
              " threads do not fit on one SM";
-    // A CTA's column sums stay in shared memory (the static partials need under 1 KB).
-    if (column_slot_bytes(config, problem) + 1024 > static_cast<std::size_t>(device.max_smem_per_block_optin))
-      return "the column sums need " + std::to_string(column_slot_bytes(config, problem)) +
-             " bytes of shared memory";
+    // A CTA's column sums and ring stay in shared memory (the static partials need under 1 KB).
+    const std::size_t smem = dynamic_smem_bytes(config, problem);
+    if (static_cast<long long>(smem) + 1024 > device.max_smem_per_block_optin)
+      return "the column sums and the ring need " + std::to_string(smem) + " bytes of shared memory";
+    const int stages = config.at("stages");
+    if (stages < 0 || stages > 4) return "stages from 0 to 4";
+    // A CTA that runs a single row group has nothing to fetch ahead.
+    if (stages > 0 && (s.rows + c.rows_per_block - 1) / c.rows_per_block <= groups(config, problem, device))
+      return "no more row groups than CTAs (clusters) for the ring";
     return std::nullopt;
   }
 
   Config default_config(const Problem& problem, const DeviceTarget& device) const override {
-    return default_row_split(Config{{{"ctas_per_sm", 2}}}, problem.shape.at(1), problem.dtype,
-                             kRowArrays, [&](const Config& config) {
-                               return reject(config, problem, device).has_value();
-                             });
+    auto rejected = [&](const Config& config) { return reject(config, problem, device).has_value(); };
+    Config config;
+    for (int stages : {1, 0}) {  // the ring where each CTA takes several row groups
+      config = default_row_split(Config{{{"ctas_per_sm", 2}, {"stages", stages}}}, problem.shape.at(1),
+                                 problem.dtype, kRowArrays, rejected);
+      if (!rejected(config)) break;
+    }
+    return config;
   }
 
   void validate(const Problem& problem) const override {
@@ -122,7 +133,7 @@ class RowNormBackwardFamily final : public Family {
         "tilesmith::row_norm_backward<" + op_arguments(problem, s) + "," +
         std::to_string(c.vec(problem.dtype)) + "," + std::to_string(c.threads_per_row) + "," +
         std::to_string(c.rows_per_block) + "," + std::to_string(c.items(s.cols, problem.dtype)) +
-        "," + std::to_string(c.cluster) + ">"};
+        "," + std::to_string(c.cluster) + "," + std::to_string(config.at("stages")) + ">"};
     if (s.sums() > 0)
       kernels.push_back("tilesmith::column_sums<" + std::to_string(element_kind(problem.dtype)) + ">");
     return kernels;
@@ -164,7 +175,7 @@ class RowNormBackwardFamily final : public Family {
     rows.grid[0] = static_cast<unsigned>(group_count * c.cluster);
     rows.block[0] = static_cast<unsigned>(c.threads());
     rows.cluster[0] = static_cast<unsigned>(c.cluster);
-    rows.dynamic_smem_bytes = static_cast<unsigned>(column_slot_bytes(config, problem));
+    rows.dynamic_smem_bytes = static_cast<unsigned>(dynamic_smem_bytes(config, problem));
     RowBackwardParams p = params(s, addresses, scalars, 0);
     p.partials = reinterpret_cast<float*>(workspace);
     LaunchPlan plan;
@@ -277,6 +288,19 @@ class RowNormBackwardFamily final : public Family {
     const std::size_t slots =
         static_cast<std::size_t>(c.items(s.cols, problem.dtype) * vec + extra) * c.threads_per_row;
     return static_cast<std::size_t>(s.sums()) * c.rows_per_block * slots * sizeof(float);
+  }
+
+  // The column sums' slots, then (16-byte aligned) the ring: `stages` row groups of x's and dy's
+  // vectors (as row_norm_backward's RING_START and X_RING).
+  std::size_t dynamic_smem_bytes(const Config& config, const Problem& problem) const {
+    const BackwardShape s(info_, problem);
+    const RowSplit c(config);
+    const std::size_t vectors = static_cast<std::size_t>(config.at("stages")) * c.threads() *
+                                static_cast<std::size_t>(c.items(s.cols, problem.dtype));
+    const std::size_t x_bytes = dtype_size(info_.op == kRowSoftmax ? problem.out_dtype : problem.dtype);
+    const std::size_t vector_elements = static_cast<std::size_t>(c.vec(problem.dtype));
+    const std::size_t ring = vectors * vector_elements * (x_bytes + dtype_size(problem.out_dtype));
+    return (column_slot_bytes(config, problem) + 15) / 16 * 16 + ring;
   }
 
   RowBackwardParams params(const BackwardShape& s, std::span<const std::uint64_t> addresses,

@@ -79,7 +79,7 @@ TEST(RowNormBackwardFamily, PruningKeepsAConfigForEveryShape) {
   // More threads than an SM holds.
   const Family& family = find_family("layernorm_backward");
   EXPECT_TRUE(family.reject(Config{{{"vector_bytes", 16}, {"threads_per_row", 256}, {"rows_per_block", 1},
-                                    {"cluster", 1}, {"ctas_per_sm", 16}}},
+                                    {"cluster", 1}, {"ctas_per_sm", 16}, {"stages", 0}}},
                             rows("layernorm_backward", 64, 2048), hopper));
 }
 
@@ -88,7 +88,7 @@ TEST(RowNormBackwardFamily, ColumnSumsAreASecondLaunchOverTheGroupsPartials) {
   const Problem problem = rows("layernorm_backward", 100000, 1000);
   const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
   const Config config{{{"vector_bytes", 16}, {"threads_per_row", 128}, {"rows_per_block", 2},
-                       {"cluster", 1}, {"ctas_per_sm", 4}}};
+                       {"cluster", 1}, {"ctas_per_sm", 4}, {"stages", 2}}};
   ASSERT_FALSE(family.reject(config, problem, hopper));
   const std::vector<std::uint64_t> addresses = {0x1000, 0x2000, 0x3000, 0x4000,
                                                 0x5000, 0x6000, 0x7000, 0x8000};
@@ -98,7 +98,13 @@ TEST(RowNormBackwardFamily, ColumnSumsAreASecondLaunchOverTheGroupsPartials) {
   ASSERT_EQ(plan.step_count, 2);
   EXPECT_EQ(plan.steps[0].geometry.grid[0], static_cast<unsigned>(groups));
   EXPECT_EQ(plan.steps[0].geometry.block[0], 256u);
-  EXPECT_GT(plan.steps[0].geometry.dynamic_smem_bytes, 0u);
+  // The column sums (2 sums x 2 rows x (8 + 1 extra) x 128 threads floats), then the ring:
+  // 2 stages x 256 threads x 1 vector of 8 elements of x and of dy (bf16).
+  EXPECT_EQ(plan.steps[0].geometry.dynamic_smem_bytes, 2u * 2u * 9u * 128u * 4u + 2u * 256u * 8u * (2u + 2u));
+  EXPECT_NE(family.kernel_expressions(config, problem).at(0).find(",1,1,2>"), std::string::npos)
+      << family.kernel_expressions(config, problem).at(0);
+  // One row group per CTA: nothing to fetch ahead.
+  EXPECT_NE(family.reject(config, rows("layernorm_backward", 2 * groups, 1000), hopper).value_or(""), "");
   RowBackwardParams p;
   std::memcpy(&p, plan.steps[0].args.bytes.data(), sizeof p);
   EXPECT_EQ(reinterpret_cast<std::uint64_t>(p.dy), 0x2000u);

@@ -107,15 +107,18 @@ TEST_F(GpuRowNorm, SampledConfigsMatchTheReferenceOnOddRows) {
   if (device_.cc_major >= 9) EXPECT_GE(clustered, 5);
 }
 
-// The persistent ring (stages > 0) where every CTA (cluster) loops over many row groups: rows
-// that start off vector boundaries (odd columns), short rows many to a CTA, clusters that
-// exchange row after row. A sample of every valid staged config, nothing unwritten.
+// The persistent ring (stages > 0) where every CTA (cluster) loops over many row groups, forward
+// and backward: rows that start off vector boundaries (odd columns), short rows many to a CTA,
+// clusters that exchange row after row, dy wider than x. A sample of every valid staged config,
+// nothing unwritten.
 TEST_F(GpuRowNorm, StagedConfigsMatchTheReferenceWhereEachCtaLoops) {
   const std::vector<Problem> problems = {
       rows("softmax", 5000, 1023), rows("layernorm", 3001, 4097, {{"stats", "1"}}, DType::f32, DType::f32),
       rows("rmsnorm_act_residual", 2000, 256, {{"act", "silu"}}, DType::f16, DType::f16),
       rows("layernorm_act_residual", 700, 32768, {{"act", "gelu"}, {"stats", "1"}}),
-      rows("softmax", 200, 131072, {}, DType::f32, DType::f32), rows("rmsnorm", 1500, 7)};
+      rows("softmax", 200, 131072, {}, DType::f32, DType::f32), rows("rmsnorm", 1500, 7),
+      rows("softmax_backward", 3000, 1023), rows("layernorm_backward", 2000, 4097, {}, DType::f16, DType::f32),
+      rows("rmsnorm_backward", 600, 32768), rows("layernorm_backward", 300, 65536, {}, DType::f32, DType::f32)};
   int checked = 0, clustered = 0;
   for (const Problem& problem : problems) {
     const Family& family = find_family(problem.op);
@@ -138,8 +141,8 @@ TEST_F(GpuRowNorm, StagedConfigsMatchTheReferenceWhereEachCtaLoops) {
       clustered += config.at("cluster") > 1;
     }
   }
-  EXPECT_GE(checked, 30);
-  if (device_.cc_major >= 9) EXPECT_GE(clustered, 3);
+  EXPECT_GE(checked, 50);
+  if (device_.cc_major >= 9) EXPECT_GE(clustered, 5);
 }
 
 // A kernel that writes only part of y, or a wrong statistic, fails verification: the checks
