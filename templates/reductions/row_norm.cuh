@@ -236,11 +236,12 @@ struct RowPartial<kRowLayerNorm> {
 
 // y = act((x - shift) * scale * weight + bias) + residual for N elements from column `col`.
 // `staged`: the weight's (then the bias's) N elements already in shared memory, `stride` bytes
-// apart, vector-aligned; nullptr: read them from global memory.
+// apart, vector-aligned; `staged_residual` the residual's; nullptr: read them from global memory.
 template <int KIND_IN, int KIND_OUT, int FLAGS, int N>
 __device__ __forceinline__ void row_epilogue(const RowParams& p, float (&values)[N], int col,
                                              long long residual_row, float shift, float scale,
-                                             const char* staged = nullptr, int stride = 0) {
+                                             const char* staged = nullptr, int stride = 0,
+                                             const char* staged_residual = nullptr) {
   float weight[N], bias[N], residual[N];
   if constexpr ((FLAGS & kRowWeight) != 0) {
     if (staged)
@@ -255,8 +256,12 @@ __device__ __forceinline__ void row_epilogue(const RowParams& p, float (&values)
     else
       load_elements<KIND_IN, N>(p.bias, col, bias);
   }
-  if constexpr ((FLAGS & kRowResidual) != 0)
-    load_elements<KIND_OUT, N>(p.residual, residual_row + col, residual);
+  if constexpr ((FLAGS & kRowResidual) != 0) {
+    if (staged_residual)
+      load_elements<KIND_OUT, N, true>(staged_residual, 0, residual);
+    else
+      load_elements<KIND_OUT, N>(p.residual, residual_row + col, residual);
+  }
 #pragma unroll
   for (int k = 0; k < N; ++k) {
     float y = (values[k] - shift) * scale;
@@ -317,6 +322,17 @@ __device__ __forceinline__ void copy_async(unsigned smem_dst, const void* global
                  "n"(VEC_BYTES));
 }
 
+// BYTES (a vector of any of the row arrays: 4 to 32) from global to shared memory, 16 at a time.
+template <int BYTES>
+__device__ __forceinline__ void copy_vector_async(unsigned smem_dst, const char* global_src) {
+  if constexpr (BYTES <= 16) {
+    copy_async<BYTES>(smem_dst, global_src);
+  } else {
+#pragma unroll
+    for (int c = 0; c < BYTES / 16; ++c) copy_async<16>(smem_dst + 16 * c, global_src + 16 * c);
+  }
+}
+
 template <int OP, int KIND_IN, int KIND_OUT, int FLAGS, int VEC, int THREADS_ROW, int ROWS_BLOCK,
           int ITEMS, int CLUSTER, int STAGES>
 __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm(const RowParams p) {
@@ -333,9 +349,13 @@ __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm(const RowPar
   __shared__ ClusterMailbox<CLUSTER> mailbox;
   // STAGES > 0: the ring of row groups in flight, [stage][row of the CTA][item][thread] vectors,
   // then the thread's columns of weight and bias (those present) in the same layout, copied once:
-  // a persistent CTA reads them from there for every row instead of from L2.
+  // a persistent CTA reads them from there for every row instead of from L2; then the residual's
+  // ring (its vectors are VEC elements of y's type).
   extern __shared__ uint4 ring[];
   constexpr int STAGED_PARAMS = STAGES > 0 ? ((FLAGS & kRowWeight) != 0) + ((FLAGS & kRowBias) != 0) : 0;
+  constexpr bool STAGED_RESIDUAL = STAGES > 0 && (FLAGS & kRowResidual) != 0;
+  constexpr int RESIDUAL_BYTES = VEC * ElementBytes<KIND_OUT>::value;
+  constexpr int RESIDUAL_RING = (STAGES + STAGED_PARAMS) * ROWS_BLOCK * ITEMS * THREADS_ROW * VEC_BYTES;
 
   const int lane_row = threadIdx.x % THREADS_ROW;
   const int row_in_block = threadIdx.x / THREADS_ROW;
@@ -352,14 +372,34 @@ __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm(const RowPar
   // past the last group, so the groups in flight always number STAGES). A thread reads back only
   // what it copied itself, so no barrier guards the ring: cp.async.wait_group orders the thread's
   // own copies before its reads.
+  // The residual of a row goes through the ring where its vectors sit on 16-byte (vector)
+  // boundaries as x's do; other rows read it from global memory when their turn comes.
+  auto residual_staged = [&](const Span& span) {
+    constexpr unsigned long long ALIGN = RESIDUAL_BYTES < 16 ? RESIDUAL_BYTES : 16;
+    return STAGED_RESIDUAL && span.active &&
+           reinterpret_cast<unsigned long long>(static_cast<const char*>(p.residual) +
+                                                (span.row * p.residual_stride + span.head) *
+                                                    ElementBytes<KIND_OUT>::value) % ALIGN == 0;
+  };
+  auto residual_slot = [&](int stage, int item) {  // bytes into the ring
+    return RESIDUAL_RING + slot_offset(stage, item) / VEC_BYTES * RESIDUAL_BYTES;
+  };
   auto stage_group = [&](long long group, int stage) {
     if (group < groups) {
       const Span span(p, group * ROWS_BLOCK + row_in_block, lane_row, rank);
+      const bool residual = residual_staged(span);
 #pragma unroll
       for (int item = 0; item < ITEMS; ++item)
-        if (span.holds(item))
+        if (span.holds(item)) {
           copy_async<VEC_BYTES>(smem_address(ring) + slot_offset(stage, item),
                                 static_cast<const char*>(p.x) + span.x_index(item) * IN_BYTES);
+          if (residual)
+            copy_vector_async<RESIDUAL_BYTES>(
+                smem_address(ring) + residual_slot(stage, item),
+                static_cast<const char*>(p.residual) +
+                    (span.row * p.residual_stride + span.head + span.vector_at(item) * VEC) *
+                        ElementBytes<KIND_OUT>::value);
+        }
     }
     cp_async_commit();
   };
@@ -414,7 +454,9 @@ __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm(const RowPar
 #pragma unroll
           for (int k2 = 0; k2 < VEC; ++k2) v[item][k2] = 0.f;
       }
-      stage_group(group + STAGES * group_step, stage);  // the slots' vectors are in registers now
+      // The x slots' vectors are in registers now; a residual's slots are read by the epilogue,
+      // so with a residual the refill waits until the row is written.
+      if constexpr (!STAGED_RESIDUAL) stage_group(group + STAGES * group_step, stage);
     } else {
 #pragma unroll
       for (int item = 0; item < ITEMS; ++item) {
@@ -471,6 +513,8 @@ __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm(const RowPar
 
     const long long y_row = (active ? row : 0) * p.y_stride;
     const long long residual_row = (active ? row : 0) * p.residual_stride;
+    constexpr int RING_STAGES = STAGES > 0 ? STAGES : 1;
+    const bool from_ring_residual = residual_staged(span);
     constexpr int PARAM_STRIDE = ROWS_BLOCK * ITEMS * THREADS_ROW * VEC_BYTES;  // weight to bias
 #pragma unroll
     for (int item = 0; item < ITEMS; ++item)
@@ -479,8 +523,11 @@ __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm(const RowPar
         const char* staged = STAGED_PARAMS > 0 && span.head == staged_head
                                  ? reinterpret_cast<const char*>(ring) + slot_offset(STAGES, item)
                                  : nullptr;
+        const char* staged_residual =
+            from_ring_residual ? reinterpret_cast<const char*>(ring) + residual_slot(k % RING_STAGES, item)
+                               : nullptr;
         row_epilogue<KIND_IN, KIND_OUT, FLAGS>(p, v[item], col, residual_row, shift, scale, staged,
-                                               PARAM_STRIDE);
+                                               PARAM_STRIDE, staged_residual);
         store_elements<KIND_OUT, VEC>(p.y, y_row + col, v[item]);
       }
 #pragma unroll
@@ -490,6 +537,7 @@ __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm(const RowPar
         row_epilogue<KIND_IN, KIND_OUT, FLAGS>(p, one, span.extra_col(slot), residual_row, shift, scale);
         store_element<KIND_OUT>(p.y, y_row + span.extra_col(slot), one[0]);
       }
+    if constexpr (STAGED_RESIDUAL) stage_group(group + STAGES * group_step, k % RING_STAGES);
   }
   mailbox.close();
 }

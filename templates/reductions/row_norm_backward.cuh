@@ -65,17 +65,6 @@ struct BackwardShape {
   static constexpr int sums = (weight ? 1 : 0) + (bias ? 1 : 0);  // dweight, dbias
 };
 
-// BYTES (a vector of either array: 4 to 32) from global to shared memory, 16 at a time.
-template <int BYTES>
-__device__ __forceinline__ void copy_vector_async(unsigned smem_dst, const char* global_src) {
-  if constexpr (BYTES <= 16) {
-    copy_async<BYTES>(smem_dst, global_src);
-  } else {
-#pragma unroll
-    for (int c = 0; c < BYTES / 16; ++c) copy_async<16>(smem_dst + 16 * c, global_src + 16 * c);
-  }
-}
-
 template <int OP, int KIND_IN, int KIND_OUT, int FLAGS, int VEC, int THREADS_ROW, int ROWS_BLOCK,
           int ITEMS, int CLUSTER, int STAGES>
 __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm_backward(const RowBackwardParams p) {

@@ -56,16 +56,21 @@ struct RowShape {
 // rounded up; the ring comes on top.
 constexpr std::size_t kStaticRowSmem = 2048;
 
-// The dynamic shared memory of a persistent CTA: its ring of `stages` row groups and its
-// columns of weight and bias (those present), each rows_per_block x threads_per_row threads x
-// `items` vectors.
+// The dynamic shared memory of a persistent CTA: its ring of `stages` row groups of x, its
+// columns of weight and bias (those present), and the ring of the residual (vectors of y's
+// type), each rows_per_block x threads_per_row threads x `items` vectors.
 std::size_t ring_bytes(const Config& config, const Problem& problem, int flags) {
   const RowSplit c(config);
-  const int stages = config.at("stages");
-  const int slots = stages > 0 ? stages + ((flags & kRowWeight) != 0) + ((flags & kRowBias) != 0) : 0;
-  return static_cast<std::size_t>(slots) * static_cast<std::size_t>(c.threads()) *
-         static_cast<std::size_t>(c.items(problem.shape.at(1), problem.dtype)) *
-         static_cast<std::size_t>(c.vector_bytes);
+  const std::size_t stages = static_cast<std::size_t>(config.at("stages"));
+  if (stages == 0) return 0;
+  const std::size_t vectors = static_cast<std::size_t>(c.threads()) *
+                              static_cast<std::size_t>(c.items(problem.shape.at(1), problem.dtype));
+  const std::size_t params = ((flags & kRowWeight) != 0) + ((flags & kRowBias) != 0);
+  const std::size_t residual = (flags & kRowResidual) != 0
+                                   ? stages * static_cast<std::size_t>(c.vec(problem.dtype)) *
+                                         dtype_size(problem.out_dtype)
+                                   : 0;
+  return vectors * ((stages + params) * static_cast<std::size_t>(c.vector_bytes) + residual);
 }
 
 class RowNormFamily final : public Family {
