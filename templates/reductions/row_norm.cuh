@@ -7,6 +7,9 @@
 //   THREADS_ROW  threads sharing a row;  ROWS_BLOCK: rows per CTA
 //   ITEMS        vectors each thread holds (the row stays in registers from read to write)
 //   CLUSTER      CTAs sharing a row (sm_90), reducing through distributed shared memory
+//   STAGES       0: a grid of every row group, each CTA loading its rows straight into registers;
+//                N: a persistent grid, each CTA keeping its next N row groups in flight into a
+//                shared-memory ring (cp.async) while it reduces and writes the current one
 //
 // A row need not start on a vector boundary (any row stride, any column count). Its elements
 // are split into the `head` before x's first VEC-aligned address, whole vectors, and a `tail`:

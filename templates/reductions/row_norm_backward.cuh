@@ -6,7 +6,8 @@
 // The grid is persistent: each group of CLUSTER CTAs takes ROWS_BLOCK rows at a time, strided
 // by the number of groups, and keeps its share of the column sums in shared memory, one slot
 // per element it holds; at the end it writes them as one partial row per group (workspace),
-// and column_sums adds the groups' rows.
+// and column_sums adds the groups' rows. STAGES > 0: the group's next STAGES row groups of x
+// and dy are in flight into a shared-memory ring, as in row_norm.cuh.
 //
 // A column stays with the same thread for every row, so the split is fixed from column 0:
 // whole vectors, then the tail of fewer than VEC columns ("extras", held one per thread by
