@@ -126,12 +126,8 @@ class RowNormFamily final : public Family {
   // groups), else rows straight into registers.
   Config default_config(const Problem& problem, const DeviceTarget& device) const override {
     auto rejected = [&](const Config& config) { return reject(config, problem, device).has_value(); };
-    Config config;
-    for (int stages : {2, 0}) {
-      config = default_row_split({{{"stages", stages}}}, problem.shape.at(1), problem.dtype, 1, rejected);
-      if (!rejected(config)) break;
-    }
-    return config;
+    return default_row_split({Config{{{"stages", 2}}}, Config{{{"stages", 0}}}}, problem.shape.at(1),
+                             problem.dtype, 1, rejected);
   }
 
   void validate(const Problem& problem) const override {

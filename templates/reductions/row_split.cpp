@@ -70,24 +70,25 @@ std::optional<std::string> reject_row_split(const RowSplit& c, long long rows, l
   return std::nullopt;
 }
 
-Config default_row_split(const Config& extra, long long cols, DType in, int row_arrays,
+Config default_row_split(const std::vector<Config>& extras, long long cols, DType in, int row_arrays,
                          const std::function<bool(const Config&)>& rejected) {
-  for (int limit : {16, kMaxRowElementsPerThread / row_arrays})
-    for (int vector_bytes : {16, 8, 4})
-      for (int cluster : {1, 2, 4, 8})
-        for (int threads : {32, 64, 128, 256, 512, 1024}) {
-          Config config = extra;
-          config.values["vector_bytes"] = vector_bytes;
-          config.values["threads_per_row"] = threads;
-          config.values["rows_per_block"] = std::max(1, 128 / threads);
-          config.values["cluster"] = cluster;
-          while (config.values["rows_per_block"] > 1 && rejected(config))
-            config.values["rows_per_block"] /= 2;
-          const RowSplit c(config);
-          if (!rejected(config) && c.items(cols, in) * c.vec(in) <= limit) return config;
-        }
+  for (const Config& extra : extras)
+    for (int limit : {16, kMaxRowElementsPerThread / row_arrays})
+      for (int vector_bytes : {16, 8, 4})
+        for (int cluster : {1, 2, 4, 8})
+          for (int threads : {32, 64, 128, 256, 512, 1024}) {
+            Config config = extra;
+            config.values["vector_bytes"] = vector_bytes;
+            config.values["threads_per_row"] = threads;
+            config.values["rows_per_block"] = std::max(1, 128 / threads);
+            config.values["cluster"] = cluster;
+            while (config.values["rows_per_block"] > 1 && rejected(config))
+              config.values["rows_per_block"] /= 2;
+            const RowSplit c(config);
+            if (!rejected(config) && c.items(cols, in) * c.vec(in) <= limit) return config;
+          }
   // Nothing fits: the family's reject() says why when this config is used.
-  Config fallback = extra;
+  Config fallback = extras.back();
   for (const ParamSpec& param : row_split_space()) fallback.values[param.name] = param.values.front();
   return fallback;
 }

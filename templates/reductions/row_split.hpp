@@ -38,8 +38,9 @@ std::optional<std::string> reject_row_split(const RowSplit& split, long long row
 
 // 16-byte vectors, the fewest threads per row that hold it in at most 16 (then all allowed)
 // elements per array, 128 threads per CTA for short rows, a cluster only where one CTA cannot
-// hold the row. `extra` holds the family's other parameters; `reject` is the family's rule.
-Config default_row_split(const Config& extra, long long cols, DType in, int row_arrays,
+// hold the row. `extras` hold the family's other parameters in order of preference: the first
+// that leaves a config `rejected` (the family's rule) accepts is used.
+Config default_row_split(const std::vector<Config>& extras, long long cols, DType in, int row_arrays,
                          const std::function<bool(const Config&)>& rejected);
 
 // Shape checks common to every row op: ROWSxCOLS, each at least 1, at most `max_cols` columns.
