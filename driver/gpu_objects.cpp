@@ -168,6 +168,12 @@ void LaunchableKernel::allow_dynamic_smem(unsigned bytes) const {
                "allowing " + std::to_string(bytes) + " bytes of shared memory for " + description_);
 }
 
+void LaunchableKernel::allow_non_portable_clusters() const {
+  TILESMITH_CU(api().cuFuncSetAttribute(function_, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1),
+               "allowing clusters of more than " + std::to_string(kPortableClusterSize) + " CTAs for " +
+                   description_);
+}
+
 int LaunchableKernel::registers() const {
   int value = 0;
   TILESMITH_CU(api().cuFuncGetAttribute(&value, CU_FUNC_ATTRIBUTE_NUM_REGS, function_),
@@ -235,13 +241,16 @@ ReadyKernel load_kernel(const CompiledKernel& compiled, const LaunchPlan& plan,
     const std::string name =
         ready.module->kernel_count() == 1 ? description : description + " #" + std::to_string(i);
     ready.kernels.push_back(ready.module->kernel(i, name));
-    unsigned smem = 0;
+    unsigned smem = 0, cluster = 1;
     for (const LaunchStep& step : plan.all())
-      if (static_cast<std::size_t>(step.kernel) == i)
+      if (static_cast<std::size_t>(step.kernel) == i) {
         smem = std::max(smem, step.geometry.dynamic_smem_bytes);
+        cluster = std::max(cluster, cluster_size(step.geometry));
+      }
     // A block gets more than 48 KB of shared memory, static and dynamic together, only after
     // its dynamic limit is raised: raised for any dynamic size, since the static part adds on.
     if (smem > 0) ready.kernels.back().allow_dynamic_smem(smem);
+    if (cluster > kPortableClusterSize) ready.kernels.back().allow_non_portable_clusters();
   }
   return ready;
 }

@@ -50,6 +50,8 @@ class LaunchableKernel {
   // Returns the driver's result instead of throwing (the tuner classifies failures).
   CUresult try_launch(const LaunchGeometry& geometry, const KernelArgs& args, CUstream stream) const;
   void allow_dynamic_smem(unsigned bytes) const;
+  // Clusters over kPortableClusterSize CTAs (sm_90: up to 16) launch only after this.
+  void allow_non_portable_clusters() const;
   int registers() const;  // as loaded: tests check the cubin's count against it
   const std::string& description() const { return description_; }
 

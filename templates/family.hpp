@@ -38,6 +38,10 @@ void validate_options(const std::string& op, const OptionTable& table, const Pro
 // "a=col, act=relu|gelu|silu": each option with the values that may be written.
 std::string describe_options(const OptionTable& table);
 
+// Clusters of up to this many CTAs launch on every GPU that has clusters; larger ones (sm_90:
+// up to 16) need the kernel's non-portable attribute, which the launcher sets.
+constexpr unsigned kPortableClusterSize = 8;
+
 struct LaunchGeometry {
   unsigned grid[3] = {1, 1, 1};
   unsigned block[3] = {1, 1, 1};

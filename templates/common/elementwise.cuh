@@ -12,10 +12,30 @@ __device__ __forceinline__ float load_as_float(const void* base, long long index
   return to_float(static_cast<const half_bits*>(base)[index], KIND);
 }
 
+// The exact GELU, x * Phi(x), written gelu(x) = max(x, 0) - |x| * Q(|x|) with Q(a) = Phi(-a)
+// = exp2(a * G(a) - 1): G is a degree-9 fit of (log2(Q(a)) + 1) / a on [0, 9] (Q(9) ~ 1e-19),
+// weighted toward the GELU's absolute error. About 12 instructions where 0.5 x (1 + erff(x /
+// sqrt 2)) takes ~28 (the fused norms are bound by instruction issue), and no cancellation in
+// 1 + erf for negative x: relative error at most 1.2e-6 where |gelu| > 1e-3 (the erff form: 8e-5).
+__device__ __forceinline__ float gelu(float x) {
+  const float a = fminf(fabsf(x), 9.f);
+  float g = -5.399702729e-08f;
+  g = fmaf(g, a, 1.347099101e-06f);
+  g = fmaf(g, a, -1.487249210e-05f);
+  g = fmaf(g, a, 9.307306755e-05f);
+  g = fmaf(g, a, -3.201740037e-04f);
+  g = fmaf(g, a, 5.682654228e-05f);
+  g = fmaf(g, a, 6.903226953e-03f);
+  g = fmaf(g, a, -5.242510885e-02f);
+  g = fmaf(g, a, -4.592228234e-01f);
+  g = fmaf(g, a, -1.151104212e+00f);
+  return fmaf(-fabsf(x), exp2f(fmaf(g, a, -1.f)), fmaxf(x, 0.f));
+}
+
 template <int ACT>
 __device__ __forceinline__ float activate(float x) {
   if (ACT == kActRelu) return x > 0.f ? x : 0.f;
-  if (ACT == kActGelu) return 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
+  if (ACT == kActGelu) return gelu(x);
   if (ACT == kActSilu) return x / (1.f + __expf(-x));
   return x;
 }

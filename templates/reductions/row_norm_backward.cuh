@@ -7,7 +7,9 @@
 // by the number of groups, and keeps its share of the column sums in shared memory, one slot
 // per element it holds; at the end it writes them as one partial row per group (workspace),
 // and column_sums adds the groups' rows. STAGES > 0: the group's next STAGES row groups of x
-// and dy are in flight into a shared-memory ring, as in row_norm.cuh.
+// and dy are in flight into a shared-memory ring, as in row_norm.cuh, and the weight's columns
+// of the thread are copied once next to it. The launcher sizes the grid to what the GPU holds
+// at once, so the kernel records how many groups ran for column_sums.
 //
 // A column stays with the same thread for every row, so the split is fixed from column 0:
 // whole vectors, then the tail of fewer than VEC columns ("extras", held one per thread by
@@ -84,10 +86,12 @@ __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm_backward(con
   __shared__ RowShared<Partial, ROWS_BLOCK, (THREADS_ROW > 32 ? THREADS_ROW / 32 : 1)> shared;
   __shared__ ClusterMailbox<CLUSTER> mailbox;
   // [Shape::sums][ROWS_BLOCK][SLOTS]; then, with STAGES > 0, the ring of row groups in flight
-  // (as row_norm's, with x's vectors and dy's: [stage][row of the CTA][item][thread] each).
+  // (as row_norm's, with x's vectors and dy's: [stage][row of the CTA][item][thread] each),
+  // then the weight's vectors [row of the CTA][item][thread], copied once.
   extern __shared__ __align__(16) float column_slots[];
   constexpr int RING_START = (Shape::sums * ROWS_BLOCK * SLOTS * 4 + 15) / 16 * 16;
   constexpr int X_RING = STAGES * ROWS_BLOCK * ITEMS * THREADS_ROW * X_BYTES;  // dy's follows
+  constexpr int WEIGHT_SLOTS = X_RING + STAGES * ROWS_BLOCK * ITEMS * THREADS_ROW * DY_BYTES;
   char* const ring = reinterpret_cast<char*>(column_slots) + RING_START;
 
   const int lane_row = threadIdx.x % THREADS_ROW;
@@ -119,6 +123,7 @@ __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm_backward(con
   mailbox.open();
   int exchange = 0;
   const long long groups = gridDim.x / CLUSTER;
+  if (p.groups_ran != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *p.groups_ran = static_cast<int>(groups);
   // A row's x and dy, where both start on 16-byte (vector) boundaries, go through the ring;
   // other rows are read straight from global memory when their turn comes.
   auto ring_takes = [&](long long row) {
@@ -149,11 +154,41 @@ __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm_backward(con
     }
     cp_async_commit();
   };
+  // The weight's vectors at the thread's columns (the same for every row), in the first commit
+  // group, where the host made room and the weight starts on a vector boundary; else every row
+  // reads them from L2.
+  constexpr unsigned long long WEIGHT_ALIGN = X_BYTES < 16 ? X_BYTES : 16;
+  const bool staged_weight = STAGES > 0 && Shape::weight && p.stage_weight != 0 &&
+                             reinterpret_cast<unsigned long long>(p.weight) % WEIGHT_ALIGN == 0;
+  auto weight_slot = [&](int item) {
+    return WEIGHT_SLOTS + ((row_in_block * ITEMS + item) * THREADS_ROW + lane_row) * X_BYTES;
+  };
+  if (staged_weight) {
+#pragma unroll
+    for (int item = 0; item < ITEMS; ++item)
+      if (holds(item))
+        copy_vector_async<X_BYTES>(smem_address(ring) + weight_slot(item),
+                                   static_cast<const char*>(p.weight) +
+                                       static_cast<long long>(vector_at(item)) * VEC * ElementBytes<KIND_IN>::value);
+  }
   if constexpr (STAGES > 0) {
 #pragma unroll
     for (int stage = 0; stage < STAGES; ++stage)
       stage_group(blockIdx.x / CLUSTER + stage * groups, stage);
   }
+  // The norms' row statistics (shift: mean, scale: rstd) are loaded one row group ahead, so
+  // their latency hides behind the current row's work.
+  auto load_stats = [&](long long row, float& shift, float& scale) {
+    shift = 0.f, scale = 1.f;
+    if constexpr (OP != kRowSoftmax) {
+      if (row < p.rows) {
+        scale = p.rstd[row];
+        if constexpr (OP == kRowLayerNorm) shift = p.mean[row];
+      }
+    }
+  };
+  float next_shift, next_scale;
+  load_stats(blockIdx.x / CLUSTER * ROWS_BLOCK + row_in_block, next_shift, next_scale);
   constexpr int RING_STAGES = STAGES > 0 ? STAGES : 1;
   int visit = 0;  // row groups this CTA has taken
   for (long long group = blockIdx.x / CLUSTER; group * ROWS_BLOCK < p.rows; group += groups, ++visit) {
@@ -191,13 +226,8 @@ __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm_backward(con
       eb[slot] = held ? load_as_float<KIND_OUT>(p.dy, dy_row + extra_col(slot)) : 0.f;
     }
 
-    float shift = 0.f, scale = 1.f;
-    if constexpr (OP != kRowSoftmax) {
-      if (active) {
-        scale = p.rstd[row];
-        if constexpr (OP == kRowLayerNorm) shift = p.mean[row];
-      }
-    }
+    const float shift = next_shift, scale = next_scale;
+    load_stats(row + groups * ROWS_BLOCK, next_shift, next_scale);
     // One element: x becomes xhat, dy becomes g; its column sums take dy * xhat and dy.
     auto prepare = [&](float& x, float& dy, float weight, float& dweight, float& dbias) {
       x = (x - shift) * scale;
@@ -213,8 +243,12 @@ __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm_backward(con
         for (int item = 0; item < ITEMS; ++item)
           if (holds(item)) {
             float weight[VEC];
-            if constexpr (Shape::weight)
-              load_elements<KIND_IN, VEC>(p.weight, static_cast<long long>(vector_at(item)) * VEC, weight);
+            if constexpr (Shape::weight) {
+              if (staged_weight)
+                load_elements<KIND_IN, VEC, true>(ring + weight_slot(item), 0, weight);
+              else
+                load_elements<KIND_IN, VEC>(p.weight, static_cast<long long>(vector_at(item)) * VEC, weight);
+            }
 #pragma unroll
             for (int chunk = 0; chunk < VEC / CHUNK; ++chunk) {
               float dweight[CHUNK], dbias[CHUNK];
@@ -309,24 +343,33 @@ __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm_backward(con
   }
 }
 
-// dweight and dbias: the groups' partial rows added per column, 32 columns per CTA, each
-// column's groups split over 32 threads.
+// dweight and dbias: the groups' partial rows added per column. A CTA takes blockDim.x columns
+// (fewer for short rows, so that the grid still covers the SMs) and splits their groups over
+// blockDim.y threads, each adding every blockDim.y-th group with four loads in flight; a tree
+// in shared memory adds the threads' sums.
 template <int KIND>
 __global__ void __launch_bounds__(1024) column_sums(const ColumnSumParams p) {
-  __shared__ float partial[32][33];
-  const int col = blockIdx.x * 32 + threadIdx.x;
+  __shared__ float partial[1024];
+  const int col = blockIdx.x * blockDim.x + threadIdx.x;
   const int sum = blockIdx.y;
-  const float* partials = p.partials + static_cast<long long>(sum) * p.groups * p.cols;
-  float total = 0.f;
-  if (col < p.cols)
-    for (int g = threadIdx.y; g < p.groups; g += 32) total += partials[static_cast<long long>(g) * p.cols + col];
-  partial[threadIdx.y][threadIdx.x] = total;
-  __syncthreads();
-  if (threadIdx.y == 0 && col < p.cols) {
+  const int groups = *p.groups;
+  const int step = blockDim.y;
+  const float* partials = p.partials + static_cast<long long>(sum) * groups * p.cols + col;
+  float total[4] = {0.f, 0.f, 0.f, 0.f};
+  if (col < p.cols) {
+    int g = threadIdx.y;
+    for (; g + 3 * step < groups; g += 4 * step)
 #pragma unroll
-    for (int s = 1; s < 32; ++s) total += partial[s][threadIdx.x];
-    store_element<KIND>(p.out[sum], col, total);
+      for (int k = 0; k < 4; ++k) total[k] += partials[static_cast<long long>(g + k * step) * p.cols];
+    for (; g < groups; g += step) total[0] += partials[static_cast<long long>(g) * p.cols];
   }
+  const int lane = threadIdx.y * blockDim.x + threadIdx.x;
+  partial[lane] = (total[0] + total[1]) + (total[2] + total[3]);
+  for (int half = step / 2; half > 0; half /= 2) {
+    __syncthreads();
+    if (threadIdx.y < half) partial[lane] += partial[lane + half * blockDim.x];
+  }
+  if (threadIdx.y == 0 && col < p.cols) store_element<KIND>(p.out[sum], col, partial[threadIdx.x]);
 }
 
 }  // namespace tilesmith

@@ -16,8 +16,13 @@ namespace {
 
 // Each thread keeps two arrays of its slice (x and dy, then xhat and g) from read to write.
 constexpr int kRowArrays = 2;
-// Rows up to a cluster of 8 CTAs x 512 threads x 32 elements per array.
-constexpr long long kMaxBackwardCols = 8ll * 512 * kMaxRowElementsPerThread / kRowArrays;
+// Rows up to a cluster of 16 CTAs (sm_90) x 512 threads x 32 elements per array.
+constexpr long long kMaxBackwardCols = 16ll * 512 * kMaxRowElementsPerThread / kRowArrays;
+// The workspace's head: the int the rows' kernel sets to the groups that ran (16 bytes keep the
+// partials' rows aligned).
+constexpr std::uint64_t kGroupsRanBytes = 16;
+// The kernel's static shared memory (the row partials and the cluster mailbox) stays under this.
+constexpr long long kStaticSmemBytes = 1024;
 
 struct BackwardOpInfo {
   const char* name;
@@ -70,8 +75,9 @@ class RowNormBackwardFamily final : public Family {
            "rstd (the forward's stats); dtypes: the forward's (x, dx: in; dy: out)";
   }
 
-  // The forward's split, how many CTAs per SM the persistent grid launches (more hide latency,
-  // fewer leave fewer partial rows of column sums to add), and the row groups each CTA keeps in
+  // The forward's split, how many CTAs per SM the persistent grid launches at most (more hide
+  // latency, fewer leave fewer partial rows of column sums to add; the launcher trims what does
+  // not fit at once), and the row groups each CTA keeps in
   // flight into a shared-memory ring (0: none, each row read when its turn comes).
   std::vector<ParamSpec> space() const override {
     std::vector<ParamSpec> space = row_split_space();
@@ -91,9 +97,9 @@ class RowNormBackwardFamily final : public Family {
     if (ctas_per_sm < 1 || ctas_per_sm * c.threads() > kThreadsPerSm)
       return std::to_string(ctas_per_sm) + " CTAs of " + std::to_string(c.threads()) +
              " threads do not fit on one SM";
-    // A CTA's column sums and ring stay in shared memory (the static partials need under 1 KB).
-    const std::size_t smem = dynamic_smem_bytes(config, problem);
-    if (static_cast<long long>(smem) + 1024 > device.max_smem_per_block_optin)
+    // A CTA's column sums and ring stay in shared memory.
+    const std::size_t smem = ring_smem_bytes(config, problem);
+    if (static_cast<long long>(smem) + kStaticSmemBytes > device.max_smem_per_block_optin)
       return "the column sums and the ring need " + std::to_string(smem) + " bytes of shared memory";
     const int stages = config.at("stages");
     if (stages < 0 || stages > 4) return "stages from 0 to 4";
@@ -155,11 +161,15 @@ class RowNormBackwardFamily final : public Family {
     return specs;
   }
 
+  // The count of groups that ran (kGroupsRanBytes), then the column sums' partial rows for the
+  // most groups the plan launches.
   std::size_t workspace_bytes(const Config& config, const Problem& problem,
                               const DeviceTarget& device) const override {
     const BackwardShape s(info_, problem);
-    return static_cast<std::size_t>(s.sums()) * static_cast<std::size_t>(groups(config, problem, device)) *
-           static_cast<std::size_t>(s.cols) * sizeof(float);
+    if (s.sums() == 0) return 0;
+    return kGroupsRanBytes + static_cast<std::size_t>(s.sums()) *
+                                 static_cast<std::size_t>(groups(config, problem, device)) *
+                                 static_cast<std::size_t>(s.cols) * sizeof(float);
   }
 
   LaunchPlan plan(const Config& config, const Problem& problem, const DeviceTarget& device,
@@ -172,9 +182,16 @@ class RowNormBackwardFamily final : public Family {
     rows.grid[0] = static_cast<unsigned>(group_count * c.cluster);
     rows.block[0] = static_cast<unsigned>(c.threads());
     rows.cluster[0] = static_cast<unsigned>(c.cluster);
-    rows.dynamic_smem_bytes = static_cast<unsigned>(dynamic_smem_bytes(config, problem));
+    rows.dynamic_smem_bytes = static_cast<unsigned>(dynamic_smem_bytes(config, problem, device));
+    // Groups past what the GPU holds at once would wait for a second wave: the launcher trims
+    // them, and the kernel records how many ran for column_sums.
+    rows.persistent = true;
     RowBackwardParams p = params(s, addresses, scalars, 0);
-    p.partials = reinterpret_cast<float*>(workspace);
+    p.stage_weight = stages_weight(config, problem, device) ? 1 : 0;
+    if (s.sums() > 0) {
+      p.groups_ran = reinterpret_cast<int*>(workspace);
+      p.partials = reinterpret_cast<float*>(workspace + kGroupsRanBytes);
+    }
     LaunchPlan plan;
     plan.add(0, rows, KernelArgs::of(p));
     if (s.sums() > 0) {
@@ -182,13 +199,17 @@ class RowNormBackwardFamily final : public Family {
       sums.partials = p.partials;
       std::size_t next = addresses.size() - static_cast<std::size_t>(s.sums());
       for (int sum = 0; sum < s.sums(); ++sum) sums.out[sum] = reinterpret_cast<void*>(addresses[next++]);
-      sums.groups = static_cast<int>(group_count);
+      sums.groups = p.groups_ran;
       sums.cols = s.cols;
+      // 32 columns per CTA (128-byte rows of partials), fewer while the CTAs would not cover the
+      // SMs (short rows: the groups' sums are then spread over more threads).
+      unsigned width = 32;
+      while (width > 4 && (s.cols + width - 1) / width * s.sums() < device.sm_count) width /= 2;
       LaunchGeometry columns;
-      columns.grid[0] = static_cast<unsigned>((s.cols + 31) / 32);
+      columns.grid[0] = static_cast<unsigned>((s.cols + width - 1) / width);
       columns.grid[1] = static_cast<unsigned>(s.sums());
-      columns.block[0] = 32;
-      columns.block[1] = 32;
+      columns.block[0] = width;
+      columns.block[1] = 1024 / width;
       plan.add(1, columns, KernelArgs::of(sums));
     }
     return plan;
@@ -266,7 +287,8 @@ class RowNormBackwardFamily final : public Family {
            std::to_string(element_kind(problem.out_dtype)) + "," + std::to_string(s.flags);
   }
 
-  // Groups of CTAs in the persistent grid: ctas_per_sm on every SM, no more than the rows need.
+  // Groups of CTAs the persistent grid asks for: ctas_per_sm on every SM, no more than the rows
+  // need (the launcher may run fewer).
   static long long groups(const Config& config, const Problem& problem, const DeviceTarget& device) {
     const RowSplit c(config);
     const long long row_groups = (problem.shape.at(0) + c.rows_per_block - 1) / c.rows_per_block;
@@ -287,17 +309,34 @@ class RowNormBackwardFamily final : public Family {
     return static_cast<std::size_t>(s.sums()) * c.rows_per_block * slots * sizeof(float);
   }
 
+  // Elements of a row group the CTA holds (its threads x items x vector).
+  static std::size_t group_elements(const Config& config, const Problem& problem) {
+    const RowSplit c(config);
+    return static_cast<std::size_t>(c.threads()) *
+           static_cast<std::size_t>(c.items(problem.shape.at(1), problem.dtype)) *
+           static_cast<std::size_t>(c.vec(problem.dtype));
+  }
+
   // The column sums' slots, then (16-byte aligned) the ring: `stages` row groups of x's and dy's
   // vectors (as row_norm_backward's RING_START and X_RING).
-  std::size_t dynamic_smem_bytes(const Config& config, const Problem& problem) const {
-    const BackwardShape s(info_, problem);
-    const RowSplit c(config);
-    const std::size_t vectors = static_cast<std::size_t>(config.at("stages")) * c.threads() *
-                                static_cast<std::size_t>(c.items(s.cols, problem.dtype));
+  std::size_t ring_smem_bytes(const Config& config, const Problem& problem) const {
     const std::size_t x_bytes = dtype_size(info_.op == kRowSoftmax ? problem.out_dtype : problem.dtype);
-    const std::size_t vector_elements = static_cast<std::size_t>(c.vec(problem.dtype));
-    const std::size_t ring = vectors * vector_elements * (x_bytes + dtype_size(problem.out_dtype));
+    const std::size_t ring = static_cast<std::size_t>(config.at("stages")) * group_elements(config, problem) *
+                             (x_bytes + dtype_size(problem.out_dtype));
     return (column_slot_bytes(config, problem) + 15) / 16 * 16 + ring;
+  }
+
+  // With a ring, the weight's vectors follow it (WEIGHT_SLOTS), copied once per CTA, where they
+  // fit: else every row reads them from L2 (the column sums and the ring come first).
+  bool stages_weight(const Config& config, const Problem& problem, const DeviceTarget& device) const {
+    if (config.at("stages") == 0 || !BackwardShape(info_, problem).has(kRowWeight)) return false;
+    const std::size_t smem = ring_smem_bytes(config, problem) + group_elements(config, problem) * dtype_size(problem.dtype);
+    return static_cast<long long>(smem) + kStaticSmemBytes <= device.max_smem_per_block_optin;
+  }
+
+  std::size_t dynamic_smem_bytes(const Config& config, const Problem& problem, const DeviceTarget& device) const {
+    return ring_smem_bytes(config, problem) +
+           (stages_weight(config, problem, device) ? group_elements(config, problem) * dtype_size(problem.dtype) : 0);
   }
 
   RowBackwardParams params(const BackwardShape& s, std::span<const std::uint64_t> addresses,

@@ -134,9 +134,9 @@ class RowNormFamily final : public Family {
     const std::string op = info_.name;
     if (problem.op != op) throw InvalidArgument(op + ": asked for op " + quote_input(problem.op));
     validate_options(op, options_, problem);
-    // A cluster of 8 CTAs x 512 threads x 64 elements (the register rule) on sm_90; 32768 in
-    // one CTA elsewhere (reject() says so). Longer rows need a variant that keeps the row in
-    // shared memory or streams it twice (not built yet).
+    // A cluster of 8 CTAs x 512 threads x 64 elements (the register rule) on sm_90 (16 CTAs hold
+    // it with 32 each); 32768 in one CTA elsewhere (reject() says so). Longer rows need a
+    // variant that keeps the row in shared memory or streams it twice (not built yet).
     validate_row_shape(op, problem, 8 * 512 * kMaxRowElementsPerThread);
   }
 

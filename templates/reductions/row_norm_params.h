@@ -53,8 +53,14 @@ struct RowBackwardParams {
   const float* rstd;
   void* dx;
   // The column sums' partials (workspace, fp32): [sum (dweight, dbias)][group][cols], one row
-  // per group of CTAs sharing rows. The reference writes dweight and dbias after dx instead.
+  // per group of CTAs sharing rows, and how many groups ran (the launcher sizes a persistent
+  // grid; the workspace holds the most the plan allows). The reference writes dweight and dbias
+  // after dx instead; without column sums both are null.
   float* partials;
+  int* groups_ran;
+  // 1: with a ring, the weight's vectors are copied once per CTA into shared memory after it
+  // (the host sized the shared memory for them); 0: every row reads them from L2.
+  int stage_weight;
   long long rows;
   long long x_stride, dy_stride, dx_stride;  // elements from one row to the next
   int cols;
@@ -65,7 +71,7 @@ struct RowBackwardParams {
 struct ColumnSumParams {
   const float* partials;  // [sums][groups][cols]
   void* out[2];           // dweight, dbias (those present, in that order)
-  int groups;
+  const int* groups;      // set by the rows' kernel (RowBackwardParams::groups_ran)
   int cols;
 };
 

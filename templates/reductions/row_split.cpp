@@ -24,7 +24,7 @@ std::vector<ParamSpec> row_split_space() {
   return {{"vector_bytes", {4, 8, 16}},
           {"threads_per_row", {4, 8, 16, 32, 64, 128, 256, 512, 1024}},
           {"rows_per_block", {1, 2, 4, 8, 16}},
-          {"cluster", {1, 2, 4, 8}}};
+          {"cluster", {1, 2, 4, 8, 16}}};
 }
 
 std::optional<std::string> reject_row_split(const RowSplit& c, long long rows, long long cols,
@@ -38,7 +38,7 @@ std::optional<std::string> reject_row_split(const RowSplit& c, long long rows, l
     return "a CTA of " + std::to_string(c.threads()) + " threads (32 to 1024)";
   if (c.cluster > 1) {
     if (device.cc_major < 9) return "clusters need sm_90";
-    if (c.cluster > 8) return "clusters of at most 8 CTAs (the portable size)";
+    if (c.cluster > 16) return "clusters of at most 16 CTAs";
     if (c.rows_per_block != 1) return "a cluster shares one row per CTA";
     // Below ~2K elements per CTA the exchange through distributed shared memory costs more
     // than the CTA's share of the row.
@@ -75,7 +75,7 @@ Config default_row_split(const std::vector<Config>& extras, long long cols, DTyp
   for (const Config& extra : extras)
     for (int limit : {16, kMaxRowElementsPerThread / row_arrays})
       for (int vector_bytes : {16, 8, 4})
-        for (int cluster : {1, 2, 4, 8})
+        for (int cluster : {1, 2, 4, 8, 16})
           for (int threads : {32, 64, 128, 256, 512, 1024}) {
             Config config = extra;
             config.values["vector_bytes"] = vector_bytes;

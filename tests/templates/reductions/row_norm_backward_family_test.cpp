@@ -28,8 +28,8 @@ TEST(RowNormBackwardFamily, EveryOpValidatesItsShapeAndOptions) {
     EXPECT_EQ(family.name(), op);
     EXPECT_NO_THROW(family.validate(rows(op, 1, 1)));
     EXPECT_NO_THROW(family.validate(rows(op, 1000000, 7, {}, DType::f32, DType::f16)));
-    EXPECT_NO_THROW(family.validate(rows(op, 3, 131072)));
-    expect_invalid(rows(op, 2, 131073), "longer than the 131072");
+    EXPECT_NO_THROW(family.validate(rows(op, 3, 262144)));
+    expect_invalid(rows(op, 2, 262145), "longer than the 262144");
     expect_invalid(rows(op, 0, 4), "1 <= rows");
     expect_invalid(rows(op, 4, 4, {{"stats", "1"}}), "unknown option 'stats'");
   }
@@ -62,7 +62,7 @@ TEST(RowNormBackwardFamily, PruningKeepsAConfigForEveryShape) {
   const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
   const DeviceTarget ampere = DeviceTarget::assumed_for_arch("sm_80");
   for (const char* op : kBackwardOps)
-    for (std::int64_t cols : {1, 7, 256, 1023, 4097, 16384, 32768, 65536, 131072})
+    for (std::int64_t cols : {1, 7, 256, 1023, 4097, 16384, 32768, 65536, 131072, 262144})
       for (DType dtype : {DType::bf16, DType::f32}) {
         const Problem problem = rows(op, 3, cols, {}, dtype, dtype);
         const Family& family = find_family(op);
@@ -93,14 +93,18 @@ TEST(RowNormBackwardFamily, ColumnSumsAreASecondLaunchOverTheGroupsPartials) {
   const std::vector<std::uint64_t> addresses = {0x1000, 0x2000, 0x3000, 0x4000,
                                                 0x5000, 0x6000, 0x7000, 0x8000};
   const long long groups = hopper.sm_count * 4;
-  EXPECT_EQ(family.workspace_bytes(config, problem, hopper), 2u * groups * 1000 * sizeof(float));
+  // The count of groups that ran (16 bytes), then 2 partial rows per group at most.
+  EXPECT_EQ(family.workspace_bytes(config, problem, hopper), 16u + 2u * groups * 1000 * sizeof(float));
   const LaunchPlan plan = family.plan(config, problem, hopper, addresses, 0x90000, CallScalars{});
   ASSERT_EQ(plan.step_count, 2);
   EXPECT_EQ(plan.steps[0].geometry.grid[0], static_cast<unsigned>(groups));
+  EXPECT_TRUE(plan.steps[0].geometry.persistent);  // the launcher may trim it
   EXPECT_EQ(plan.steps[0].geometry.block[0], 256u);
   // The column sums (2 sums x 2 rows x (8 + 1 extra) x 128 threads floats), then the ring:
-  // 2 stages x 256 threads x 1 vector of 8 elements of x and of dy (bf16).
-  EXPECT_EQ(plan.steps[0].geometry.dynamic_smem_bytes, 2u * 2u * 9u * 128u * 4u + 2u * 256u * 8u * (2u + 2u));
+  // 2 stages x 256 threads x 1 vector of 8 elements of x and of dy (bf16), then the weight's
+  // vector of each thread.
+  EXPECT_EQ(plan.steps[0].geometry.dynamic_smem_bytes,
+            2u * 2u * 9u * 128u * 4u + 2u * 256u * 8u * (2u + 2u) + 256u * 8u * 2u);
   EXPECT_NE(family.kernel_expressions(config, problem).at(0).find(",1,1,2>"), std::string::npos)
       << family.kernel_expressions(config, problem).at(0);
   // One row group per CTA: nothing to fetch ahead.
@@ -110,15 +114,31 @@ TEST(RowNormBackwardFamily, ColumnSumsAreASecondLaunchOverTheGroupsPartials) {
   EXPECT_EQ(reinterpret_cast<std::uint64_t>(p.dy), 0x2000u);
   EXPECT_EQ(reinterpret_cast<std::uint64_t>(p.rstd), 0x5000u);
   EXPECT_EQ(reinterpret_cast<std::uint64_t>(p.dx), 0x6000u);
-  EXPECT_EQ(reinterpret_cast<std::uint64_t>(p.partials), 0x90000u);
+  EXPECT_EQ(reinterpret_cast<std::uint64_t>(p.groups_ran), 0x90000u);
+  EXPECT_EQ(reinterpret_cast<std::uint64_t>(p.partials), 0x90010u);
+  EXPECT_EQ(p.stage_weight, 1);
   EXPECT_EQ(plan.steps[1].kernel, 1);
   EXPECT_EQ(plan.steps[1].geometry.grid[1], 2u);  // dweight and dbias
+  // 1000 columns in tiles of 8 (32 and 16 leave SMs idle), 128 threads adding the groups.
+  EXPECT_EQ(plan.steps[1].geometry.grid[0], 125u);
+  EXPECT_EQ(plan.steps[1].geometry.block[0], 8u);
+  EXPECT_EQ(plan.steps[1].geometry.block[1], 128u);
   ColumnSumParams sums;
   std::memcpy(&sums, plan.steps[1].args.bytes.data(), sizeof sums);
   EXPECT_EQ(reinterpret_cast<std::uint64_t>(sums.out[0]), 0x7000u);
   EXPECT_EQ(reinterpret_cast<std::uint64_t>(sums.out[1]), 0x8000u);
-  EXPECT_EQ(sums.groups, groups);
+  EXPECT_EQ(sums.groups, p.groups_ran);  // column_sums reads the count the rows' kernel wrote
   EXPECT_EQ(family.kernel_expressions(config, problem).size(), 2u);
+  // Where the column sums and the ring leave no room for the weight, rows read it from L2: a
+  // cluster of 8 CTAs holds 16384 columns each, 128 KB of column sums and a 64 KB ring stage.
+  const Problem longest = rows("layernorm_backward", 1024, 131072);
+  const Config wide{{{"vector_bytes", 16}, {"threads_per_row", 512}, {"rows_per_block", 1},
+                     {"cluster", 8}, {"ctas_per_sm", 1}, {"stages", 1}}};
+  ASSERT_FALSE(family.reject(wide, longest, hopper));
+  const LaunchPlan unstaged = family.plan(wide, longest, hopper, addresses, 0x90000, {});
+  std::memcpy(&p, unstaged.steps[0].args.bytes.data(), sizeof p);
+  EXPECT_EQ(p.stage_weight, 0);
+  EXPECT_EQ(unstaged.steps[0].geometry.dynamic_smem_bytes, 2u * (32u + 1u) * 512u * 4u + 16384u * (2u + 2u));
   // Few rows: no more groups than rows, and no column sums without weight and bias.
   EXPECT_EQ(family.plan(config, rows("layernorm_backward", 5, 1000), hopper, addresses, 0x90000, {})
                 .steps[0].geometry.grid[0], 3u);
@@ -197,6 +217,7 @@ TEST(RowNormBackwardFamily, EveryOpCompilesForSm80AndSm90aWithoutSpills) {
       {rows("softmax_backward", 64, 256, {}, DType::bf16, DType::bf16), "sm_90a"},
       {rows("layernorm_backward", 64, 1023, {}, DType::f16, DType::f32), "sm_80"},
       {rows("layernorm_backward", 8, 131072, {}, DType::bf16, DType::bf16), "sm_90a"},
+      {rows("rmsnorm_backward", 8, 262144, {}, DType::f32, DType::f32), "sm_90a"},
       {rows("rmsnorm_backward", 64, 4097, {}, DType::f32, DType::f32), "sm_90a"},
       {rows("rmsnorm_backward", 64, 7, {{"weight", "0"}}, DType::bf16, DType::f32), "sm_80"}};
   for (const Case& c : cases) {

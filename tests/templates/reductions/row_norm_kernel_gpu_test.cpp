@@ -57,7 +57,7 @@ TEST_F(GpuRowNorm, ReferenceMatchesCpuLoop) {
   }
 }
 
-// Every op on rows of 1, 7, 1023, 4097 and 262144 (backward: 131072) columns and a single row,
+// Every op on rows of 1, 7, 1023, 4097 and 262144 columns and a single row,
 // each dtype pairing, the backward's column sums over more rows than its persistent grid:
 // a deterministic sample of the valid configs (every vector width, CTA shape and cluster size
 // appears across the sample) must match the reference, statistics included, nothing unwritten.
@@ -80,7 +80,8 @@ TEST_F(GpuRowNorm, SampledConfigsMatchTheReferenceOnOddRows) {
       rows("layernorm_backward", 2, 131072, {{"weight", "0"}}, DType::f32, DType::f32),
       rows("layernorm_backward", 3, 65536, {}, DType::bf16, DType::bf16),
       rows("rmsnorm_backward", 65, 1023, {}, DType::f32, DType::bf16),
-      rows("rmsnorm_backward", 5, 131072, {}, DType::bf16, DType::bf16)};
+      rows("rmsnorm_backward", 5, 131072, {}, DType::bf16, DType::bf16),
+      rows("layernorm_backward", 3, 262144, {}, DType::bf16, DType::bf16)};
   int checked = 0, clustered = 0;
   for (const Problem& problem : problems) {
     const Family& family = find_family(problem.op);
