@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 
 #include "generator/compiled_kernel.hpp"
 #include "support/test_support.hpp"
@@ -19,6 +20,38 @@ class GpuRowNorm : public ::testing::Test {
     driver::make_current(0);
     device_ = driver::describe_device(0);
   }
+  struct SampleCount {
+    int checked = 0, clustered = 0;
+  };
+  // For each problem, about `parts` of its valid configs that `keep` selects, evenly spaced
+  // (the offset moving with the count so far), each verified against the reference on fresh
+  // inputs seeded from `seed` + the count: passed, nothing unwritten. A problem without such a
+  // config is a fatal failure (the caller checks HasFatalFailure()).
+  void verify_sample(const std::vector<Problem>& problems, const std::function<bool(const Config&)>& keep,
+                     std::size_t parts, int seed, SampleCount& count) {
+    for (const Problem& problem : problems) {
+      const Family& family = find_family(problem.op);
+      tuner::Workbench bench(family, problem, device_);
+      std::vector<Config> sample;
+      for (const Config& config : family.enumerate())
+        if (keep(config) && !family.reject(config, problem, device_)) sample.push_back(config);
+      ASSERT_FALSE(sample.empty()) << problem.key();
+      const std::size_t step = std::max<std::size_t>(1, sample.size() / parts);
+      for (std::size_t i = count.checked % step; i < sample.size(); i += step) {
+        const Config& config = sample[i];
+        RenderedSource source = render(family, config, problem);
+        driver::ReadyKernel ready =
+            driver::load_kernel(compile(source, device_.arch()), bench.plan(config), source.describe());
+        bench.refresh_inputs(seed + count.checked);
+        tuner::Verification result = bench.verify(ready, config);
+        EXPECT_TRUE(result.passed) << problem.key() << " [" << config.text() << "]: " << result.detail;
+        EXPECT_EQ(result.nonfinite, 0u) << problem.key() << " [" << config.text() << "]";
+        ++count.checked;
+        count.clustered += config.at("cluster") > 1;
+      }
+    }
+  }
+
   DeviceTarget device_;
 };
 
@@ -82,30 +115,11 @@ TEST_F(GpuRowNorm, SampledConfigsMatchTheReferenceOnOddRows) {
       rows("rmsnorm_backward", 65, 1023, {}, DType::f32, DType::bf16),
       rows("rmsnorm_backward", 5, 131072, {}, DType::bf16, DType::bf16),
       rows("layernorm_backward", 3, 262144, {}, DType::bf16, DType::bf16)};
-  int checked = 0, clustered = 0;
-  for (const Problem& problem : problems) {
-    const Family& family = find_family(problem.op);
-    tuner::Workbench bench(family, problem, device_);
-    std::vector<Config> valid;
-    for (const Config& config : family.enumerate())
-      if (!family.reject(config, problem, device_)) valid.push_back(config);
-    ASSERT_FALSE(valid.empty()) << problem.key();
-    const std::size_t step = std::max<std::size_t>(1, valid.size() / 5);
-    for (std::size_t i = checked % step; i < valid.size(); i += step) {
-      const Config& config = valid[i];
-      RenderedSource source = render(family, config, problem);
-      driver::ReadyKernel ready =
-          driver::load_kernel(compile(source, device_.arch()), bench.plan(config), source.describe());
-      bench.refresh_inputs(500 + checked);
-      tuner::Verification result = bench.verify(ready, config);
-      EXPECT_TRUE(result.passed) << problem.key() << " [" << config.text() << "]: " << result.detail;
-      EXPECT_EQ(result.nonfinite, 0u) << problem.key() << " [" << config.text() << "]";
-      ++checked;
-      clustered += config.at("cluster") > 1;
-    }
-  }
-  EXPECT_GE(checked, 90);
-  if (device_.cc_major >= 9) EXPECT_GE(clustered, 5);
+  SampleCount count;
+  verify_sample(problems, [](const Config&) { return true; }, 5, 500, count);
+  if (HasFatalFailure()) return;
+  EXPECT_GE(count.checked, 90);
+  if (device_.cc_major >= 9) EXPECT_GE(count.clustered, 5);
 }
 
 // The persistent ring (stages > 0) where every CTA (cluster) loops over many row groups, forward
@@ -120,30 +134,11 @@ TEST_F(GpuRowNorm, StagedConfigsMatchTheReferenceWhereEachCtaLoops) {
       rows("softmax", 200, 131072, {}, DType::f32, DType::f32), rows("rmsnorm", 1500, 7),
       rows("softmax_backward", 3000, 1023), rows("layernorm_backward", 2000, 4097, {}, DType::f16, DType::f32),
       rows("rmsnorm_backward", 600, 32768), rows("layernorm_backward", 300, 65536, {}, DType::f32, DType::f32)};
-  int checked = 0, clustered = 0;
-  for (const Problem& problem : problems) {
-    const Family& family = find_family(problem.op);
-    tuner::Workbench bench(family, problem, device_);
-    std::vector<Config> staged;
-    for (const Config& config : family.enumerate())
-      if (config.at("stages") > 0 && !family.reject(config, problem, device_)) staged.push_back(config);
-    ASSERT_FALSE(staged.empty()) << problem.key();
-    const std::size_t step = std::max<std::size_t>(1, staged.size() / 6);
-    for (std::size_t i = checked % step; i < staged.size(); i += step) {
-      const Config& config = staged[i];
-      RenderedSource source = render(family, config, problem);
-      driver::ReadyKernel ready =
-          driver::load_kernel(compile(source, device_.arch()), bench.plan(config), source.describe());
-      bench.refresh_inputs(900 + checked);
-      tuner::Verification result = bench.verify(ready, config);
-      EXPECT_TRUE(result.passed) << problem.key() << " [" << config.text() << "]: " << result.detail;
-      EXPECT_EQ(result.nonfinite, 0u) << problem.key() << " [" << config.text() << "]";
-      ++checked;
-      clustered += config.at("cluster") > 1;
-    }
-  }
-  EXPECT_GE(checked, 50);
-  if (device_.cc_major >= 9) EXPECT_GE(clustered, 5);
+  SampleCount count;
+  verify_sample(problems, [](const Config& config) { return config.at("stages") > 0; }, 6, 900, count);
+  if (HasFatalFailure()) return;
+  EXPECT_GE(count.checked, 50);
+  if (device_.cc_major >= 9) EXPECT_GE(count.clustered, 5);
 }
 
 // A kernel that writes only part of y, or a wrong statistic, fails verification: the checks
