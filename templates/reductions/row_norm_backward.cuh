@@ -4,12 +4,15 @@
 //
 // Template arguments as row_norm.cuh's (KIND_IN: x, weight, dx, dweight, dbias; KIND_OUT: y, dy).
 // The grid is persistent: each group of CLUSTER CTAs takes ROWS_BLOCK rows at a time, strided
-// by the number of groups, and keeps its share of the column sums in shared memory, one slot
-// per element it holds; at the end it writes them as one partial row per group (workspace),
-// and column_sums adds the groups' rows. STAGES > 0: the group's next STAGES row groups of x
-// and dy are in flight into a shared-memory ring, as in row_norm.cuh, and the weight's columns
-// of the thread are copied once next to it. The launcher sizes the grid to what the GPU holds
-// at once, so the kernel records how many groups ran for column_sums.
+// by the number of groups, and keeps its share of the column sums on chip: in registers where
+// they fit (row_column_sums_in_registers; a thread's columns are the same for every row), else
+// in shared memory, one slot per element a thread holds per row of the CTA. At the end it
+// writes them as one partial row per group (workspace), and column_sums adds the groups' rows.
+// STAGES > 0: the group's next STAGES row groups of x and dy are in flight into a shared-memory
+// ring, as in row_norm.cuh, and the weight's columns of the thread are copied once next to it.
+// A row takes two passes, the row's sums exchanged between them, x and dy held in registers
+// from the first to the second. The launcher sizes the grid to what the GPU holds at once, so
+// the kernel records how many groups ran for column_sums.
 //
 // A column stays with the same thread for every row, so the split is fixed from column 0:
 // whole vectors, then the tail of fewer than VEC columns ("extras", held one per thread by
@@ -82,14 +85,17 @@ __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm_backward(con
   // (no bank conflicts). The extras' slots follow, lane minor.
   constexpr int CHUNK = VEC < 4 ? VEC : 4;
   constexpr int SLOTS = (ITEMS * VEC + EXTRA) * THREADS_ROW;
+  constexpr bool REGISTER_SUMS =
+      row_column_sums_in_registers(ITEMS * VEC + EXTRA, Shape::sums, THREADS_ROW * ROWS_BLOCK, ROWS_BLOCK);
+  constexpr int SLOT_ROWS = REGISTER_SUMS ? 0 : ROWS_BLOCK;
   using Partial = typename BackwardPartial<OP>::type;
   __shared__ RowShared<Partial, ROWS_BLOCK, (THREADS_ROW > 32 ? THREADS_ROW / 32 : 1)> shared;
   __shared__ ClusterMailbox<CLUSTER> mailbox;
-  // [Shape::sums][ROWS_BLOCK][SLOTS]; then, with STAGES > 0, the ring of row groups in flight
+  // [Shape::sums][SLOT_ROWS][SLOTS]; then, with STAGES > 0, the ring of row groups in flight
   // (as row_norm's, with x's vectors and dy's: [stage][row of the CTA][item][thread] each),
   // then the weight's vectors [row of the CTA][item][thread], copied once.
   extern __shared__ __align__(16) float column_slots[];
-  constexpr int RING_START = (Shape::sums * ROWS_BLOCK * SLOTS * 4 + 15) / 16 * 16;
+  constexpr int RING_START = (Shape::sums * SLOT_ROWS * SLOTS * 4 + 15) / 16 * 16;
   constexpr int X_RING = STAGES * ROWS_BLOCK * ITEMS * THREADS_ROW * X_BYTES;  // dy's follows
   constexpr int WEIGHT_SLOTS = X_RING + STAGES * ROWS_BLOCK * ITEMS * THREADS_ROW * DY_BYTES;
   char* const ring = reinterpret_cast<char*>(column_slots) + RING_START;
@@ -112,16 +118,26 @@ __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm_backward(con
     return ((item * (VEC / CHUNK) + chunk) * THREADS_ROW + lane_row) * CHUNK;
   };
   auto extra_slot_of = [&](int slot) { return (ITEMS * VEC + slot) * THREADS_ROW + lane_row; };
-  float* const dweight_slots = column_slots + row_in_block * SLOTS;
-  float* const dbias_slots = column_slots + ((Shape::weight ? ROWS_BLOCK : 0) + row_in_block) * SLOTS;
-  if constexpr (Shape::sums > 0) {
-    for (int i = threadIdx.x; i < Shape::sums * ROWS_BLOCK * SLOTS; i += blockDim.x) column_slots[i] = 0.f;
-    // Each thread only ever touches its own slots until the end: no barrier needed here.
+  // A sum's (0: dweight, then dbias) slots for one row of the CTA.
+  auto slots_of = [&](int sum, int row) { return column_slots + (sum * SLOT_ROWS + row) * SLOTS; };
+  float* const dweight_slots = slots_of(0, row_in_block);
+  float* const dbias_slots = slots_of(Shape::weight ? 1 : 0, row_in_block);
+  if constexpr (Shape::sums > 0 && !REGISTER_SUMS) {
+    for (int i = threadIdx.x; i < Shape::sums * SLOT_ROWS * SLOTS; i += blockDim.x) column_slots[i] = 0.f;
+    __syncthreads();  // a thread zeroes other threads' slots
+  }
+  // The register sums: [item][element] of the thread's columns, then the extras.
+  float dweight_sums[ITEMS][VEC], dbias_sums[ITEMS][VEC], extra_dweight[EXTRA], extra_dbias[EXTRA];
+  if constexpr (REGISTER_SUMS) {
+#pragma unroll
+    for (int item = 0; item < ITEMS; ++item)
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) dweight_sums[item][k] = dbias_sums[item][k] = 0.f;
+#pragma unroll
+    for (int slot = 0; slot < EXTRA; ++slot) extra_dweight[slot] = extra_dbias[slot] = 0.f;
   }
 
-
   mailbox.open();
-  int exchange = 0;
   const long long groups = gridDim.x / CLUSTER;
   if (p.groups_ran != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *p.groups_ran = static_cast<int>(groups);
   // A row's x and dy, where both start on 16-byte (vector) boundaries, go through the ring;
@@ -190,90 +206,76 @@ __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm_backward(con
   float next_shift, next_scale;
   load_stats(blockIdx.x / CLUSTER * ROWS_BLOCK + row_in_block, next_shift, next_scale);
   constexpr int RING_STAGES = STAGES > 0 ? STAGES : 1;
-  int visit = 0;  // row groups this CTA has taken
-  for (long long group = blockIdx.x / CLUSTER; group * ROWS_BLOCK < p.rows; group += groups, ++visit) {
-    const long long row = group * ROWS_BLOCK + row_in_block;
-    const bool active = row < p.rows;
-    const long long x_row = (active ? row : 0) * p.x_stride;
-    const long long dy_row = (active ? row : 0) * p.dy_stride;
-    float a[ITEMS][VEC], b[ITEMS][VEC], ea[EXTRA], eb[EXTRA];
-    bool from_ring = false;
+
+  // A row group between its two passes, with its elements past the last whole vector.
+  struct Visit {
+    long long group, row;
+    int stage;  // its ring slot
+    bool active, from_ring;
+    float shift, scale;
+    float ea[EXTRA], eb[EXTRA];
+  };
+  // The row's elements between the passes: ITEMS vectors of x and dy.
+  float a[ITEMS][VEC], b[ITEMS][VEC];
+  auto begin = [&](long long group, int visit) {
+    Visit v;
+    v.group = group;
+    v.row = group * ROWS_BLOCK + row_in_block;
+    v.stage = visit % RING_STAGES;
+    v.active = v.row < p.rows;
+    v.from_ring = false;
     if constexpr (STAGES > 0) {
       cp_async_wait<STAGES - 1>();  // this group's copies (the oldest in flight) have landed
-      from_ring = ring_takes(row);
+      v.from_ring = ring_takes(v.row);
     }
-#pragma unroll
-    for (int item = 0; item < ITEMS; ++item) {
-      if (active && holds(item)) {
-        const long long col = static_cast<long long>(vector_at(item)) * VEC;
-        if (from_ring) {
-          load_elements<KIND_X, VEC, true>(ring + slot(visit % RING_STAGES, item) * X_BYTES, 0, a[item]);
-          load_elements<KIND_OUT, VEC, true>(ring + X_RING + slot(visit % RING_STAGES, item) * DY_BYTES, 0, b[item]);
-        } else {
-          load_elements<KIND_X, VEC>(p.x, x_row + col, a[item]);
-          load_elements<KIND_OUT, VEC>(p.dy, dy_row + col, b[item]);
-        }
-      } else {
-#pragma unroll
-        for (int e = 0; e < VEC; ++e) a[item][e] = b[item][e] = 0.f;
-      }
+    v.shift = next_shift, v.scale = next_scale;
+    load_stats(v.row + groups * ROWS_BLOCK, next_shift, next_scale);
+    return v;
+  };
+  auto load_item = [&](const Visit& v, int item, float (&x)[VEC], float (&dy)[VEC]) {
+    if (v.from_ring) {
+      load_elements<KIND_X, VEC, true>(ring + slot(v.stage, item) * X_BYTES, 0, x);
+      load_elements<KIND_OUT, VEC, true>(ring + X_RING + slot(v.stage, item) * DY_BYTES, 0, dy);
+    } else {
+      const long long col = static_cast<long long>(vector_at(item)) * VEC;
+      load_elements<KIND_X, VEC>(p.x, v.row * p.x_stride + col, x);
+      load_elements<KIND_OUT, VEC>(p.dy, v.row * p.dy_stride + col, dy);
     }
-    if constexpr (STAGES > 0) stage_group(group + STAGES * groups, visit % RING_STAGES);  // slots now free
+  };
+  auto load_weight = [&](int item, float (&weight)[VEC]) {
+    if constexpr (Shape::weight) {
+      if (staged_weight)
+        load_elements<KIND_IN, VEC, true>(ring + weight_slot(item), 0, weight);
+      else
+        load_elements<KIND_IN, VEC>(p.weight, static_cast<long long>(vector_at(item)) * VEC, weight);
+    } else {
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) weight[k] = 1.f;
+    }
+  };
+  // One element: x becomes xhat, dy becomes g; its column sums take dy * xhat and dy.
+  auto prepare = [&](const Visit& v, float& x, float& dy, float weight, float& dweight, float& dbias) {
+    if constexpr (OP == kRowSoftmax) return;  // y and dy are used as they are
+    x = (x - v.shift) * v.scale;
+    if constexpr (Shape::bias) dbias += dy;
+    if constexpr (Shape::weight) {
+      dweight += dy * x;
+      dy *= weight;
+    }
+  };
+
+  // First pass: xhat and g, the column sums, and the thread's part of the row's sums.
+  auto first_pass = [&](Visit& v) {
+#pragma unroll
+    for (int item = 0; item < ITEMS; ++item)
+      if (v.active && holds(item)) load_item(v, item, a[item], b[item]);
+    if constexpr (STAGES > 0) stage_group(v.group + STAGES * groups, v.stage);  // slot now free
 #pragma unroll
     for (int slot = 0; slot < EXTRA; ++slot) {
-      const bool held = active && holds_extra(slot);
-      ea[slot] = held ? load_as_float<KIND_X>(p.x, x_row + extra_col(slot)) : 0.f;
-      eb[slot] = held ? load_as_float<KIND_OUT>(p.dy, dy_row + extra_col(slot)) : 0.f;
+      const bool held = v.active && holds_extra(slot);
+      v.ea[slot] = held ? load_as_float<KIND_X>(p.x, v.row * p.x_stride + extra_col(slot)) : 0.f;
+      v.eb[slot] = held ? load_as_float<KIND_OUT>(p.dy, v.row * p.dy_stride + extra_col(slot)) : 0.f;
     }
-
-    const float shift = next_shift, scale = next_scale;
-    load_stats(row + groups * ROWS_BLOCK, next_shift, next_scale);
-    // One element: x becomes xhat, dy becomes g; its column sums take dy * xhat and dy.
-    auto prepare = [&](float& x, float& dy, float weight, float& dweight, float& dbias) {
-      x = (x - shift) * scale;
-      if constexpr (Shape::bias) dbias += dy;
-      if constexpr (Shape::weight) {
-        dweight += dy * x;
-        dy *= weight;
-      }
-    };
-    if constexpr (OP != kRowSoftmax) {
-      if (active) {
-#pragma unroll
-        for (int item = 0; item < ITEMS; ++item)
-          if (holds(item)) {
-            float weight[VEC];
-            if constexpr (Shape::weight) {
-              if (staged_weight)
-                load_elements<KIND_IN, VEC, true>(ring + weight_slot(item), 0, weight);
-              else
-                load_elements<KIND_IN, VEC>(p.weight, static_cast<long long>(vector_at(item)) * VEC, weight);
-            }
-#pragma unroll
-            for (int chunk = 0; chunk < VEC / CHUNK; ++chunk) {
-              float dweight[CHUNK], dbias[CHUNK];
-              const int slot = chunk_slot(item, chunk);
-              if constexpr (Shape::weight) load_slots(dweight_slots + slot, dweight);
-              if constexpr (Shape::bias) load_slots(dbias_slots + slot, dbias);
-#pragma unroll
-              for (int e = 0; e < CHUNK; ++e) {
-                const int k = chunk * CHUNK + e;
-                prepare(a[item][k], b[item][k], Shape::weight ? weight[k] : 1.f, dweight[e], dbias[e]);
-              }
-              if constexpr (Shape::weight) store_slots(dweight_slots + slot, dweight);
-              if constexpr (Shape::bias) store_slots(dbias_slots + slot, dbias);
-            }
-          }
-#pragma unroll
-        for (int slot = 0; slot < EXTRA; ++slot)
-          if (holds_extra(slot))
-            prepare(ea[slot], eb[slot],
-                    Shape::weight ? load_as_float<KIND_IN>(p.weight, extra_col(slot)) : 1.f,
-                    dweight_slots[extra_slot_of(slot)], dbias_slots[extra_slot_of(slot)]);
-      }
-    }
-
-    // The row's sums (elements not held are zeros in a and b and add nothing).
     Partial mine{};
     auto add = [&](float xhat, float g) {
       if constexpr (OP == kRowLayerNorm) {
@@ -283,42 +285,107 @@ __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm_backward(con
         mine += g * xhat;
       }
     };
+    if (!v.active) return mine;
 #pragma unroll
     for (int item = 0; item < ITEMS; ++item)
+      if (holds(item)) {
+        float(&x)[VEC] = a[item];
+        float(&dy)[VEC] = b[item];
+        float weight[VEC];
+        load_weight(item, weight);
+        if constexpr (REGISTER_SUMS || Shape::sums == 0) {
 #pragma unroll
-      for (int k = 0; k < VEC; ++k) add(a[item][k], b[item][k]);
+          for (int k = 0; k < VEC; ++k) prepare(v, x[k], dy[k], weight[k], dweight_sums[item][k], dbias_sums[item][k]);
+        } else {
 #pragma unroll
-    for (int slot = 0; slot < EXTRA; ++slot) add(ea[slot], eb[slot]);
-    const Partial sums = reduce_row<THREADS_ROW, CLUSTER>(mine, shared, mailbox, row_in_block, lane_row, exchange++);
+          for (int chunk = 0; chunk < VEC / CHUNK; ++chunk) {
+            float dweight[CHUNK], dbias[CHUNK];
+            const int slot = chunk_slot(item, chunk);
+            if constexpr (Shape::weight) load_slots(dweight_slots + slot, dweight);
+            if constexpr (Shape::bias) load_slots(dbias_slots + slot, dbias);
+#pragma unroll
+            for (int e = 0; e < CHUNK; ++e) {
+              const int k = chunk * CHUNK + e;
+              prepare(v, x[k], dy[k], weight[k], dweight[e], dbias[e]);
+            }
+            if constexpr (Shape::weight) store_slots(dweight_slots + slot, dweight);
+            if constexpr (Shape::bias) store_slots(dbias_slots + slot, dbias);
+          }
+        }
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) add(x[k], dy[k]);
+      }
+#pragma unroll
+    for (int slot = 0; slot < EXTRA; ++slot)
+      if (holds_extra(slot)) {
+        prepare(v, v.ea[slot], v.eb[slot], Shape::weight ? load_as_float<KIND_IN>(p.weight, extra_col(slot)) : 1.f,
+                REGISTER_SUMS ? extra_dweight[slot] : dweight_slots[extra_slot_of(slot)],
+                REGISTER_SUMS ? extra_dbias[slot] : dbias_slots[extra_slot_of(slot)]);
+        add(v.ea[slot], v.eb[slot]);
+      }
+    return mine;
+  };
+
+  // Second pass: dx from the row's sums.
+  auto second_pass = [&](const Visit& v, const Partial& sums) {
     auto gradient = [&](float xhat, float g) {
       if constexpr (OP == kRowSoftmax) return xhat * (g - sums);  // y * (dy - sum(y * dy))
-      else if constexpr (OP == kRowRmsNorm) return scale * (g - xhat * (sums / cols));
-      else return scale * (g - sums.a / cols - xhat * (sums.b / cols));
+      else if constexpr (OP == kRowRmsNorm) return v.scale * (g - xhat * (sums / cols));
+      else return v.scale * (g - sums.a / cols - xhat * (sums.b / cols));
     };
-
-    const long long dx_row = (active ? row : 0) * p.dx_stride;
-    if (active) {
+    if (v.active) {
+      const long long dx_row = v.row * p.dx_stride;
 #pragma unroll
       for (int item = 0; item < ITEMS; ++item)
         if (holds(item)) {
+          float(&x)[VEC] = a[item];
+          float(&dy)[VEC] = b[item];
 #pragma unroll
-          for (int k = 0; k < VEC; ++k) a[item][k] = gradient(a[item][k], b[item][k]);
-          store_elements<KIND_IN, VEC>(p.dx, dx_row + static_cast<long long>(vector_at(item)) * VEC, a[item]);
+          for (int k = 0; k < VEC; ++k) x[k] = gradient(x[k], dy[k]);
+          store_elements<KIND_IN, VEC>(p.dx, dx_row + static_cast<long long>(vector_at(item)) * VEC, x);
         }
 #pragma unroll
       for (int slot = 0; slot < EXTRA; ++slot)
         if (holds_extra(slot))
-          store_element<KIND_IN>(p.dx, dx_row + extra_col(slot), gradient(ea[slot], eb[slot]));
+          store_element<KIND_IN>(p.dx, dx_row + extra_col(slot), gradient(v.ea[slot], v.eb[slot]));
     }
+  };
+
+  int visit = 0;  // row groups this CTA has taken
+  for (long long group = blockIdx.x / CLUSTER; group * ROWS_BLOCK < p.rows; group += groups, ++visit) {
+    Visit v = begin(group, visit);
+    const Partial mine = first_pass(v);
+    second_pass(v, reduce_row<THREADS_ROW, CLUSTER>(mine, shared, mailbox, row_in_block, lane_row, visit));
     // The warps' partials are written again by the next rows: every warp must have read them.
     if constexpr (THREADS_ROW > 32) __syncthreads();
   }
   mailbox.close();
 
-  if constexpr (Shape::sums > 0) {
+  if constexpr (Shape::sums == 0) return;
+  const long long group = blockIdx.x / CLUSTER;
+  if constexpr (REGISTER_SUMS) {
+    // The thread's sums are the group's partial row at its columns.
+    float* const dweight_row = p.partials + group * cols;
+    float* const dbias_row = p.partials + ((Shape::weight ? groups : 0) + group) * cols;
+#pragma unroll
+    for (int item = 0; item < ITEMS; ++item)
+      if (holds(item)) {
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) {
+          const int col = vector_at(item) * VEC + k;
+          if constexpr (Shape::weight) dweight_row[col] = dweight_sums[item][k];
+          if constexpr (Shape::bias) dbias_row[col] = dbias_sums[item][k];
+        }
+      }
+#pragma unroll
+    for (int slot = 0; slot < EXTRA; ++slot)
+      if (holds_extra(slot)) {
+        if constexpr (Shape::weight) dweight_row[extra_col(slot)] = extra_dweight[slot];
+        if constexpr (Shape::bias) dbias_row[extra_col(slot)] = extra_dbias[slot];
+      }
+  } else {
     // The CTA's rows added slot by slot, one partial row per group, column by column.
     __syncthreads();
-    const long long group = blockIdx.x / CLUSTER;
     for (int s = threadIdx.x; s < SLOTS; s += blockDim.x) {
       int col;
       if (s < ITEMS * VEC * THREADS_ROW) {  // chunk_slot's order
@@ -336,7 +403,7 @@ __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm_backward(con
       for (int sum = 0; sum < Shape::sums; ++sum) {
         float total = 0.f;
 #pragma unroll
-        for (int r = 0; r < ROWS_BLOCK; ++r) total += column_slots[(sum * ROWS_BLOCK + r) * SLOTS + s];
+        for (int r = 0; r < SLOT_ROWS; ++r) total += slots_of(sum, r)[s];
         p.partials[(sum * groups + group) * cols + col] = total;
       }
     }

@@ -77,12 +77,12 @@ class RowNormBackwardFamily final : public Family {
 
   // The forward's split, how many CTAs per SM the persistent grid launches at most (more hide
   // latency, fewer leave fewer partial rows of column sums to add; the launcher trims what does
-  // not fit at once), and the row groups each CTA keeps in
-  // flight into a shared-memory ring (0: none, each row read when its turn comes).
+  // not fit at once), and the row groups each CTA keeps in flight into a shared-memory ring
+  // (0: none, each row read when its turn comes).
   std::vector<ParamSpec> space() const override {
     std::vector<ParamSpec> space = row_split_space();
     space.push_back({"ctas_per_sm", {1, 2, 4, 8, 16}});
-    space.push_back({"stages", {0, 1, 2, 4}});
+    space.push_back({"stages", {0, 1, 2, 3, 4}});
     return space;
   }
 
@@ -203,13 +203,13 @@ class RowNormBackwardFamily final : public Family {
       sums.cols = s.cols;
       // 32 columns per CTA (128-byte rows of partials), fewer while the CTAs would not cover the
       // SMs (short rows: the groups' sums are then spread over more threads).
-      unsigned width = 32;
+      int width = 32;
       while (width > 4 && (s.cols + width - 1) / width * s.sums() < device.sm_count) width /= 2;
       LaunchGeometry columns;
       columns.grid[0] = static_cast<unsigned>((s.cols + width - 1) / width);
       columns.grid[1] = static_cast<unsigned>(s.sums());
-      columns.block[0] = width;
-      columns.block[1] = 1024 / width;
+      columns.block[0] = static_cast<unsigned>(width);
+      columns.block[1] = static_cast<unsigned>(1024 / width);
       plan.add(1, columns, KernelArgs::of(sums));
     }
     return plan;
@@ -298,15 +298,16 @@ class RowNormBackwardFamily final : public Family {
   }
 
   // The column sums' shared memory: a slot per element a thread holds (as row_norm_backward's
-  // SLOTS), per row of the CTA, per sum.
+  // SLOTS), per sum, per row of the CTA; none where the sums stay in registers.
   std::size_t column_slot_bytes(const Config& config, const Problem& problem) const {
     const BackwardShape s(info_, problem);
     const RowSplit c(config);
     const int vec = c.vec(problem.dtype);
     const int extra = std::max(1, (vec - 1 + c.threads_per_row - 1) / c.threads_per_row);
-    const std::size_t slots =
-        static_cast<std::size_t>(c.items(s.cols, problem.dtype) * vec + extra) * c.threads_per_row;
-    return static_cast<std::size_t>(s.sums()) * c.rows_per_block * slots * sizeof(float);
+    const int elements = c.items(s.cols, problem.dtype) * vec + extra;
+    if (row_column_sums_in_registers(elements, s.sums(), c.threads(), c.rows_per_block)) return 0;
+    return static_cast<std::size_t>(s.sums()) * static_cast<std::size_t>(c.rows_per_block) *
+           static_cast<std::size_t>(elements) * c.threads_per_row * sizeof(float);
   }
 
   // Elements of a row group the CTA holds (its threads x items x vector).

@@ -66,6 +66,23 @@ struct RowBackwardParams {
   int cols;
 };
 
+#if defined(__CUDACC__)
+#define TILESMITH_HOST_DEVICE __host__ __device__
+#else
+#define TILESMITH_HOST_DEVICE
+#endif
+
+// Whether a backward row kernel keeps its column sums (dweight, dbias) in registers across the
+// rows it visits, rather than in shared-memory slots read and written for every row: for a CTA
+// of one row, where a thread's `elements` (its share of the row) times x, dy and the sums, plus
+// the kernel's other registers (about 56, from ptxas on sm_90a), fit in what `threads` per CTA
+// may each hold.
+TILESMITH_HOST_DEVICE constexpr bool row_column_sums_in_registers(int elements, int sums, int threads,
+                                                                  int rows_per_block) {
+  return sums > 0 && rows_per_block == 1 &&
+         (2 + sums) * elements + 56 <= (65536 / threads < 255 ? 65536 / threads : 255);
+}
+
 // The second launch of a backward op with column sums: out[s][col] = sum of the groups'
 // partials, rounded once to KIND_IN.
 struct ColumnSumParams {

@@ -100,9 +100,10 @@ TEST(RowNormBackwardFamily, ColumnSumsAreASecondLaunchOverTheGroupsPartials) {
   EXPECT_EQ(plan.steps[0].geometry.grid[0], static_cast<unsigned>(groups));
   EXPECT_TRUE(plan.steps[0].geometry.persistent);  // the launcher may trim it
   EXPECT_EQ(plan.steps[0].geometry.block[0], 256u);
-  // The column sums (2 sums x 2 rows x (8 + 1 extra) x 128 threads floats), then the ring:
-  // 2 stages x 256 threads x 1 vector of 8 elements of x and of dy (bf16), then the weight's
-  // vector of each thread.
+  // The column sums of a CTA of 2 rows stay in shared memory (2 sums x 2 rows x (8 + 1 extra)
+  // x 128 threads floats), then the ring: 2 stages x 256 threads x 1 vector of 8 elements of x
+  // and of dy (bf16), then the weight's vector of each thread.
+  EXPECT_FALSE(row_column_sums_in_registers(9, 2, 256, 2));
   EXPECT_EQ(plan.steps[0].geometry.dynamic_smem_bytes,
             2u * 2u * 9u * 128u * 4u + 2u * 256u * 8u * (2u + 2u) + 256u * 8u * 2u);
   EXPECT_NE(family.kernel_expressions(config, problem).at(0).find(",1,1,2>"), std::string::npos)
@@ -130,7 +131,8 @@ TEST(RowNormBackwardFamily, ColumnSumsAreASecondLaunchOverTheGroupsPartials) {
   EXPECT_EQ(sums.groups, p.groups_ran);  // column_sums reads the count the rows' kernel wrote
   EXPECT_EQ(family.kernel_expressions(config, problem).size(), 2u);
   // Where the column sums and the ring leave no room for the weight, rows read it from L2: a
-  // cluster of 8 CTAs holds 16384 columns each, 128 KB of column sums and a 64 KB ring stage.
+  // cluster of 8 CTAs holds 16384 columns each, 32 a thread (too many for registers beside x
+  // and dy), 128 KB of column sums in shared memory and a 64 KB ring stage.
   const Problem longest = rows("layernorm_backward", 1024, 131072);
   const Config wide{{{"vector_bytes", 16}, {"threads_per_row", 512}, {"rows_per_block", 1},
                      {"cluster", 8}, {"ctas_per_sm", 1}, {"stages", 1}}};
@@ -138,7 +140,15 @@ TEST(RowNormBackwardFamily, ColumnSumsAreASecondLaunchOverTheGroupsPartials) {
   const LaunchPlan unstaged = family.plan(wide, longest, hopper, addresses, 0x90000, {});
   std::memcpy(&p, unstaged.steps[0].args.bytes.data(), sizeof p);
   EXPECT_EQ(p.stage_weight, 0);
+  EXPECT_FALSE(row_column_sums_in_registers(33, 2, 512, 1));
   EXPECT_EQ(unstaged.steps[0].geometry.dynamic_smem_bytes, 2u * (32u + 1u) * 512u * 4u + 16384u * (2u + 2u));
+  // A cluster of 16 halves the row a CTA holds: the sums fit in registers beside x and dy.
+  const Config wider{{{"vector_bytes", 16}, {"threads_per_row", 512}, {"rows_per_block", 1},
+                      {"cluster", 16}, {"ctas_per_sm", 1}, {"stages", 2}}};
+  ASSERT_FALSE(family.reject(wider, longest, hopper));
+  EXPECT_TRUE(row_column_sums_in_registers(17, 2, 512, 1));
+  const LaunchPlan in_registers = family.plan(wider, longest, hopper, addresses, 0x90000, {});
+  EXPECT_EQ(in_registers.steps[0].geometry.dynamic_smem_bytes, 2u * 8192u * (2u + 2u) + 8192u * 2u);
   // Few rows: no more groups than rows, and no column sums without weight and bias.
   EXPECT_EQ(family.plan(config, rows("layernorm_backward", 5, 1000), hopper, addresses, 0x90000, {})
                 .steps[0].geometry.grid[0], 3u);
