@@ -327,17 +327,22 @@ class RowNormBackwardFamily final : public Family {
     return (column_slot_bytes(config, problem) + 15) / 16 * 16 + ring;
   }
 
-  // With a ring, the weight's vectors follow it (WEIGHT_SLOTS), copied once per CTA, where they
-  // fit: else every row reads them from L2 (the column sums and the ring come first).
+  // The weight's vectors at the CTA's columns (WEIGHT_SLOTS), after the ring.
+  static std::size_t weight_smem_bytes(const Config& config, const Problem& problem) {
+    return group_elements(config, problem) * dtype_size(problem.dtype);
+  }
+
+  // With a ring, the weight's vectors are copied once per CTA where they fit: else every row
+  // reads them from L2 (the column sums and the ring come first).
   bool stages_weight(const Config& config, const Problem& problem, const DeviceTarget& device) const {
     if (config.at("stages") == 0 || !BackwardShape(info_, problem).has(kRowWeight)) return false;
-    const std::size_t smem = ring_smem_bytes(config, problem) + group_elements(config, problem) * dtype_size(problem.dtype);
+    const std::size_t smem = ring_smem_bytes(config, problem) + weight_smem_bytes(config, problem);
     return static_cast<long long>(smem) + kStaticSmemBytes <= device.max_smem_per_block_optin;
   }
 
   std::size_t dynamic_smem_bytes(const Config& config, const Problem& problem, const DeviceTarget& device) const {
     return ring_smem_bytes(config, problem) +
-           (stages_weight(config, problem, device) ? group_elements(config, problem) * dtype_size(problem.dtype) : 0);
+           (stages_weight(config, problem, device) ? weight_smem_bytes(config, problem) : 0);
   }
 
   RowBackwardParams params(const BackwardShape& s, std::span<const std::uint64_t> addresses,
