@@ -154,7 +154,11 @@ struct CallScalars {
   // batches packed; 0: one matrix shared by every batch. Which tensors have batches is the
   // family's to say (matmul: A, B, residual, C).
   std::array<std::optional<std::int64_t>, kMaxTensors> batch_strides{};
+  // Elements from one head of each tensor to the next, in tensors() order; 0: as the layout
+  // packs them. Only tensors with heads have them (attention: Q, K, V, O).
+  std::array<std::int64_t, kMaxTensors> head_strides{};
   double epsilon = 1e-5;  // the norms' floor under the variance
+  std::optional<double> softmax_scale;  // attention's; nothing: 1 / sqrt(head dim)
 };
 
 struct Work {

@@ -1,5 +1,6 @@
 #include "templates/registry.hpp"
 
+#include "templates/attention/attention_family.hpp"
 #include "templates/matmul/matmul_family.hpp"
 #include "templates/reductions/row_norm_family.hpp"
 
@@ -13,6 +14,7 @@ std::vector<std::unique_ptr<Family>>& families() {
     for (auto& family : make_row_norm_families()) builtin.push_back(std::move(family));
     for (auto& family : make_row_norm_backward_families()) builtin.push_back(std::move(family));
     builtin.push_back(make_multi_sum_family());
+    builtin.push_back(make_attention_family());
     return builtin;
   }();
   return list;

@@ -123,6 +123,34 @@ tilesmith::RowBackwardArgs to_args(const tilesmith_rows_backward_desc* desc) {
   return args;
 }
 
+tilesmith::AttentionArgs to_args(const tilesmith_attention_desc* desc) {
+  if (!desc) throw tilesmith::InvalidArgument("the attention descriptor is NULL");
+  if (desc->layout != TILESMITH_BSHD && desc->layout != TILESMITH_BHSD)
+    throw tilesmith::InvalidArgument("unknown attention layout code " + std::to_string(desc->layout));
+  tilesmith::AttentionArgs args;
+  args.q = desc->q;
+  args.k = desc->k;
+  args.v = desc->v;
+  args.o = desc->o;
+  args.lse = desc->lse;
+  args.batch = desc->batch;
+  args.heads = desc->heads;
+  args.kv_heads = desc->kv_heads;
+  args.seq_q = desc->seq_q;
+  args.seq_k = desc->seq_k;
+  args.head_dim = desc->head_dim;
+  args.dtype = to_dtype(desc->dtype);
+  args.causal = desc->causal != 0;
+  args.layout = static_cast<tilesmith::AttentionLayout>(desc->layout);
+  if (desc->scale != 0) args.scale = desc->scale;
+  auto strides = [](const int64_t (&s)[3]) { return tilesmith::AttentionArgs::Strides{s[0], s[1], s[2]}; };
+  args.q_strides = strides(desc->q_strides);
+  args.k_strides = strides(desc->k_strides);
+  args.v_strides = strides(desc->v_strides);
+  args.o_strides = strides(desc->o_strides);
+  return args;
+}
+
 tilesmith::DispatchInfo describe(tilesmith_runtime* runtime, const tilesmith::MatmulArgs& args) {
   return runtime->runtime.describe_matmul(args);
 }
@@ -131,6 +159,9 @@ tilesmith::DispatchInfo describe(tilesmith_runtime* runtime, const tilesmith::Ro
 }
 tilesmith::DispatchInfo describe(tilesmith_runtime* runtime, const tilesmith::MultiSumArgs& args) {
   return runtime->runtime.describe_multi_sum(args);
+}
+tilesmith::DispatchInfo describe(tilesmith_runtime* runtime, const tilesmith::AttentionArgs& args) {
+  return runtime->runtime.describe_attention(args);
 }
 tilesmith::DispatchInfo describe(tilesmith_runtime* runtime, const tilesmith::RowBackwardArgs& args) {
   return runtime->runtime.describe_rows_backward(args);
@@ -244,6 +275,20 @@ int tilesmith_multi_sum_config(tilesmith_runtime* runtime, int64_t count, int64_
                                        to_dtype(out_dtype), nullptr, mean != 0};
     write_config(runtime, args, config, config_capacity, tuned);
   });
+}
+
+int tilesmith_attention(tilesmith_runtime* runtime, const tilesmith_attention_desc* desc,
+                        void* stream) {
+  return guarded([&] {
+    const tilesmith::AttentionArgs args = to_args(desc);
+    if (!runtime) throw tilesmith::InvalidArgument("tilesmith_attention: runtime is NULL");
+    runtime->runtime.attention(args, stream);
+  });
+}
+
+int tilesmith_attention_config(tilesmith_runtime* runtime, const tilesmith_attention_desc* desc,
+                               char* config, int config_capacity, int* tuned) {
+  return guarded([&] { write_config(runtime, to_args(desc), config, config_capacity, tuned); });
 }
 
 const char* tilesmith_last_error(void) { return last_error.c_str(); }

@@ -1,6 +1,7 @@
 #include "tilesmith/runtime.hpp"
 
 #include <array>
+#include <cmath>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -26,7 +27,7 @@ namespace {
 struct DispatchKey {
   const Family* family;
   DType dtype, out_dtype;
-  std::array<std::int64_t, 4> shape;
+  std::array<std::int64_t, 6> shape;
   std::int64_t options;  // the family's options as one number (matmul: layouts and epilogue)
   bool operator==(const DispatchKey&) const = default;
 };
@@ -75,9 +76,10 @@ struct CallTensors {
   CallScalars scalars;
   std::size_t count = 0;
   void add(const void* pointer, std::int64_t row_stride = 0,
-           std::optional<std::int64_t> batch_stride = std::nullopt) {
+           std::optional<std::int64_t> batch_stride = std::nullopt, std::int64_t head_stride = 0) {
     scalars.row_strides[count] = row_stride;
     scalars.batch_strides[count] = batch_stride;
+    scalars.head_strides[count] = head_stride;
     addresses[count++] = reinterpret_cast<std::uint64_t>(pointer);
   }
 };
@@ -99,6 +101,7 @@ struct Runtime::Impl {
   std::unique_ptr<cache::Database> database;
   const Family& matmul_family = find_family("matmul");
   const Family& multi_sum_family = find_family("multi_sum");
+  const Family& attention_family = find_family("attention");
   // By RowOp.
   const std::array<const Family*, 5> row_families = {
       &find_family("softmax"), &find_family("layernorm"), &find_family("rmsnorm"),
@@ -561,6 +564,77 @@ DispatchInfo Runtime::describe_multi_sum(const MultiSumArgs& args) {
   check_multi_sum(args);
   return impl_->describe(multi_sum_key(impl_->multi_sum_family, args),
                          [&] { return multi_sum_problem(args); });
+}
+
+namespace {
+std::int64_t kv_heads_of(const AttentionArgs& args) { return args.kv_heads ? args.kv_heads : args.heads; }
+std::int64_t seq_k_of(const AttentionArgs& args) { return args.seq_k ? args.seq_k : args.seq_q; }
+
+void check_attention(const AttentionArgs& args) {
+  for (std::int64_t dim : {args.batch, args.heads, kv_heads_of(args), args.seq_q, seq_k_of(args), args.head_dim})
+    if (dim <= 0)
+      throw InvalidArgument("attention: batch " + std::to_string(args.batch) + ", heads " +
+                            std::to_string(args.heads) + ", kv_heads " + std::to_string(args.kv_heads) +
+                            ", seq_q " + std::to_string(args.seq_q) + ", seq_k " +
+                            std::to_string(args.seq_k) + ", head_dim " + std::to_string(args.head_dim) +
+                            ": each must be positive (kv_heads and seq_k may be 0: as heads and seq_q)");
+  for (const AttentionArgs::Strides& strides : {args.q_strides, args.k_strides, args.v_strides, args.o_strides})
+    if ((strides.batch | strides.head | strides.row) % 8)
+      throw InvalidArgument("attention: strides must be multiples of 8 elements (16-byte rows)");
+  if (args.scale && !std::isfinite(*args.scale))
+    throw InvalidArgument("attention: the softmax scale is not finite");
+}
+
+DispatchKey attention_key(const Family& family, const AttentionArgs& args) {
+  return {&family,
+          args.dtype,
+          args.dtype,
+          {args.batch, args.heads, kv_heads_of(args), args.seq_q, seq_k_of(args), args.head_dim},
+          std::int64_t{args.causal} | static_cast<std::int64_t>(args.layout) << 1};
+}
+
+// Self-attention shapes are written BxHxSxD, the others BxHQxHKVxSQxSKxD: the key a sweep stores.
+Problem attention_problem(const AttentionArgs& args) {
+  Problem problem{"attention", args.dtype, args.dtype, {}};
+  if (kv_heads_of(args) == args.heads && seq_k_of(args) == args.seq_q)
+    problem.shape = {args.batch, args.heads, args.seq_q, args.head_dim};
+  else
+    problem.shape = {args.batch, args.heads, kv_heads_of(args), args.seq_q, seq_k_of(args), args.head_dim};
+  if (args.causal) problem.options["causal"] = "1";
+  if (args.layout == AttentionLayout::bhsd) problem.options["layout"] = "bhsd";
+  return problem;
+}
+}  // namespace
+
+void Runtime::attention(const AttentionArgs& args, void* stream) {
+  check_attention(args);
+  for (auto [pointer, name] : {std::pair{args.q, "Q"}, {args.k, "K"}, {args.v, "V"}, {args.o, "O"}}) {
+    if (!pointer) throw InvalidArgument(std::string("attention: ") + name + " is a null pointer");
+    if (reinterpret_cast<std::uintptr_t>(pointer) % 16)
+      throw InvalidArgument(std::string("attention: ") + name + " is not 16-byte aligned");
+  }
+  if (reinterpret_cast<std::uintptr_t>(args.lse) % 4)
+    throw InvalidArgument("attention: lse is not aligned to its 4-byte elements");
+  // The family's tensor order: Q, K, V, O, the logsumexp.
+  CallTensors tensors;
+  auto add = [&](const void* pointer, const AttentionArgs::Strides& strides) {
+    tensors.add(pointer, strides.row,
+                strides.batch ? std::optional<std::int64_t>(strides.batch) : std::nullopt, strides.head);
+  };
+  add(args.q, args.q_strides);
+  add(args.k, args.k_strides);
+  add(args.v, args.v_strides);
+  add(args.o, args.o_strides);
+  tensors.add(args.lse);
+  tensors.scalars.softmax_scale = args.scale;
+  impl_->call(attention_key(impl_->attention_family, args), [&] { return attention_problem(args); },
+              tensors, stream);
+}
+
+DispatchInfo Runtime::describe_attention(const AttentionArgs& args) {
+  check_attention(args);
+  return impl_->describe(attention_key(impl_->attention_family, args),
+                         [&] { return attention_problem(args); });
 }
 
 int Runtime::compilations() const { return impl_->compilations.load(); }

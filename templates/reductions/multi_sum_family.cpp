@@ -47,7 +47,7 @@ class MultiSumFamily final : public Family {
   MultiSumFamily() {
     for (const char* file : {"reductions/multi_sum.cuh", "reductions/multi_sum_reference.cuh",
                              "reductions/multi_sum_params.h", "reductions/row_norm.cuh",
-                             "reductions/row_norm_params.h", "common/tile_primitives.cuh",
+                             "reductions/row_norm_params.h", "common/host_device.h", "common/tile_primitives.cuh",
                              "common/activation.h", "common/elementwise.cuh", "common/hopper.cuh",
                              "common/tensor_map.h"})
       source_.files[file] = std::string(embedded::file(file));

@@ -56,7 +56,7 @@ class RowNormBackwardFamily final : public Family {
   explicit RowNormBackwardFamily(BackwardOpInfo info) : info_(info), options_(options_of(info)) {
     for (const char* file :
          {"reductions/row_norm_backward.cuh", "reductions/row_norm_backward_reference.cuh",
-          "reductions/row_norm.cuh", "reductions/row_norm_params.h", "common/tile_primitives.cuh",
+          "reductions/row_norm.cuh", "reductions/row_norm_params.h", "common/host_device.h", "common/tile_primitives.cuh",
           "common/activation.h", "common/elementwise.cuh", "common/hopper.cuh",
           "common/tensor_map.h"})
       source_.files[file] = std::string(embedded::file(file));

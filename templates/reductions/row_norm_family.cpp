@@ -78,7 +78,7 @@ class RowNormFamily final : public Family {
   explicit RowNormFamily(RowOpInfo info) : info_(info), options_(options_of(info)) {
     for (const char* file :
          {"reductions/row_norm.cuh", "reductions/row_norm_reference.cuh",
-          "reductions/row_norm_params.h", "common/tile_primitives.cuh", "common/activation.h",
+          "reductions/row_norm_params.h", "common/host_device.h", "common/tile_primitives.cuh", "common/activation.h",
           "common/elementwise.cuh", "common/hopper.cuh", "common/tensor_map.h"})
       source_.files[file] = std::string(embedded::file(file));
   }

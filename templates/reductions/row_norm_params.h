@@ -4,6 +4,7 @@
 #pragma once
 
 #include "common/activation.h"
+#include "common/host_device.h"
 
 namespace tilesmith {
 
@@ -65,12 +66,6 @@ struct RowBackwardParams {
   long long x_stride, dy_stride, dx_stride;  // elements from one row to the next
   int cols;
 };
-
-#if defined(__CUDACC__)
-#define TILESMITH_HOST_DEVICE __host__ __device__
-#else
-#define TILESMITH_HOST_DEVICE
-#endif
 
 // Whether a backward row kernel keeps its column sums (dweight, dbias) in registers across the
 // rows it visits, rather than in shared-memory slots read and written for every row: for a CTA

@@ -135,6 +135,39 @@ struct MultiSumArgs {
   bool mean = false;
 };
 
+// Attention over batch x heads: O = softmax(Q K^T * scale + mask) V, and the logsumexp of each
+// row of the scaled scores (for a backward pass). Q and O hold batch x heads x seq_q rows of
+// head_dim elements, K and V batch x kv_heads x seq_k; query head h reads kv head
+// h / (heads / kv_heads) (grouped-query and multi-query attention). Causal: query i sees key j
+// when j <= i + seq_k - seq_q (aligned bottom-right, as FlashAttention); a query that sees no
+// key gets O = 0 and lse = -inf. Q, K, V and O have dtype (bf16 or f16) and are 16-byte aligned;
+// head_dim is a multiple of 8 up to 256. lse: fp32, batch x heads x seq_q packed, written when
+// not null.
+//
+// Element (b, h, s, d) of each tensor is at b * batch + h * head + s * row + d elements; a stride
+// left 0 is the layout's packed one (BSHD: [batch][seq][heads][head_dim], BHSD:
+// [batch][heads][seq][head_dim]), so views such as Q inside a packed QKV tensor need only their
+// row stride. Strides are multiples of 8 elements.
+enum class AttentionLayout { bshd, bhsd };
+struct AttentionArgs {
+  struct Strides {
+    std::int64_t batch = 0, head = 0, row = 0;
+  };
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  void* o = nullptr;
+  float* lse = nullptr;
+  std::int64_t batch = 1, heads = 0, seq_q = 0, head_dim = 0;
+  std::int64_t kv_heads = 0;  // 0: heads
+  std::int64_t seq_k = 0;     // 0: seq_q
+  DType dtype = DType::bf16;
+  bool causal = false;
+  AttentionLayout layout = AttentionLayout::bshd;
+  std::optional<double> scale;  // default: 1 / sqrt(head_dim)
+  Strides q_strides, k_strides, v_strides, o_strides;
+};
+
 // Where the kernel a call used came from.
 enum class KernelSource {
   memory,            // resolved by an earlier call
@@ -174,6 +207,8 @@ class Runtime {
   DispatchInfo describe_rows_backward(const RowBackwardArgs& args);
   void multi_sum(const MultiSumArgs& args, void* stream = nullptr);
   DispatchInfo describe_multi_sum(const MultiSumArgs& args);
+  void attention(const AttentionArgs& args, void* stream = nullptr);
+  DispatchInfo describe_attention(const AttentionArgs& args);
 
   // Counts NVRTC compilations this runtime has done (0 on a warm database).
   int compilations() const;

@@ -140,6 +140,31 @@ int tilesmith_multi_sum_config(tilesmith_runtime* runtime, int64_t count, int64_
                                int dtype, int out_dtype, int mean, char* config,
                                int config_capacity, int* tuned);
 
+/* Attention (tilesmith::AttentionArgs): O = softmax(Q K^T * scale + mask) V per batch and head,
+ * and lse, the fp32 logsumexp of each row (batch x heads x seq_q), written when not NULL.
+ * kv_heads 0 means heads, seq_k 0 means seq_q; scale 0 means 1/sqrt(head_dim); causal masks
+ * aligned bottom-right. Strides in elements (batch, head, row), 0: the layout's packed one. */
+enum tilesmith_attention_layout { TILESMITH_BSHD = 0, TILESMITH_BHSD = 1 };
+typedef struct tilesmith_attention_desc {
+  const void* q;
+  const void* k;
+  const void* v;
+  void* o;
+  float* lse;
+  int64_t batch, heads, kv_heads, seq_q, seq_k, head_dim;
+  int dtype;  /* TILESMITH_BF16 or TILESMITH_F16 */
+  int causal;
+  int layout; /* enum tilesmith_attention_layout */
+  double scale;
+  int64_t q_strides[3], k_strides[3], v_strides[3], o_strides[3]; /* batch, head, row */
+} tilesmith_attention_desc;
+
+int tilesmith_attention(tilesmith_runtime* runtime, const tilesmith_attention_desc* desc,
+                        void* stream);
+/* The config the call would use; its tensors may be NULL. */
+int tilesmith_attention_config(tilesmith_runtime* runtime, const tilesmith_attention_desc* desc,
+                               char* config, int config_capacity, int* tuned);
+
 const char* tilesmith_last_error(void);
 
 #ifdef __cplusplus

@@ -1,0 +1,354 @@
+// The attention family's descriptor: O = softmax(Q K^T * scale + mask) V and the logsumexp of
+// each row, per (batch, head), on the FlashAttention-2 kernel of attention.cuh.
+#include "templates/attention/attention_family.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "templates/attention/attention_params.h"
+#include "templates/embedded_files.hpp"
+
+namespace tilesmith {
+namespace {
+
+constexpr int kMaxHeadDim = 256;
+// The tensors' order: Q, K, V are read; O and the logsumexp are written.
+enum AttentionTensor { kQ = 0, kK = 1, kV = 2, kO = 3, kLse = 4 };
+
+OptionTable attention_options() {
+  return {{"causal", {"0", "1"}}, {"layout", {"bshd", "bhsd"}}};
+}
+
+// A problem as the kernels see it. The shape is BxHxSxD (self-attention: as many kv heads as
+// heads, one length) or BxHQxHKVxSQxSKxD.
+struct AttentionShape {
+  std::int64_t batch = 0, heads = 0, kv_heads = 0, seq_q = 0, seq_k = 0, head_dim = 0;
+  bool causal = false;
+  bool bhsd = false;
+
+  explicit AttentionShape(const Problem& problem) {
+    const std::vector<std::int64_t>& d = problem.shape;
+    if (d.size() == 4) {
+      batch = d[0];
+      heads = kv_heads = d[1];
+      seq_q = seq_k = d[2];
+      head_dim = d[3];
+    } else if (d.size() == 6) {
+      batch = d[0];
+      heads = d[1];
+      kv_heads = d[2];
+      seq_q = d[3];
+      seq_k = d[4];
+      head_dim = d[5];
+    }
+    causal = problem.option("causal") == "1";
+    bhsd = problem.option("layout") == "bhsd";
+  }
+  // The head dim the kernels compute with: the mma's k step; the columns past head_dim are zeros.
+  int padded_head_dim() const { return static_cast<int>((head_dim + 15) / 16 * 16); }
+  // The strides of a packed tensor of this layout: Q and O (`kv` false) or K and V.
+  AttentionStrides packed(bool kv) const {
+    const std::int64_t seq = kv ? seq_k : seq_q, count = kv ? kv_heads : heads;
+    if (bhsd) return {count * seq * head_dim, seq * head_dim, head_dim};
+    return {seq * count * head_dim, head_dim, count * head_dim};
+  }
+  std::size_t elements(bool kv) const {
+    return static_cast<std::size_t>(batch * (kv ? kv_heads * seq_k : heads * seq_q) * head_dim);
+  }
+  // Query-key pairs that count: all of them, or those on or below the diagonal.
+  double visible_pairs() const {
+    if (!causal) return static_cast<double>(seq_q) * static_cast<double>(seq_k);
+    double pairs = 0;
+    for (std::int64_t i = 0; i < seq_q; ++i)
+      pairs += static_cast<double>(std::clamp<std::int64_t>(i + seq_k - seq_q + 1, 0, seq_k));
+    return pairs;
+  }
+};
+
+// A config of the mma.sync kernel.
+struct ForwardTile {
+  int block_m, block_n, warps, stages, q_in_registers, tile_order;
+  explicit ForwardTile(const Config& c)
+      : block_m(c.at("block_m")),
+        block_n(c.at("block_n")),
+        warps(c.at("warps")),
+        stages(c.at("stages")),
+        q_in_registers(c.at("q_in_registers")),
+        tile_order(c.at("tile_order")) {}
+  int m_tiles() const { return block_m / (warps * 16); }
+  std::size_t smem_bytes(int head_dim) const {
+    const auto pitch = static_cast<std::size_t>(attention_tile_pitch(head_dim));
+    return (static_cast<std::size_t>(block_m) + 2 * static_cast<std::size_t>(stages * block_n)) * pitch;
+  }
+  // fp32 accumulators of O and S, and Q's fragments when they stay in registers, per thread.
+  int accumulator_registers(int head_dim) const {
+    return m_tiles() * (head_dim / 2 + block_n / 2 + (q_in_registers ? head_dim / 4 : 0));
+  }
+};
+
+// What the accumulators may hold of a thread's 255 registers, leaving the rest to addresses,
+// fragments and the softmax; past it ptxas spills.
+constexpr int kMaxAccumulatorRegisters = 160;
+
+class AttentionFamily final : public Family {
+ public:
+  AttentionFamily() : options_(attention_options()) {
+    for (const char* file : {"attention/attention.cuh", "attention/attention_reference.cuh",
+                             "attention/attention_params.h", "common/host_device.h",
+                             "common/tile_primitives.cuh",
+                             "common/elementwise.cuh", "common/activation.h"})
+      source_.files[file] = std::string(embedded::file(file));
+  }
+
+  std::string name() const override { return "attention"; }
+  const FamilySource& source() const override { return source_; }
+  std::string shape_form() const override {
+    return "BxHxSxD (batch, heads, sequence length, head dim) or BxHQxHKVxSQxSKxD (kv heads "
+           "dividing the query heads, query and key lengths)";
+  }
+  std::string options_help() const override {
+    return describe_options(options_) +
+           " (causal: aligned bottom-right; layout of Q, K, V and O, default bshd); dtypes: bf16 "
+           "or f16, O of the same type; head dims: multiples of 8 up to 256; the softmax scale "
+           "is a call argument (1/sqrt(D) when tuning)";
+  }
+
+  // variant 0: the mma.sync kernel (sm_80 and later). block_m query rows per CTA in `warps`
+  // warps of 16 or 32 rows; block_n keys per step through a `stages`-deep ring; Q's fragments
+  // read once into registers or from shared memory at every step; the order of the CTAs.
+  std::vector<ParamSpec> space() const override {
+    return {{"variant", {0}},         {"block_m", {64, 128}},       {"block_n", {32, 64, 128}},
+            {"warps", {4, 8}},        {"stages", {2, 3}},           {"q_in_registers", {0, 1}},
+            {"tile_order", {0, 1}}};
+  }
+
+  std::optional<std::string> reject(const Config& config, const Problem& problem,
+                                    const DeviceTarget& device) const override {
+    if (auto wrong = check_parameters(space(), config)) return wrong;
+    const AttentionShape s(problem);
+    const ForwardTile tile(config);
+    if (tile.m_tiles() < 1 || tile.block_m != tile.warps * 16 * tile.m_tiles())
+      return "block_m is not a multiple of 16 rows per warp";
+    const int head_dim = s.padded_head_dim();
+    if (tile.accumulator_registers(head_dim) > kMaxAccumulatorRegisters)
+      return std::to_string(tile.accumulator_registers(head_dim)) +
+             " registers of accumulators per thread";
+    const std::size_t smem = tile.smem_bytes(head_dim);
+    if (static_cast<long long>(smem) > device.max_smem_per_block_optin)
+      return std::to_string(smem) + " bytes of shared memory";
+    const std::int64_t m_blocks = (s.seq_q + tile.block_m - 1) / tile.block_m;
+    if ((tile.tile_order == 0 ? s.batch * s.heads : m_blocks) > 65535)
+      return "more than 65535 CTAs in the grid's y dimension";
+    return std::nullopt;
+  }
+
+  // 128 query rows a CTA, in 4 warps of 32 rows for small heads (each K and V fragment feeds
+  // two row tiles) and 8 warps of 16 where the accumulators of 32 rows would spill; 64 keys a
+  // step; causal grids start with the longest blocks.
+  Config default_config(const Problem& problem, const DeviceTarget& device) const override {
+    const AttentionShape s(problem);
+    const int head_dim = s.padded_head_dim();
+    Config config{{{"variant", 0},
+                   {"block_m", 128},
+                   {"block_n", 64},
+                   {"warps", head_dim <= 64 ? 4 : 8},
+                   {"stages", 2},
+                   {"q_in_registers", 0},
+                   {"tile_order", s.causal ? 1 : 0}}};
+    if (!reject(config, problem, device)) return config;
+    for (const Config& candidate : enumerate())
+      if (!reject(candidate, problem, device)) return candidate;
+    return config;  // reject() says why when it is used
+  }
+
+  void validate(const Problem& problem) const override {
+    if (problem.op != "attention")
+      throw InvalidArgument("attention: asked for op " + quote_input(problem.op));
+    validate_options("attention", options_, problem);
+    if (problem.dtype == DType::f32)
+      throw InvalidArgument("attention: dtype f32 is not supported (bf16 or f16)");
+    if (problem.out_dtype != problem.dtype)
+      throw InvalidArgument("attention: O has the inputs' type (" +
+                            std::string(dtype_name(problem.dtype)) + "), not " +
+                            std::string(dtype_name(problem.out_dtype)));
+    const std::string shape = quote_input(problem.shape_text());
+    if (problem.shape.size() != 4 && problem.shape.size() != 6)
+      throw InvalidArgument("attention: shape " + shape + " is not " + shape_form());
+    for (std::int64_t dim : problem.shape)
+      if (dim < 1 || dim > std::numeric_limits<int>::max())
+        throw InvalidArgument("attention: shape " + shape + " has a dimension below 1 or above 2^31");
+    const AttentionShape s(problem);
+    if (problem.shape.size() == 6 && s.heads == s.kv_heads && s.seq_q == s.seq_k)
+      throw InvalidArgument("attention: shape " + shape + " is self-attention: write it BxHxSxD (" +
+                            std::to_string(s.batch) + "x" + std::to_string(s.heads) + "x" +
+                            std::to_string(s.seq_q) + "x" + std::to_string(s.head_dim) +
+                            "), one key per problem");
+    if (s.heads % s.kv_heads)
+      throw InvalidArgument("attention: " + std::to_string(s.kv_heads) +
+                            " kv heads do not divide " + std::to_string(s.heads) + " query heads");
+    if (s.head_dim % 8 || s.head_dim > kMaxHeadDim)
+      throw InvalidArgument("attention: head dim " + std::to_string(s.head_dim) +
+                            " is not supported (multiples of 8 up to 256)");
+    if (s.batch * s.heads > std::numeric_limits<int>::max())
+      throw InvalidArgument("attention: shape " + shape + " is too large");
+  }
+
+  std::string kernel_file(const Config&) const override { return "attention/attention.cuh"; }
+  std::vector<std::string> kernel_expressions(const Config& config,
+                                              const Problem& problem) const override {
+    const AttentionShape s(problem);
+    const ForwardTile t(config);
+    return {"tilesmith::attention_forward<" + std::to_string(element_kind(problem.dtype)) + "," +
+            std::to_string(s.padded_head_dim()) + "," + std::to_string(t.block_m) + "," +
+            std::to_string(t.block_n) + "," + std::to_string(t.warps) + "," +
+            std::to_string(t.stages) + "," + std::to_string(int{s.causal}) + "," +
+            std::to_string(t.q_in_registers) + "," + std::to_string(t.tile_order) + ">"};
+  }
+
+  std::vector<TensorSpec> tensors(const Problem& problem) const override {
+    const AttentionShape s(problem);
+    return {{"q", problem.dtype, s.elements(false), false},
+            {"k", problem.dtype, s.elements(true), false},
+            {"v", problem.dtype, s.elements(true), false},
+            {"o", problem.dtype, s.elements(false), true},
+            {"lse", DType::f32, static_cast<std::size_t>(s.batch * s.heads * s.seq_q), true}};
+  }
+
+  LaunchPlan plan(const Config& config, const Problem& problem, const DeviceTarget&,
+                  std::span<const std::uint64_t> addresses, std::uint64_t,
+                  const CallScalars& scalars) const override {
+    const AttentionShape s(problem);
+    const ForwardTile tile(config);
+    const unsigned m_blocks = static_cast<unsigned>((s.seq_q + tile.block_m - 1) / tile.block_m);
+    const unsigned batch_heads = static_cast<unsigned>(s.batch * s.heads);
+    LaunchGeometry geometry;
+    geometry.grid[0] = tile.tile_order == 0 ? m_blocks : batch_heads;
+    geometry.grid[1] = tile.tile_order == 0 ? batch_heads : m_blocks;
+    geometry.block[0] = static_cast<unsigned>(tile.warps * 32);
+    geometry.dynamic_smem_bytes = static_cast<unsigned>(tile.smem_bytes(s.padded_head_dim()));
+    LaunchPlan plan;
+    plan.add(0, geometry, KernelArgs::of(params(s, addresses, scalars, 0)));
+    return plan;
+  }
+
+  std::string reference_file() const override { return "attention/attention_reference.cuh"; }
+  std::string reference_expression(const Problem& problem) const override {
+    return "tilesmith::attention_reference<" + std::to_string(element_kind(problem.dtype)) + "," +
+           std::to_string(int{AttentionShape(problem).causal}) + ">";
+  }
+  LaunchGeometry reference_launch(const Problem& problem) const override {
+    const AttentionShape s(problem);
+    LaunchGeometry geometry;  // 8 query rows of one head per CTA
+    geometry.grid[0] = static_cast<unsigned>((s.seq_q + 7) / 8);
+    geometry.grid[1] = static_cast<unsigned>(s.batch * s.heads);
+    geometry.block[0] = 256;
+    return geometry;
+  }
+  KernelArgs reference_args(const Problem& problem, std::span<const std::uint64_t> addresses,
+                            std::uint64_t reference_out) const override {
+    return KernelArgs::of(params(AttentionShape(problem), addresses, CallScalars{}, reference_out));
+  }
+
+  std::vector<double> reference_cpu(const Problem& problem,
+                                    const std::vector<std::vector<double>>& inputs) const override {
+    const AttentionShape s(problem);
+    const std::vector<double>&q = inputs.at(kQ), &k = inputs.at(kK), &v = inputs.at(kV);
+    const AttentionStrides qo = s.packed(false), kv = s.packed(true);
+    const double scale = 1 / std::sqrt(static_cast<double>(s.head_dim));
+    const std::size_t o_elements = s.elements(false);
+    std::vector<double> out(o_elements + static_cast<std::size_t>(s.batch * s.heads * s.seq_q));
+    std::vector<double> scores(static_cast<std::size_t>(s.seq_k));
+    for (std::int64_t b = 0; b < s.batch; ++b)
+      for (std::int64_t h = 0; h < s.heads; ++h) {
+        const std::int64_t g = h / (s.heads / s.kv_heads);
+        for (std::int64_t i = 0; i < s.seq_q; ++i) {
+          const std::int64_t visible =
+              s.causal ? std::clamp<std::int64_t>(i + s.seq_k - s.seq_q + 1, 0, s.seq_k) : s.seq_k;
+          const std::int64_t q_row = b * qo.batch + h * qo.head + i * qo.row;
+          double max = -INFINITY;
+          for (std::int64_t j = 0; j < visible; ++j) {
+            double dot = 0;
+            for (std::int64_t d = 0; d < s.head_dim; ++d)
+              dot += q[static_cast<std::size_t>(q_row + d)] *
+                     k[static_cast<std::size_t>(b * kv.batch + g * kv.head + j * kv.row + d)];
+            scores[static_cast<std::size_t>(j)] = dot * scale;
+            max = std::max(max, dot * scale);
+          }
+          double sum = 0;
+          for (std::int64_t j = 0; j < visible; ++j) sum += std::exp(scores[static_cast<std::size_t>(j)] - max);
+          for (std::int64_t d = 0; d < s.head_dim; ++d) {
+            double acc = 0;
+            for (std::int64_t j = 0; j < visible; ++j)
+              acc += std::exp(scores[static_cast<std::size_t>(j)] - max) *
+                     v[static_cast<std::size_t>(b * kv.batch + g * kv.head + j * kv.row + d)];
+            out[static_cast<std::size_t>(q_row + d)] = visible ? acc / sum : 0;
+          }
+          out[o_elements + static_cast<std::size_t>((b * s.heads + h) * s.seq_q + i)] =
+              visible ? max + std::log(sum) : -INFINITY;
+        }
+      }
+    return out;
+  }
+
+  Work work(const Problem& problem) const override {
+    const AttentionShape s(problem);
+    Work work;
+    work.flops = 4.0 * static_cast<double>(s.batch * s.heads) * s.visible_pairs() *
+                 static_cast<double>(s.head_dim);
+    for (const TensorSpec& spec : tensors(problem))
+      work.min_bytes += static_cast<double>(spec.elements) * static_cast<double>(dtype_size(spec.dtype));
+    return work;
+  }
+
+ private:
+  // The kernel's (and the reference's, writing fp32 to `reference_out`) argument: each tensor's
+  // strides as the call gives them, else as its layout packs it.
+  AttentionParams params(const AttentionShape& s, std::span<const std::uint64_t> addresses,
+                         const CallScalars& scalars, std::uint64_t reference_out) const {
+    auto strides = [&](AttentionTensor tensor) {
+      AttentionStrides packed = s.packed(tensor == kK || tensor == kV);
+      const auto at = static_cast<std::size_t>(tensor);
+      if (scalars.batch_strides[at]) packed.batch = *scalars.batch_strides[at];
+      if (scalars.head_strides[at]) packed.head = scalars.head_strides[at];
+      if (scalars.row_strides[at]) packed.row = scalars.row_strides[at];
+      return packed;
+    };
+    AttentionParams p{};
+    p.q = reinterpret_cast<const void*>(addresses[kQ]);
+    p.k = reinterpret_cast<const void*>(addresses[kK]);
+    p.v = reinterpret_cast<const void*>(addresses[kV]);
+    p.o = reinterpret_cast<void*>(addresses[kO]);
+    p.lse = reinterpret_cast<float*>(addresses[kLse]);
+    p.q_strides = strides(kQ);
+    p.k_strides = strides(kK);
+    p.v_strides = strides(kV);
+    p.o_strides = strides(kO);
+    if (reference_out) {  // the reference writes O packed, then the logsumexp, in fp32
+      p.o = reinterpret_cast<void*>(reference_out);
+      p.o_strides = s.packed(false);
+      p.lse = reinterpret_cast<float*>(reference_out) + s.elements(false);
+    }
+    p.batch = static_cast<int>(s.batch);
+    p.heads = static_cast<int>(s.heads);
+    p.kv_heads = static_cast<int>(s.kv_heads);
+    p.seq_q = static_cast<int>(s.seq_q);
+    p.seq_k = static_cast<int>(s.seq_k);
+    p.head_dim = static_cast<int>(s.head_dim);
+    const double scale =
+        scalars.softmax_scale.value_or(1 / std::sqrt(static_cast<double>(s.head_dim)));
+    p.scale = static_cast<float>(scale);
+    p.scale_log2 = static_cast<float>(scale * 1.4426950408889634);
+    return p;
+  }
+
+  OptionTable options_;
+  FamilySource source_;
+};
+
+}  // namespace
+
+std::unique_ptr<Family> make_attention_family() { return std::make_unique<AttentionFamily>(); }
+
+}  // namespace tilesmith

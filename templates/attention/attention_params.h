@@ -1,0 +1,37 @@
+// The by-value arguments of the attention kernels (attention.cuh) and their reference. Included by
+// the kernel source (NVRTC) and by the host descriptor, so both sides agree on the layout.
+#pragma once
+
+#include "common/host_device.h"
+
+namespace tilesmith {
+
+// Bytes from one row of a head-dim tile in shared memory to the next (`head_dim` padded to the
+// mma's 16): an odd number of 16-byte chunks, so the eight rows an ldmatrix reads fall in eight
+// different bank groups.
+TILESMITH_HOST_DEVICE constexpr int attention_tile_pitch(int head_dim) { return (head_dim + 8) * 2; }
+
+// Where element (batch b, head h, position s, dim d) of one tensor lives: b * batch + h * head +
+// s * row + d, in elements. The head dim is contiguous; BSHD and BHSD are two choices of these.
+struct AttentionStrides {
+  long long batch, head, row;
+};
+
+// O = softmax(Q K^T * scale + mask) V per (batch, head), and the logsumexp of each row of the
+// scaled scores. Q and O: batch x heads x seq_q x head_dim; K and V: batch x kv_heads x seq_k x
+// head_dim; query head h reads kv head h / (heads / kv_heads). Causal: query i sees key j when
+// j <= i + seq_k - seq_q (aligned bottom-right); a query that sees no key gets O = 0 and
+// lse = -inf. lse: fp32, batch x heads x seq_q, packed; not written when null.
+struct AttentionParams {
+  const void* q;
+  const void* k;
+  const void* v;
+  void* o;  // the reference writes fp32 here
+  float* lse;
+  AttentionStrides q_strides, k_strides, v_strides, o_strides;
+  int batch, heads, kv_heads, seq_q, seq_k, head_dim;
+  float scale;       // applied to the scores before the softmax
+  float scale_log2;  // scale * log2(e): the kernels' exponentials are exp2
+};
+
+}  // namespace tilesmith

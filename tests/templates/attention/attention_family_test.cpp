@@ -1,0 +1,213 @@
+// The attention family's descriptor without a GPU: validation, tensors, pruning, the default
+// config for every head dim, kernel arguments, the CPU reference, and a sample of the space
+// compiling for sm_80 and sm_90a without spills.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "generator/compiled_kernel.hpp"
+#include "support/attention_problems.hpp"
+#include "support/row_problems.hpp"
+#include "templates/attention/attention_params.h"
+#include "templates/registry.hpp"
+
+namespace tilesmith {
+namespace {
+
+using testing::attention;
+using testing::expect_invalid;
+
+const Family& family() { return find_family("attention"); }
+
+AttentionParams params_of(const LaunchPlan& plan) {
+  AttentionParams p;
+  EXPECT_EQ(plan.step_count, 1);
+  EXPECT_EQ(plan.steps[0].args.size, sizeof p);
+  std::memcpy(&p, plan.steps[0].args.bytes.data(), sizeof p);
+  return p;
+}
+
+TEST(AttentionFamily, ValidatesShapesHeadDimsDtypesAndOptions) {
+  EXPECT_EQ(family().name(), "attention");
+  EXPECT_NO_THROW(family().validate(attention({4, 16, 4096, 128})));
+  EXPECT_NO_THROW(family().validate(attention({1, 1, 1, 8})));
+  EXPECT_NO_THROW(family().validate(attention({2, 32, 8, 3000, 3000, 128}, {{"causal", "1"}})));
+  EXPECT_NO_THROW(family().validate(attention({2, 8, 8, 100, 4096, 72}, {{"layout", "bhsd"}}, DType::f16)));
+  expect_invalid(attention({4, 16, 4096, 59}), "head dim 59 is not supported (multiples of 8 up to 256)");
+  expect_invalid(attention({4, 16, 4096, 512}), "head dim 512 is not supported");
+  expect_invalid(attention({4, 16, 4096, 1024}), "head dim 1024");
+  expect_invalid(attention({4, 16, 4096, 128}, {}, DType::f32), "dtype f32 is not supported");
+  expect_invalid(Problem{"attention", DType::bf16, DType::f32, {4, 16, 64, 128}}, "O has the inputs' type");
+  expect_invalid(attention({2, 16, 16, 512, 512, 64}), "write it BxHxSxD (2x16x512x64)");
+  expect_invalid(attention({2, 16, 5, 512, 512, 64}), "5 kv heads do not divide 16 query heads");
+  expect_invalid(attention({2, 16, 512, 64, 1}), "is not BxHxSxD");
+  expect_invalid(attention({2, 0, 512, 64}), "has a dimension below 1");
+  expect_invalid(attention({2, 16, 512, 64}, {{"causal", "0"}}), "is the default: leave the option out");
+  expect_invalid(attention({2, 16, 512, 64}, {{"layout", "sbhd"}}), "layout='sbhd' is not one of");
+  expect_invalid(attention({2, 16, 512, 64}, {{"window", "1"}}), "unknown option 'window'");
+}
+
+TEST(AttentionFamily, TensorsAreQKVThenOAndTheLogsumexp) {
+  const Problem gqa = attention({2, 8, 2, 100, 300, 64});
+  EXPECT_EQ(testing::tensor_names(gqa), (std::vector<std::string>{"q", "k", "v", "o*", "lse*"}));
+  const auto specs = family().tensors(gqa);
+  EXPECT_EQ(specs[0].elements, 2u * 8 * 100 * 64);
+  EXPECT_EQ(specs[1].elements, 2u * 2 * 300 * 64);
+  EXPECT_EQ(specs[2].elements, specs[1].elements);
+  EXPECT_EQ(specs[3].elements, specs[0].elements);
+  EXPECT_EQ(specs[4].elements, 2u * 8 * 100);
+  EXPECT_EQ(specs[4].dtype, DType::f32);
+  EXPECT_EQ(specs[3].dtype, DType::bf16);
+}
+
+TEST(AttentionFamily, EveryHeadDimHasAValidDefaultOnEveryArch) {
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    const DeviceTarget device = DeviceTarget::assumed_for_arch(arch);
+    for (int d = 8; d <= 256; d += 8)
+      for (const char* causal : {"0", "1"}) {
+        std::map<std::string, std::string> options;
+        if (std::string(causal) == "1") options["causal"] = "1";
+        const Problem problem = attention({2, 4, 333, d}, options);
+        const Config config = family().default_config(problem, device);
+        EXPECT_FALSE(family().reject(config, problem, device).has_value())
+            << arch << " " << problem.key() << " [" << config.text() << "]";
+      }
+  }
+}
+
+TEST(AttentionFamily, RejectsWhatWouldSpillOrOverflowSharedMemory) {
+  const DeviceTarget device = DeviceTarget::assumed_for_arch("sm_90a");
+  const Problem wide = attention({1, 1, 4096, 256});
+  auto config = [](int block_m, int block_n, int warps, int q_in_registers, int stages = 2) {
+    return Config{{{"variant", 0}, {"block_m", block_m}, {"block_n", block_n}, {"warps", warps},
+                   {"stages", stages}, {"q_in_registers", q_in_registers}, {"tile_order", 0}}};
+  };
+  // 32 rows a warp of a 256-wide head: 2 x 128 accumulators of O alone.
+  EXPECT_TRUE(family().reject(config(128, 32, 4, 0), wide, device).has_value());
+  EXPECT_TRUE(family().reject(config(64, 64, 8, 0), wide, device).has_value());  // 8 rows a warp
+  EXPECT_FALSE(family().reject(config(128, 64, 8, 0), wide, device).has_value());
+  // (128 + 2 x 3 x 128) rows x 528 bytes is past 227 KB.
+  EXPECT_TRUE(family().reject(config(128, 128, 8, 0, 3), attention({1, 1, 4096, 128}), device).has_value());
+  // More than 65535 batch x heads in the grid's y dimension: only the heads-first order runs.
+  const Problem many_heads = attention({4096, 32, 64, 64});
+  EXPECT_TRUE(family().reject(config(128, 64, 4, 0), many_heads, device).has_value());
+  Config heads_first = config(128, 64, 4, 0);
+  heads_first.values["tile_order"] = 1;
+  EXPECT_FALSE(family().reject(heads_first, many_heads, device).has_value());
+}
+
+TEST(AttentionFamily, PlanPassesPackedStridesTheScaleAndTheGrid) {
+  const DeviceTarget device = DeviceTarget::assumed_for_arch("sm_90a");
+  const std::vector<std::uint64_t> addresses = {0x1000, 0x2000, 0x3000, 0x4000, 0x5000};
+  const Problem bshd = attention({2, 8, 2, 100, 300, 72});
+  Config config = family().default_config(bshd, device);
+  config.values["tile_order"] = 0;
+  LaunchPlan plan = family().plan(config, bshd, device, addresses, 0, CallScalars{});
+  AttentionParams p = params_of(plan);
+  EXPECT_EQ(p.q_strides.batch, 100 * 8 * 72);
+  EXPECT_EQ(p.q_strides.row, 8 * 72);
+  EXPECT_EQ(p.q_strides.head, 72);
+  EXPECT_EQ(p.k_strides.batch, 300 * 2 * 72);
+  EXPECT_EQ(p.k_strides.row, 2 * 72);
+  EXPECT_EQ(p.o_strides.row, 8 * 72);
+  EXPECT_EQ(p.heads, 8);
+  EXPECT_EQ(p.kv_heads, 2);
+  EXPECT_EQ(p.seq_q, 100);
+  EXPECT_EQ(p.seq_k, 300);
+  EXPECT_EQ(p.head_dim, 72);
+  EXPECT_FLOAT_EQ(p.scale, 1 / std::sqrt(72.f));
+  EXPECT_FLOAT_EQ(p.scale_log2, p.scale * 1.44269504f);
+  EXPECT_EQ(reinterpret_cast<std::uint64_t>(p.lse), 0x5000u);
+  EXPECT_EQ(plan.steps[0].geometry.grid[0], (100u + 127) / 128);
+  EXPECT_EQ(plan.steps[0].geometry.grid[1], 16u);
+  EXPECT_EQ(plan.steps[0].geometry.dynamic_smem_bytes,
+            (128u + 2 * 2 * 64) * static_cast<unsigned>(attention_tile_pitch(80)));
+
+  const Problem bhsd = attention({2, 8, 2, 100, 300, 72}, {{"layout", "bhsd"}});
+  config.values["tile_order"] = 1;
+  CallScalars scalars;
+  scalars.softmax_scale = 0.5;
+  scalars.row_strides[0] = 3 * 8 * 72;  // Q inside a packed QKV tensor
+  scalars.head_strides[1] = 1000;
+  scalars.batch_strides[3] = 123456;
+  plan = family().plan(config, bhsd, device, addresses, 0, scalars);
+  p = params_of(plan);
+  EXPECT_EQ(p.q_strides.row, 3 * 8 * 72);
+  EXPECT_EQ(p.q_strides.head, 100 * 72);
+  EXPECT_EQ(p.k_strides.head, 1000);
+  EXPECT_EQ(p.k_strides.row, 72);
+  EXPECT_EQ(p.v_strides.head, 300 * 72);
+  EXPECT_EQ(p.o_strides.batch, 123456);
+  EXPECT_FLOAT_EQ(p.scale, 0.5f);
+  EXPECT_EQ(plan.steps[0].geometry.grid[0], 16u);
+  EXPECT_EQ(plan.steps[0].geometry.grid[1], (100u + 127) / 128);
+}
+
+TEST(AttentionFamily, CpuReferenceAveragesValuesAndEmptiesRowsThatSeeNoKey) {
+  // One batch, one head, 3 queries, 2 keys, head dim 8, causal: query 0 sees no key (0 + 2 - 3
+  // < 0), query 1 sees key 0, query 2 both.
+  const Problem problem = attention({1, 1, 1, 3, 2, 8}, {{"causal", "1"}});
+  std::vector<double> q(3 * 8, 0.0), k(2 * 8, 0.0), v(2 * 8);
+  for (int d = 0; d < 8; ++d) {
+    v[d] = d;         // key 0
+    v[8 + d] = -2.0;  // key 1
+  }
+  const std::vector<double> out = family().reference_cpu(problem, {q, k, v});
+  ASSERT_EQ(out.size(), 3u * 8 + 3);
+  for (int d = 0; d < 8; ++d) {
+    EXPECT_EQ(out[d], 0.0);                          // no key: zero
+    EXPECT_DOUBLE_EQ(out[8 + d], d);                 // key 0 alone
+    EXPECT_DOUBLE_EQ(out[16 + d], (d - 2.0) / 2);    // equal scores: the mean of both rows
+  }
+  EXPECT_EQ(out[24], -INFINITY);
+  EXPECT_DOUBLE_EQ(out[25], 0.0);           // log(exp(0))
+  EXPECT_DOUBLE_EQ(out[26], std::log(2.0));  // log(2 exp(0))
+}
+
+TEST(AttentionFamily, WorkCountsTheVisiblePairs) {
+  EXPECT_DOUBLE_EQ(family().work(attention({2, 3, 10, 64})).flops, 4.0 * 6 * 100 * 64);
+  // Causal, 4 queries over 6 keys: rows see 3, 4, 5, 6 keys.
+  EXPECT_DOUBLE_EQ(family().work(attention({1, 1, 1, 4, 6, 64}, {{"causal", "1"}})).flops,
+                   4.0 * 18 * 64);
+  EXPECT_DOUBLE_EQ(family().work(attention({1, 2, 64, 8})).min_bytes,
+                   4.0 * 2 * 64 * 8 * 2 + 2 * 64 * 4);
+}
+
+// A sample of the space over head dims, dtypes and options: each compiles for sm_80 and
+// sm_90a without spills, within the register file at its thread count.
+TEST(AttentionFamily, SampledConfigsCompileWithoutSpills) {
+  struct Case {
+    Problem problem;
+    std::map<std::string, int> config;
+  };
+  const std::vector<Case> cases = {
+      {attention({4, 16, 4096, 128}), {}},
+      {attention({4, 16, 4096, 128}, {{"causal", "1"}}), {{"block_m", 64}, {"warps", 4}, {"block_n", 128}}},
+      {attention({2, 8, 2, 100, 3000, 64}, {}, DType::f16), {{"q_in_registers", 1}}},
+      {attention({1, 4, 300, 256}, {{"layout", "bhsd"}}), {}},
+      {attention({1, 4, 300, 192}), {{"stages", 3}, {"block_n", 32}}},
+      {attention({1, 4, 300, 72}), {{"block_m", 64}, {"warps", 4}, {"block_n", 32}, {"q_in_registers", 1}}},
+      {attention({3, 2, 17, 8}, {{"causal", "1"}}, DType::f16), {{"block_n", 128}, {"tile_order", 1}}},
+  };
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    const DeviceTarget device = DeviceTarget::assumed_for_arch(arch);
+    for (const Case& c : cases) {
+      Config config = family().default_config(c.problem, device);
+      for (const auto& [name, value] : c.config) config.values[name] = value;
+      ASSERT_FALSE(family().reject(config, c.problem, device).has_value())
+          << c.problem.key() << " [" << config.text() << "]: " << *family().reject(config, c.problem, device);
+      CompiledKernel kernel;
+      try {
+        kernel = compile(render(family(), config, c.problem), arch);
+      } catch (const Error& error) {
+        FAIL() << c.problem.key() << " [" << config.text() << "] for " << arch << ":\n" << error.what();
+      }
+      EXPECT_FALSE(kernel.resources.spills()) << arch << " " << c.problem.key() << " [" << config.text() << "]\n" << kernel.log;
+      EXPECT_LE(kernel.resources.registers * config.at("warps") * 32, device.regs_per_block) << kernel.log;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tilesmith
