@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Prints the wgmma m64nN wrappers of templates/common/hopper.cuh (the block between the
-'generated' markers). The operand lists are long and regular; writing them by hand invites typos.
+'generated' markers): both operands in shared memory (SS), and A in registers (RS, 16-bit types). The operand lists are long and regular; writing them by hand invites typos.
 Usage: python3 scripts/gen_wgmma.py > /tmp/wgmma.inc, then paste between the markers."""
 
 NS = [16, 32, 64, 96, 128, 192, 256]
+# The RS form's N: attention's P V, N = the padded head dim.
+RS_NS = [64, 96, 128, 192, 256]
 # KIND code (common/tile_primitives.cuh), PTX type, k per 32-byte step, transposable.
 KINDS = [("kBF16", "bf16", 16, True), ("kF16", "f16", 16, True), ("kF32", "tf32", 8, False)]
 
@@ -37,6 +39,27 @@ for n in NS:
         print(text)
         print(f"        : {outs}")
         print(f"        : {ins});")
+    print("  }")
+    print("}")
+for n in RS_NS:
+    regs = n // 2
+    print(f"// D[64x{n}] += A[64x16] * B[16 x {n}], A in registers (the m16n8k16 A fragment of each")
+    print("// warp's 16 rows: what an accumulator of the same rows becomes, packed in pairs), B in shared")
+    print("// memory; 16-bit types. TRANS_B: 1 = B N-major, 0 = K-major.")
+    print("template <int KIND, int TRANS_B>")
+    print(f"__device__ __forceinline__ void wgmma_m64n{n}_kstep_rs(float (&d)[{regs}], "
+          "const unsigned (&a)[4], unsigned long long desc_b) {")
+    acc = ", ".join(f"%{i}" for i in range(regs))
+    outs = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
+    for i, dtype in enumerate(["bf16", "f16"]):
+        kind = "kBF16" if dtype == "bf16" else "kF16"
+        print(f"  {'if' if i == 0 else '} else'} constexpr (KIND == {kind}) {{" if i == 0 else "  } else {")
+        print("    asm volatile(")
+        print(f'        "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{dtype}.{dtype} "')
+        print(f'        "{{{acc}}}, "')
+        print(f'        "{{%{regs}, %{regs + 1}, %{regs + 2}, %{regs + 3}}}, %{regs + 4}, 1, 1, 1, %{regs + 5};\\n"')
+        print(f"        : {outs}")
+        print(f'        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(TRANS_B));')
     print("  }")
     print("}")
 print("// ---- end of generated block ----")

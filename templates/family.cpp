@@ -28,6 +28,51 @@ std::optional<std::string> check_parameters(const std::vector<ParamSpec>& space,
   return std::nullopt;
 }
 
+std::vector<ParamSpec> VariantSpaces::merged() const {
+  std::map<std::string, std::vector<int>> merged;
+  for (const std::vector<ParamSpec>& space : spaces)
+    for (const ParamSpec& param : space)
+      for (int value : param.values)
+        if (std::find(merged[param.name].begin(), merged[param.name].end(), value) ==
+            merged[param.name].end())
+          merged[param.name].push_back(value);
+  ParamSpec variants{"variant", {}};
+  for (std::size_t v = 0; v < spaces.size(); ++v) variants.values.push_back(static_cast<int>(v));
+  std::vector<ParamSpec> params = {variants};
+  for (auto& [name, values] : merged) {
+    std::sort(values.begin(), values.end());
+    params.push_back({name, values});
+  }
+  return params;
+}
+
+std::vector<Config> VariantSpaces::enumerate() const {
+  std::vector<Config> configs;
+  for (std::size_t v = 0; v < spaces.size(); ++v)
+    for (Config config : enumerate_space(spaces[v])) {
+      config.values["variant"] = static_cast<int>(v);
+      configs.push_back(std::move(config));
+    }
+  return configs;
+}
+
+std::optional<std::string> VariantSpaces::check(const Config& config) const {
+  auto variant = config.values.find("variant");
+  if (variant == config.values.end()) return "missing parameter variant";
+  if (variant->second < 0 || variant->second >= static_cast<int>(spaces.size()))
+    return "variant " + std::to_string(variant->second) + " is not one of 0.." +
+           std::to_string(spaces.size() - 1);
+  const std::vector<ParamSpec>& params = spaces[static_cast<std::size_t>(variant->second)];
+  for (const ParamSpec& param : params)
+    if (!config.values.count(param.name))
+      return "missing parameter " + param.name + " of variant " + std::to_string(variant->second);
+  for (const auto& [name, value] : config.values)
+    if (name != "variant" && std::none_of(params.begin(), params.end(),
+                                          [&](const ParamSpec& p) { return p.name == name; }))
+      return "parameter " + name + " does not apply to variant " + std::to_string(variant->second);
+  return std::nullopt;
+}
+
 std::string describe_options(const OptionTable& table) {
   std::string text;
   for (const auto& [name, values] : table) {

@@ -28,6 +28,22 @@ std::vector<Config> enumerate_space(const std::vector<ParamSpec>& space);
 // Why `config` is not a point of `space` (a parameter missing or unknown); nothing when it is.
 std::optional<std::string> check_parameters(const std::vector<ParamSpec>& space, const Config& config);
 
+// A family of several templates (variants) whose parameters differ: variant v takes the
+// parameters of spaces[v], and its configs carry exactly those plus `variant` = v, so each
+// config has one canonical text.
+struct VariantSpaces {
+  std::vector<std::vector<ParamSpec>> spaces;
+
+  // `variant` with every variant, then every parameter of any variant with all its values (for
+  // help texts and --config checks).
+  std::vector<ParamSpec> merged() const;
+  // Each variant's product, variant 0's first.
+  std::vector<Config> enumerate() const;
+  // Why `config` is not a config of its variant (no or an unknown variant, a parameter missing
+  // or foreign to it); nothing when it is.
+  std::optional<std::string> check(const Config& config) const;
+};
+
 // The options an op accepts, each with its values; the first value is the default, written by
 // leaving the option out so each problem has one key.
 using OptionTable = std::map<std::string, std::vector<std::string>>;

@@ -6,19 +6,9 @@
 #pragma once
 
 #include "attention/attention_params.h"
-#include "common/tile_primitives.cuh"
+#include "attention/attention_softmax.cuh"
 
 namespace tilesmith {
-
-// The four lanes of a quad hold one row of an m16n8 accumulator.
-__device__ __forceinline__ float quad_max(float value) {
-  value = fmaxf(value, __shfl_xor_sync(0xffffffffu, value, 1));
-  return fmaxf(value, __shfl_xor_sync(0xffffffffu, value, 2));
-}
-__device__ __forceinline__ float quad_sum(float value) {
-  value += __shfl_xor_sync(0xffffffffu, value, 1);
-  return value + __shfl_xor_sync(0xffffffffu, value, 2);
-}
 
 // ROWS rows of `head_dim` elements, rows from `first_row` on, into a shared tile, 16 bytes per
 // cp.async. Rows at or past `row_limit` and the columns past head_dim (up to HEAD_DIM) arrive as
@@ -65,7 +55,6 @@ __global__ void __launch_bounds__(WARPS * 32) attention_forward(const AttentionP
   constexpr int CHUNKS = HEAD_DIM / 8;
   static_assert(M_TILES >= 1 && BLOCK_M == WARPS * M_TILES * 16, "BLOCK_M: 16-row tiles per warp");
   static_assert(BLOCK_N % 16 == 0 && HEAD_DIM % 16 == 0 && STAGES >= 2, "tile shape");
-  const float negative_infinity = __int_as_float(0xff800000);
 
   extern __shared__ __align__(128) unsigned char smem[];
   const unsigned q_tile = smem_address(smem);
@@ -116,7 +105,7 @@ __global__ void __launch_bounds__(WARPS * 32) attention_forward(const AttentionP
     for (int dt = 0; dt < D_TILES; ++dt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) o_acc[mt][dt][e] = 0.f;
-    row_max[mt][0] = row_max[mt][1] = negative_infinity;
+    row_max[mt][0] = row_max[mt][1] = negative_infinity();
     row_sum[mt][0] = row_sum[mt][1] = 0.f;
   }
   unsigned q_frag[Q_IN_REGISTERS ? M_TILES : 1][Q_IN_REGISTERS ? K_STEPS : 1][4];
@@ -180,53 +169,23 @@ __global__ void __launch_bounds__(WARPS * 32) attention_forward(const AttentionP
       }
     }
 
-    // Scale, then mask where this block holds keys past the end or past a row's diagonal.
+    // Scale, mask, and the online softmax: a new running max rescales what was summed before it.
     const int key0 = j * BLOCK_N;
     const bool edge = key0 + BLOCK_N > p.seq_k || (CAUSAL && key0 + BLOCK_N - 1 > row0 + diagonal);
 #pragma unroll
-    for (int mt = 0; mt < M_TILES; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < N_TILES; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          float value = s[mt][nt][e] * p.scale_log2;
-          if (edge) {
-            const int row = row0 + warp_row + mt * 16 + lane / 4 + (e / 2) * 8;
-            const int key = key0 + nt * 8 + 2 * (lane % 4) + e % 2;
-            if (key >= p.seq_k || (CAUSAL && key > row + diagonal)) value = negative_infinity;
-          }
-          s[mt][nt][e] = value;
-        }
-
-    // The online softmax: a new running max rescales what was summed before it.
-#pragma unroll
-    for (int mt = 0; mt < M_TILES; ++mt)
+    for (int mt = 0; mt < M_TILES; ++mt) {
+      scale_and_mask<N_TILES, CAUSAL>(s[mt], p.scale_log2, edge, row0 + warp_row + mt * 16 + lane / 4,
+                                      key0, p.seq_k, diagonal);
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        float block_max = negative_infinity;
-#pragma unroll
-        for (int nt = 0; nt < N_TILES; ++nt)
-          block_max = fmaxf(block_max, fmaxf(s[mt][nt][2 * r], s[mt][nt][2 * r + 1]));
-        const float new_max = fmaxf(row_max[mt][r], quad_max(block_max));
-        // A row that has seen only masked keys keeps -inf; 0 keeps exp2 from making NaN.
-        const float shift = new_max == negative_infinity ? 0.f : new_max;
-        const float rescale = exp2f(row_max[mt][r] - shift);
-        row_max[mt][r] = new_max;
-        float sum = 0.f;
-#pragma unroll
-        for (int nt = 0; nt < N_TILES; ++nt)
-#pragma unroll
-          for (int e = 2 * r; e < 2 * r + 2; ++e) {
-            s[mt][nt][e] = exp2f(s[mt][nt][e] - shift);
-            sum += s[mt][nt][e];
-          }
-        row_sum[mt][r] = row_sum[mt][r] * rescale + sum;
+        const float rescale = online_softmax_row(s[mt], r, row_max[mt][r], row_sum[mt][r]);
 #pragma unroll
         for (int dt = 0; dt < D_TILES; ++dt) {
           o_acc[mt][dt][2 * r] *= rescale;
           o_acc[mt][dt][2 * r + 1] *= rescale;
         }
       }
+    }
 
     // O += P V: two 8-key accumulator tiles of P are one 16-key A fragment; V's rows are keys,
     // so its fragments come transposed.
@@ -234,12 +193,7 @@ __global__ void __launch_bounds__(WARPS * 32) attention_forward(const AttentionP
     for (int kp = 0; kp < BLOCK_N / 16; ++kp) {
       unsigned a[M_TILES][4];
 #pragma unroll
-      for (int mt = 0; mt < M_TILES; ++mt) {
-        a[mt][0] = pack2<KIND>(s[mt][2 * kp][0], s[mt][2 * kp][1]);
-        a[mt][1] = pack2<KIND>(s[mt][2 * kp][2], s[mt][2 * kp][3]);
-        a[mt][2] = pack2<KIND>(s[mt][2 * kp + 1][0], s[mt][2 * kp + 1][1]);
-        a[mt][3] = pack2<KIND>(s[mt][2 * kp + 1][2], s[mt][2 * kp + 1][3]);
-      }
+      for (int mt = 0; mt < M_TILES; ++mt) probability_fragment<KIND>(s[mt], kp, a[mt]);
 #pragma unroll
       for (int db = 0; db < D_TILES / 2; ++db) {
         unsigned b[4];
@@ -264,13 +218,12 @@ __global__ void __launch_bounds__(WARPS * 32) attention_forward(const AttentionP
   for (int mt = 0; mt < M_TILES; ++mt)
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const float sum = quad_sum(row_sum[mt][r]);
-      const float inverse = sum > 0.f ? 1.f / sum : 0.f;
+      float lse;
+      const float inverse = finish_row(row_max[mt][r], row_sum[mt][r], lse);
       const int tile_row = warp_row + mt * 16 + lane / 4 + r * 8;
       const int row = row0 + tile_row;
       if (p.lse != nullptr && lane % 4 == 0 && row < p.seq_q)
-        p.lse[static_cast<long long>(batch_head) * p.seq_q + row] =
-            sum > 0.f ? (row_max[mt][r] + __log2f(sum)) * 0.6931471805599453f : negative_infinity;
+        p.lse[static_cast<long long>(batch_head) * p.seq_q + row] = lse;
 #pragma unroll
       for (int dt = 0; dt < D_TILES; ++dt)
         *reinterpret_cast<unsigned*>(smem + tile_row * PITCH + (dt * 8 + 2 * (lane % 4)) * 2) =

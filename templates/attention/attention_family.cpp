@@ -88,16 +88,57 @@ struct ForwardTile {
   }
 };
 
-// What the accumulators may hold of a thread's 255 registers, leaving the rest to addresses,
-// fragments and the softmax; past it ptxas spills.
+// What the accumulators may hold of a thread's 255 registers (240 for wgmma's consumers),
+// leaving the rest to addresses, fragments and the softmax; past it ptxas spills.
 constexpr int kMaxAccumulatorRegisters = 160;
+
+constexpr int kMmaSync = 0, kWgmma = 1;
+
+// variant 0, mma.sync (sm_80 and later): block_m query rows per CTA in `warps` warps of 16 or 32
+// rows; block_n keys per step through a `stages`-deep cp.async ring; Q's fragments read once
+// into registers or from shared memory at every step. variant 1, wgmma (sm_90a): 64 query rows
+// per consumer warpgroup, block_n keys per step through a TMA ring of `stages`. Both: the order
+// of the CTAs (tile_order).
+VariantSpaces variants() {
+  return {{{{"block_m", {64, 128}},
+            {"block_n", {32, 64, 128}},
+            {"warps", {4, 8}},
+            {"stages", {2, 3}},
+            {"q_in_registers", {0, 1}},
+            {"tile_order", {0, 1}}},
+           {{"block_n", {64, 128}}, {"consumers", {1, 2}}, {"stages", {2, 3, 4}}, {"tile_order", {0, 1}}}}};
+}
+
+// The head dims the wgmma kernel computes with: its register-form N (P V's) is one of these.
+int wgmma_head_dim(std::int64_t head_dim) {
+  for (int n : {64, 96, 128, 192, 256})
+    if (head_dim <= n) return n;
+  return 0;
+}
+
+// A config of the wgmma kernel (attention_sm90.cuh).
+struct WgmmaTile {
+  int block_n, consumers, stages, tile_order;
+  explicit WgmmaTile(const Config& c)
+      : block_n(c.at("block_n")), consumers(c.at("consumers")), stages(c.at("stages")), tile_order(c.at("tile_order")) {}
+  int block_m() const { return 64 * consumers; }
+  int threads() const { return 128 * (consumers + 1); }
+  // 1024 of alignment slack, Q, the K and V rings (64-column panels of 128-byte rows), and
+  // 1 + 3 x stages mbarriers.
+  std::size_t smem_bytes(int head_dim) const {
+    const std::size_t panels = static_cast<std::size_t>((head_dim + 63) / 64);
+    return 1024 + panels * 128 * (64 * static_cast<std::size_t>(consumers) + 2 * static_cast<std::size_t>(stages * block_n)) +
+           8 * (1 + 3 * static_cast<std::size_t>(stages));
+  }
+};
 
 class AttentionFamily final : public Family {
  public:
   AttentionFamily() : options_(attention_options()) {
-    for (const char* file : {"attention/attention.cuh", "attention/attention_reference.cuh",
+    for (const char* file : {"attention/attention.cuh", "attention/attention_sm90.cuh",
+                             "attention/attention_softmax.cuh", "attention/attention_reference.cuh",
                              "attention/attention_params.h", "common/host_device.h",
-                             "common/tile_primitives.cuh",
+                             "common/hopper.cuh", "common/tensor_map.h", "common/tile_primitives.cuh",
                              "common/elementwise.cuh", "common/activation.h"})
       source_.files[file] = std::string(embedded::file(file));
   }
@@ -115,19 +156,14 @@ class AttentionFamily final : public Family {
            "is a call argument (1/sqrt(D) when tuning)";
   }
 
-  // variant 0: the mma.sync kernel (sm_80 and later). block_m query rows per CTA in `warps`
-  // warps of 16 or 32 rows; block_n keys per step through a `stages`-deep ring; Q's fragments
-  // read once into registers or from shared memory at every step; the order of the CTAs.
-  std::vector<ParamSpec> space() const override {
-    return {{"variant", {0}},         {"block_m", {64, 128}},       {"block_n", {32, 64, 128}},
-            {"warps", {4, 8}},        {"stages", {2, 3}},           {"q_in_registers", {0, 1}},
-            {"tile_order", {0, 1}}};
-  }
+  std::vector<ParamSpec> space() const override { return variants().merged(); }
+  std::vector<Config> enumerate() const override { return variants().enumerate(); }
 
   std::optional<std::string> reject(const Config& config, const Problem& problem,
                                     const DeviceTarget& device) const override {
-    if (auto wrong = check_parameters(space(), config)) return wrong;
+    if (auto wrong = variants().check(config)) return wrong;
     const AttentionShape s(problem);
+    if (config.at("variant") == kWgmma) return reject_wgmma(WgmmaTile(config), s, device);
     const ForwardTile tile(config);
     if (tile.m_tiles() < 1 || tile.block_m != tile.warps * 16 * tile.m_tiles())
       return "block_m is not a multiple of 16 rows per warp";
@@ -149,8 +185,17 @@ class AttentionFamily final : public Family {
   // step; causal grids start with the longest blocks.
   Config default_config(const Problem& problem, const DeviceTarget& device) const override {
     const AttentionShape s(problem);
+    if (device.cc_major >= 9) {
+      // Two consumer warpgroups of 64 rows; 128 keys a step where the accumulators allow it.
+      Config wgmma{{{"variant", kWgmma},
+                    {"block_n", wgmma_head_dim(s.head_dim) <= 128 ? 128 : 64},
+                    {"consumers", 2},
+                    {"stages", 2},
+                    {"tile_order", s.causal ? 1 : 0}}};
+      if (!reject(wgmma, problem, device)) return wgmma;
+    }
     const int head_dim = s.padded_head_dim();
-    Config config{{{"variant", 0},
+    Config config{{{"variant", kMmaSync},
                    {"block_m", 128},
                    {"block_n", 64},
                    {"warps", head_dim <= 64 ? 4 : 8},
@@ -195,10 +240,19 @@ class AttentionFamily final : public Family {
       throw InvalidArgument("attention: shape " + shape + " is too large");
   }
 
-  std::string kernel_file(const Config&) const override { return "attention/attention.cuh"; }
+  std::string kernel_file(const Config& config) const override {
+    return config.at("variant") == kWgmma ? "attention/attention_sm90.cuh" : "attention/attention.cuh";
+  }
   std::vector<std::string> kernel_expressions(const Config& config,
                                               const Problem& problem) const override {
     const AttentionShape s(problem);
+    if (config.at("variant") == kWgmma) {
+      const WgmmaTile t(config);
+      return {"tilesmith::attention_forward_sm90<" + std::to_string(element_kind(problem.dtype)) + "," +
+              std::to_string(wgmma_head_dim(s.head_dim)) + "," + std::to_string(t.block_n) + "," +
+              std::to_string(t.consumers) + "," + std::to_string(t.stages) + "," +
+              std::to_string(int{s.causal}) + "," + std::to_string(t.tile_order) + ">"};
+    }
     const ForwardTile t(config);
     return {"tilesmith::attention_forward<" + std::to_string(element_kind(problem.dtype)) + "," +
             std::to_string(s.padded_head_dim()) + "," + std::to_string(t.block_m) + "," +
@@ -220,16 +274,54 @@ class AttentionFamily final : public Family {
                   std::span<const std::uint64_t> addresses, std::uint64_t,
                   const CallScalars& scalars) const override {
     const AttentionShape s(problem);
-    const ForwardTile tile(config);
-    const unsigned m_blocks = static_cast<unsigned>((s.seq_q + tile.block_m - 1) / tile.block_m);
+    const bool wgmma = config.at("variant") == kWgmma;
+    const int block_m = wgmma ? WgmmaTile(config).block_m() : ForwardTile(config).block_m;
+    const unsigned m_blocks = static_cast<unsigned>((s.seq_q + block_m - 1) / block_m);
     const unsigned batch_heads = static_cast<unsigned>(s.batch * s.heads);
     LaunchGeometry geometry;
-    geometry.grid[0] = tile.tile_order == 0 ? m_blocks : batch_heads;
-    geometry.grid[1] = tile.tile_order == 0 ? batch_heads : m_blocks;
-    geometry.block[0] = static_cast<unsigned>(tile.warps * 32);
-    geometry.dynamic_smem_bytes = static_cast<unsigned>(tile.smem_bytes(s.padded_head_dim()));
+    const bool heads_first = config.at("tile_order") == 1;
+    geometry.grid[0] = heads_first ? batch_heads : m_blocks;
+    geometry.grid[1] = heads_first ? m_blocks : batch_heads;
+    const AttentionParams p = params(s, addresses, scalars, 0);
     LaunchPlan plan;
-    plan.add(0, geometry, KernelArgs::of(params(s, addresses, scalars, 0)));
+    if (!wgmma) {
+      const ForwardTile tile(config);
+      geometry.block[0] = static_cast<unsigned>(tile.warps * 32);
+      geometry.dynamic_smem_bytes = static_cast<unsigned>(tile.smem_bytes(s.padded_head_dim()));
+      plan.add(0, geometry, KernelArgs::of(p));
+      return plan;
+    }
+    const WgmmaTile tile(config);
+    geometry.block[0] = static_cast<unsigned>(tile.threads());
+    geometry.dynamic_smem_bytes = static_cast<unsigned>(tile.smem_bytes(wgmma_head_dim(s.head_dim)));
+    AttentionSm90Params wide{};
+    wide.p = p;
+    KernelArgs args = KernelArgs::of(wide);
+    const std::size_t e = dtype_size(problem.dtype);
+    // {head dim, seq, heads, batch}; boxes of 64 columns (one 128-byte swizzled row) by `rows`.
+    auto map = [&](std::uint64_t address, const AttentionStrides& strides, std::int64_t seq,
+                   std::int64_t heads, int rows) {
+      TensorMapSpec spec;
+      spec.dtype = problem.dtype;
+      spec.rank = 4;
+      spec.address = address;
+      spec.dims[0] = static_cast<std::uint64_t>(s.head_dim);
+      spec.dims[1] = static_cast<std::uint64_t>(seq);
+      spec.dims[2] = static_cast<std::uint64_t>(heads);
+      spec.dims[3] = static_cast<std::uint64_t>(s.batch);
+      spec.stride_bytes[0] = static_cast<std::uint64_t>(strides.row) * e;
+      spec.stride_bytes[1] = static_cast<std::uint64_t>(strides.head) * e;
+      spec.stride_bytes[2] = static_cast<std::uint64_t>(strides.batch) * e;
+      spec.box[0] = 64;
+      spec.box[1] = static_cast<std::uint32_t>(rows);
+      spec.box[2] = spec.box[3] = 1;
+      spec.swizzle_bytes = 128;
+      return spec;
+    };
+    args.request_tensor_map(wide, wide.q_map, map(addresses[kQ], p.q_strides, s.seq_q, s.heads, 64));
+    args.request_tensor_map(wide, wide.k_map, map(addresses[kK], p.k_strides, s.seq_k, s.kv_heads, tile.block_n));
+    args.request_tensor_map(wide, wide.v_map, map(addresses[kV], p.v_strides, s.seq_k, s.kv_heads, tile.block_n));
+    plan.add(0, geometry, args);
     return plan;
   }
 
@@ -303,6 +395,22 @@ class AttentionFamily final : public Family {
   }
 
  private:
+  std::optional<std::string> reject_wgmma(const WgmmaTile& tile, const AttentionShape& s,
+                                          const DeviceTarget& device) const {
+    if (device.cc_major < 9) return "the wgmma template needs sm_90a";
+    const int head_dim = wgmma_head_dim(s.head_dim);
+    const int accumulators = head_dim / 2 + tile.block_n / 2;
+    if (accumulators > kMaxAccumulatorRegisters)
+      return std::to_string(accumulators) + " registers of accumulators per thread";
+    const std::size_t smem = tile.smem_bytes(head_dim);
+    if (static_cast<long long>(smem) > device.max_smem_per_block_optin)
+      return std::to_string(smem) + " bytes of shared memory";
+    const std::int64_t m_blocks = (s.seq_q + tile.block_m() - 1) / tile.block_m();
+    if ((tile.tile_order == 0 ? s.batch * s.heads : m_blocks) > 65535)
+      return "more than 65535 CTAs in the grid's y dimension";
+    return std::nullopt;
+  }
+
   // The kernel's (and the reference's, writing fp32 to `reference_out`) argument: each tensor's
   // strides as the call gives them, else as its layout packs it.
   AttentionParams params(const AttentionShape& s, std::span<const std::uint64_t> addresses,

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "common/host_device.h"
+#include "common/tensor_map.h"
 
 namespace tilesmith {
 
@@ -32,6 +33,12 @@ struct AttentionParams {
   int batch, heads, kv_heads, seq_q, seq_k, head_dim;
   float scale;       // applied to the scores before the softmax
   float scale_log2;  // scale * log2(e): the kernels' exponentials are exp2
+};
+
+// The wgmma kernel's argument (attention_sm90.cuh): Q, K and V also as TMA tensor maps.
+struct AttentionSm90Params {
+  TensorMap q_map, k_map, v_map;
+  AttentionParams p;
 };
 
 }  // namespace tilesmith

@@ -185,6 +185,8 @@ std::vector<ParamSpec> variant_space(int variant) {
           {"swap_ab", {0, 1}}};
 }
 
+VariantSpaces variants() { return {{variant_space(kMmaSync), variant_space(kWgmma)}}; }
+
 // The sm_90a template's tile, stage ring, warpgroups and cluster (matmul_sm90.cuh's launch_info).
 struct WgmmaConfig {
   int block_m, block_n, block_k, stages, consumers, cluster_m, cluster_n, group_m, split_k,
@@ -262,49 +264,13 @@ class MatmulFamily final : public Family {
   }
   const FamilySource& source() const override { return source_; }
 
-  // Every parameter of either variant, with every value (for help and --config checks).
-  std::vector<ParamSpec> space() const override {
-    std::map<std::string, std::vector<int>> merged;
-    for (int variant : {kMmaSync, kWgmma})
-      for (const ParamSpec& param : variant_space(variant))
-        for (int value : param.values)
-          if (std::find(merged[param.name].begin(), merged[param.name].end(), value) ==
-              merged[param.name].end())
-            merged[param.name].push_back(value);
-    std::vector<ParamSpec> params = {{"variant", {kMmaSync, kWgmma}}};
-    for (auto& [name, values] : merged) {
-      std::sort(values.begin(), values.end());
-      params.push_back({name, values});
-    }
-    return params;
-  }
-
-  std::vector<Config> enumerate() const override {
-    std::vector<Config> configs;
-    for (int variant : {kMmaSync, kWgmma})
-      for (Config config : enumerate_space(variant_space(variant))) {
-        config.values["variant"] = variant;
-        configs.push_back(std::move(config));
-      }
-    return configs;
-  }
+  std::vector<ParamSpec> space() const override { return variants().merged(); }
+  std::vector<Config> enumerate() const override { return variants().enumerate(); }
 
   std::optional<std::string> reject(const Config& config, const Problem& problem,
                                     const DeviceTarget& device) const override {
-    auto variant = config.values.find("variant");
-    if (variant == config.values.end()) return "missing parameter variant";
-    if (variant->second != kMmaSync && variant->second != kWgmma)
-      return "variant must be 0 (mma.sync) or 1 (wgmma)";
-    const std::vector<ParamSpec> params = variant_space(variant->second);
-    for (const ParamSpec& param : params)
-      if (!config.values.count(param.name))
-        return "missing parameter " + param.name + " of variant " + std::to_string(variant->second);
-    for (const auto& [name, value] : config.values)
-      if (name != "variant" && std::none_of(params.begin(), params.end(),
-                                            [&](const ParamSpec& p) { return p.name == name; }))
-        return "parameter " + name + " does not apply to variant " +
-               std::to_string(variant->second);
-    if (variant->second == kWgmma) return reject_wgmma(WgmmaConfig(config), problem, device);
+    if (auto wrong = variants().check(config)) return wrong;
+    if (config.at("variant") == kWgmma) return reject_wgmma(WgmmaConfig(config), problem, device);
     if (MatmulShape(problem).tf32())
       return "mma.sync takes bf16 or f16 inputs (fp32 runs as tf32 on the wgmma template)";
     TileConfig tile(config);

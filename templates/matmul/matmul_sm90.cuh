@@ -116,20 +116,6 @@
 
 namespace tilesmith {
 
-// D[64 x N] += A[64 x k step] * B[k step x N] (32 bytes of k: k16 of bf16/f16, k8 of tf32)
-// from 128B-swizzled shared memory, A M-major where TRANS_A (column-major A), B N-major where
-// TRANS_B (row-major B).
-template <int N, int KIND, int TRANS_A, int TRANS_B>
-__device__ __forceinline__ void wgmma_tile_m64(float (&d)[N / 2], unsigned long long desc_a,
-                                               unsigned long long desc_b) {
-  if constexpr (N == 16) wgmma_m64n16_kstep<KIND, TRANS_A, TRANS_B>(d, desc_a, desc_b);
-  if constexpr (N == 32) wgmma_m64n32_kstep<KIND, TRANS_A, TRANS_B>(d, desc_a, desc_b);
-  if constexpr (N == 256) wgmma_m64n256_kstep<KIND, TRANS_A, TRANS_B>(d, desc_a, desc_b);
-  if constexpr (N == 192) wgmma_m64n192_kstep<KIND, TRANS_A, TRANS_B>(d, desc_a, desc_b);
-  if constexpr (N == 128) wgmma_m64n128_kstep<KIND, TRANS_A, TRANS_B>(d, desc_a, desc_b);
-  if constexpr (N == 64) wgmma_m64n64_kstep<KIND, TRANS_A, TRANS_B>(d, desc_a, desc_b);
-}
-
 // Grouped tile order: units run down GROUP_M tile rows, then move one tile column right, so the
 // clusters working at one time share A rows and B columns in L2.
 template <int GROUP_M>

@@ -98,7 +98,7 @@ TEST(AttentionFamily, RejectsWhatWouldSpillOrOverflowSharedMemory) {
 }
 
 TEST(AttentionFamily, PlanPassesPackedStridesTheScaleAndTheGrid) {
-  const DeviceTarget device = DeviceTarget::assumed_for_arch("sm_90a");
+  const DeviceTarget device = DeviceTarget::assumed_for_arch("sm_80");  // the mma.sync default
   const std::vector<std::uint64_t> addresses = {0x1000, 0x2000, 0x3000, 0x4000, 0x5000};
   const Problem bshd = attention({2, 8, 2, 100, 300, 72});
   Config config = family().default_config(bshd, device);
@@ -144,6 +144,53 @@ TEST(AttentionFamily, PlanPassesPackedStridesTheScaleAndTheGrid) {
   EXPECT_EQ(plan.steps[0].geometry.grid[1], (100u + 127) / 128);
 }
 
+// The wgmma variant: 64 rows per consumer warpgroup plus a producer, and Q, K and V as 4D
+// tensor maps {head dim, seq, heads, batch} in 64-column boxes, whatever the layout.
+TEST(AttentionFamily, WgmmaPlanAsksForTensorMapsOfQKAndV) {
+  const DeviceTarget device = DeviceTarget::assumed_for_arch("sm_90a");
+  const std::vector<std::uint64_t> addresses = {0x1000, 0x2000, 0x3000, 0x4000, 0x5000};
+  const Problem problem = attention({2, 8, 2, 100, 300, 72}, {{"layout", "bhsd"}});
+  const Config config{{{"variant", 1}, {"block_n", 128}, {"consumers", 2}, {"stages", 3}, {"tile_order", 0}}};
+  ASSERT_FALSE(family().reject(config, problem, device).has_value());
+  EXPECT_EQ(family().default_config(problem, device).at("variant"), 1);
+  const LaunchPlan plan = family().plan(config, problem, device, addresses, 0, CallScalars{});
+  ASSERT_EQ(plan.step_count, 1);
+  const LaunchStep& step = plan.steps[0];
+  EXPECT_EQ(step.geometry.block[0], 384u);
+  EXPECT_EQ(step.geometry.grid[0], 1u);  // 100 queries, 128 a CTA
+  EXPECT_EQ(step.geometry.grid[1], 16u);
+  // Head dim 72 runs as 96: two 64-column panels.
+  EXPECT_EQ(step.geometry.dynamic_smem_bytes, 1024u + 2 * 128 * (128 + 2 * 3 * 128) + 8 * 10);
+  ASSERT_EQ(step.args.tensor_map_count, 3);
+  const TensorMapSpec& q = step.args.tensor_maps[0];
+  EXPECT_EQ(q.address, 0x1000u);
+  EXPECT_EQ(q.rank, 4u);
+  EXPECT_EQ(q.dims[0], 72u);
+  EXPECT_EQ(q.dims[1], 100u);
+  EXPECT_EQ(q.dims[2], 8u);
+  EXPECT_EQ(q.dims[3], 2u);
+  EXPECT_EQ(q.stride_bytes[0], 72u * 2);         // a row (BHSD)
+  EXPECT_EQ(q.stride_bytes[1], 100u * 72 * 2);   // a head
+  EXPECT_EQ(q.stride_bytes[2], 8u * 100 * 72 * 2);
+  EXPECT_EQ(q.box[0], 64u);
+  EXPECT_EQ(q.box[1], 64u);
+  const TensorMapSpec& v = step.args.tensor_maps[2];
+  EXPECT_EQ(v.address, 0x3000u);
+  EXPECT_EQ(v.dims[1], 300u);
+  EXPECT_EQ(v.dims[2], 2u);
+  EXPECT_EQ(v.box[1], 128u);
+  // sm_80 has no wgmma; a 256-wide head with 128 keys a step would spill.
+  EXPECT_TRUE(family().reject(config, problem, DeviceTarget::assumed_for_arch("sm_80")).has_value());
+  Config wide = config;
+  wide.values["consumers"] = 1;
+  EXPECT_TRUE(family().reject(wide, attention({1, 2, 512, 256}), device).has_value());
+  wide.values["block_n"] = 64;
+  EXPECT_FALSE(family().reject(wide, attention({1, 2, 512, 256}), device).has_value());
+  Config foreign = config;
+  foreign.values["warps"] = 4;
+  EXPECT_TRUE(family().reject(foreign, problem, device).has_value());
+}
+
 TEST(AttentionFamily, CpuReferenceAveragesValuesAndEmptiesRowsThatSeeNoKey) {
   // One batch, one head, 3 queries, 2 keys, head dim 8, causal: query 0 sees no key (0 + 2 - 3
   // < 0), query 1 sees key 0, query 2 both.
@@ -174,26 +221,36 @@ TEST(AttentionFamily, WorkCountsTheVisiblePairs) {
                    4.0 * 2 * 64 * 8 * 2 + 2 * 64 * 4);
 }
 
-// A sample of the space over head dims, dtypes and options: each compiles for sm_80 and
-// sm_90a without spills, within the register file at its thread count.
+// A sample of the space over head dims, dtypes and options: each compiles without spills or
+// ptxas warnings, within the register file at its thread count; the mma.sync configs for sm_80
+// and sm_90a, the wgmma ones for sm_90a.
 TEST(AttentionFamily, SampledConfigsCompileWithoutSpills) {
   struct Case {
     Problem problem;
-    std::map<std::string, int> config;
+    std::map<std::string, int> config;  // over the variant's default
+    int variant;
   };
   const std::vector<Case> cases = {
-      {attention({4, 16, 4096, 128}), {}},
-      {attention({4, 16, 4096, 128}, {{"causal", "1"}}), {{"block_m", 64}, {"warps", 4}, {"block_n", 128}}},
-      {attention({2, 8, 2, 100, 3000, 64}, {}, DType::f16), {{"q_in_registers", 1}}},
-      {attention({1, 4, 300, 256}, {{"layout", "bhsd"}}), {}},
-      {attention({1, 4, 300, 192}), {{"stages", 3}, {"block_n", 32}}},
-      {attention({1, 4, 300, 72}), {{"block_m", 64}, {"warps", 4}, {"block_n", 32}, {"q_in_registers", 1}}},
-      {attention({3, 2, 17, 8}, {{"causal", "1"}}, DType::f16), {{"block_n", 128}, {"tile_order", 1}}},
+      {attention({4, 16, 4096, 128}), {}, 0},
+      {attention({4, 16, 4096, 128}, {{"causal", "1"}}), {{"block_m", 64}, {"warps", 4}, {"block_n", 128}}, 0},
+      {attention({2, 8, 2, 100, 3000, 64}, {}, DType::f16), {{"q_in_registers", 1}}, 0},
+      {attention({1, 4, 300, 256}, {{"layout", "bhsd"}}), {}, 0},
+      {attention({1, 4, 300, 192}), {{"stages", 3}, {"block_n", 32}}, 0},
+      {attention({1, 4, 300, 72}), {{"block_m", 64}, {"warps", 4}, {"block_n", 32}, {"q_in_registers", 1}}, 0},
+      {attention({3, 2, 17, 8}, {{"causal", "1"}}, DType::f16), {{"block_n", 128}, {"tile_order", 1}}, 0},
+      {attention({4, 16, 4096, 128}), {}, 1},
+      {attention({4, 16, 4096, 128}, {{"causal", "1"}}), {{"consumers", 1}, {"stages", 4}, {"block_n", 64}}, 1},
+      {attention({2, 8, 2, 100, 3000, 64}, {}, DType::f16), {{"block_n", 64}, {"stages", 3}}, 1},
+      {attention({1, 4, 300, 256}, {{"layout", "bhsd"}}), {}, 1},
+      {attention({1, 4, 300, 72}, {{"causal", "1"}}), {{"tile_order", 1}}, 1},
+      {attention({1, 4, 300, 192}), {}, 1},
   };
   for (const char* arch : {"sm_80", "sm_90a"}) {
     const DeviceTarget device = DeviceTarget::assumed_for_arch(arch);
     for (const Case& c : cases) {
-      Config config = family().default_config(c.problem, device);
+      if (c.variant == 1 && device.cc_major < 9) continue;
+      Config config = family().default_config(c.problem, DeviceTarget::assumed_for_arch(c.variant ? "sm_90a" : "sm_80"));
+      ASSERT_EQ(config.at("variant"), c.variant) << c.problem.key();
       for (const auto& [name, value] : c.config) config.values[name] = value;
       ASSERT_FALSE(family().reject(config, c.problem, device).has_value())
           << c.problem.key() << " [" << config.text() << "]: " << *family().reject(config, c.problem, device);
@@ -203,8 +260,11 @@ TEST(AttentionFamily, SampledConfigsCompileWithoutSpills) {
       } catch (const Error& error) {
         FAIL() << c.problem.key() << " [" << config.text() << "] for " << arch << ":\n" << error.what();
       }
-      EXPECT_FALSE(kernel.resources.spills()) << arch << " " << c.problem.key() << " [" << config.text() << "]\n" << kernel.log;
-      EXPECT_LE(kernel.resources.registers * config.at("warps") * 32, device.regs_per_block) << kernel.log;
+      const std::string what = std::string(arch) + " " + c.problem.key() + " [" + config.text() + "]\n" + kernel.log;
+      EXPECT_FALSE(kernel.resources.spills()) << what;
+      EXPECT_EQ(kernel.log.find("warning"), std::string::npos) << what;
+      const int threads = c.variant ? 128 * (config.at("consumers") + 1) : config.at("warps") * 32;
+      EXPECT_LE(kernel.resources.registers * threads, device.regs_per_block) << what;
     }
   }
 }

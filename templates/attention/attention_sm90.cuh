@@ -1,0 +1,196 @@
+// Attention forward on Hopper (sm_90a): one producer warpgroup brings Q once and each block of
+// K and V through a STAGES-deep ring with TMA, completing on mbarriers (K and V on their own
+// barriers, so S = Q K^T starts while V is still in flight); CONSUMERS warpgroups of 64 query
+// rows each compute S with wgmma from shared memory, run the online softmax on it in registers,
+// and accumulate O += P V with wgmma's register form: P never leaves the registers.
+//
+// Shared memory, 1024-byte aligned, every tile in 64-column panels of 128-byte rows (the 128-byte
+// swizzle TMA writes and wgmma reads; a head dim past 64 is several panels):
+//   Q: CONSUMERS x PANELS x [64 rows][128 B];  K, V: STAGES x PANELS x [BLOCK_N rows][128 B];
+//   mbarriers: q_full, k_full[STAGES], v_full[STAGES], kv_empty[STAGES].
+// Tensor maps (4D {head_dim, seq, heads, batch}, strides of a row, a head and a batch, in any
+// order in memory (BSHD and BHSD alike); swizzle 128B; boxes {64, rows, 1, 1}: 64 rows for Q,
+// BLOCK_N for K and V): attention_family.cpp.
+#pragma once
+
+#include "attention/attention_params.h"
+#include "attention/attention_softmax.cuh"
+#include "common/hopper.cuh"
+
+namespace tilesmith {
+
+template <int KIND, int HEAD_DIM, int BLOCK_N, int CONSUMERS, int STAGES, int CAUSAL, int TILE_ORDER>
+__global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
+    attention_forward_sm90(const __grid_constant__ AttentionSm90Params params) {
+  constexpr int BLOCK_M = 64 * CONSUMERS;
+  constexpr int PANELS = (HEAD_DIM + 63) / 64;
+  constexpr int Q_PANEL = 64 * 128;
+  constexpr int Q_BYTES = CONSUMERS * PANELS * Q_PANEL;
+  constexpr int KV_PANEL = BLOCK_N * 128;
+  constexpr int KV_STAGE = PANELS * KV_PANEL;
+  constexpr int K_STEPS = HEAD_DIM / 16;
+  constexpr int N_TILES = BLOCK_N / 8;
+  constexpr int D_TILES = HEAD_DIM / 8;
+  // Three warpgroups: the producer gives most of its registers to the two consumers.
+  constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240;
+  static_assert(HEAD_DIM % 16 == 0 && BLOCK_N % 16 == 0 && CONSUMERS >= 1 && CONSUMERS <= 2, "tile shape");
+  const AttentionParams& p = params.p;
+
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const unsigned q_tile = (smem_address(smem_raw) + 1023u) & ~1023u;
+  const unsigned k_ring = q_tile + Q_BYTES, v_ring = k_ring + STAGES * KV_STAGE;
+  const unsigned barriers = v_ring + STAGES * KV_STAGE;
+  const unsigned q_full = barriers;
+  auto k_full = [&](int s) { return barriers + 8u * (1 + s); };
+  auto v_full = [&](int s) { return barriers + 8u * (1 + STAGES + s); };
+  auto kv_empty = [&](int s) { return barriers + 8u * (1 + 2 * STAGES + s); };
+
+  const int m_blocks = (p.seq_q + BLOCK_M - 1) / BLOCK_M;
+  const int m_block = TILE_ORDER == 0 ? static_cast<int>(blockIdx.x)
+                                      : m_blocks - 1 - static_cast<int>(blockIdx.y);
+  const int batch_head = TILE_ORDER == 0 ? static_cast<int>(blockIdx.y) : static_cast<int>(blockIdx.x);
+  const int batch = batch_head / p.heads, head = batch_head % p.heads;
+  const int kv_head = head / (p.heads / p.kv_heads);
+  const int row0 = m_block * BLOCK_M;
+  const int diagonal = p.seq_k - p.seq_q;  // causal: query i sees key j when j <= i + diagonal
+  const int key_end = CAUSAL ? min(p.seq_k, row0 + BLOCK_M + diagonal) : p.seq_k;
+  const int n_blocks = key_end > 0 ? (key_end + BLOCK_N - 1) / BLOCK_N : 0;
+
+  if (threadIdx.x == 0) {
+    mbarrier_init(q_full, 1);
+    for (int s = 0; s < STAGES; ++s) {
+      mbarrier_init(k_full(s), 1);
+      mbarrier_init(v_full(s), 1);
+      mbarrier_init(kv_empty(s), CONSUMERS);
+    }
+    fence_mbarrier_init();
+  }
+  if (threadIdx.x == 32) {
+    tma_prefetch_map(&params.q_map);
+    tma_prefetch_map(&params.k_map);
+    tma_prefetch_map(&params.v_map);
+  }
+  __syncthreads();
+
+  if (warpgroup_index() == 0) {
+    if (CONSUMERS > 1) warpgroup_regs_release<PRODUCER_REGS>();
+    if (threadIdx.x == 0) {
+      mbarrier_arrive_expect_tx(q_full, Q_BYTES);
+#pragma unroll
+      for (int c = 0; c < CONSUMERS; ++c)
+#pragma unroll
+        for (int panel = 0; panel < PANELS; ++panel)
+          tma_load_4d(q_tile + (c * PANELS + panel) * Q_PANEL, &params.q_map, q_full, 64 * panel,
+                      row0 + 64 * c, head, batch);
+      int stage = 0;
+      unsigned phase = 0;
+      for (int j = 0; j < n_blocks; ++j) {
+        mbarrier_wait(kv_empty(stage), phase ^ 1u);
+        mbarrier_arrive_expect_tx(k_full(stage), KV_STAGE);
+#pragma unroll
+        for (int panel = 0; panel < PANELS; ++panel)
+          tma_load_4d(k_ring + stage * KV_STAGE + panel * KV_PANEL, &params.k_map, k_full(stage),
+                      64 * panel, j * BLOCK_N, kv_head, batch);
+        mbarrier_arrive_expect_tx(v_full(stage), KV_STAGE);
+#pragma unroll
+        for (int panel = 0; panel < PANELS; ++panel)
+          tma_load_4d(v_ring + stage * KV_STAGE + panel * KV_PANEL, &params.v_map, v_full(stage),
+                      64 * panel, j * BLOCK_N, kv_head, batch);
+        if (++stage == STAGES) {
+          stage = 0;
+          phase ^= 1u;
+        }
+      }
+    }
+    return;
+  }
+
+  if (CONSUMERS > 1) warpgroup_regs_claim<CONSUMER_REGS>();
+  const int c = warpgroup_index() - 1;
+  const int tid = threadIdx.x % 128, lane = tid % 32;
+  const int first_row = row0 + 64 * c + 16 * (tid / 32) + lane / 4;  // and first_row + 8
+  // Descriptors at the start of this consumer's Q, of K's stage 0 (both K-major: a k step is 32
+  // bytes along a row, a panel further on past 64 columns) and of V's stage 0 (N-major: a k
+  // step is 16 rows, the next 64 columns of N the next panel).
+  const unsigned long long q_desc = wgmma_desc_sw128(q_tile + c * PANELS * Q_PANEL, 16, 1024);
+  const unsigned long long k_desc = wgmma_desc_sw128(k_ring, 16, 1024);
+  const unsigned long long v_desc = wgmma_desc_sw128(v_ring, KV_PANEL, 1024);
+
+  float o_acc[HEAD_DIM / 2];
+#pragma unroll
+  for (int i = 0; i < HEAD_DIM / 2; ++i) o_acc[i] = 0.f;
+  float row_max[2] = {negative_infinity(), negative_infinity()}, row_sum[2] = {0.f, 0.f};
+  mbarrier_wait(q_full, 0);  // also when no key block runs: no copy may outlive the CTA
+
+  int stage = 0;
+  unsigned phase = 0;
+  for (int j = 0; j < n_blocks; ++j) {
+    float s[N_TILES][4];
+    float(&s_flat)[BLOCK_N / 2] = reinterpret_cast<float(&)[BLOCK_N / 2]>(s);
+#pragma unroll
+    for (int i = 0; i < BLOCK_N / 2; ++i) s_flat[i] = 0.f;
+    mbarrier_wait(k_full(stage), phase);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < K_STEPS; ++kk) {
+      const unsigned q_offset = (kk / 4) * Q_PANEL + (kk % 4) * 32;
+      const unsigned k_offset = stage * KV_STAGE + (kk / 4) * KV_PANEL + (kk % 4) * 32;
+      wgmma_tile_m64<BLOCK_N, KIND, 0, 0>(s_flat, q_desc + (q_offset >> 4), k_desc + (k_offset >> 4));
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_fence_registers(s_flat);
+
+    const int key0 = j * BLOCK_N;
+    const bool edge = key0 + BLOCK_N > p.seq_k || (CAUSAL && key0 + BLOCK_N - 1 > row0 + diagonal);
+    scale_and_mask<N_TILES, CAUSAL>(s, p.scale_log2, edge, first_row, key0, p.seq_k, diagonal);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float rescale = online_softmax_row(s, r, row_max[r], row_sum[r]);
+#pragma unroll
+      for (int dt = 0; dt < D_TILES; ++dt) {
+        o_acc[4 * dt + 2 * r] *= rescale;
+        o_acc[4 * dt + 2 * r + 1] *= rescale;
+      }
+    }
+
+    // Every fragment of P packed before the first wgmma reads one: a register written between
+    // two wgmmas of a batch makes ptxas fence each one (C7519).
+    unsigned a[BLOCK_N / 16][4];
+#pragma unroll
+    for (int kt = 0; kt < BLOCK_N / 16; ++kt) probability_fragment<KIND>(s, kt, a[kt]);
+    mbarrier_wait(v_full(stage), phase);
+    wgmma_fence();
+#pragma unroll
+    for (int kt = 0; kt < BLOCK_N / 16; ++kt)
+      wgmma_tile_m64_rs<HEAD_DIM, KIND, 1>(o_acc, a[kt], v_desc + ((stage * KV_STAGE + kt * 16 * 128) >> 4));
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_fence_registers(o_acc);
+    if (tid == 0) mbarrier_arrive(kv_empty(stage));  // K and V of this stage are read
+    if (++stage == STAGES) {
+      stage = 0;
+      phase ^= 1u;
+    }
+  }
+
+  // Normalize and write O straight from the registers (pairs of columns), and the logsumexp.
+  half_bits* o = static_cast<half_bits*>(p.o) + batch * p.o_strides.batch + head * p.o_strides.head;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float lse;
+    const float inverse = finish_row(row_max[r], row_sum[r], lse);
+    const int row = first_row + 8 * r;
+    if (row >= p.seq_q) continue;
+    if (p.lse != nullptr && lane % 4 == 0) p.lse[static_cast<long long>(batch_head) * p.seq_q + row] = lse;
+#pragma unroll
+    for (int dt = 0; dt < D_TILES; ++dt) {
+      const int col = 8 * dt + 2 * (lane % 4);
+      if (col < p.head_dim)
+        *reinterpret_cast<unsigned*>(o + row * p.o_strides.row + col) =
+            pack2<KIND>(o_acc[4 * dt + 2 * r] * inverse, o_acc[4 * dt + 2 * r + 1] * inverse);
+    }
+  }
+}
+
+}  // namespace tilesmith
