@@ -88,17 +88,21 @@ struct ForwardTile {
   }
 };
 
-// What the accumulators may hold of a thread's 255 registers (240 for wgmma's consumers),
-// leaving the rest to addresses, fragments and the softmax; past it ptxas spills.
+// What the accumulators may hold of a thread's 255 registers (mma.sync; its fragment loads and
+// addresses need more of the rest) or 240 (wgmma's consumers), leaving the rest to addresses,
+// fragments and the softmax; past it ptxas spills.
 constexpr int kMaxAccumulatorRegisters = 160;
+constexpr int kMaxWgmmaAccumulatorRegisters = 184;
 
 constexpr int kMmaSync = 0, kWgmma = 1;
 
 // variant 0, mma.sync (sm_80 and later): block_m query rows per CTA in `warps` warps of 16 or 32
 // rows; block_n keys per step through a `stages`-deep cp.async ring; Q's fragments read once
 // into registers or from shared memory at every step. variant 1, wgmma (sm_90a): 64 query rows
-// per consumer warpgroup, block_n keys per step through a TMA ring of `stages`. Both: the order
-// of the CTAs (tile_order).
+// per consumer warpgroup, block_n keys per step through a TMA ring of `stages`, and
+// FlashAttention-3's overlaps: `pipeline` (a block's softmax under the previous block's P V) and
+// `pingpong` (two consumers taking turns at the tensor cores). Both: the order of the CTAs
+// (tile_order).
 VariantSpaces variants() {
   return {{{{"block_m", {64, 128}},
             {"block_n", {32, 64, 128}},
@@ -106,7 +110,12 @@ VariantSpaces variants() {
             {"stages", {2, 3}},
             {"q_in_registers", {0, 1}},
             {"tile_order", {0, 1}}},
-           {{"block_n", {64, 128}}, {"consumers", {1, 2}}, {"stages", {2, 3, 4}}, {"tile_order", {0, 1}}}}};
+           {{"block_n", {64, 128}},
+            {"consumers", {1, 2}},
+            {"stages", {2, 3, 4}},
+            {"tile_order", {0, 1}},
+            {"pipeline", {0, 1}},
+            {"pingpong", {0, 1}}}}};
 }
 
 // The head dims the wgmma kernel computes with: its register-form N (P V's) is one of these.
@@ -118,9 +127,14 @@ int wgmma_head_dim(std::int64_t head_dim) {
 
 // A config of the wgmma kernel (attention_sm90.cuh).
 struct WgmmaTile {
-  int block_n, consumers, stages, tile_order;
+  int block_n, consumers, stages, tile_order, pipeline, pingpong;
   explicit WgmmaTile(const Config& c)
-      : block_n(c.at("block_n")), consumers(c.at("consumers")), stages(c.at("stages")), tile_order(c.at("tile_order")) {}
+      : block_n(c.at("block_n")),
+        consumers(c.at("consumers")),
+        stages(c.at("stages")),
+        tile_order(c.at("tile_order")),
+        pipeline(c.at("pipeline")),
+        pingpong(c.at("pingpong")) {}
   int block_m() const { return 64 * consumers; }
   int threads() const { return 128 * (consumers + 1); }
   // 1024 of alignment slack, Q, the K and V rings (64-column panels of 128-byte rows), and
@@ -186,13 +200,20 @@ class AttentionFamily final : public Family {
   Config default_config(const Problem& problem, const DeviceTarget& device) const override {
     const AttentionShape s(problem);
     if (device.cc_major >= 9) {
-      // Two consumer warpgroups of 64 rows; 128 keys a step where the accumulators allow it.
-      Config wgmma{{{"variant", kWgmma},
-                    {"block_n", wgmma_head_dim(s.head_dim) <= 128 ? 128 : 64},
-                    {"consumers", 2},
-                    {"stages", 2},
-                    {"tile_order", s.causal ? 1 : 0}}};
-      if (!reject(wgmma, problem, device)) return wgmma;
+      // Two consumer warpgroups of 64 rows, 128 keys a step where the accumulators allow it,
+      // each block's softmax under the previous block's P V: the exhaustive sweep's best at
+      // B4 H16 S4096 D128 (docs/perf/attention.md, v3); 3 stages where they fit, else 2.
+      for (int stages : {3, 2})
+        for (int pipeline : {1, 0}) {
+          const Config wgmma{{{"variant", kWgmma},
+                              {"block_n", wgmma_head_dim(s.head_dim) <= 128 ? 128 : 64},
+                              {"consumers", 2},
+                              {"stages", stages},
+                              {"tile_order", s.causal ? 1 : 0},
+                              {"pipeline", pipeline},
+                              {"pingpong", 0}}};
+          if (!reject(wgmma, problem, device)) return wgmma;
+        }
     }
     const int head_dim = s.padded_head_dim();
     Config config{{{"variant", kMmaSync},
@@ -251,7 +272,8 @@ class AttentionFamily final : public Family {
       return {"tilesmith::attention_forward_sm90<" + std::to_string(element_kind(problem.dtype)) + "," +
               std::to_string(wgmma_head_dim(s.head_dim)) + "," + std::to_string(t.block_n) + "," +
               std::to_string(t.consumers) + "," + std::to_string(t.stages) + "," +
-              std::to_string(int{s.causal}) + "," + std::to_string(t.tile_order) + ">"};
+              std::to_string(int{s.causal}) + "," + std::to_string(t.tile_order) + "," +
+              std::to_string(t.pipeline) + "," + std::to_string(t.pingpong) + ">"};
     }
     const ForwardTile t(config);
     return {"tilesmith::attention_forward<" + std::to_string(element_kind(problem.dtype)) + "," +
@@ -398,9 +420,11 @@ class AttentionFamily final : public Family {
   std::optional<std::string> reject_wgmma(const WgmmaTile& tile, const AttentionShape& s,
                                           const DeviceTarget& device) const {
     if (device.cc_major < 9) return "the wgmma template needs sm_90a";
+    if (tile.pingpong && tile.consumers != 2) return "ping-pong takes two consumer warpgroups";
     const int head_dim = wgmma_head_dim(s.head_dim);
-    const int accumulators = head_dim / 2 + tile.block_n / 2;
-    if (accumulators > kMaxAccumulatorRegisters)
+    // O and S, and with the pipeline P waiting for its P V.
+    const int accumulators = head_dim / 2 + tile.block_n / 2 + (tile.pipeline ? tile.block_n / 4 : 0);
+    if (accumulators > kMaxWgmmaAccumulatorRegisters)
       return std::to_string(accumulators) + " registers of accumulators per thread";
     const std::size_t smem = tile.smem_bytes(head_dim);
     if (static_cast<long long>(smem) > device.max_smem_per_block_optin)

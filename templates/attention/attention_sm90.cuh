@@ -4,6 +4,12 @@
 // rows each compute S with wgmma from shared memory, run the online softmax on it in registers,
 // and accumulate O += P V with wgmma's register form: P never leaves the registers.
 //
+// The FlashAttention-3 overlaps, each a template parameter the tuner races:
+//  PIPELINE: a warpgroup issues block j's Q K^T together with block j-1's P V, and runs block
+//    j's softmax while P V is still on the tensor cores; O is rescaled once that P V is done.
+//  PINGPONG (two consumers): the warpgroups take turns issuing their GEMMs (named barriers 1 and
+//    2), so one's softmax runs under the other's GEMMs.
+//
 // Shared memory, 1024-byte aligned, every tile in 64-column panels of 128-byte rows (the 128-byte
 // swizzle TMA writes and wgmma reads; a head dim past 64 is several panels):
 //   Q: CONSUMERS x PANELS x [64 rows][128 B];  K, V: STAGES x PANELS x [BLOCK_N rows][128 B];
@@ -19,7 +25,8 @@
 
 namespace tilesmith {
 
-template <int KIND, int HEAD_DIM, int BLOCK_N, int CONSUMERS, int STAGES, int CAUSAL, int TILE_ORDER>
+template <int KIND, int HEAD_DIM, int BLOCK_N, int CONSUMERS, int STAGES, int CAUSAL, int TILE_ORDER,
+          int PIPELINE, int PINGPONG>
 __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     attention_forward_sm90(const __grid_constant__ AttentionSm90Params params) {
   constexpr int BLOCK_M = 64 * CONSUMERS;
@@ -34,6 +41,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
   // Three warpgroups: the producer gives most of its registers to the two consumers.
   constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240;
   static_assert(HEAD_DIM % 16 == 0 && BLOCK_N % 16 == 0 && CONSUMERS >= 1 && CONSUMERS <= 2, "tile shape");
+  static_assert(!PINGPONG || CONSUMERS == 2, "ping-pong takes two consumer warpgroups");
   const AttentionParams& p = params.p;
 
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -122,57 +130,136 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
   float row_max[2] = {negative_infinity(), negative_infinity()}, row_sum[2] = {0.f, 0.f};
   mbarrier_wait(q_full, 0);  // also when no key block runs: no copy may outlive the CTA
 
-  int stage = 0;
-  unsigned phase = 0;
-  for (int j = 0; j < n_blocks; ++j) {
-    float s[N_TILES][4];
-    float(&s_flat)[BLOCK_N / 2] = reinterpret_cast<float(&)[BLOCK_N / 2]>(s);
-#pragma unroll
-    for (int i = 0; i < BLOCK_N / 2; ++i) s_flat[i] = 0.f;
-    mbarrier_wait(k_full(stage), phase);
-    wgmma_fence();
+  // Block j's S = Q K^T into `s`, issued (K waited for first).
+  auto issue_s = [&](float (&s_flat)[BLOCK_N / 2], int s_stage) {
 #pragma unroll
     for (int kk = 0; kk < K_STEPS; ++kk) {
       const unsigned q_offset = (kk / 4) * Q_PANEL + (kk % 4) * 32;
-      const unsigned k_offset = stage * KV_STAGE + (kk / 4) * KV_PANEL + (kk % 4) * 32;
+      const unsigned k_offset = s_stage * KV_STAGE + (kk / 4) * KV_PANEL + (kk % 4) * 32;
       wgmma_tile_m64<BLOCK_N, KIND, 0, 0>(s_flat, q_desc + (q_offset >> 4), k_desc + (k_offset >> 4));
     }
     wgmma_commit();
+  };
+  // O += P V of the block in `pv_stage`, P packed in `p_frag` (V waited for first).
+  unsigned p_frag[BLOCK_N / 16][4];
+  auto issue_pv = [&](int pv_stage) {
+#pragma unroll
+    for (int kt = 0; kt < BLOCK_N / 16; ++kt)
+      wgmma_tile_m64_rs<HEAD_DIM, KIND, 1>(o_acc, p_frag[kt],
+                                           v_desc + ((pv_stage * KV_STAGE + kt * 16 * 128) >> 4));
+    wgmma_commit();
+  };
+  // Once a block's P V is done, its K and V may be overwritten.
+  auto finish_pv = [&](int pv_stage) {
     wgmma_wait<0>();
-    wgmma_fence_registers(s_flat);
-
+    wgmma_fence_registers(o_acc);
+    if (tid == 0) mbarrier_arrive(kv_empty(pv_stage));
+  };
+  // Block j's scores through the mask and the online softmax; `rescale` gets the factors that
+  // bring O to the new running max.
+  auto softmax = [&](float (&s)[N_TILES][4], int j, float (&rescale)[2]) {
     const int key0 = j * BLOCK_N;
     const bool edge = key0 + BLOCK_N > p.seq_k || (CAUSAL && key0 + BLOCK_N - 1 > row0 + diagonal);
     scale_and_mask<N_TILES, CAUSAL>(s, p.scale_log2, edge, first_row, key0, p.seq_k, diagonal);
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const float rescale = online_softmax_row(s, r, row_max[r], row_sum[r]);
+    for (int r = 0; r < 2; ++r) rescale[r] = online_softmax_row(s, r, row_max[r], row_sum[r]);
+  };
+  // O rescaled to the new running max, then P packed: all before a wgmma reads either (a
+  // register written between two wgmmas of a batch makes ptxas fence each one: C7519).
+  auto rescale_and_pack = [&](const float (&s)[N_TILES][4], const float (&rescale)[2]) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
 #pragma unroll
       for (int dt = 0; dt < D_TILES; ++dt) {
-        o_acc[4 * dt + 2 * r] *= rescale;
-        o_acc[4 * dt + 2 * r + 1] *= rescale;
+        o_acc[4 * dt + 2 * r] *= rescale[r];
+        o_acc[4 * dt + 2 * r + 1] *= rescale[r];
       }
-    }
+#pragma unroll
+    for (int kt = 0; kt < BLOCK_N / 16; ++kt) probability_fragment<KIND>(s, kt, p_frag[kt]);
+  };
+  // Ping-pong: warpgroup c waits on barrier 1 + c for its turn to issue and gives the other its
+  // turn on barrier 2 - c; warpgroup 0 goes first.
+  auto my_turn = [&] {
+    if (PINGPONG) named_barrier_sync(1 + c, 256);
+  };
+  auto their_turn = [&] {
+    if (PINGPONG) named_barrier_arrive(2 - c, 256);
+  };
+  if (PINGPONG && c == 1) named_barrier_arrive(1, 256);
 
-    // Every fragment of P packed before the first wgmma reads one: a register written between
-    // two wgmmas of a batch makes ptxas fence each one (C7519).
-    unsigned a[BLOCK_N / 16][4];
-#pragma unroll
-    for (int kt = 0; kt < BLOCK_N / 16; ++kt) probability_fragment<KIND>(s, kt, a[kt]);
-    mbarrier_wait(v_full(stage), phase);
-    wgmma_fence();
-#pragma unroll
-    for (int kt = 0; kt < BLOCK_N / 16; ++kt)
-      wgmma_tile_m64_rs<HEAD_DIM, KIND, 1>(o_acc, a[kt], v_desc + ((stage * KV_STAGE + kt * 16 * 128) >> 4));
-    wgmma_commit();
-    wgmma_wait<0>();
-    wgmma_fence_registers(o_acc);
-    if (tid == 0) mbarrier_arrive(kv_empty(stage));  // K and V of this stage are read
+  int stage = 0;
+  unsigned phase = 0;
+  auto advance = [&] {
     if (++stage == STAGES) {
       stage = 0;
       phase ^= 1u;
     }
+  };
+  float s[N_TILES][4];
+  float(&s_flat)[BLOCK_N / 2] = reinterpret_cast<float(&)[BLOCK_N / 2]>(s);
+  float rescale[2];
+  if (!PIPELINE) {
+    for (int j = 0; j < n_blocks; ++j) {
+#pragma unroll
+      for (int i = 0; i < BLOCK_N / 2; ++i) s_flat[i] = 0.f;
+      mbarrier_wait(k_full(stage), phase);
+      my_turn();
+      wgmma_fence();
+      issue_s(s_flat, stage);
+      their_turn();
+      wgmma_wait<0>();
+      wgmma_fence_registers(s_flat);
+      softmax(s, j, rescale);
+      rescale_and_pack(s, rescale);
+      mbarrier_wait(v_full(stage), phase);
+      wgmma_fence();
+      issue_pv(stage);
+      finish_pv(stage);
+      advance();
+    }
+  } else if (n_blocks > 0) {
+    // Block 0 alone; then each block's S issued with the previous block's P V, its softmax
+    // running while that P V does; then the last block's P V.
+#pragma unroll
+    for (int i = 0; i < BLOCK_N / 2; ++i) s_flat[i] = 0.f;
+    mbarrier_wait(k_full(stage), phase);
+    my_turn();
+    wgmma_fence();
+    issue_s(s_flat, stage);
+    their_turn();
+    wgmma_wait<0>();
+    wgmma_fence_registers(s_flat);
+    softmax(s, 0, rescale);
+    rescale_and_pack(s, rescale);
+    int previous = stage;
+    unsigned previous_phase = phase;
+    advance();
+    for (int j = 1; j < n_blocks; ++j) {
+#pragma unroll
+      for (int i = 0; i < BLOCK_N / 2; ++i) s_flat[i] = 0.f;
+      mbarrier_wait(k_full(stage), phase);
+      mbarrier_wait(v_full(previous), previous_phase);
+      my_turn();
+      wgmma_fence();
+      issue_s(s_flat, stage);
+      issue_pv(previous);
+      their_turn();
+      wgmma_wait<1>();  // S is done; the P V after it may still run
+      wgmma_fence_registers(s_flat);
+      softmax(s, j, rescale);
+      finish_pv(previous);  // O is whole again before it is rescaled
+      rescale_and_pack(s, rescale);
+      previous = stage;
+      previous_phase = phase;
+      advance();
+    }
+    mbarrier_wait(v_full(previous), previous_phase);
+    wgmma_fence();
+    issue_pv(previous);
+    finish_pv(previous);
   }
+  // Warpgroup 1's first arrival (with no block, its only one) is still counted on barrier 1.
+  if (PINGPONG && c == 0) named_barrier_sync(1, 256);
 
   // Normalize and write O straight from the registers (pairs of columns), and the logsumexp.
   half_bits* o = static_cast<half_bits*>(p.o) + batch * p.o_strides.batch + head * p.o_strides.head;

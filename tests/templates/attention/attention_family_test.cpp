@@ -150,7 +150,8 @@ TEST(AttentionFamily, WgmmaPlanAsksForTensorMapsOfQKAndV) {
   const DeviceTarget device = DeviceTarget::assumed_for_arch("sm_90a");
   const std::vector<std::uint64_t> addresses = {0x1000, 0x2000, 0x3000, 0x4000, 0x5000};
   const Problem problem = attention({2, 8, 2, 100, 300, 72}, {{"layout", "bhsd"}});
-  const Config config{{{"variant", 1}, {"block_n", 128}, {"consumers", 2}, {"stages", 3}, {"tile_order", 0}}};
+  const Config config{{{"variant", 1}, {"block_n", 128}, {"consumers", 2}, {"stages", 3},
+                       {"tile_order", 0}, {"pipeline", 1}, {"pingpong", 1}}};
   ASSERT_FALSE(family().reject(config, problem, device).has_value());
   EXPECT_EQ(family().default_config(problem, device).at("variant"), 1);
   const LaunchPlan plan = family().plan(config, problem, device, addresses, 0, CallScalars{});
@@ -182,9 +183,13 @@ TEST(AttentionFamily, WgmmaPlanAsksForTensorMapsOfQKAndV) {
   // sm_80 has no wgmma; a 256-wide head with 128 keys a step would spill.
   EXPECT_TRUE(family().reject(config, problem, DeviceTarget::assumed_for_arch("sm_80")).has_value());
   Config wide = config;
-  wide.values["consumers"] = 1;
+  wide.values["stages"] = 2;
   EXPECT_TRUE(family().reject(wide, attention({1, 2, 512, 256}), device).has_value());
   wide.values["block_n"] = 64;
+  EXPECT_FALSE(family().reject(wide, attention({1, 2, 512, 256}), device).has_value());
+  wide.values["consumers"] = 1;  // ping-pong takes two
+  EXPECT_TRUE(family().reject(wide, attention({1, 2, 512, 256}), device).has_value());
+  wide.values["pingpong"] = 0;
   EXPECT_FALSE(family().reject(wide, attention({1, 2, 512, 256}), device).has_value());
   Config foreign = config;
   foreign.values["warps"] = 4;
@@ -239,10 +244,12 @@ TEST(AttentionFamily, SampledConfigsCompileWithoutSpills) {
       {attention({1, 4, 300, 72}), {{"block_m", 64}, {"warps", 4}, {"block_n", 32}, {"q_in_registers", 1}}, 0},
       {attention({3, 2, 17, 8}, {{"causal", "1"}}, DType::f16), {{"block_n", 128}, {"tile_order", 1}}, 0},
       {attention({4, 16, 4096, 128}), {}, 1},
-      {attention({4, 16, 4096, 128}, {{"causal", "1"}}), {{"consumers", 1}, {"stages", 4}, {"block_n", 64}}, 1},
-      {attention({2, 8, 2, 100, 3000, 64}, {}, DType::f16), {{"block_n", 64}, {"stages", 3}}, 1},
+      {attention({4, 16, 4096, 128}, {{"causal", "1"}}),
+       {{"consumers", 1}, {"stages", 4}, {"block_n", 64}, {"pingpong", 0}}, 1},
+      {attention({2, 8, 2, 100, 3000, 64}, {}, DType::f16), {{"block_n", 64}, {"stages", 3}, {"pipeline", 0}}, 1},
       {attention({1, 4, 300, 256}, {{"layout", "bhsd"}}), {}, 1},
-      {attention({1, 4, 300, 72}, {{"causal", "1"}}), {{"tile_order", 1}}, 1},
+      {attention({1, 4, 300, 256}), {{"pipeline", 0}, {"pingpong", 0}}, 1},
+      {attention({1, 4, 300, 72}, {{"causal", "1"}}), {{"tile_order", 1}, {"pingpong", 0}}, 1},
       {attention({1, 4, 300, 192}), {}, 1},
   };
   for (const char* arch : {"sm_80", "sm_90a"}) {
