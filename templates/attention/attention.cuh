@@ -5,8 +5,7 @@
 // from the accumulator layout into the A operand of O += P V, never through shared memory.
 #pragma once
 
-#include "attention/attention_params.h"
-#include "attention/attention_softmax.cuh"
+#include "attention/attention_common.cuh"
 
 namespace tilesmith {
 
@@ -40,9 +39,7 @@ __device__ __forceinline__ void load_head_tile(unsigned tile, const half_bits* b
   }
 }
 
-// TILE_ORDER 0: blockIdx.x walks the query blocks of one head (they share its keys in L2).
-// TILE_ORDER 1: blockIdx.x walks the heads and blockIdx.y the query blocks, last first, so the
-// blocks that see the most keys (causal) start first and the short ones fill the tail.
+// TILE_ORDER: query_block (attention_common.cuh).
 template <int KIND, int HEAD_DIM, int BLOCK_M, int BLOCK_N, int WARPS, int STAGES, int CAUSAL,
           int Q_IN_REGISTERS, int TILE_ORDER>
 __global__ void __launch_bounds__(WARPS * 32) attention_forward(const AttentionParams p) {
@@ -61,24 +58,16 @@ __global__ void __launch_bounds__(WARPS * 32) attention_forward(const AttentionP
   const unsigned k_ring = q_tile + BLOCK_M * PITCH;
   const unsigned v_ring = k_ring + STAGES * BLOCK_N * PITCH;
 
-  const int m_blocks = (p.seq_q + BLOCK_M - 1) / BLOCK_M;
-  const int m_block = TILE_ORDER == 0 ? static_cast<int>(blockIdx.x)
-                                      : m_blocks - 1 - static_cast<int>(blockIdx.y);
-  const int batch_head = TILE_ORDER == 0 ? static_cast<int>(blockIdx.y) : static_cast<int>(blockIdx.x);
-  const int batch = batch_head / p.heads, head = batch_head % p.heads;
-  const int kv_head = head / (p.heads / p.kv_heads);
-  const half_bits* q = static_cast<const half_bits*>(p.q) + batch * p.q_strides.batch +
-                       head * p.q_strides.head;
-  const half_bits* k = static_cast<const half_bits*>(p.k) + batch * p.k_strides.batch +
-                       kv_head * p.k_strides.head;
-  const half_bits* v = static_cast<const half_bits*>(p.v) + batch * p.v_strides.batch +
-                       kv_head * p.v_strides.head;
-  half_bits* o = static_cast<half_bits*>(p.o) + batch * p.o_strides.batch + head * p.o_strides.head;
-
-  const int row0 = m_block * BLOCK_M;
-  const int diagonal = p.seq_k - p.seq_q;  // causal: query i sees key j when j <= i + diagonal
-  const int key_end = CAUSAL ? min(p.seq_k, row0 + BLOCK_M + diagonal) : p.seq_k;
-  const int n_blocks = key_end > 0 ? (key_end + BLOCK_N - 1) / BLOCK_N : 0;
+  const QueryBlock block = query_block<BLOCK_M, BLOCK_N, CAUSAL, TILE_ORDER>(p);
+  const half_bits* q = static_cast<const half_bits*>(p.q) + block.batch * p.q_strides.batch +
+                       block.head * p.q_strides.head;
+  const half_bits* k = static_cast<const half_bits*>(p.k) + block.batch * p.k_strides.batch +
+                       block.kv_head * p.k_strides.head;
+  const half_bits* v = static_cast<const half_bits*>(p.v) + block.batch * p.v_strides.batch +
+                       block.kv_head * p.v_strides.head;
+  half_bits* o = static_cast<half_bits*>(p.o) + block.batch * p.o_strides.batch +
+                 block.head * p.o_strides.head;
+  const int row0 = block.row0, n_blocks = block.key_blocks;
 
   const int lane = threadIdx.x % 32;
   const int warp_row = static_cast<int>(threadIdx.x / 32) * M_TILES * 16;
@@ -170,12 +159,10 @@ __global__ void __launch_bounds__(WARPS * 32) attention_forward(const AttentionP
     }
 
     // Scale, mask, and the online softmax: a new running max rescales what was summed before it.
-    const int key0 = j * BLOCK_N;
-    const bool edge = key0 + BLOCK_N > p.seq_k || (CAUSAL && key0 + BLOCK_N - 1 > row0 + diagonal);
 #pragma unroll
     for (int mt = 0; mt < M_TILES; ++mt) {
-      scale_and_mask<N_TILES, CAUSAL>(s[mt], p.scale_log2, edge, row0 + warp_row + mt * 16 + lane / 4,
-                                      key0, p.seq_k, diagonal);
+      scale_and_mask<N_TILES, CAUSAL>(s[mt], p.scale_log2, block, j,
+                                      row0 + warp_row + mt * 16 + lane / 4, p.seq_k);
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const float rescale = online_softmax_row(s[mt], r, row_max[mt][r], row_sum[mt][r]);
@@ -223,7 +210,7 @@ __global__ void __launch_bounds__(WARPS * 32) attention_forward(const AttentionP
       const int tile_row = warp_row + mt * 16 + lane / 4 + r * 8;
       const int row = row0 + tile_row;
       if (p.lse != nullptr && lane % 4 == 0 && row < p.seq_q)
-        p.lse[static_cast<long long>(batch_head) * p.seq_q + row] = lse;
+        p.lse[static_cast<long long>(block.batch_head) * p.seq_q + row] = lse;
 #pragma unroll
       for (int dt = 0; dt < D_TILES; ++dt)
         *reinterpret_cast<unsigned*>(smem + tile_row * PITCH + (dt * 8 + 2 * (lane % 4)) * 2) =

@@ -150,7 +150,7 @@ class AttentionFamily final : public Family {
  public:
   AttentionFamily() : options_(attention_options()) {
     for (const char* file : {"attention/attention.cuh", "attention/attention_sm90.cuh",
-                             "attention/attention_softmax.cuh", "attention/attention_reference.cuh",
+                             "attention/attention_common.cuh", "attention/attention_reference.cuh",
                              "attention/attention_params.h", "common/host_device.h",
                              "common/hopper.cuh", "common/tensor_map.h", "common/tile_primitives.cuh",
                              "common/elementwise.cuh", "common/activation.h"})

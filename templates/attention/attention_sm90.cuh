@@ -19,8 +19,7 @@
 // BLOCK_N for K and V): attention_family.cpp.
 #pragma once
 
-#include "attention/attention_params.h"
-#include "attention/attention_softmax.cuh"
+#include "attention/attention_common.cuh"
 #include "common/hopper.cuh"
 
 namespace tilesmith {
@@ -53,16 +52,8 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
   auto v_full = [&](int s) { return barriers + 8u * (1 + STAGES + s); };
   auto kv_empty = [&](int s) { return barriers + 8u * (1 + 2 * STAGES + s); };
 
-  const int m_blocks = (p.seq_q + BLOCK_M - 1) / BLOCK_M;
-  const int m_block = TILE_ORDER == 0 ? static_cast<int>(blockIdx.x)
-                                      : m_blocks - 1 - static_cast<int>(blockIdx.y);
-  const int batch_head = TILE_ORDER == 0 ? static_cast<int>(blockIdx.y) : static_cast<int>(blockIdx.x);
-  const int batch = batch_head / p.heads, head = batch_head % p.heads;
-  const int kv_head = head / (p.heads / p.kv_heads);
-  const int row0 = m_block * BLOCK_M;
-  const int diagonal = p.seq_k - p.seq_q;  // causal: query i sees key j when j <= i + diagonal
-  const int key_end = CAUSAL ? min(p.seq_k, row0 + BLOCK_M + diagonal) : p.seq_k;
-  const int n_blocks = key_end > 0 ? (key_end + BLOCK_N - 1) / BLOCK_N : 0;
+  const QueryBlock block = query_block<BLOCK_M, BLOCK_N, CAUSAL, TILE_ORDER>(p);
+  const int row0 = block.row0, n_blocks = block.key_blocks;
 
   if (threadIdx.x == 0) {
     mbarrier_init(q_full, 1);
@@ -89,7 +80,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
 #pragma unroll
         for (int panel = 0; panel < PANELS; ++panel)
           tma_load_4d(q_tile + (c * PANELS + panel) * Q_PANEL, &params.q_map, q_full, 64 * panel,
-                      row0 + 64 * c, head, batch);
+                      row0 + 64 * c, block.head, block.batch);
       int stage = 0;
       unsigned phase = 0;
       for (int j = 0; j < n_blocks; ++j) {
@@ -98,12 +89,12 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
 #pragma unroll
         for (int panel = 0; panel < PANELS; ++panel)
           tma_load_4d(k_ring + stage * KV_STAGE + panel * KV_PANEL, &params.k_map, k_full(stage),
-                      64 * panel, j * BLOCK_N, kv_head, batch);
+                      64 * panel, j * BLOCK_N, block.kv_head, block.batch);
         mbarrier_arrive_expect_tx(v_full(stage), KV_STAGE);
 #pragma unroll
         for (int panel = 0; panel < PANELS; ++panel)
           tma_load_4d(v_ring + stage * KV_STAGE + panel * KV_PANEL, &params.v_map, v_full(stage),
-                      64 * panel, j * BLOCK_N, kv_head, batch);
+                      64 * panel, j * BLOCK_N, block.kv_head, block.batch);
         if (++stage == STAGES) {
           stage = 0;
           phase ^= 1u;
@@ -158,9 +149,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
   // Block j's scores through the mask and the online softmax; `rescale` gets the factors that
   // bring O to the new running max.
   auto softmax = [&](float (&s)[N_TILES][4], int j, float (&rescale)[2]) {
-    const int key0 = j * BLOCK_N;
-    const bool edge = key0 + BLOCK_N > p.seq_k || (CAUSAL && key0 + BLOCK_N - 1 > row0 + diagonal);
-    scale_and_mask<N_TILES, CAUSAL>(s, p.scale_log2, edge, first_row, key0, p.seq_k, diagonal);
+    scale_and_mask<N_TILES, CAUSAL>(s, p.scale_log2, block, j, first_row, p.seq_k);
 #pragma unroll
     for (int r = 0; r < 2; ++r) rescale[r] = online_softmax_row(s, r, row_max[r], row_sum[r]);
   };
@@ -262,14 +251,15 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
   if (PINGPONG && c == 0) named_barrier_sync(1, 256);
 
   // Normalize and write O straight from the registers (pairs of columns), and the logsumexp.
-  half_bits* o = static_cast<half_bits*>(p.o) + batch * p.o_strides.batch + head * p.o_strides.head;
+  half_bits* o = static_cast<half_bits*>(p.o) + block.batch * p.o_strides.batch +
+                 block.head * p.o_strides.head;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     float lse;
     const float inverse = finish_row(row_max[r], row_sum[r], lse);
     const int row = first_row + 8 * r;
     if (row >= p.seq_q) continue;
-    if (p.lse != nullptr && lane % 4 == 0) p.lse[static_cast<long long>(batch_head) * p.seq_q + row] = lse;
+    if (p.lse != nullptr && lane % 4 == 0) p.lse[static_cast<long long>(block.batch_head) * p.seq_q + row] = lse;
 #pragma unroll
     for (int dt = 0; dt < D_TILES; ++dt) {
       const int col = 8 * dt + 2 * (lane % 4);

@@ -1,9 +1,11 @@
-// The online softmax of both attention kernels, on the accumulator layout they share: mma.sync's
-// m16n8 tiles and wgmma's m64nN (a warp's 16 rows of it) give each thread, per 8-column tile,
-// columns 2 (lane % 4) + {0, 1} of row lane / 4 (elements 0, 1) and of row lane / 4 + 8
-// (elements 2, 3). A block of scores is float[TILES][4]: TILES tiles of 8 keys.
+// What both attention kernels share: the query block a CTA owns and the key blocks it visits,
+// and the online softmax on their common accumulator layout: mma.sync's m16n8 tiles and wgmma's
+// m64nN (a warp's 16 rows of it) give each thread, per 8-column tile, columns 2 (lane % 4) +
+// {0, 1} of row lane / 4 (elements 0, 1) and of row lane / 4 + 8 (elements 2, 3). A block of
+// scores is float[TILES][4]: TILES tiles of 8 keys.
 #pragma once
 
+#include "attention/attention_params.h"
 #include "common/tile_primitives.cuh"
 
 namespace tilesmith {
@@ -20,12 +22,44 @@ __device__ __forceinline__ float quad_sum(float value) {
 
 __device__ __forceinline__ float negative_infinity() { return __int_as_float(0xff800000); }
 
-// Scores to log2 units (scale * log2 e), then -inf where a key is past seq_k or, causal, past
-// the row's diagonal. `row` is this thread's first row (elements 0, 1), `key0` the block's first
-// key; only blocks on an edge (`edge`) pay for the comparisons.
+// The query block of BLOCK_M rows a CTA owns, and the key blocks of BLOCK_N it visits (causal:
+// up to its last row's diagonal).
+struct QueryBlock {
+  int batch_head, batch, head, kv_head;
+  int row0;        // the first query row
+  int diagonal;    // causal: query i sees key j when j <= i + diagonal
+  int key_blocks;  // from key 0
+};
+
+// TILE_ORDER 0: blockIdx.x walks the query blocks of one head (they share its keys in L2).
+// TILE_ORDER 1: blockIdx.x walks the heads and blockIdx.y the query blocks, last first, so the
+// blocks that see the most keys (causal) start first and the short ones fill the tail.
+template <int BLOCK_M, int BLOCK_N, int CAUSAL, int TILE_ORDER>
+__device__ __forceinline__ QueryBlock query_block(const AttentionParams& p) {
+  QueryBlock b;
+  const int m_blocks = (p.seq_q + BLOCK_M - 1) / BLOCK_M;
+  const int m_block = TILE_ORDER == 0 ? static_cast<int>(blockIdx.x)
+                                      : m_blocks - 1 - static_cast<int>(blockIdx.y);
+  b.batch_head = TILE_ORDER == 0 ? static_cast<int>(blockIdx.y) : static_cast<int>(blockIdx.x);
+  b.batch = b.batch_head / p.heads;
+  b.head = b.batch_head % p.heads;
+  b.kv_head = b.head / (p.heads / p.kv_heads);
+  b.row0 = m_block * BLOCK_M;
+  b.diagonal = p.seq_k - p.seq_q;
+  const int key_end = CAUSAL ? min(p.seq_k, b.row0 + BLOCK_M + b.diagonal) : p.seq_k;
+  b.key_blocks = key_end > 0 ? (key_end + BLOCK_N - 1) / BLOCK_N : 0;
+  return b;
+}
+
+// Key block j's scores to log2 units (scale * log2 e), then -inf where a key is past seq_k or,
+// causal, past the row's diagonal. `row` is this thread's first row (elements 0, 1); only
+// blocks on an edge pay for the comparisons.
 template <int TILES, int CAUSAL>
-__device__ __forceinline__ void scale_and_mask(float (&s)[TILES][4], float scale_log2, bool edge,
-                                               int row, int key0, int seq_k, int diagonal) {
+__device__ __forceinline__ void scale_and_mask(float (&s)[TILES][4], float scale_log2,
+                                               const QueryBlock& b, int j, int row, int seq_k) {
+  constexpr int BLOCK_N = TILES * 8;
+  const int key0 = j * BLOCK_N, diagonal = b.diagonal;
+  const bool edge = key0 + BLOCK_N > seq_k || (CAUSAL && key0 + BLOCK_N - 1 > b.row0 + diagonal);
   const int lane = threadIdx.x % 32;
 #pragma unroll
   for (int t = 0; t < TILES; ++t)
