@@ -579,8 +579,13 @@ void check_attention(const AttentionArgs& args) {
                             std::to_string(args.seq_k) + ", head_dim " + std::to_string(args.head_dim) +
                             ": each must be positive (kv_heads and seq_k may be 0: as heads and seq_q)");
   for (const AttentionArgs::Strides& strides : {args.q_strides, args.k_strides, args.v_strides, args.o_strides})
-    if ((strides.batch | strides.head | strides.row) % 8)
-      throw InvalidArgument("attention: strides must be multiples of 8 elements (16-byte rows)");
+    if ((strides.batch | strides.head | strides.row) % 8 || strides.batch < 0 || strides.head < 0 ||
+        strides.row < 0)
+      throw InvalidArgument("attention: strides must be non-negative multiples of 8 elements (16-byte rows)");
+  // Rows of O closer than a head dim would overlap: one write would land on another's.
+  if (args.o_strides.row && args.o_strides.row < args.head_dim)
+    throw InvalidArgument("attention: O's rows are " + std::to_string(args.o_strides.row) +
+                          " elements apart, less than the head dim " + std::to_string(args.head_dim));
   if (args.scale && !std::isfinite(*args.scale))
     throw InvalidArgument("attention: the softmax scale is not finite");
 }

@@ -116,6 +116,12 @@ TEST(GpuAttentionRuntime, RefusesWhatItCannotTake) {
   args.q_strides.row = 130;
   expect_refused(args, "multiples of 8 elements");
   args = good;
+  args.k_strides.head = -64;
+  expect_refused(args, "non-negative multiples of 8 elements");
+  args = good;
+  args.o_strides.row = 32;
+  expect_refused(args, "O's rows are 32 elements apart, less than the head dim 64");
+  args = good;
   args.head_dim = 59;
   expect_refused(args, "head dim 59 is not supported");
   args = good;

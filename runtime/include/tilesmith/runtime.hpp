@@ -147,7 +147,7 @@ struct MultiSumArgs {
 // Element (b, h, s, d) of each tensor is at b * batch + h * head + s * row + d elements; a stride
 // left 0 is the layout's packed one (BSHD: [batch][seq][heads][head_dim], BHSD:
 // [batch][heads][seq][head_dim]), so views such as Q inside a packed QKV tensor need only their
-// row stride. Strides are multiples of 8 elements.
+// row stride. Strides are non-negative multiples of 8 elements; O's rows at least a head dim apart.
 enum class AttentionLayout { bshd, bhsd };
 struct AttentionArgs {
   struct Strides {
