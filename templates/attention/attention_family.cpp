@@ -200,14 +200,16 @@ class AttentionFamily final : public Family {
   Config default_config(const Problem& problem, const DeviceTarget& device) const override {
     const AttentionShape s(problem);
     if (device.cc_major >= 9) {
-      // Two consumer warpgroups of 64 rows, 128 keys a step where the accumulators allow it,
-      // each block's softmax under the previous block's P V: the exhaustive sweep's best at
-      // B4 H16 S4096 D128 (docs/perf/attention.md, v3); 3 stages where they fit, else 2.
-      for (int stages : {3, 2})
-        for (int pipeline : {1, 0}) {
+      // The exhaustive sweeps' best (docs/perf/attention.md, v3): up to head dim 64, CTAs of one
+      // consumer warpgroup and no overlap (several CTAs share an SM); past it two consumers of
+      // 64 rows with each block's softmax under the previous block's P V. 128 keys a step
+      // where the accumulators allow it; 3 stages where they fit, else 2.
+      const bool small_head = wgmma_head_dim(s.head_dim) <= 64;
+      for (int stages : {small_head ? 2 : 3, 2})
+        for (int pipeline : {small_head ? 0 : 1, 0}) {
           const Config wgmma{{{"variant", kWgmma},
                               {"block_n", wgmma_head_dim(s.head_dim) <= 128 ? 128 : 64},
-                              {"consumers", 2},
+                              {"consumers", small_head ? 1 : 2},
                               {"stages", stages},
                               {"tile_order", s.causal ? 1 : 0},
                               {"pipeline", pipeline},
