@@ -24,7 +24,7 @@ on or below the bottom-right-aligned diagonal, about half). A backend that refus
 GQA, no such head dim) shows n/a. Exit status: 0 all verified, 1 a verification failure or
 error, 2 setup problem.
 """
-import argparse, collections, ctypes, json, math, os, subprocess, sys, time
+import argparse, collections, ctypes, json, math, os, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import matmul_bench as mb  # noqa: E402  (the C library loader, the timer, the copy bandwidth)
@@ -121,24 +121,9 @@ def parse_args(argv=None):
 
 
 def tune(args, case, log):
-    if args.tune_budget == "none":
-        return "not tuned"
-    command = [args.tilesmith, "tune", "--op", "attention", "--dtype", args.dtype,
-               "--shape", problem_shape(case)]
-    if case.causal:  # the defaults (causal=0, layout=bshd) must be left out
-        command += ["--option", "causal=1"]
-    if args.layout != "bshd":
-        command += ["--option", f"layout={args.layout}"]
-    if args.tune_budget != "all":
-        command += ["--budget", args.tune_budget, "--strategy", "random"]
-    if args.db:
-        command += ["--db", args.db]
-    start = time.perf_counter()
-    result = subprocess.run(command, capture_output=True, text=True, errors="replace")
-    if log:
-        log.write(f"\n== {' '.join(command)}\n{result.stdout}{result.stderr}")
-        log.flush()
-    return f"{time.perf_counter() - start:.0f}s rc={result.returncode}"
+    options = ["causal=1"] if case.causal else []  # the defaults (causal=0, layout=bshd) left out
+    options += [f"layout={args.layout}"] if args.layout != "bshd" else []
+    return mb.tune_with_cli(args, "attention", args.dtype, problem_shape(case), options, log)
 
 
 def reference(torch, q, k, v, case):

@@ -8,7 +8,7 @@ usage: matmul_bench.py [--shapes MxNxK,...] [--dtype bf16|f16] [--out-dtype bf16
 Every shape is first verified (NaN-poisoned output, relative Frobenius error against an fp32
 reference), then timed. Exit status: 0 all verified, 1 a verification failure, 2 setup problem.
 """
-import argparse, ctypes, csv, json, math, os, sys
+import argparse, ctypes, csv, json, math, os, subprocess, sys, time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DTYPE_CODES = {"f16": 0, "bf16": 1, "f32": 2}  # enum tilesmith_dtype in tilesmith.h
@@ -59,6 +59,27 @@ def create_runtime(lib, db):
     check(lib, lib.tilesmith_runtime_create(db.encode() if db else None, 0, ctypes.byref(handle)),
           "tilesmith_runtime_create")
     return handle
+
+
+def tune_with_cli(args, op, dtype, shape, options, log):
+    """One `tilesmith tune` of a problem (options: NAME=VALUE items, defaults left out), budgeted
+    by args.tune_budget (Ns, N candidates, all, none) and appended to `log`; returns a note
+    for the row: its seconds and exit status."""
+    if args.tune_budget == "none":
+        return "not tuned"
+    command = [args.tilesmith, "tune", "--op", op, "--dtype", dtype, "--shape", shape]
+    for option in options:
+        command += ["--option", option]
+    if args.tune_budget != "all":
+        command += ["--budget", args.tune_budget, "--strategy", "random"]
+    if args.db:
+        command += ["--db", args.db]
+    start = time.perf_counter()
+    result = subprocess.run(command, capture_output=True, text=True, errors="replace")
+    if log:
+        log.write(f"\n== {' '.join(command)}\n{result.stdout}{result.stderr}")
+        log.flush()
+    return f"{time.perf_counter() - start:.0f}s rc={result.returncode}"
 
 
 def parse_shapes(text):

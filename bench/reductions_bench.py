@@ -16,7 +16,7 @@ torch in fp32 (NaN-poisoned output, relative Frobenius error), then timed with L
 bandwidth is measured in the same run. Exit status: 0 all verified, 1 a verification failure,
 2 setup problem.
 """
-import argparse, ctypes, json, math, os, subprocess, sys, time
+import argparse, ctypes, json, math, os, sys, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import matmul_bench as mb  # noqa: E402  (the C library loader, the timer, the copy bandwidth)
@@ -106,20 +106,8 @@ def cases(args):
 
 
 def tune(args, op, dtype, shape, log):
-    if args.tune_budget == "none":
-        return "not tuned"
-    command = [args.tilesmith, "tune", "--op", op, "--dtype", dtype, "--shape", shape]
-    if op.endswith("act_residual"):
-        command += ["--option", "act=gelu"]
-    if args.tune_budget != "all":
-        command += ["--budget", args.tune_budget, "--strategy", "random"]
-    if args.db:
-        command += ["--db", args.db]
-    start = time.perf_counter()
-    result = subprocess.run(command, capture_output=True, text=True, errors="replace")
-    if log:
-        log.write(f"\n== {' '.join(command)}\n{result.stdout}{result.stderr}")
-    return f"{time.perf_counter() - start:.0f}s rc={result.returncode}"
+    options = ["act=gelu"] if op.endswith("act_residual") else []
+    return mb.tune_with_cli(args, op, dtype, shape, options, log)
 
 
 def time_beside_torch(row, bench, args, torch, ts, eager, to_compile):

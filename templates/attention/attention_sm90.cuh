@@ -187,28 +187,8 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
   float s[N_TILES][4];
   float(&s_flat)[BLOCK_N / 2] = reinterpret_cast<float(&)[BLOCK_N / 2]>(s);
   float rescale[2];
-  if (!PIPELINE) {
-    for (int j = 0; j < n_blocks; ++j) {
-#pragma unroll
-      for (int i = 0; i < BLOCK_N / 2; ++i) s_flat[i] = 0.f;
-      mbarrier_wait(k_full(stage), phase);
-      my_turn();
-      wgmma_fence();
-      issue_s(s_flat, stage);
-      their_turn();
-      wgmma_wait<0>();
-      wgmma_fence_registers(s_flat);
-      softmax(s, j, rescale);
-      rescale_and_pack(s, rescale);
-      mbarrier_wait(v_full(stage), phase);
-      wgmma_fence();
-      issue_pv(stage);
-      finish_pv(stage);
-      advance();
-    }
-  } else if (n_blocks > 0) {
-    // Block 0 alone; then each block's S issued with the previous block's P V, its softmax
-    // running while that P V does; then the last block's P V.
+  // Block j's S with no P V in flight, through the softmax: O rescaled, P packed.
+  auto block_alone = [&](int j) {
 #pragma unroll
     for (int i = 0; i < BLOCK_N / 2; ++i) s_flat[i] = 0.f;
     mbarrier_wait(k_full(stage), phase);
@@ -218,8 +198,22 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     their_turn();
     wgmma_wait<0>();
     wgmma_fence_registers(s_flat);
-    softmax(s, 0, rescale);
+    softmax(s, j, rescale);
     rescale_and_pack(s, rescale);
+  };
+  if (!PIPELINE) {
+    for (int j = 0; j < n_blocks; ++j) {
+      block_alone(j);
+      mbarrier_wait(v_full(stage), phase);
+      wgmma_fence();
+      issue_pv(stage);
+      finish_pv(stage);
+      advance();
+    }
+  } else if (n_blocks > 0) {
+    // Block 0 alone; then each block's S issued with the previous block's P V, its softmax
+    // running while that P V does; then the last block's P V.
+    block_alone(0);
     int previous = stage;
     unsigned previous_phase = phase;
     advance();

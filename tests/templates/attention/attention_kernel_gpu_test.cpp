@@ -2,10 +2,11 @@
 // fp64.
 #include <gtest/gtest.h>
 
-#include <cmath>
+#include <algorithm>
 
 #include "generator/compiled_kernel.hpp"
 #include "support/attention_problems.hpp"
+#include "support/reference_agreement.hpp"
 #include "support/test_support.hpp"
 #include "templates/registry.hpp"
 #include "tuner/workbench.hpp"
@@ -55,28 +56,12 @@ TEST_F(GpuAttention, ReferenceMatchesCpuLoop) {
   for (const Problem& problem : problems) {
     tuner::Workbench bench(family, problem, device_);
     bench.refresh_inputs(11);
-    const std::vector<float> gpu = bench.reference_output();
-    std::vector<std::vector<double>> inputs;
-    const std::vector<TensorSpec> tensors = family.tensors(problem);
-    for (std::size_t i = 0; i < tensors.size(); ++i)
-      if (!tensors[i].is_output) inputs.push_back(bench.download(i));
-    const std::vector<double> cpu = family.reference_cpu(problem, inputs);
-    ASSERT_EQ(gpu.size(), cpu.size()) << problem.key();
-    double error = 0, norm = 0;
-    int infinities = 0;
-    for (std::size_t i = 0; i < cpu.size(); ++i) {
-      if (std::isinf(cpu[i])) {  // a row that sees no key: -inf both ways
-        EXPECT_EQ(gpu[i], cpu[i]) << problem.key() << " element " << i;
-        ++infinities;
-        continue;
-      }
-      error += (gpu[i] - cpu[i]) * (gpu[i] - cpu[i]);
-      norm += cpu[i] * cpu[i];
-    }
-    EXPECT_GT(norm, 0) << problem.key();
-    EXPECT_LT(std::sqrt(error / norm), 1e-5) << problem.key();
+    const testing::ReferenceAgreement agreement = testing::reference_agreement(bench, family);
+    EXPECT_GT(agreement.norm, 0) << problem.key();
+    EXPECT_LT(agreement.relative_error, 1e-5) << problem.key();
     // 100 queries over 37 keys, causal: the first 63 rows of each of the 2 heads see nothing.
-    if (problem.shape == std::vector<std::int64_t>{1, 2, 1, 100, 37, 72}) EXPECT_EQ(infinities, 2 * 63);
+    if (problem.shape == std::vector<std::int64_t>{1, 2, 1, 100, 37, 72})
+      EXPECT_EQ(agreement.infinities, 2 * 63);
   }
 }
 

@@ -8,6 +8,7 @@
 
 #include "generator/compiled_kernel.hpp"
 #include "support/matmul_configs.hpp"
+#include "support/reference_agreement.hpp"
 #include "support/test_support.hpp"
 #include "templates/registry.hpp"
 #include "tuner/search_strategy.hpp"
@@ -45,20 +46,9 @@ TEST_F(GpuMatmul, ReferenceMatchesCpuLoop) {
   for (const Problem& problem : problems) {
     tuner::Workbench bench(family_, problem, device_);
     bench.refresh_inputs(7);
-    std::vector<float> gpu = bench.reference_output();
-    std::vector<std::vector<double>> inputs;
-    const std::vector<TensorSpec> tensors = family_.tensors(problem);
-    for (std::size_t i = 0; i < tensors.size(); ++i)
-      if (!tensors[i].is_output) inputs.push_back(bench.download(i));
-    std::vector<double> cpu = family_.reference_cpu(problem, inputs);
-    ASSERT_EQ(gpu.size(), cpu.size());
-    double error = 0, norm = 0;
-    for (std::size_t i = 0; i < cpu.size(); ++i) {
-      error += (gpu[i] - cpu[i]) * (gpu[i] - cpu[i]);
-      norm += cpu[i] * cpu[i];
-    }
-    EXPECT_GT(norm, 0) << problem.key() << ": inputs must not be zeros";
-    EXPECT_LT(std::sqrt(error / norm), 1e-5) << problem.key();
+    const testing::ReferenceAgreement agreement = testing::reference_agreement(bench, family_);
+    EXPECT_GT(agreement.norm, 0) << problem.key() << ": inputs must not be zeros";
+    EXPECT_LT(agreement.relative_error, 1e-5) << problem.key();
   }
 }
 

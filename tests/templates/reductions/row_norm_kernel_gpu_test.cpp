@@ -6,6 +6,7 @@
 
 #include "generator/compiled_kernel.hpp"
 #include "support/test_support.hpp"
+#include "support/reference_agreement.hpp"
 #include "support/row_problems.hpp"
 #include "templates/registry.hpp"
 #include "tuner/workbench.hpp"
@@ -73,20 +74,9 @@ TEST_F(GpuRowNorm, ReferenceMatchesCpuLoop) {
     const Family& family = find_family(problem.op);
     tuner::Workbench bench(family, problem, device_);
     bench.refresh_inputs(11);
-    const std::vector<float> gpu = bench.reference_output();
-    std::vector<std::vector<double>> inputs;
-    const std::vector<TensorSpec> tensors = family.tensors(problem);
-    for (std::size_t i = 0; i < tensors.size(); ++i)
-      if (!tensors[i].is_output) inputs.push_back(bench.download(i));
-    const std::vector<double> cpu = family.reference_cpu(problem, inputs);
-    ASSERT_EQ(gpu.size(), cpu.size()) << problem.key();
-    double error = 0, norm = 0;
-    for (std::size_t i = 0; i < cpu.size(); ++i) {
-      error += (gpu[i] - cpu[i]) * (gpu[i] - cpu[i]);
-      norm += cpu[i] * cpu[i];
-    }
-    EXPECT_GT(norm, 0) << problem.key();
-    EXPECT_LT(std::sqrt(error / norm), 1e-5) << problem.key();
+    const testing::ReferenceAgreement agreement = testing::reference_agreement(bench, family);
+    EXPECT_GT(agreement.norm, 0) << problem.key();
+    EXPECT_LT(agreement.relative_error, 1e-5) << problem.key();
   }
 }
 
