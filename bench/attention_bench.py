@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
-"""Benchmark tilesmith's attention forward against torch SDPA's FlashAttention-2 and cuDNN.
+"""Benchmark tilesmith's attention against torch SDPA's FlashAttention-2 and cuDNN.
 
 scaled_dot_product_attention with the FLASH_ATTENTION and CUDNN_ATTENTION backends, in one
-process, side by side; forward only.
+process, side by side; the forward, or with --backward the forward and backward together.
 
 usage: attention_bench.py [--cases NAME,...] [--dtype bf16|f16] [--layout bshd|bhsd]
-                          [--tune-budget 6s|N|all|none] [--skip-flash] [--skip-cudnn]
-                          [--json FILE] [--tune-log FILE] [--lib PATH] [--tilesmith PATH]
-                          [--db PATH] [--warmup-ms MS] [--rep-ms MS]
+                          [--backward] [--tune-budget 6s|N|all|none] [--skip-flash]
+                          [--skip-cudnn] [--json FILE] [--tune-log FILE] [--lib PATH]
+                          [--tilesmith PATH] [--db PATH] [--warmup-ms MS] [--rep-ms MS]
 
 Each case is first tuned (`tilesmith tune --op attention`, unless --tune-budget none), then
 verified, then timed. Verification follows FlashAttention's rule: against an fp32 reference
@@ -23,6 +23,14 @@ gives both contiguous [B, H, S, D]. TFLOP/s: 4*B*H*D per visible query-key pair 
 on or below the bottom-right-aligned diagonal, about half). A backend that refuses a case (no
 GQA, no such head dim) shows n/a. Exit status: 0 all verified, 1 a verification failure or
 error, 2 setup problem.
+
+--backward: both ops are tuned (`--op attention` and `--op attention_backward`); each timed
+call is a forward and a backward (torch: SDPA then torch.autograd.grad of its output, from a
+random dO), and the backward alone is timed too (torch: autograd.grad with retain_graph).
+dQ, dK and dV are verified by the same rule against an fp32 reference of the backward
+(computed here from the fp32 forward, chunk by chunk) and torch's own gradients; they are
+NaN-poisoned first. TFLOP/s count the backward as 2.5 forwards (its five products against two):
+3.5 x the forward's FLOPs for forward+backward.
 """
 import argparse, collections, ctypes, json, math, os, sys
 
@@ -67,6 +75,9 @@ def flops(case):
     return 4.0 * case.batch * case.heads * pairs * case.head_dim
 
 
+BACKWARD_FLOPS = 2.5  # the backward's FLOPs over the forward's
+
+
 class AttentionDesc(ctypes.Structure):  # tilesmith_attention_desc in tilesmith.h
     _fields_ = [("q", ctypes.c_void_p), ("k", ctypes.c_void_p), ("v", ctypes.c_void_p),
                 ("o", ctypes.c_void_p), ("lse", ctypes.c_void_p),
@@ -79,8 +90,22 @@ class AttentionDesc(ctypes.Structure):  # tilesmith_attention_desc in tilesmith.
                 ("v_strides", ctypes.c_int64 * 3), ("o_strides", ctypes.c_int64 * 3)]
 
 
+class AttentionBackwardDesc(ctypes.Structure):  # tilesmith_attention_backward_desc
+    _fields_ = [("forward", AttentionDesc), ("d_o", ctypes.c_void_p), ("dq", ctypes.c_void_p),
+                ("dk", ctypes.c_void_p), ("dv", ctypes.c_void_p),
+                ("do_strides", ctypes.c_int64 * 3), ("dq_strides", ctypes.c_int64 * 3),
+                ("dk_strides", ctypes.c_int64 * 3), ("dv_strides", ctypes.c_int64 * 3)]
+
+
 def declare_attention(lib):
     try:
+        lib.tilesmith_attention_backward.argtypes = [
+            ctypes.c_void_p, ctypes.POINTER(AttentionBackwardDesc), ctypes.c_void_p]
+        lib.tilesmith_attention_backward.restype = ctypes.c_int
+        lib.tilesmith_attention_backward_config.argtypes = [
+            ctypes.c_void_p, ctypes.POINTER(AttentionBackwardDesc), ctypes.c_char_p,
+            ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
+        lib.tilesmith_attention_backward_config.restype = ctypes.c_int
         lib.tilesmith_attention.argtypes = [ctypes.c_void_p, ctypes.POINTER(AttentionDesc),
                                             ctypes.c_void_p]
         lib.tilesmith_attention.restype = ctypes.c_int
@@ -100,7 +125,10 @@ def parse_args(argv=None):
     p.add_argument("--dtype", choices=["bf16", "f16"], default="bf16")
     p.add_argument("--layout", choices=list(LAYOUTS), default="bshd",
                    help="tilesmith's tensors; torch gets their [B, H, S, D] view")
-    p.add_argument("--tune-budget", default="6s", help="per case: Ns, N candidates, all, none")
+    p.add_argument("--backward", action="store_true",
+                   help="time and verify the forward and backward together (and the backward)")
+    p.add_argument("--tune-budget", default="6s",
+                   help="per case and op: Ns, N candidates, all, none")
     p.add_argument("--skip-flash", action="store_true", help="no SDPA FLASH_ATTENTION column")
     p.add_argument("--skip-cudnn", action="store_true", help="no SDPA CUDNN_ATTENTION column")
     p.add_argument("--json")
@@ -123,7 +151,9 @@ def parse_args(argv=None):
 def tune(args, case, log):
     options = ["causal=1"] if case.causal else []  # the defaults (causal=0, layout=bshd) left out
     options += [f"layout={args.layout}"] if args.layout != "bshd" else []
-    return mb.tune_with_cli(args, "attention", args.dtype, problem_shape(case), options, log)
+    ops = ["attention", "attention_backward"] if args.backward else ["attention"]
+    return " + ".join(mb.tune_with_cli(args, op, args.dtype, problem_shape(case), options, log)
+                      for op in ops)
 
 
 def reference(torch, q, k, v, case):
@@ -153,10 +183,72 @@ def reference(torch, q, k, v, case):
     return out, lse
 
 
+def reference_backward(torch, q, k, v, d_o, case):
+    """dQ, dK and dV in fp32 from [B, H, S, D] views, by the exact forward's O and logsumexp,
+    a batch and a chunk of query rows at a time as reference() does; a kv head's dK and dV sum
+    over its group's query heads."""
+    out, lse = reference(torch, q, k, v, case)
+    group = case.heads // case.kv_heads
+    scale = 1 / math.sqrt(case.head_dim)
+    sq = sk = case.seq
+    dq = torch.empty(q.shape, device="cuda", dtype=torch.float32)
+    dk = torch.empty(k.shape, device="cuda", dtype=torch.float32)
+    dv = torch.empty(v.shape, device="cuda", dtype=torch.float32)
+    chunk = max(1, REF_CHUNK_BYTES // (case.heads * sk * 4))
+    keys = torch.arange(sk, device="cuda")
+    for b in range(case.batch):
+        kf = k[b].float().repeat_interleave(group, dim=0)
+        vf = v[b].float().repeat_interleave(group, dim=0)
+        dkf, dvf = torch.zeros_like(kf), torch.zeros_like(vf)
+        for r0 in range(0, sq, chunk):
+            r1 = min(r0 + chunk, sq)
+            qc, doc = q[b, :, r0:r1].float(), d_o[b, :, r0:r1].float()
+            p = torch.matmul(qc, kf.transpose(1, 2)) * scale
+            if case.causal:
+                rows = torch.arange(r0, r1, device="cuda")
+                p.masked_fill_(keys[None, :] > rows[:, None] + (sk - sq), float("-inf"))
+            p = torch.exp(p - lse[b, :, r0:r1, None])
+            ds = torch.matmul(doc, vf.transpose(1, 2))
+            ds -= (doc * out[b, :, r0:r1]).sum(-1, keepdim=True)
+            ds *= p
+            dq[b, :, r0:r1] = torch.matmul(ds, kf) * scale
+            dkf += torch.matmul(ds.transpose(1, 2), qc) * scale
+            dvf += torch.matmul(p.transpose(1, 2), doc)
+            del p, ds
+        dk[b] = dkf.view(case.kv_heads, group, sk, -1).sum(1)
+        dv[b] = dvf.view(case.kv_heads, group, sk, -1).sum(1)
+    del out, lse
+    return dq, dk, dv
+
+
 def errors(got, ref):
     """Max abs error and relative Frobenius error of `got` against the fp32 `ref`."""
     diff = got.float() - ref
     return float(diff.abs().max()), float(diff.norm() / ref.norm())
+
+
+def limits(row, prefix, ref, dt, backends):
+    """FlashAttention's rule for one output (prefix "" for O, "dq_" ... for the gradients):
+    within 2x torch's own error plus the error of rounding the exact answer to the dtype; with
+    neither SDPA backend, 3x that rounding error."""
+    round_abs, round_rel = errors(ref.to(dt), ref)
+    base = next((key for key in ("flash", "cudnn") if key in backends), "rounding")
+    row["err_base"] = base
+    base_abs, base_rel = ((row[f"{prefix}{base}_abs"], row[f"{prefix}{base}_rel"])
+                          if base != "rounding" else (round_abs, round_rel))
+    row[f"{prefix}abs_limit"] = 2 * base_abs + round_abs
+    row[f"{prefix}rel_limit"] = 2 * base_rel + round_rel
+
+
+def verdict(row, prefix):
+    """The rule's failures for one output, named."""
+    name = prefix.rstrip("_") or "O"
+    failures = []
+    if not row[f"{prefix}ts_abs"] <= row[f"{prefix}abs_limit"]:
+        failures.append(f"{name} abs err")
+    if not row[f"{prefix}ts_rel"] <= row[f"{prefix}rel_limit"]:
+        failures.append(f"{name} rel err")
+    return failures
 
 
 def run_case(row, case, args, lib, rt, bench, torch):
@@ -213,31 +305,92 @@ def run_case(row, case, args, lib, rt, bench, torch):
             del out
         except Exception as error:  # the backend refuses this case: n/a, not a failure
             row[f"{key}_note"] = str(error).strip().split("\n")[0][:120]
-    # FlashAttention's rule: within 2x torch's own error plus the error of rounding the exact
-    # answer to the dtype; with neither SDPA backend, 3x that rounding error.
-    round_abs, round_rel = errors(ref_o.to(dt), ref_o)
-    row["err_base"] = next((key for key in ("flash", "cudnn") if key in backends), "rounding")
-    base_abs, base_rel = ((row[f"{row['err_base']}_abs"], row[f"{row['err_base']}_rel"])
-                          if row["err_base"] != "rounding" else (round_abs, round_rel))
-    row["abs_limit"], row["rel_limit"] = 2 * base_abs + round_abs, 2 * base_rel + round_rel
+    limits(row, "", ref_o, dt, backends)
     del ref_o, ref_lse
     problems = []
     if unwritten:
         problems.append(f"{unwritten} non-finite")
-    if not row["ts_abs"] <= row["abs_limit"]:
-        problems.append("abs err")
-    if not row["ts_rel"] <= row["rel_limit"]:
-        problems.append("rel err")
+    problems += verdict(row, "")
     if not row["lse_rel"] <= LSE_TOLERANCE:
         problems.append("lse")
     if problems:
         row["status"] = "WRONG (" + ", ".join(problems) + ")"
 
+    if args.backward:
+        problems += run_backward(row, case, args, lib, rt, bench, torch, desc, ts, backends,
+                                 (q, k, v, o, lse), view)
+        if problems:
+            row["status"] = "WRONG (" + ", ".join(problems) + ")"
+        return bool(problems)
     row["ts_ms"] = bench(ts)
     for key, backend in backends.items():
         with attention.sdpa_kernel(backend):  # entered once: its cost stays out of the timed reps
             row[f"{key}_ms"] = bench(sdpa)
     return bool(problems)
+
+
+def run_backward(row, case, args, lib, rt, bench, torch, desc, forward, backends, tensors, view):
+    """--backward: verifies tilesmith's dQ, dK, dV and times forward+backward and the backward
+    alone beside the backends that ran the forward; returns the failures."""
+    F, attention = torch.nn.functional, torch.nn.attention
+    dt = {"bf16": torch.bfloat16, "f16": torch.float16}[args.dtype]
+    q, k, v, o, lse = tensors
+    d_o = torch.randn_like(q)
+    grads = [torch.full_like(t, float("nan")) for t in (q, k, v)]  # dQ, dK, dV poisoned
+    bdesc = AttentionBackwardDesc(forward=desc, d_o=d_o.data_ptr(), dq=grads[0].data_ptr(),
+                                  dk=grads[1].data_ptr(), dv=grads[2].data_ptr())
+    buf, tuned = ctypes.create_string_buffer(1024), ctypes.c_int(0)
+    mb.check(lib, lib.tilesmith_attention_backward_config(rt, ctypes.byref(bdesc), buf, len(buf),
+                                                          ctypes.byref(tuned)),
+             "tilesmith_attention_backward_config")
+    row["bwd_config"], row["bwd_tuned"] = buf.value.decode(), bool(tuned.value)
+    stream = torch.cuda.current_stream().cuda_stream
+
+    def ts_backward():
+        mb.check(lib, lib.tilesmith_attention_backward(rt, ctypes.byref(bdesc), stream),
+                 "tilesmith_attention_backward")
+
+    def ts_both():
+        forward()
+        ts_backward()
+
+    ts_both()  # the forward's O and logsumexp feed the backward, as in training
+    torch.cuda.synchronize()
+    qt, kt, vt, dot = view(q), view(k), view(v), view(d_o)
+    refs = reference_backward(torch, qt, kt, vt, dot, case)
+    unwritten = sum(int((~torch.isfinite(g)).sum()) for g in grads)
+    leaves = [t.detach().requires_grad_() for t in (qt, kt, vt)]
+
+    def sdpa_forward():
+        return F.scaled_dot_product_attention(*leaves, is_causal=case.causal,
+                                              enable_gqa=case.kv_heads != case.heads)
+
+    failures = [f"{unwritten} non-finite gradients"] if unwritten else []
+    for name, got, ref in zip(("dq", "dk", "dv"), grads, refs):
+        row[f"{name}_ts_abs"], row[f"{name}_ts_rel"] = errors(view(got), ref)
+    for key, backend in backends.items():
+        with attention.sdpa_kernel(backend):
+            theirs = torch.autograd.grad(sdpa_forward(), leaves, dot)
+        for name, got, ref in zip(("dq", "dk", "dv"), theirs, refs):
+            row[f"{name}_{key}_abs"], row[f"{name}_{key}_rel"] = errors(got, ref)
+        del theirs
+    for name, ref in zip(("dq", "dk", "dv"), refs):
+        limits(row, f"{name}_", ref, dt, backends)
+        failures += verdict(row, f"{name}_")
+    # The table's error column: the worst gradient's relative error over its limit.
+    row["grad_rel_ratio"] = max(row[f"{n}_ts_rel"] / row[f"{n}_rel_limit"] for n in ("dq", "dk", "dv"))
+    del refs
+
+    row["ts_ms"] = bench(ts_both)
+    row["ts_bwd_ms"] = bench(ts_backward)
+    for key, backend in backends.items():
+        with attention.sdpa_kernel(backend):
+            row[f"{key}_ms"] = bench(lambda: torch.autograd.grad(sdpa_forward(), leaves, dot))
+            out = sdpa_forward()
+            row[f"{key}_bwd_ms"] = bench(
+                lambda: torch.autograd.grad(out, leaves, dot, retain_graph=True))
+            del out
+    return failures
 
 
 def main(argv=None):
@@ -292,6 +445,8 @@ def main(argv=None):
         log.close()
 
     for row in rows:
+        if args.backward:
+            row["flops"] *= 1 + BACKWARD_FLOPS
         tflops = lambda ms: row["flops"] / (ms * 1e-3) / 1e12 if ms else None
         for key in ("ts", "flash", "cudnn"):
             row[f"{key}_tflops"] = tflops(row.get(f"{key}_ms"))
@@ -305,6 +460,9 @@ def main(argv=None):
     for row in rows:  # configs and errors here: too wide for the table, which must come last
         kind = {True: "tuned", False: "default", None: "?"}[row.get("tuned")]
         print(f"config {row['case']:>28} ({kind}): {row.get('config') or '-'}")
+        if args.backward:
+            kind = {True: "tuned", False: "default", None: "?"}[row.get("bwd_tuned")]
+            print(f"bwd    {row['case']:>28} ({kind}): {row.get('bwd_config') or '-'}")
 
     def backend_errors(row, key):
         if f"{key}_abs" in row:
@@ -316,31 +474,53 @@ def main(argv=None):
               f"(limit {f(row.get('abs_limit'), '.1e')}) rel {f(row.get('ts_rel'), '.1e')} "
               f"(limit {f(row.get('rel_limit'), '.1e')}, from {row.get('err_base', '-')}), "
               f"lse rel {f(row.get('lse_rel'), '.1e')}; {torch_errs}")
+        for name in ("dq", "dk", "dv") if args.backward else ():
+            print(f"err    {row['case']:>28}: {name} tilesmith abs "
+                  f"{f(row.get(f'{name}_ts_abs'), '.1e')} (limit "
+                  f"{f(row.get(f'{name}_abs_limit'), '.1e')}) rel "
+                  f"{f(row.get(f'{name}_ts_rel'), '.1e')} (limit "
+                  f"{f(row.get(f'{name}_rel_limit'), '.1e')}); " +
+                  ", ".join(f"{key} rel {f(row.get(f'{name}_{key}_rel'), '.1e')}"
+                            for key in BACKENDS))
     if args.json:
         with open(args.json, "w") as out:
             clean = [{key: None if isinstance(v, float) and not math.isfinite(v) else v
                       for key, v in row.items()} for row in rows]  # strict JSON has no NaN
             json.dump({"header": header, "rows": clean}, out, indent=1)
 
-    print("\nTFLOP/s: 4*B*H*D per visible query-key pair over the median time; % peak: "
+    what = ("forward+backward (3.5 x 4*B*H*D per visible query-key pair)" if args.backward
+            else "forward (4*B*H*D per visible query-key pair)")
+    print(f"\nTFLOP/s: {what} over the median time; % peak: "
           f"tilesmith's of {f(peak, '.0f')} TFLOP/s; x flash, x cudnn: their time over "
-          "tilesmith's (> 1: tilesmith faster); n/a: the backend refused the case")
+          "tilesmith's (> 1: tilesmith faster); n/a: the backend refused the case"
+          + ("; bwd ms: the backward alone; rel err: the worst gradient's over its limit"
+             if args.backward else ""))
     # A backend that was tried and refused the case: n/a; one skipped or never reached: -.
     na = lambda row, key, value: "n/a" if row.get(f"{key}_note", "skipped") != "skipped" else value
     titles = ["case", "ts ms", "ts TFLOP/s", "% peak", "flash ms", "flash TFLOP/s", "cudnn ms",
-              "cudnn TFLOP/s", "x flash", "x cudnn", "rel err", "tuned", "status"]
+              "cudnn TFLOP/s", "x flash", "x cudnn"]
+    titles += (["ts bwd ms", "flash bwd ms", "cudnn bwd ms", "rel err / limit"] if args.backward
+               else ["rel err"])
+    titles += ["tuned", "status"]
     lines = []
     for row in rows:
-        lines.append([row["case"], f(row.get("ts_ms"), ".4f"), f(row.get("ts_tflops"), ".0f"),
-                      f(row.get("pct_peak"), ".1f"),
-                      na(row, "flash", f(row.get("flash_ms"), ".4f")),
-                      na(row, "flash", f(row.get("flash_tflops"), ".0f")),
-                      na(row, "cudnn", f(row.get("cudnn_ms"), ".4f")),
-                      na(row, "cudnn", f(row.get("cudnn_tflops"), ".0f")),
-                      na(row, "flash", f(row.get("x_flash"), ".3f")),
-                      na(row, "cudnn", f(row.get("x_cudnn"), ".3f")),
-                      f(row.get("ts_rel"), ".1e"), "yes" if row.get("tuned") else "no",
-                      row["status"]])
+        line = [row["case"], f(row.get("ts_ms"), ".4f"), f(row.get("ts_tflops"), ".0f"),
+                f(row.get("pct_peak"), ".1f"),
+                na(row, "flash", f(row.get("flash_ms"), ".4f")),
+                na(row, "flash", f(row.get("flash_tflops"), ".0f")),
+                na(row, "cudnn", f(row.get("cudnn_ms"), ".4f")),
+                na(row, "cudnn", f(row.get("cudnn_tflops"), ".0f")),
+                na(row, "flash", f(row.get("x_flash"), ".3f")),
+                na(row, "cudnn", f(row.get("x_cudnn"), ".3f"))]
+        if args.backward:
+            line += [f(row.get("ts_bwd_ms"), ".4f"), na(row, "flash", f(row.get("flash_bwd_ms"), ".4f")),
+                     na(row, "cudnn", f(row.get("cudnn_bwd_ms"), ".4f")),
+                     f(row.get("grad_rel_ratio"), ".2f")]
+            tuned = "yes" if row.get("tuned") and row.get("bwd_tuned") else "no"
+        else:
+            line += [f(row.get("ts_rel"), ".1e")]
+            tuned = "yes" if row.get("tuned") else "no"
+        lines.append(line + [tuned, row["status"]])
     widths = [max(len(str(x)) for x in col) for col in zip(titles, *lines)]
     for cells in [titles, ["-" * w for w in widths]] + lines:
         print(" | ".join(str(v).rjust(w) if 0 < i < len(widths) - 1 else str(v).ljust(w)
@@ -353,7 +533,7 @@ def main(argv=None):
                       len(ratios))
         print(f"geomean x {key} ({BACKENDS[key]} time / tilesmith time) over {len(ratios)} "
               f"verified case(s): {f(means[key][0], '.3f')}")
-    print(f"summary: {len(verified)}/{len(rows)} case(s) verified; tilesmith vs FlashAttention-2 "
+    print(f"summary{' (forward+backward)' if args.backward else ''}: {len(verified)}/{len(rows)} case(s) verified; tilesmith vs FlashAttention-2 "
           f"{f(means['flash'][0], '.3f')}x ({means['flash'][1]}), vs cuDNN "
           f"{f(means['cudnn'][0], '.3f')}x ({means['cudnn'][1]}) (geomean speedups, > 1: "
           "tilesmith faster)")

@@ -10,6 +10,7 @@
 #   SUITE_STEPS="rows" ROWS_ARGS="--dtypes f32 --fused=" scripts/gpu_suite.sh
 #   TEST_FILTER='GpuRow*' SUITE_STEPS=tests scripts/gpu_suite.sh
 #   SUITE_STEPS="attention" ATTENTION_ARGS="--cases b4h16s4096d128 --tune-budget 20s" scripts/gpu_suite.sh
+#   SUITE_STEPS="attention_backward" ATTENTION_BACKWARD_ARGS="--cases b4h16s4096d128" scripts/gpu_suite.sh
 #
 # Build here (scripts/setup.sh) and carry the build folder: the GPU machine has no Boost or
 # sqlite3.h, and the binaries link both statically.
@@ -17,12 +18,14 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-$(mktemp -d)}
 BUILD=${BUILD_DIR:-build}
-STEPS=${SUITE_STEPS:-"tests tune sass bench suite rows attention"}
+STEPS=${SUITE_STEPS:-"tests tune sass bench suite rows attention attention_backward"}
 TEST_FILTER=${TEST_FILTER:-'Gpu*'}
 # The row ops beside torch eager and torch.compile (bench/reductions_bench.py).
 ROWS_ARGS=${ROWS_ARGS:-"--tune-budget 6s"}
 # Attention beside SDPA's FlashAttention-2 and cuDNN backends (bench/attention_bench.py).
 ATTENTION_ARGS=${ATTENTION_ARGS:-"--tune-budget 8s"}
+# The same, forward and backward together (--backward): both ops tuned per case.
+ATTENTION_BACKWARD_ARGS=${ATTENTION_BACKWARD_ARGS:-"--tune-budget 8s"}
 # The 27-case suite beside cuBLAS and Inductor (bench/matmul_suite.py): about 40 s a case with
 # tuning and Inductor's compile, so split it over runs with --part i/N and merge the JSON files.
 SUITE_ARGS=${SUITE_ARGS:-"--tune-budget 15s --deadline 500"}
@@ -124,6 +127,16 @@ if has_step attention; then
   summary+=("attention exit status: $?")
 fi
 
+if has_step attention_backward; then
+  echo "== attention forward+backward (tilesmith vs SDPA FlashAttention-2 vs SDPA cuDNN, same process)"
+  # shellcheck disable=SC2086
+  python3 bench/attention_bench.py --backward --lib "$BUILD/libtilesmith.so" \
+    --tilesmith "$BUILD/tilesmith" --db "$TILESMITH_DB" $ATTENTION_BACKWARD_ARGS \
+    --json "$OUT/attention_backward.json" --tune-log "$OUT/attention_backward_tune.log" \
+    > "$OUT/attention_backward.log" 2>&1
+  summary+=("attention_backward exit status: $?")
+fi
+
 echo
 echo "================ summary ================"
 for line in "${summary[@]}"; do echo "$line"; done
@@ -132,3 +145,4 @@ if has_step bench; then echo; tail -n 25 "$OUT/bench.log"; fi
 if has_step suite; then echo; tail -n 45 "$OUT/suite.log"; fi
 if has_step rows; then echo; sed -n '/^GB\/s:/,$p' "$OUT/rows.log"; tail -n 3 "$OUT/rows.log"; fi
 if has_step attention; then echo; sed -n '/^TFLOP\/s:/,$p' "$OUT/attention.log"; fi
+if has_step attention_backward; then echo; sed -n '/^TFLOP\/s:/,$p' "$OUT/attention_backward.log"; fi

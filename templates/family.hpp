@@ -162,7 +162,7 @@ struct TensorSpec {
 // What a call passes besides its tensors and workspace that does not change the kernel, so is
 // not part of the problem's key. The tuner times the defaults.
 struct CallScalars {
-  static constexpr std::size_t kMaxTensors = 8;
+  static constexpr std::size_t kMaxTensors = 12;
   // Elements from one row of each tensor to the next, in tensors() order; 0: rows packed. Which
   // tensors have rows is the family's to say (the reductions: x, y, residual).
   std::array<std::int64_t, kMaxTensors> row_strides{};

@@ -15,6 +15,7 @@ std::vector<std::unique_ptr<Family>>& families() {
     for (auto& family : make_row_norm_backward_families()) builtin.push_back(std::move(family));
     builtin.push_back(make_multi_sum_family());
     builtin.push_back(make_attention_family());
+    builtin.push_back(make_attention_backward_family());
     return builtin;
   }();
   return list;

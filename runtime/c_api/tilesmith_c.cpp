@@ -123,6 +123,8 @@ tilesmith::RowBackwardArgs to_args(const tilesmith_rows_backward_desc* desc) {
   return args;
 }
 
+tilesmith::AttentionArgs::Strides attention_strides(const int64_t (&s)[3]) { return {s[0], s[1], s[2]}; }
+
 tilesmith::AttentionArgs to_args(const tilesmith_attention_desc* desc) {
   if (!desc) throw tilesmith::InvalidArgument("the attention descriptor is NULL");
   if (desc->layout != TILESMITH_BSHD && desc->layout != TILESMITH_BHSD)
@@ -143,11 +145,25 @@ tilesmith::AttentionArgs to_args(const tilesmith_attention_desc* desc) {
   args.causal = desc->causal != 0;
   args.layout = static_cast<tilesmith::AttentionLayout>(desc->layout);
   if (desc->scale != 0) args.scale = desc->scale;
-  auto strides = [](const int64_t (&s)[3]) { return tilesmith::AttentionArgs::Strides{s[0], s[1], s[2]}; };
-  args.q_strides = strides(desc->q_strides);
-  args.k_strides = strides(desc->k_strides);
-  args.v_strides = strides(desc->v_strides);
-  args.o_strides = strides(desc->o_strides);
+  args.q_strides = attention_strides(desc->q_strides);
+  args.k_strides = attention_strides(desc->k_strides);
+  args.v_strides = attention_strides(desc->v_strides);
+  args.o_strides = attention_strides(desc->o_strides);
+  return args;
+}
+
+tilesmith::AttentionBackwardArgs to_args(const tilesmith_attention_backward_desc* desc) {
+  if (!desc) throw tilesmith::InvalidArgument("the attention backward descriptor is NULL");
+  tilesmith::AttentionBackwardArgs args;
+  args.forward = to_args(&desc->forward);
+  args.d_o = desc->d_o;
+  args.dq = desc->dq;
+  args.dk = desc->dk;
+  args.dv = desc->dv;
+  args.do_strides = attention_strides(desc->do_strides);
+  args.dq_strides = attention_strides(desc->dq_strides);
+  args.dk_strides = attention_strides(desc->dk_strides);
+  args.dv_strides = attention_strides(desc->dv_strides);
   return args;
 }
 
@@ -162,6 +178,9 @@ tilesmith::DispatchInfo describe(tilesmith_runtime* runtime, const tilesmith::Mu
 }
 tilesmith::DispatchInfo describe(tilesmith_runtime* runtime, const tilesmith::AttentionArgs& args) {
   return runtime->runtime.describe_attention(args);
+}
+tilesmith::DispatchInfo describe(tilesmith_runtime* runtime, const tilesmith::AttentionBackwardArgs& args) {
+  return runtime->runtime.describe_attention_backward(args);
 }
 tilesmith::DispatchInfo describe(tilesmith_runtime* runtime, const tilesmith::RowBackwardArgs& args) {
   return runtime->runtime.describe_rows_backward(args);
@@ -288,6 +307,21 @@ int tilesmith_attention(tilesmith_runtime* runtime, const tilesmith_attention_de
 
 int tilesmith_attention_config(tilesmith_runtime* runtime, const tilesmith_attention_desc* desc,
                                char* config, int config_capacity, int* tuned) {
+  return guarded([&] { write_config(runtime, to_args(desc), config, config_capacity, tuned); });
+}
+
+int tilesmith_attention_backward(tilesmith_runtime* runtime,
+                                 const tilesmith_attention_backward_desc* desc, void* stream) {
+  return guarded([&] {
+    const tilesmith::AttentionBackwardArgs args = to_args(desc);
+    if (!runtime) throw tilesmith::InvalidArgument("tilesmith_attention_backward: runtime is NULL");
+    runtime->runtime.attention_backward(args, stream);
+  });
+}
+
+int tilesmith_attention_backward_config(tilesmith_runtime* runtime,
+                                        const tilesmith_attention_backward_desc* desc, char* config,
+                                        int config_capacity, int* tuned) {
   return guarded([&] { write_config(runtime, to_args(desc), config, config_capacity, tuned); });
 }
 

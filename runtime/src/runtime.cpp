@@ -102,6 +102,7 @@ struct Runtime::Impl {
   const Family& matmul_family = find_family("matmul");
   const Family& multi_sum_family = find_family("multi_sum");
   const Family& attention_family = find_family("attention");
+  const Family& attention_backward_family = find_family("attention_backward");
   // By RowOp.
   const std::array<const Family*, 5> row_families = {
       &find_family("softmax"), &find_family("layernorm"), &find_family("rmsnorm"),
@@ -570,24 +571,55 @@ namespace {
 std::int64_t kv_heads_of(const AttentionArgs& args) { return args.kv_heads ? args.kv_heads : args.heads; }
 std::int64_t seq_k_of(const AttentionArgs& args) { return args.seq_k ? args.seq_k : args.seq_q; }
 
-void check_attention(const AttentionArgs& args) {
+// `op` names the call in errors; `outputs`, the tensors written, each with its strides: rows
+// closer than a head dim would overlap, so one write would land on another's.
+void check_attention(const char* op, const AttentionArgs& args,
+                     std::initializer_list<std::pair<const AttentionArgs::Strides*, const char*>> more_strides,
+                     std::initializer_list<std::pair<const AttentionArgs::Strides*, const char*>> outputs) {
   for (std::int64_t dim : {args.batch, args.heads, kv_heads_of(args), args.seq_q, seq_k_of(args), args.head_dim})
     if (dim <= 0)
-      throw InvalidArgument("attention: batch " + std::to_string(args.batch) + ", heads " +
+      throw InvalidArgument(std::string(op) + ": batch " + std::to_string(args.batch) + ", heads " +
                             std::to_string(args.heads) + ", kv_heads " + std::to_string(args.kv_heads) +
                             ", seq_q " + std::to_string(args.seq_q) + ", seq_k " +
                             std::to_string(args.seq_k) + ", head_dim " + std::to_string(args.head_dim) +
                             ": each must be positive (kv_heads and seq_k may be 0: as heads and seq_q)");
-  for (const AttentionArgs::Strides& strides : {args.q_strides, args.k_strides, args.v_strides, args.o_strides})
+  auto check_strides = [&](const AttentionArgs::Strides& strides) {
     if ((strides.batch | strides.head | strides.row) % 8 || strides.batch < 0 || strides.head < 0 ||
         strides.row < 0)
-      throw InvalidArgument("attention: strides must be non-negative multiples of 8 elements (16-byte rows)");
-  // Rows of O closer than a head dim would overlap: one write would land on another's.
-  if (args.o_strides.row && args.o_strides.row < args.head_dim)
-    throw InvalidArgument("attention: O's rows are " + std::to_string(args.o_strides.row) +
-                          " elements apart, less than the head dim " + std::to_string(args.head_dim));
+      throw InvalidArgument(std::string(op) + ": strides must be non-negative multiples of 8 elements (16-byte rows)");
+  };
+  for (const AttentionArgs::Strides* strides : {&args.q_strides, &args.k_strides, &args.v_strides, &args.o_strides})
+    check_strides(*strides);
+  for (const auto& [strides, name] : more_strides) check_strides(*strides);
+  for (const auto& [strides, name] : outputs)
+    if (strides->row && strides->row < args.head_dim)
+      throw InvalidArgument(std::string(op) + ": " + name + "'s rows are " + std::to_string(strides->row) +
+                            " elements apart, less than the head dim " + std::to_string(args.head_dim));
   if (args.scale && !std::isfinite(*args.scale))
-    throw InvalidArgument("attention: the softmax scale is not finite");
+    throw InvalidArgument(std::string(op) + ": the softmax scale is not finite");
+}
+
+void check_forward(const AttentionArgs& args) { check_attention("attention", args, {}, {{&args.o_strides, "O"}}); }
+
+void check_backward(const AttentionBackwardArgs& args) {
+  check_attention("attention_backward", args.forward, {{&args.do_strides, "dO"}},
+                  {{&args.dq_strides, "dQ"}, {&args.dk_strides, "dK"}, {&args.dv_strides, "dV"}});
+}
+
+// Each tensor present and on a 16-byte boundary (cp.async and TMA move 16-byte chunks); the
+// logsumexp on its 4-byte one.
+void require_attention_tensors(const char* op,
+                               std::initializer_list<std::pair<const void*, const char*>> tensors,
+                               const float* lse, bool lse_required) {
+  for (auto [pointer, name] : tensors) {
+    if (!pointer) throw InvalidArgument(std::string(op) + ": " + name + " is a null pointer");
+    if (reinterpret_cast<std::uintptr_t>(pointer) % 16)
+      throw InvalidArgument(std::string(op) + ": " + name + " is not 16-byte aligned");
+  }
+  if (lse_required && !lse)
+    throw InvalidArgument(std::string(op) + ": lse (the forward's logsumexp) is a null pointer");
+  if (reinterpret_cast<std::uintptr_t>(lse) % 4)
+    throw InvalidArgument(std::string(op) + ": lse is not aligned to its 4-byte elements");
 }
 
 DispatchKey attention_key(const Family& family, const AttentionArgs& args) {
@@ -599,8 +631,8 @@ DispatchKey attention_key(const Family& family, const AttentionArgs& args) {
 }
 
 // Self-attention shapes are written BxHxSxD, the others BxHQxHKVxSQxSKxD: the key a sweep stores.
-Problem attention_problem(const AttentionArgs& args) {
-  Problem problem{"attention", args.dtype, args.dtype, {}};
+Problem attention_problem(const std::string& op, const AttentionArgs& args) {
+  Problem problem{op, args.dtype, args.dtype, {}};
   if (kv_heads_of(args) == args.heads && seq_k_of(args) == args.seq_q)
     problem.shape = {args.batch, args.heads, args.seq_q, args.head_dim};
   else
@@ -609,37 +641,62 @@ Problem attention_problem(const AttentionArgs& args) {
   if (args.layout == AttentionLayout::bhsd) problem.options["layout"] = "bhsd";
   return problem;
 }
+
+void add_attention_tensor(CallTensors& tensors, const void* pointer, const AttentionArgs::Strides& strides) {
+  tensors.add(pointer, strides.row, strides.batch ? std::optional<std::int64_t>(strides.batch) : std::nullopt,
+              strides.head);
+}
 }  // namespace
 
 void Runtime::attention(const AttentionArgs& args, void* stream) {
-  check_attention(args);
-  for (auto [pointer, name] : {std::pair{args.q, "Q"}, {args.k, "K"}, {args.v, "V"}, {args.o, "O"}}) {
-    if (!pointer) throw InvalidArgument(std::string("attention: ") + name + " is a null pointer");
-    if (reinterpret_cast<std::uintptr_t>(pointer) % 16)
-      throw InvalidArgument(std::string("attention: ") + name + " is not 16-byte aligned");
-  }
-  if (reinterpret_cast<std::uintptr_t>(args.lse) % 4)
-    throw InvalidArgument("attention: lse is not aligned to its 4-byte elements");
+  check_forward(args);
+  require_attention_tensors("attention", {{args.q, "Q"}, {args.k, "K"}, {args.v, "V"}, {args.o, "O"}},
+                            args.lse, false);
   // The family's tensor order: Q, K, V, O, the logsumexp.
   CallTensors tensors;
-  auto add = [&](const void* pointer, const AttentionArgs::Strides& strides) {
-    tensors.add(pointer, strides.row,
-                strides.batch ? std::optional<std::int64_t>(strides.batch) : std::nullopt, strides.head);
-  };
-  add(args.q, args.q_strides);
-  add(args.k, args.k_strides);
-  add(args.v, args.v_strides);
-  add(args.o, args.o_strides);
+  add_attention_tensor(tensors, args.q, args.q_strides);
+  add_attention_tensor(tensors, args.k, args.k_strides);
+  add_attention_tensor(tensors, args.v, args.v_strides);
+  add_attention_tensor(tensors, args.o, args.o_strides);
   tensors.add(args.lse);
   tensors.scalars.softmax_scale = args.scale;
-  impl_->call(attention_key(impl_->attention_family, args), [&] { return attention_problem(args); },
-              tensors, stream);
+  impl_->call(attention_key(impl_->attention_family, args),
+              [&] { return attention_problem("attention", args); }, tensors, stream);
 }
 
 DispatchInfo Runtime::describe_attention(const AttentionArgs& args) {
-  check_attention(args);
+  check_forward(args);
   return impl_->describe(attention_key(impl_->attention_family, args),
-                         [&] { return attention_problem(args); });
+                         [&] { return attention_problem("attention", args); });
+}
+
+void Runtime::attention_backward(const AttentionBackwardArgs& args, void* stream) {
+  check_backward(args);
+  const AttentionArgs& f = args.forward;
+  require_attention_tensors("attention_backward",
+                            {{f.q, "Q"}, {f.k, "K"}, {f.v, "V"}, {f.o, "O"}, {args.d_o, "dO"},
+                             {args.dq, "dQ"}, {args.dk, "dK"}, {args.dv, "dV"}},
+                            f.lse, true);
+  // The family's tensor order: Q, K, V, O, dO, the logsumexp, dQ, dK, dV.
+  CallTensors tensors;
+  add_attention_tensor(tensors, f.q, f.q_strides);
+  add_attention_tensor(tensors, f.k, f.k_strides);
+  add_attention_tensor(tensors, f.v, f.v_strides);
+  add_attention_tensor(tensors, f.o, f.o_strides);
+  add_attention_tensor(tensors, args.d_o, args.do_strides);
+  tensors.add(f.lse);
+  add_attention_tensor(tensors, args.dq, args.dq_strides);
+  add_attention_tensor(tensors, args.dk, args.dk_strides);
+  add_attention_tensor(tensors, args.dv, args.dv_strides);
+  tensors.scalars.softmax_scale = f.scale;
+  impl_->call(attention_key(impl_->attention_backward_family, f),
+              [&] { return attention_problem("attention_backward", f); }, tensors, stream);
+}
+
+DispatchInfo Runtime::describe_attention_backward(const AttentionBackwardArgs& args) {
+  check_backward(args);
+  return impl_->describe(attention_key(impl_->attention_backward_family, args.forward),
+                         [&] { return attention_problem("attention_backward", args.forward); });
 }
 
 int Runtime::compilations() const { return impl_->compilations.load(); }

@@ -111,6 +111,36 @@ __device__ __forceinline__ void probability_fragment(const float (&s)[TILES][4],
   a[3] = pack2<KIND>(s[2 * kt + 1][2], s[2 * kt + 1][3]);
 }
 
+// ROWS rows of `head_dim` elements, rows from `first_row` on, into a shared tile, 16 bytes per
+// cp.async. Rows at or past `row_limit` and the columns past head_dim (up to HEAD_DIM) arrive as
+// zeros, so they add nothing to either product. A thread keeps one 16-byte column and steps
+// down the rows (THREADS / CHUNKS rows a round; the few threads past the last whole row idle), so
+// its addresses advance by one stride instead of being rederived, and held, for every round.
+template <int ROWS, int HEAD_DIM, int THREADS>
+__device__ __forceinline__ void load_head_tile(unsigned tile, const half_bits* base,
+                                               long long row_stride, int first_row, int row_limit,
+                                               int head_dim) {
+  constexpr int CHUNKS = HEAD_DIM / 8;
+  constexpr int PITCH = attention_tile_pitch(HEAD_DIM);
+  constexpr int ROWS_PER_ROUND = THREADS / CHUNKS;
+  constexpr int ROUNDS = (ROWS + ROWS_PER_ROUND - 1) / ROWS_PER_ROUND;
+  const int chunk = static_cast<int>(threadIdx.x) % CHUNKS;
+  const int first = static_cast<int>(threadIdx.x) / CHUNKS;
+  if (first >= ROWS_PER_ROUND) return;
+  const bool column_valid = chunk * 8 < head_dim;
+  const half_bits* source = base + (first_row + first) * row_stride + chunk * 8;
+  unsigned destination = tile + first * PITCH + chunk * 16;
+#pragma unroll
+  for (int round = 0; round < ROUNDS; ++round) {
+    const int r = round * ROWS_PER_ROUND + first;
+    if (ROWS % ROWS_PER_ROUND != 0 && r >= ROWS) break;
+    const bool valid = column_valid && first_row + r < row_limit;
+    cp_async_16(destination, valid ? source : base, valid);
+    source += ROWS_PER_ROUND * row_stride;
+    destination += ROWS_PER_ROUND * PITCH;
+  }
+}
+
 // A finished row: 1 / its sum (0 for a row that saw no key, whose output is then 0), and its
 // logsumexp in natural units (-inf for that row). `row_sum` is this thread's share.
 __device__ __forceinline__ float finish_row(float row_max, float row_sum, float& lse) {

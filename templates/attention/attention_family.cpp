@@ -4,68 +4,17 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <string>
 
 #include "templates/attention/attention_params.h"
+#include "templates/attention/attention_shape.hpp"
 #include "templates/embedded_files.hpp"
 
 namespace tilesmith {
 namespace {
 
-constexpr int kMaxHeadDim = 256;
 // The tensors' order: Q, K, V are read; O and the logsumexp are written.
 enum AttentionTensor { kQ = 0, kK = 1, kV = 2, kO = 3, kLse = 4 };
-
-OptionTable attention_options() {
-  return {{"causal", {"0", "1"}}, {"layout", {"bshd", "bhsd"}}};
-}
-
-// A problem as the kernels see it. The shape is BxHxSxD (self-attention: as many kv heads as
-// heads, one length) or BxHQxHKVxSQxSKxD.
-struct AttentionShape {
-  std::int64_t batch = 0, heads = 0, kv_heads = 0, seq_q = 0, seq_k = 0, head_dim = 0;
-  bool causal = false;
-  bool bhsd = false;
-
-  explicit AttentionShape(const Problem& problem) {
-    const std::vector<std::int64_t>& d = problem.shape;
-    if (d.size() == 4) {
-      batch = d[0];
-      heads = kv_heads = d[1];
-      seq_q = seq_k = d[2];
-      head_dim = d[3];
-    } else if (d.size() == 6) {
-      batch = d[0];
-      heads = d[1];
-      kv_heads = d[2];
-      seq_q = d[3];
-      seq_k = d[4];
-      head_dim = d[5];
-    }
-    causal = problem.option("causal") == "1";
-    bhsd = problem.option("layout") == "bhsd";
-  }
-  // The head dim the kernels compute with: the mma's k step; the columns past head_dim are zeros.
-  int padded_head_dim() const { return static_cast<int>((head_dim + 15) / 16 * 16); }
-  // The strides of a packed tensor of this layout: Q and O (`kv` false) or K and V.
-  AttentionStrides packed(bool kv) const {
-    const std::int64_t seq = kv ? seq_k : seq_q, count = kv ? kv_heads : heads;
-    if (bhsd) return {count * seq * head_dim, seq * head_dim, head_dim};
-    return {seq * count * head_dim, head_dim, count * head_dim};
-  }
-  std::size_t elements(bool kv) const {
-    return static_cast<std::size_t>(batch * (kv ? kv_heads * seq_k : heads * seq_q) * head_dim);
-  }
-  // Query-key pairs that count: all of them, or those on or below the diagonal.
-  double visible_pairs() const {
-    if (!causal) return static_cast<double>(seq_q) * static_cast<double>(seq_k);
-    double pairs = 0;
-    for (std::int64_t i = 0; i < seq_q; ++i)
-      pairs += static_cast<double>(std::clamp<std::int64_t>(i + seq_k - seq_q + 1, 0, seq_k));
-    return pairs;
-  }
-};
 
 // A config of the mma.sync kernel.
 struct ForwardTile {
@@ -232,35 +181,7 @@ class AttentionFamily final : public Family {
   }
 
   void validate(const Problem& problem) const override {
-    if (problem.op != "attention")
-      throw InvalidArgument("attention: asked for op " + quote_input(problem.op));
-    validate_options("attention", options_, problem);
-    if (problem.dtype == DType::f32)
-      throw InvalidArgument("attention: dtype f32 is not supported (bf16 or f16)");
-    if (problem.out_dtype != problem.dtype)
-      throw InvalidArgument("attention: O has the inputs' type (" +
-                            std::string(dtype_name(problem.dtype)) + "), not " +
-                            std::string(dtype_name(problem.out_dtype)));
-    const std::string shape = quote_input(problem.shape_text());
-    if (problem.shape.size() != 4 && problem.shape.size() != 6)
-      throw InvalidArgument("attention: shape " + shape + " is not " + shape_form());
-    for (std::int64_t dim : problem.shape)
-      if (dim < 1 || dim > std::numeric_limits<int>::max())
-        throw InvalidArgument("attention: shape " + shape + " has a dimension below 1 or above 2^31");
-    const AttentionShape s(problem);
-    if (problem.shape.size() == 6 && s.heads == s.kv_heads && s.seq_q == s.seq_k)
-      throw InvalidArgument("attention: shape " + shape + " is self-attention: write it BxHxSxD (" +
-                            std::to_string(s.batch) + "x" + std::to_string(s.heads) + "x" +
-                            std::to_string(s.seq_q) + "x" + std::to_string(s.head_dim) +
-                            "), one key per problem");
-    if (s.heads % s.kv_heads)
-      throw InvalidArgument("attention: " + std::to_string(s.kv_heads) +
-                            " kv heads do not divide " + std::to_string(s.heads) + " query heads");
-    if (s.head_dim % 8 || s.head_dim > kMaxHeadDim)
-      throw InvalidArgument("attention: head dim " + std::to_string(s.head_dim) +
-                            " is not supported (multiples of 8 up to 256)");
-    if (s.batch * s.heads > std::numeric_limits<int>::max())
-      throw InvalidArgument("attention: shape " + shape + " is too large");
+    validate_attention("attention", options_, problem, shape_form());
   }
 
   std::string kernel_file(const Config& config) const override {
@@ -380,8 +301,7 @@ class AttentionFamily final : public Family {
       for (std::int64_t h = 0; h < s.heads; ++h) {
         const std::int64_t g = h / (s.heads / s.kv_heads);
         for (std::int64_t i = 0; i < s.seq_q; ++i) {
-          const std::int64_t visible =
-              s.causal ? std::clamp<std::int64_t>(i + s.seq_k - s.seq_q + 1, 0, s.seq_k) : s.seq_k;
+          const std::int64_t visible = s.visible_keys(i);
           const std::int64_t q_row = b * qo.batch + h * qo.head + i * qo.row;
           double max = -INFINITY;
           for (std::int64_t j = 0; j < visible; ++j) {
@@ -441,39 +361,21 @@ class AttentionFamily final : public Family {
   // strides as the call gives them, else as its layout packs it.
   AttentionParams params(const AttentionShape& s, std::span<const std::uint64_t> addresses,
                          const CallScalars& scalars, std::uint64_t reference_out) const {
-    auto strides = [&](AttentionTensor tensor) {
-      AttentionStrides packed = s.packed(tensor == kK || tensor == kV);
-      const auto at = static_cast<std::size_t>(tensor);
-      if (scalars.batch_strides[at]) packed.batch = *scalars.batch_strides[at];
-      if (scalars.head_strides[at]) packed.head = scalars.head_strides[at];
-      if (scalars.row_strides[at]) packed.row = scalars.row_strides[at];
-      return packed;
-    };
-    AttentionParams p{};
+    AttentionParams p = attention_sizes(s, scalars);
     p.q = reinterpret_cast<const void*>(addresses[kQ]);
     p.k = reinterpret_cast<const void*>(addresses[kK]);
     p.v = reinterpret_cast<const void*>(addresses[kV]);
     p.o = reinterpret_cast<void*>(addresses[kO]);
     p.lse = reinterpret_cast<float*>(addresses[kLse]);
-    p.q_strides = strides(kQ);
-    p.k_strides = strides(kK);
-    p.v_strides = strides(kV);
-    p.o_strides = strides(kO);
+    p.q_strides = attention_strides(s, scalars, kQ, false);
+    p.k_strides = attention_strides(s, scalars, kK, true);
+    p.v_strides = attention_strides(s, scalars, kV, true);
+    p.o_strides = attention_strides(s, scalars, kO, false);
     if (reference_out) {  // the reference writes O packed, then the logsumexp, in fp32
       p.o = reinterpret_cast<void*>(reference_out);
       p.o_strides = s.packed(false);
       p.lse = reinterpret_cast<float*>(reference_out) + s.elements(false);
     }
-    p.batch = static_cast<int>(s.batch);
-    p.heads = static_cast<int>(s.heads);
-    p.kv_heads = static_cast<int>(s.kv_heads);
-    p.seq_q = static_cast<int>(s.seq_q);
-    p.seq_k = static_cast<int>(s.seq_k);
-    p.head_dim = static_cast<int>(s.head_dim);
-    const double scale =
-        scalars.softmax_scale.value_or(1 / std::sqrt(static_cast<double>(s.head_dim)));
-    p.scale = static_cast<float>(scale);
-    p.scale_log2 = static_cast<float>(scale * 1.4426950408889634);
     return p;
   }
 

@@ -41,4 +41,27 @@ struct AttentionSm90Params {
   AttentionParams p;
 };
 
+// dQ, dK and dV of O = softmax(Q K^T * scale + mask) V by recomputation (FlashAttention-2), in
+// three launches (attention_backward.cuh): `prepare` writes each query row's delta =
+// rowsum(dO * O) and its logsumexp in log2 units, and zeroes dQ's fp32 accumulator; the main
+// kernel walks key blocks, keeping their dK and dV in registers and adding into the
+// accumulator; `finish_dq` scales it into dQ. `fwd` holds Q, K, V, O, the logsumexp the forward
+// wrote, their strides, sizes and scale; the reference writes fp32 dQ, dK, dV packed, one after
+// the other, from `dq` on.
+struct AttentionBackwardParams {
+  AttentionParams fwd;
+  const void* d_o;
+  void* dq;
+  void* dk;
+  void* dv;
+  AttentionStrides do_strides, dq_strides, dk_strides, dv_strides;
+  // The workspace: batch x heads x seq_q rows each of delta, of the logsumexp times log2(e)
+  // (+inf where the forward's is -inf, so the row's probabilities are 0), and of the
+  // accumulator (dq_pitch floats a row).
+  float* delta;
+  float* lse_log2;
+  float* dq_accumulator;
+  int dq_pitch;
+};
+
 }  // namespace tilesmith

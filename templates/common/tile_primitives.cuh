@@ -50,6 +50,12 @@ __device__ __forceinline__ void cp_async_16(unsigned smem_dst, const void* globa
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_dst),
                "l"(global_src), "r"(src_bytes));
 }
+// The 4-byte form, through L1 (cp.async.cg takes only 16).
+__device__ __forceinline__ void cp_async_4(unsigned smem_dst, const void* global_src, bool valid) {
+  int src_bytes = valid ? 4 : 0;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_dst), "l"(global_src),
+               "r"(src_bytes));
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int PENDING>
 __device__ __forceinline__ void cp_async_wait() {

@@ -1,5 +1,6 @@
-// The runtime's attention: cases against the reference, Q, K and V read as views of one packed
-// QKV tensor, and clear errors for arguments it cannot take.
+// The runtime's attention, forward and backward: cases against the reference, Q, K and V read
+// as views of one packed QKV tensor, a backward fed by the runtime's own forward, and clear
+// errors for arguments it cannot take.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -15,6 +16,7 @@ namespace tilesmith {
 namespace {
 
 using testing::attention;
+using testing::attention_backward;
 using testing::TempDir;
 
 // The runtime's arguments for `problem` on the bench's packed tensors.
@@ -133,6 +135,91 @@ TEST(GpuAttentionRuntime, RefusesWhatItCannotTake) {
   args = good;
   args.seq_q = 0;
   expect_refused(args, "each must be positive");
+}
+
+// The backward's arguments on a backward bench's packed tensors (Q, K, V, O, dO, lse, dQ, dK, dV).
+AttentionBackwardArgs backward_args_for(const tuner::Workbench& bench, const Problem& problem) {
+  const auto& address = bench.tensor_addresses();
+  AttentionBackwardArgs args;
+  args.forward = args_for(bench, problem);
+  args.forward.lse = reinterpret_cast<float*>(address[5]);
+  args.d_o = reinterpret_cast<const void*>(address[4]);
+  args.dq = reinterpret_cast<void*>(address[6]);
+  args.dk = reinterpret_cast<void*>(address[7]);
+  args.dv = reinterpret_cast<void*>(address[8]);
+  return args;
+}
+
+TEST(GpuAttentionRuntime, EveryBackwardCaseMatchesTheReference) {
+  TILESMITH_REQUIRE_GPU();
+  TempDir dir;
+  Runtime runtime({dir.file("attention.db")});
+  const std::vector<Problem> problems = {
+      attention_backward({2, 4, 300, 64}),
+      attention_backward({1, 8, 2, 100, 1000, 128}, {{"causal", "1"}}),
+      attention_backward({3, 2, 17, 72}, {{"layout", "bhsd"}}, DType::f16),
+      attention_backward({1, 4, 1, 500, 77, 256}, {{"causal", "1"}, {"layout", "bhsd"}})};
+  std::uint64_t seed = 170;
+  for (const Problem& problem : problems) {
+    tuner::Workbench bench(find_family(problem.op), problem, driver::describe_device(0));
+    bench.refresh_inputs(++seed);
+    runtime.attention_backward(backward_args_for(bench, problem));
+    TILESMITH_CU(driver::api().cuCtxSynchronize(), "running the runtime's attention backward");
+    const tuner::Verification result = bench.check_output();
+    EXPECT_TRUE(result.passed) << problem.key() << ": " << result.detail;
+    EXPECT_EQ(result.nonfinite, 0u) << problem.key();
+    EXPECT_EQ(runtime.describe_attention_backward(backward_args_for(bench, problem)).source,
+              KernelSource::memory);
+  }
+}
+
+// Forward then backward, as training runs them: the runtime's forward writes O and the
+// logsumexp into the backward's inputs, causal with more queries than keys (rows that see no
+// key, lse = -inf) and grouped-query heads.
+TEST(GpuAttentionRuntime, BackwardOfTheRuntimesOwnForwardMatchesTheReference) {
+  TILESMITH_REQUIRE_GPU();
+  TempDir dir;
+  Runtime runtime({dir.file("attention.db")});
+  const Problem problem = attention_backward({2, 4, 2, 200, 150, 128}, {{"causal", "1"}});
+  tuner::Workbench bench(find_family(problem.op), problem, driver::describe_device(0));
+  bench.refresh_inputs(5);
+  const AttentionBackwardArgs args = backward_args_for(bench, problem);
+  runtime.attention(args.forward);  // over the bench's O and logsumexp
+  runtime.attention_backward(args);
+  TILESMITH_CU(driver::api().cuCtxSynchronize(), "running forward then backward");
+  const tuner::Verification result = bench.check_output();
+  EXPECT_TRUE(result.passed) << result.detail;
+  EXPECT_EQ(result.nonfinite, 0u);
+}
+
+TEST(GpuAttentionRuntime, BackwardRefusesWhatItCannotTake) {
+  TILESMITH_REQUIRE_GPU();
+  TempDir dir;
+  Runtime runtime({dir.file("attention.db")});
+  const Problem problem = attention_backward({1, 2, 64, 64});
+  tuner::Workbench bench(find_family(problem.op), problem, driver::describe_device(0));
+  const AttentionBackwardArgs good = backward_args_for(bench, problem);
+  auto expect_refused = [&](AttentionBackwardArgs args, const std::string& message) {
+    testing::expect_invalid_argument([&] { runtime.attention_backward(args); }, message);
+  };
+  AttentionBackwardArgs args = good;
+  args.forward.lse = nullptr;
+  expect_refused(args, "attention_backward: lse (the forward's logsumexp) is a null pointer");
+  args = good;
+  args.d_o = nullptr;
+  expect_refused(args, "dO is a null pointer");
+  args = good;
+  args.dk = static_cast<char*>(args.dk) + 8;
+  expect_refused(args, "dK is not 16-byte aligned");
+  args = good;
+  args.dv_strides.row = 32;
+  expect_refused(args, "dV's rows are 32 elements apart, less than the head dim 64");
+  args = good;
+  args.do_strides.batch = 12;
+  expect_refused(args, "multiples of 8 elements");
+  args = good;
+  args.forward.head_dim = 1024;
+  expect_refused(args, "head dim 1024 is not supported");
 }
 
 }  // namespace

@@ -16,4 +16,10 @@ inline Problem attention(std::vector<std::int64_t> shape,
   return Problem{"attention", dtype, dtype, std::move(shape), std::move(options)};
 }
 
+inline Problem attention_backward(std::vector<std::int64_t> shape,
+                                  std::map<std::string, std::string> options = {},
+                                  DType dtype = DType::bf16) {
+  return Problem{"attention_backward", dtype, dtype, std::move(shape), std::move(options)};
+}
+
 }  // namespace tilesmith::testing

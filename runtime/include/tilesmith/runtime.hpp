@@ -168,6 +168,21 @@ struct AttentionArgs {
   Strides q_strides, k_strides, v_strides, o_strides;
 };
 
+// The backward of attention(): dQ, dK and dV from Q, K, V, O, dO and the logsumexp the forward
+// wrote (FlashAttention-2's recomputation). `forward` describes the forward call as it was made
+// (its lse is read, and required; O is read); dO and dQ are shaped as Q, dK and dV as K and V,
+// each with its own strides under the same rules (dQ's, dK's and dV's rows at least a head dim
+// apart). With grouped-query heads, a kv head's dK and dV sum over its group's query heads.
+// The call runs three launches on `stream` and uses a workspace the runtime keeps per stream.
+struct AttentionBackwardArgs {
+  AttentionArgs forward;
+  const void* d_o = nullptr;
+  void* dq = nullptr;
+  void* dk = nullptr;
+  void* dv = nullptr;
+  AttentionArgs::Strides do_strides, dq_strides, dk_strides, dv_strides;
+};
+
 // Where the kernel a call used came from.
 enum class KernelSource {
   memory,            // resolved by an earlier call
@@ -209,6 +224,8 @@ class Runtime {
   DispatchInfo describe_multi_sum(const MultiSumArgs& args);
   void attention(const AttentionArgs& args, void* stream = nullptr);
   DispatchInfo describe_attention(const AttentionArgs& args);
+  void attention_backward(const AttentionBackwardArgs& args, void* stream = nullptr);
+  DispatchInfo describe_attention_backward(const AttentionBackwardArgs& args);
 
   // Counts NVRTC compilations this runtime has done (0 on a warm database).
   int compilations() const;

@@ -165,6 +165,24 @@ int tilesmith_attention(tilesmith_runtime* runtime, const tilesmith_attention_de
 int tilesmith_attention_config(tilesmith_runtime* runtime, const tilesmith_attention_desc* desc,
                                char* config, int config_capacity, int* tuned);
 
+/* The attention backward (tilesmith::AttentionBackwardArgs): dQ, dK and dV from the forward's
+ * call as it was made (`forward`, whose lse is read and required) and dO. dO and dQ are shaped
+ * as Q, dK and dV as K and V; strides as the forward's. */
+typedef struct tilesmith_attention_backward_desc {
+  tilesmith_attention_desc forward;
+  const void* d_o;
+  void* dq;
+  void* dk;
+  void* dv;
+  int64_t do_strides[3], dq_strides[3], dk_strides[3], dv_strides[3]; /* batch, head, row */
+} tilesmith_attention_backward_desc;
+
+int tilesmith_attention_backward(tilesmith_runtime* runtime,
+                                 const tilesmith_attention_backward_desc* desc, void* stream);
+int tilesmith_attention_backward_config(tilesmith_runtime* runtime,
+                                        const tilesmith_attention_backward_desc* desc, char* config,
+                                        int config_capacity, int* tuned);
+
 const char* tilesmith_last_error(void);
 
 #ifdef __cplusplus

@@ -1,5 +1,5 @@
-// GPU: the attention kernels against their reference, and the reference against a CPU loop in
-// fp64.
+// GPU: the attention kernels, forward and backward, against their references, and the
+// references against CPU loops in fp64.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,6 +15,7 @@ namespace tilesmith {
 namespace {
 
 using testing::attention;
+using testing::attention_backward;
 
 class GpuAttention : public ::testing::Test {
  protected:
@@ -26,8 +27,8 @@ class GpuAttention : public ::testing::Test {
 
   // Compiles `config` and verifies it on fresh inputs from `seed`: passed, nothing unwritten.
   void verify(tuner::Workbench& bench, const Config& config, std::uint64_t seed) {
-    const Family& family = find_family("attention");
     const Problem& problem = bench.problem();
+    const Family& family = find_family(problem.op);
     RenderedSource source = render(family, config, problem);
     driver::ReadyKernel ready =
         driver::load_kernel(compile(source, device_.arch()), bench.plan(config), source.describe());
@@ -119,6 +120,86 @@ TEST_F(GpuAttention, VerificationCatchesAWrongKernel) {
   const Problem half = attention({1, 2, 2, 128, 256, 64});  // the first 128 queries only
   bench.refresh_inputs(5);
   ready.run(family.plan(config, half, device_, bench.tensor_addresses(), 0, {}), nullptr);
+  TILESMITH_CU(driver::api().cuCtxSynchronize(), "running over half the queries");
+  result = bench.check_output();
+  EXPECT_FALSE(result.passed);
+  EXPECT_GT(result.nonfinite, 0u);
+}
+
+// The backward's reference against the fp64 CPU loop: dQ, dK and dV on the same edges as the
+// forward's, grouped-query heads summing into one kv head's dK and dV.
+TEST_F(GpuAttention, BackwardReferenceMatchesCpuLoop) {
+  const std::vector<Problem> problems = {
+      attention_backward({1, 1, 1, 8}),
+      attention_backward({2, 4, 2, 37, 100, 64}, {{"causal", "1"}}),
+      attention_backward({1, 2, 1, 100, 37, 72}, {{"causal", "1"}, {"layout", "bhsd"}}, DType::f16),
+      attention_backward({2, 3, 17, 16}),
+      attention_backward({1, 1, 300, 256}, {{"causal", "1"}})};
+  const Family& family = find_family("attention_backward");
+  for (const Problem& problem : problems) {
+    tuner::Workbench bench(family, problem, device_);
+    bench.refresh_inputs(12);
+    const testing::ReferenceAgreement agreement = testing::reference_agreement(bench, family);
+    EXPECT_GT(agreement.norm, 0) << problem.key();
+    EXPECT_LT(agreement.relative_error, 1e-5) << problem.key();
+    EXPECT_EQ(agreement.infinities, 0) << problem.key();
+  }
+}
+
+// The backward's configs on shapes no tile divides, as the forward's: one query, 17, 100, 3000;
+// more or fewer keys than queries, causal rows that see nothing, grouped-query and
+// multi-query heads, both layouts, f16 and bf16, head dims 8 to 256 and ones padded.
+TEST_F(GpuAttention, BackwardSampledConfigsMatchTheReferenceOnOddShapes) {
+  const std::vector<Problem> problems = {
+      attention_backward({1, 1, 1, 8}),
+      attention_backward({2, 3, 100, 64}, {{"causal", "1"}}),
+      attention_backward({1, 8, 2, 1000, 1000, 128}),
+      attention_backward({2, 4, 1, 37, 200, 72}, {{"causal", "1"}, {"layout", "bhsd"}}, DType::f16),
+      attention_backward({1, 2, 2, 200, 37, 96}, {{"causal", "1"}}),
+      attention_backward({1, 2, 129, 256}),
+      attention_backward({3, 2, 17, 40}, {{"layout", "bhsd"}}, DType::f16),
+      attention_backward({1, 1, 1000, 128}, {{"causal", "1"}}),
+      attention_backward({1, 2, 300, 192}, {{"causal", "1"}})};
+  const Family& family = find_family("attention_backward");
+  for (std::size_t p = 0; p < problems.size(); ++p) {
+    const Problem& problem = problems[p];
+    tuner::Workbench bench(family, problem, device_);
+    std::vector<Config> valid;
+    for (const Config& config : family.enumerate())
+      if (!family.reject(config, problem, device_)) valid.push_back(config);
+    ASSERT_FALSE(valid.empty()) << problem.key();
+    verify(bench, family.default_config(problem, device_), 300 + p);
+    const std::size_t step = std::max<std::size_t>(1, valid.size() / 5);
+    for (std::size_t i = p % step; i < valid.size(); i += step) verify(bench, valid[i], 400 + checked_);
+  }
+  EXPECT_GE(checked_, 40);
+}
+
+// The backward's verification can fail: another softmax scale than the reference's changes
+// every gradient; half the queries leave dQ's other rows poisoned.
+TEST_F(GpuAttention, BackwardVerificationCatchesAWrongKernel) {
+  const Problem problem = attention_backward({1, 2, 256, 64});
+  const Family& family = find_family("attention_backward");
+  tuner::Workbench bench(family, problem, device_);
+  const Config config = family.default_config(problem, device_);
+  RenderedSource source = render(family, config, problem);
+  driver::ReadyKernel ready =
+      driver::load_kernel(compile(source, device_.arch()), bench.plan(config), source.describe());
+  bench.refresh_inputs(3);
+  ASSERT_TRUE(bench.verify(ready, config).passed);
+
+  CallScalars sharper;
+  sharper.softmax_scale = 0.5;
+  bench.refresh_inputs(4);
+  ready.run(family.plan(config, problem, device_, bench.tensor_addresses(), bench.workspace(), sharper), nullptr);
+  TILESMITH_CU(driver::api().cuCtxSynchronize(), "running with another scale");
+  tuner::Verification result = bench.check_output();
+  EXPECT_FALSE(result.passed);
+  EXPECT_EQ(result.nonfinite, 0u);
+
+  const Problem half = attention_backward({1, 2, 2, 128, 256, 64});  // the first 128 queries only
+  bench.refresh_inputs(5);
+  ready.run(family.plan(config, half, device_, bench.tensor_addresses(), bench.workspace(), {}), nullptr);
   TILESMITH_CU(driver::api().cuCtxSynchronize(), "running over half the queries");
   result = bench.check_output();
   EXPECT_FALSE(result.passed);
