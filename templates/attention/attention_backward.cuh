@@ -38,14 +38,28 @@ __device__ __forceinline__ long long attention_row_offset(const AttentionParams&
          row % f.seq_q * strides.row;
 }
 
-// One warp per query row, 8 rows a CTA.
+// One warp per workspace row (rows_pitch per (batch, head)), 8 rows a CTA. The accumulator is
+// zeroed as a flat array, a row's worth per warp, whatever its layout.
 template <int KIND>
 __global__ void __launch_bounds__(256) attention_backward_prepare(const AttentionBackwardParams p) {
   const AttentionParams& f = p.fwd;
-  const long long rows = static_cast<long long>(f.batch) * f.heads * f.seq_q;
-  const long long row = blockIdx.x * 8ll + threadIdx.x / 32;
+  const long long rows = static_cast<long long>(f.batch) * f.heads * p.rows_pitch;
+  const long long slot = blockIdx.x * 8ll + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
-  if (row >= rows) return;
+  if (slot >= rows) return;
+  float* accumulator = p.dq_accumulator + slot * p.dq_pitch;
+  for (int d = 4 * lane; d < p.dq_pitch; d += 128)
+    *reinterpret_cast<float4*>(accumulator + d) = make_float4(0.f, 0.f, 0.f, 0.f);
+  const long long batch_head = slot / p.rows_pitch;
+  const int i = static_cast<int>(slot % p.rows_pitch);
+  if (i >= f.seq_q) {
+    if (lane == 0) {
+      p.delta[slot] = 0.f;
+      p.lse_log2[slot] = -negative_infinity();
+    }
+    return;
+  }
+  const long long row = batch_head * f.seq_q + i;
   const half_bits* o = static_cast<const half_bits*>(f.o) + attention_row_offset(f, f.o_strides, row);
   const half_bits* d_o = static_cast<const half_bits*>(p.d_o) + attention_row_offset(f, p.do_strides, row);
   float dot = 0.f;
@@ -56,16 +70,14 @@ __global__ void __launch_bounds__(256) attention_backward_prepare(const Attentio
            to_float(static_cast<half_bits>(o2 >> 16), KIND) * to_float(static_cast<half_bits>(do2 >> 16), KIND);
   }
   for (int offset = 16; offset > 0; offset /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, offset);
-  float* accumulator = p.dq_accumulator + row * p.dq_pitch;
-  for (int d = 4 * lane; d < p.dq_pitch; d += 128)
-    *reinterpret_cast<float4*>(accumulator + d) = make_float4(0.f, 0.f, 0.f, 0.f);
   if (lane == 0) {
-    p.delta[row] = dot;
+    p.delta[slot] = dot;
     const float lse = f.lse[row];
-    p.lse_log2[row] = lse == negative_infinity() ? -negative_infinity() : lse * 1.4426950408889634f;
+    p.lse_log2[slot] = lse == negative_infinity() ? -negative_infinity() : lse * 1.4426950408889634f;
   }
 }
 
+// The accumulator in [row][column] layout into dQ, one warp per query row.
 template <int KIND>
 __global__ void __launch_bounds__(256) attention_backward_finish_dq(const AttentionBackwardParams p) {
   const AttentionParams& f = p.fwd;
@@ -73,7 +85,8 @@ __global__ void __launch_bounds__(256) attention_backward_finish_dq(const Attent
   const long long row = blockIdx.x * 8ll + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= rows) return;
-  const float* accumulator = p.dq_accumulator + row * p.dq_pitch;
+  const float* accumulator =
+      p.dq_accumulator + (row / f.seq_q * p.rows_pitch + row % f.seq_q) * p.dq_pitch;
   half_bits* dq = static_cast<half_bits*>(p.dq) + attention_row_offset(f, p.dq_strides, row);
   for (int d = 2 * lane; d < f.head_dim; d += 64) {
     const float2 sum = *reinterpret_cast<const float2*>(accumulator + d);
@@ -139,6 +152,8 @@ __global__ void __launch_bounds__(WARPS * 32) attention_backward(const Attention
     load_head_tile<BLOCK_M, HEAD_DIM, THREADS>(do_ring + slot * BLOCK_M * PITCH, d_o, p.do_strides.row, row0,
                                                f.seq_q, f.head_dim);
     // Rows past seq_q arrive as zeros: with their Q and dO rows zero they add nothing.
+    // This kernel's workspace rows are seq_q per (batch, head) (rows_pitch: the family sets it
+    // so); reading seq_q keeps one register fewer.
     const long long first = (static_cast<long long>(batch) * f.heads + head) * f.seq_q + row0;
     for (int i = threadIdx.x; i < 2 * BLOCK_M; i += THREADS) {
       const int r = i % BLOCK_M;

@@ -20,17 +20,39 @@ enum BackwardTensor { kQ = 0, kK, kV, kO, kDo, kLse, kDq, kDk, kDv };
 // configs (head dim 128 with 64 queries a step: 8), which the tuner's timing judges.
 constexpr int kMaxAccumulatorRegisters = 192;
 
-// One variant so far: mma.sync (sm_80 and later). block_m queries a step through a
-// `stages`-deep ring; `warps` warps of 16 x key_tiles keys each, d_split warps sharing a key
-// range (each with its slice of dK's and dV's columns); the order of the CTAs (tile_order).
+constexpr int kMmaSync = 0, kWgmma = 1;
+
+// variant 0, mma.sync (sm_80 and later): block_m queries a step through a `stages`-deep ring;
+// `warps` warps of 16 x key_tiles keys each, d_split warps sharing a key range (each with its
+// slice of dK's and dV's columns). variant 1, wgmma (sm_90a, head dims up to 128): 128 keys a
+// CTA in two consumer warpgroups, 64 queries a step through a TMA ring of `stages`. Both: the
+// order of the CTAs (tile_order).
 VariantSpaces backward_variants() {
   return {{{{"block_m", {32, 64, 128}},
             {"warps", {4, 8}},
             {"key_tiles", {1, 2}},
             {"d_split", {1, 2}},
             {"stages", {2, 3}},
-            {"tile_order", {0, 1}}}}};
+            {"tile_order", {0, 1}}},
+           {{"stages", {2, 3, 4}}, {"tile_order", {0, 1}}}}};
 }
+
+// The wgmma kernel (attention_backward_sm90.cuh): 64 queries a step, 128 keys a CTA, head dims
+// of one or two 64-column panels.
+struct WgmmaBackwardTile {
+  static constexpr int kBlockM = 64, kBlockN = 128;
+  int stages, tile_order;
+  explicit WgmmaBackwardTile(const Config& c) : stages(c.at("stages")), tile_order(c.at("tile_order")) {}
+  static int panels(int head_dim) { return (head_dim + 63) / 64; }
+  // 1024 of alignment slack, K and V, the Q and dO rings, two dS^T tiles, the statistics, and
+  // 1 + 2 x stages mbarriers.
+  std::size_t smem_bytes(int head_dim) const {
+    const auto panel_rows = static_cast<std::size_t>(panels(head_dim)) * 128;
+    return 1024 + 2 * panel_rows * kBlockN + 2 * static_cast<std::size_t>(stages) * panel_rows * kBlockM +
+           2 * 128 * kBlockN + static_cast<std::size_t>(stages) * 2 * kBlockM * 4 +
+           8 * (1 + 2 * static_cast<std::size_t>(stages));
+  }
+};
 
 struct BackwardTile {
   int block_m, warps, key_tiles, d_split, stages, tile_order;
@@ -61,26 +83,40 @@ struct BackwardTile {
   }
 };
 
-// Where the workspace's three arrays start, each 16-byte aligned: delta, the logsumexp in log2
-// units (a float per query row each), and dQ's accumulator (`pitch` floats per row).
+// The workspace of a config: `rows_pitch` rows per (batch, head) (the wgmma kernel's are whole
+// query blocks, so its bulk copies of statistics never leave them), dQ's accumulator `dq_pitch`
+// columns wide (transposed for the wgmma kernel), and where its three arrays start, each
+// 16-byte aligned: delta, the logsumexp in log2 units, the accumulator.
 struct BackwardWorkspace {
+  int rows_pitch = 0, dq_pitch = 0;
+  bool transposed = false;
   std::uint64_t lse_log2 = 0, accumulator = 0, bytes = 0;
-  BackwardWorkspace(const AttentionShape& s, int pitch) {
-    const std::uint64_t rows = s.rows_of_queries();
+  BackwardWorkspace(const Config& config, const AttentionShape& s) {
+    transposed = config.at("variant") == kWgmma;
+    if (transposed) {
+      const int block_m = WgmmaBackwardTile::kBlockM;
+      rows_pitch = static_cast<int>((s.seq_q + block_m - 1) / block_m * block_m);
+      dq_pitch = 64 * WgmmaBackwardTile::panels(wgmma_head_dim(s.head_dim));
+    } else {
+      rows_pitch = static_cast<int>(s.seq_q);
+      dq_pitch = BackwardTile(config).head_dim(s);
+    }
+    const std::uint64_t rows = static_cast<std::uint64_t>(s.batch * s.heads) * static_cast<std::uint64_t>(rows_pitch);
     const std::uint64_t row_floats = (rows * 4 + 15) / 16 * 16;
     lse_log2 = row_floats;
     accumulator = 2 * row_floats;
-    bytes = accumulator + rows * static_cast<std::uint64_t>(pitch) * 4;
+    bytes = accumulator + rows * static_cast<std::uint64_t>(dq_pitch) * 4;
   }
 };
 
 class AttentionBackwardFamily final : public Family {
  public:
   AttentionBackwardFamily() : options_(attention_options()) {
-    for (const char* file : {"attention/attention_backward.cuh", "attention/attention_backward_reference.cuh",
-                             "attention/attention_common.cuh", "attention/attention_params.h",
-                             "common/host_device.h", "common/tensor_map.h", "common/tile_primitives.cuh",
-                             "common/elementwise.cuh", "common/activation.h"})
+    for (const char* file : {"attention/attention_backward.cuh", "attention/attention_backward_sm90.cuh",
+                             "attention/attention_backward_reference.cuh", "attention/attention_common.cuh",
+                             "attention/attention_params.h", "common/host_device.h", "common/hopper.cuh",
+                             "common/tensor_map.h", "common/tile_primitives.cuh", "common/elementwise.cuh",
+                             "common/activation.h"})
       source_.files[file] = std::string(embedded::file(file));
   }
 
@@ -105,6 +141,7 @@ class AttentionBackwardFamily final : public Family {
                                     const DeviceTarget& device) const override {
     if (auto wrong = backward_variants().check(config)) return wrong;
     const AttentionShape s(problem);
+    if (config.at("variant") == kWgmma) return reject_wgmma(WgmmaBackwardTile(config), s, device);
     const BackwardTile tile(config);
     const int head_dim = tile.head_dim(s);
     if (tile.accumulator_registers(head_dim) > kMaxAccumulatorRegisters)
@@ -118,14 +155,22 @@ class AttentionBackwardFamily final : public Family {
     return std::nullopt;
   }
 
-  // 8 warps of 16 keys, 64 queries a step (32 for head dims past 64, whose dK and dV take
-  // more registers), warps splitting the head dim past 128; 2 stages.
+  // The exhaustive sweeps' best (docs/perf/attention.md, backward): on sm_90 the wgmma kernel
+  // up to head dim 128, 3 stages, key blocks of one head side by side (their Q and dO shared in
+  // L2); otherwise mma.sync with 8 warps of 16 keys, 64 queries a step (32 keys a warp and 32
+  // queries up to head dim 64), warps splitting the head dim past 128.
   Config default_config(const Problem& problem, const DeviceTarget& device) const override {
     const AttentionShape s(problem);
-    Config config{{{"variant", 0},
-                   {"block_m", s.head_dim <= 64 ? 64 : 32},
+    if (device.cc_major >= 9)
+      for (int stages : {3, 2}) {
+        const Config wgmma{{{"variant", kWgmma}, {"stages", stages}, {"tile_order", 0}}};
+        if (!reject(wgmma, problem, device)) return wgmma;
+      }
+    const bool small_head = s.head_dim <= 64;
+    Config config{{{"variant", kMmaSync},
+                   {"block_m", small_head || s.head_dim > 128 ? 32 : 64},
                    {"warps", 8},
-                   {"key_tiles", 1},
+                   {"key_tiles", small_head ? 2 : 1},
                    {"d_split", s.head_dim <= 128 ? 1 : 2},
                    {"stages", 2},
                    {"tile_order", 0}}};
@@ -139,12 +184,23 @@ class AttentionBackwardFamily final : public Family {
     validate_attention("attention_backward", options_, problem, shape_form());
   }
 
-  std::string kernel_file(const Config&) const override { return "attention/attention_backward.cuh"; }
+  std::string kernel_file(const Config& config) const override {
+    return config.at("variant") == kWgmma ? "attention/attention_backward_sm90.cuh"
+                                          : "attention/attention_backward.cuh";
+  }
   std::vector<std::string> kernel_expressions(const Config& config,
                                               const Problem& problem) const override {
     const AttentionShape s(problem);
-    const BackwardTile t(config);
     const std::string kind = std::to_string(element_kind(problem.dtype));
+    if (config.at("variant") == kWgmma) {
+      const WgmmaBackwardTile t(config);
+      return {"tilesmith::attention_backward_sm90<" + kind + "," + std::to_string(wgmma_head_dim(s.head_dim)) +
+                  "," + std::to_string(t.stages) + "," + std::to_string(int{s.causal}) + "," +
+                  std::to_string(t.tile_order) + ">",
+              "tilesmith::attention_backward_prepare<" + kind + ">",
+              "tilesmith::attention_backward_finish_dq_transposed<" + kind + ">"};
+    }
+    const BackwardTile t(config);
     // The main kernel first: a config's registers and spills are its first kernel's.
     return {"tilesmith::attention_backward<" + kind + "," + std::to_string(t.head_dim(s)) + "," +
                 std::to_string(t.block_m) + "," + std::to_string(t.warps) + "," +
@@ -184,37 +240,62 @@ class AttentionBackwardFamily final : public Family {
 
   std::size_t workspace_bytes(const Config& config, const Problem& problem,
                               const DeviceTarget&) const override {
-    const AttentionShape s(problem);
-    return BackwardWorkspace(s, BackwardTile(config).head_dim(s)).bytes;
+    return BackwardWorkspace(config, AttentionShape(problem)).bytes;
   }
 
   LaunchPlan plan(const Config& config, const Problem& problem, const DeviceTarget&,
                   std::span<const std::uint64_t> addresses, std::uint64_t workspace,
                   const CallScalars& scalars) const override {
     const AttentionShape s(problem);
-    const BackwardTile tile(config);
     AttentionBackwardParams p = params(s, addresses, scalars);
-    const BackwardWorkspace layout(s, tile.head_dim(s));
+    const BackwardWorkspace layout(config, s);
     p.delta = reinterpret_cast<float*>(workspace);
     p.lse_log2 = reinterpret_cast<float*>(workspace + layout.lse_log2);
     p.dq_accumulator = reinterpret_cast<float*>(workspace + layout.accumulator);
-    p.dq_pitch = tile.head_dim(s);
+    p.rows_pitch = layout.rows_pitch;
+    p.dq_pitch = layout.dq_pitch;
+    p.dq_transposed = layout.transposed ? 1 : 0;
     const KernelArgs args = KernelArgs::of(p);
 
-    LaunchGeometry rows;  // a warp per query row
-    rows.grid[0] = static_cast<unsigned>((s.rows_of_queries() + 7) / 8);
+    LaunchGeometry rows;  // a warp per workspace row
+    rows.grid[0] = static_cast<unsigned>((static_cast<std::uint64_t>(s.batch * s.heads) * layout.rows_pitch + 7) / 8);
     rows.block[0] = 256;
+    const bool wgmma = config.at("variant") == kWgmma;
+    const int block_n = wgmma ? WgmmaBackwardTile::kBlockN : BackwardTile(config).block_n();
+    const int tile_order = config.at("tile_order");
     LaunchGeometry main;
-    const unsigned key_blocks = static_cast<unsigned>((s.seq_k + tile.block_n() - 1) / tile.block_n());
+    const unsigned key_blocks = static_cast<unsigned>((s.seq_k + block_n - 1) / block_n);
     const unsigned batch_kv = static_cast<unsigned>(s.batch * s.kv_heads);
-    main.grid[0] = tile.tile_order == 0 ? key_blocks : batch_kv;
-    main.grid[1] = tile.tile_order == 0 ? batch_kv : key_blocks;
-    main.block[0] = static_cast<unsigned>(tile.warps * 32);
-    main.dynamic_smem_bytes = static_cast<unsigned>(tile.smem_bytes(tile.head_dim(s)));
+    main.grid[0] = tile_order == 0 ? key_blocks : batch_kv;
+    main.grid[1] = tile_order == 0 ? batch_kv : key_blocks;
     LaunchPlan plan;
     plan.add(1, rows, args);
-    plan.add(0, main, args);
-    plan.add(2, rows, args);
+    if (!wgmma) {
+      const BackwardTile tile(config);
+      main.block[0] = static_cast<unsigned>(tile.warps * 32);
+      main.dynamic_smem_bytes = static_cast<unsigned>(tile.smem_bytes(tile.head_dim(s)));
+      plan.add(0, main, args);
+      plan.add(2, rows, args);
+      return plan;
+    }
+    const WgmmaBackwardTile tile(config);
+    main.block[0] = 384;
+    main.dynamic_smem_bytes = static_cast<unsigned>(tile.smem_bytes(wgmma_head_dim(s.head_dim)));
+    AttentionBackwardSm90Params wide{};
+    wide.p = p;
+    KernelArgs main_args = KernelArgs::of(wide);
+    const DType t = problem.dtype;
+    const int rows_m = WgmmaBackwardTile::kBlockM, rows_n = WgmmaBackwardTile::kBlockN;
+    main_args.request_tensor_map(wide, wide.q_map, attention_tensor_map(s, t, addresses[kQ], p.fwd.q_strides, false, rows_m));
+    main_args.request_tensor_map(wide, wide.k_map, attention_tensor_map(s, t, addresses[kK], p.fwd.k_strides, true, rows_n));
+    main_args.request_tensor_map(wide, wide.v_map, attention_tensor_map(s, t, addresses[kV], p.fwd.v_strides, true, rows_n));
+    main_args.request_tensor_map(wide, wide.do_map, attention_tensor_map(s, t, addresses[kDo], p.do_strides, false, rows_m));
+    plan.add(0, main, main_args);
+    LaunchGeometry finish;  // a CTA per 64 query rows of one (batch, head)
+    finish.grid[0] = static_cast<unsigned>((s.seq_q + 63) / 64);
+    finish.grid[1] = static_cast<unsigned>(s.batch * s.heads);
+    finish.block[0] = 256;
+    plan.add(2, finish, args);
     return plan;
   }
 
@@ -295,6 +376,20 @@ class AttentionBackwardFamily final : public Family {
   }
 
  private:
+  std::optional<std::string> reject_wgmma(const WgmmaBackwardTile& tile, const AttentionShape& s,
+                                          const DeviceTarget& device) const {
+    if (device.cc_major < 9) return "the wgmma template needs sm_90a";
+    if (wgmma_head_dim(s.head_dim) > 128)
+      return "the wgmma template keeps dK and dV of head dims up to 128 in registers";
+    const std::size_t smem = tile.smem_bytes(wgmma_head_dim(s.head_dim));
+    if (static_cast<long long>(smem) > device.max_smem_per_block_optin)
+      return std::to_string(smem) + " bytes of shared memory";
+    const std::int64_t key_blocks = (s.seq_k + WgmmaBackwardTile::kBlockN - 1) / WgmmaBackwardTile::kBlockN;
+    if ((tile.tile_order == 0 ? s.batch * s.kv_heads : key_blocks) > 65535)
+      return "more than 65535 CTAs in the grid's y dimension";
+    return std::nullopt;
+  }
+
   // The kernels' argument: the tensors with their strides as the call gives them, else as the
   // layout packs them; the workspace is the plan's to fill in.
   AttentionBackwardParams params(const AttentionShape& s, std::span<const std::uint64_t> addresses,

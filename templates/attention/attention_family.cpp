@@ -67,13 +67,6 @@ VariantSpaces variants() {
             {"pingpong", {0, 1}}}}};
 }
 
-// The head dims the wgmma kernel computes with: its register-form N (P V's) is one of these.
-int wgmma_head_dim(std::int64_t head_dim) {
-  for (int n : {64, 96, 128, 192, 256})
-    if (head_dim <= n) return n;
-  return 0;
-}
-
 // A config of the wgmma kernel (attention_sm90.cuh).
 struct WgmmaTile {
   int block_n, consumers, stages, tile_order, pipeline, pingpong;
@@ -242,30 +235,10 @@ class AttentionFamily final : public Family {
     AttentionSm90Params wide{};
     wide.p = p;
     KernelArgs args = KernelArgs::of(wide);
-    const std::size_t e = dtype_size(problem.dtype);
-    // {head dim, seq, heads, batch}; boxes of 64 columns (one 128-byte swizzled row) by `rows`.
-    auto map = [&](std::uint64_t address, const AttentionStrides& strides, std::int64_t seq,
-                   std::int64_t heads, int rows) {
-      TensorMapSpec spec;
-      spec.dtype = problem.dtype;
-      spec.rank = 4;
-      spec.address = address;
-      spec.dims[0] = static_cast<std::uint64_t>(s.head_dim);
-      spec.dims[1] = static_cast<std::uint64_t>(seq);
-      spec.dims[2] = static_cast<std::uint64_t>(heads);
-      spec.dims[3] = static_cast<std::uint64_t>(s.batch);
-      spec.stride_bytes[0] = static_cast<std::uint64_t>(strides.row) * e;
-      spec.stride_bytes[1] = static_cast<std::uint64_t>(strides.head) * e;
-      spec.stride_bytes[2] = static_cast<std::uint64_t>(strides.batch) * e;
-      spec.box[0] = 64;
-      spec.box[1] = static_cast<std::uint32_t>(rows);
-      spec.box[2] = spec.box[3] = 1;
-      spec.swizzle_bytes = 128;
-      return spec;
-    };
-    args.request_tensor_map(wide, wide.q_map, map(addresses[kQ], p.q_strides, s.seq_q, s.heads, 64));
-    args.request_tensor_map(wide, wide.k_map, map(addresses[kK], p.k_strides, s.seq_k, s.kv_heads, tile.block_n));
-    args.request_tensor_map(wide, wide.v_map, map(addresses[kV], p.v_strides, s.seq_k, s.kv_heads, tile.block_n));
+    const DType t = problem.dtype;
+    args.request_tensor_map(wide, wide.q_map, attention_tensor_map(s, t, addresses[kQ], p.q_strides, false, 64));
+    args.request_tensor_map(wide, wide.k_map, attention_tensor_map(s, t, addresses[kK], p.k_strides, true, tile.block_n));
+    args.request_tensor_map(wide, wide.v_map, attention_tensor_map(s, t, addresses[kV], p.v_strides, true, tile.block_n));
     plan.add(0, geometry, args);
     return plan;
   }

@@ -42,12 +42,12 @@ struct AttentionSm90Params {
 };
 
 // dQ, dK and dV of O = softmax(Q K^T * scale + mask) V by recomputation (FlashAttention-2), in
-// three launches (attention_backward.cuh): `prepare` writes each query row's delta =
-// rowsum(dO * O) and its logsumexp in log2 units, and zeroes dQ's fp32 accumulator; the main
-// kernel walks key blocks, keeping their dK and dV in registers and adding into the
-// accumulator; `finish_dq` scales it into dQ. `fwd` holds Q, K, V, O, the logsumexp the forward
-// wrote, their strides, sizes and scale; the reference writes fp32 dQ, dK, dV packed, one after
-// the other, from `dq` on.
+// three launches (attention_backward.cuh, attention_backward_sm90.cuh): `prepare` writes each
+// query row's delta = rowsum(dO * O) and its logsumexp in log2 units, and zeroes dQ's fp32
+// accumulator; the main kernel walks key blocks, keeping their dK and dV in registers and adding
+// into the accumulator; `finish` scales it into dQ. `fwd` holds Q, K, V, O, the logsumexp the
+// forward wrote, their strides, sizes and scale; the reference writes fp32 dQ, dK and dV where
+// dq, dk and dv point.
 struct AttentionBackwardParams {
   AttentionParams fwd;
   const void* d_o;
@@ -55,13 +55,22 @@ struct AttentionBackwardParams {
   void* dk;
   void* dv;
   AttentionStrides do_strides, dq_strides, dk_strides, dv_strides;
-  // The workspace: batch x heads x seq_q rows each of delta, of the logsumexp times log2(e)
-  // (+inf where the forward's is -inf, so the row's probabilities are 0), and of the
-  // accumulator (dq_pitch floats a row).
+  // The workspace: per (batch, head), rows_pitch rows (seq_q, or more: the rows past it hold
+  // delta 0 and a logsumexp of +inf, so their probabilities are 0) each of delta and of the
+  // logsumexp times log2(e) (+inf where the forward's is -inf), and dQ's accumulator, dq_pitch
+  // floats a row ([row][column]), or with dq_transposed dq_pitch columns of rows_pitch floats.
   float* delta;
   float* lse_log2;
   float* dq_accumulator;
+  int rows_pitch;
   int dq_pitch;
+  int dq_transposed;
+};
+
+// The wgmma backward's argument: Q, K, V and dO also as TMA tensor maps.
+struct AttentionBackwardSm90Params {
+  TensorMap q_map, k_map, v_map, do_map;
+  AttentionBackwardParams p;
 };
 
 }  // namespace tilesmith

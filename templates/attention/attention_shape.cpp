@@ -104,4 +104,31 @@ AttentionParams attention_sizes(const AttentionShape& s, const CallScalars& scal
   return p;
 }
 
+TensorMapSpec attention_tensor_map(const AttentionShape& s, DType dtype, std::uint64_t address,
+                                   const AttentionStrides& strides, bool kv, int rows) {
+  const std::uint64_t e = dtype_size(dtype);
+  TensorMapSpec spec;
+  spec.dtype = dtype;
+  spec.rank = 4;
+  spec.address = address;
+  spec.dims[0] = static_cast<std::uint64_t>(s.head_dim);
+  spec.dims[1] = static_cast<std::uint64_t>(kv ? s.seq_k : s.seq_q);
+  spec.dims[2] = static_cast<std::uint64_t>(kv ? s.kv_heads : s.heads);
+  spec.dims[3] = static_cast<std::uint64_t>(s.batch);
+  spec.stride_bytes[0] = static_cast<std::uint64_t>(strides.row) * e;
+  spec.stride_bytes[1] = static_cast<std::uint64_t>(strides.head) * e;
+  spec.stride_bytes[2] = static_cast<std::uint64_t>(strides.batch) * e;
+  spec.box[0] = 64;
+  spec.box[1] = static_cast<std::uint32_t>(rows);
+  spec.box[2] = spec.box[3] = 1;
+  spec.swizzle_bytes = 128;
+  return spec;
+}
+
+int wgmma_head_dim(std::int64_t head_dim) {
+  for (int n : {64, 96, 128, 192, 256})
+    if (head_dim <= n) return n;
+  return 0;
+}
+
 }  // namespace tilesmith

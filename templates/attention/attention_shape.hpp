@@ -56,4 +56,12 @@ AttentionStrides attention_strides(const AttentionShape& s, const CallScalars& s
 // kernel's argument; the tensors and strides are the op's to fill in.
 AttentionParams attention_sizes(const AttentionShape& s, const CallScalars& scalars);
 
+// A 4D TMA map {head dim, seq, heads, batch} of one tensor (`kv`: shaped as K and V), with its
+// strides, in boxes of 64 columns (one 128-byte swizzled row) by `rows`: the wgmma kernels'.
+TensorMapSpec attention_tensor_map(const AttentionShape& s, DType dtype, std::uint64_t address,
+                                   const AttentionStrides& strides, bool kv, int rows);
+
+// The head dims the wgmma kernels compute with (their register-form N): 64, 96, 128, 192 or 256.
+int wgmma_head_dim(std::int64_t head_dim);
+
 }  // namespace tilesmith

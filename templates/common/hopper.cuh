@@ -246,6 +246,14 @@ __device__ __forceinline__ void tma_load_4d(unsigned dst, const TensorMap* map, 
       "l"(map), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
       : "memory");
 }
+// `bytes` (a multiple of 16) contiguous bytes of global memory into this CTA's shared memory, both
+// 16-byte aligned, by the bulk copy engine; completion counted in bytes on `bar`.
+__device__ __forceinline__ void bulk_load(unsigned dst, const void* src, unsigned bytes, unsigned bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
+      "l"(src), "r"(bytes), "r"(bar)
+      : "memory");
+}
 // Shared -> global box store; elements outside the tensor are clipped. Writers of `src` need
 // fence_proxy_async_shared() and a barrier first; commit + wait_read before reusing `src`.
 __device__ __forceinline__ void tma_store_2d(const TensorMap* map, unsigned src, int c0, int c1) {

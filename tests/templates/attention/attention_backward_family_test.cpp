@@ -68,6 +68,16 @@ TEST(AttentionBackwardFamily, FillsALogsumexpAForwardWouldWrite) {
   EXPECT_NE(lse[2], lse[8]);  // the same row of the two heads
 }
 
+TEST(AttentionBackwardFamily, DefaultIsTheWgmmaKernelOnSm90UpToHeadDim128) {
+  const DeviceTarget sm90 = DeviceTarget::assumed_for_arch("sm_90a");
+  EXPECT_EQ(family().default_config(attention_backward({4, 16, 4096, 128}), sm90).at("variant"), 1);
+  EXPECT_EQ(family().default_config(attention_backward({4, 16, 4096, 72}), sm90).at("variant"), 1);
+  EXPECT_EQ(family().default_config(attention_backward({4, 16, 4096, 192}), sm90).at("variant"), 0);
+  EXPECT_EQ(family().default_config(attention_backward({4, 16, 4096, 128}), DeviceTarget::assumed_for_arch("sm_80"))
+                .at("variant"),
+            0);
+}
+
 TEST(AttentionBackwardFamily, EveryHeadDimHasAValidDefaultOnEveryArch) {
   for (const char* arch : {"sm_80", "sm_90a"}) {
     const DeviceTarget device = DeviceTarget::assumed_for_arch(arch);
@@ -145,6 +155,46 @@ TEST(AttentionBackwardFamily, PlanPreparesRunsAndFinishesOverOneWorkspace) {
   EXPECT_EQ(std::memcmp(plan.steps[0].args.bytes.data(), plan.steps[1].args.bytes.data(), sizeof p), 0);
 }
 
+// The wgmma variant: a producer and two consumer warpgroups over 128 keys, Q, K, V and dO as 4D
+// tensor maps, the workspace's rows padded to whole 64-row query blocks and dQ's accumulator
+// transposed, finished a CTA per 64 rows.
+TEST(AttentionBackwardFamily, WgmmaPlanAsksForTensorMapsAndATransposedAccumulator) {
+  const DeviceTarget device = DeviceTarget::assumed_for_arch("sm_90a");
+  const std::vector<std::uint64_t> addresses = {0x1000, 0x2000, 0x3000, 0x4000, 0x5000,
+                                                0x6000, 0x7000, 0x8000, 0x9000};
+  const Problem problem = attention_backward({2, 8, 2, 100, 300, 72});
+  const Config config{{{"variant", 1}, {"stages", 3}, {"tile_order", 0}}};
+  ASSERT_FALSE(family().reject(config, problem, device).has_value());
+  const std::size_t rows = 2 * 8 * 128;  // 100 rows padded to 128
+  EXPECT_EQ(family().workspace_bytes(config, problem, device), 2 * rows * 4 + rows * 128 * 4);
+  const LaunchPlan plan = family().plan(config, problem, device, addresses, 0x100000, CallScalars{});
+  ASSERT_EQ(plan.step_count, 3);
+  const LaunchStep& main = plan.steps[1];
+  EXPECT_EQ(main.kernel, 0);
+  EXPECT_EQ(main.geometry.block[0], 384u);
+  EXPECT_EQ(main.geometry.grid[0], 3u);  // 300 keys, 128 a CTA
+  EXPECT_EQ(main.geometry.grid[1], 4u);
+  ASSERT_EQ(main.args.tensor_map_count, 4);
+  EXPECT_EQ(main.args.tensor_maps[0].address, 0x1000u);
+  EXPECT_EQ(main.args.tensor_maps[0].box[1], 64u);
+  EXPECT_EQ(main.args.tensor_maps[1].dims[1], 300u);
+  EXPECT_EQ(main.args.tensor_maps[1].box[1], 128u);
+  EXPECT_EQ(main.args.tensor_maps[3].address, 0x5000u);  // dO
+  AttentionBackwardSm90Params wide;
+  std::memcpy(&wide, main.args.bytes.data(), sizeof wide);
+  EXPECT_EQ(wide.p.rows_pitch, 128);
+  EXPECT_EQ(wide.p.dq_pitch, 128);  // head dim 72 runs as two 64-column panels
+  EXPECT_EQ(wide.p.dq_transposed, 1);
+  EXPECT_EQ(plan.steps[2].kernel, 2);
+  EXPECT_EQ(plan.steps[2].geometry.grid[0], 2u);
+  EXPECT_EQ(plan.steps[2].geometry.grid[1], 16u);
+  EXPECT_EQ(plan.steps[0].geometry.grid[0], rows / 8);
+  // sm_80 has no wgmma; its registers hold dK and dV of head dims up to 128.
+  EXPECT_TRUE(family().reject(config, problem, DeviceTarget::assumed_for_arch("sm_80")).has_value());
+  EXPECT_TRUE(family().reject(config, attention_backward({1, 2, 512, 136}), device).has_value());
+  EXPECT_FALSE(family().reject(config, attention_backward({1, 2, 512, 128}), device).has_value());
+}
+
 // One query, two keys, head dim 8, by hand: S = 0 for both keys, so with lse = log 2 each
 // probability is 1/2; dO = 1 and O = 0 make delta 0 and dP = the sum of V's row.
 TEST(AttentionBackwardFamily, CpuReferenceByHand) {
@@ -175,7 +225,8 @@ TEST(AttentionBackwardFamily, WorkIsTwoAndAHalfForwards) {
 }
 
 // A sample over head dims, dtypes and options: each compiles without spills or ptxas warnings,
-// for sm_80 and sm_90a.
+// the mma.sync configs for sm_80 and sm_90a, the wgmma ones for sm_90a (without wgmmas
+// serialized either).
 TEST(AttentionBackwardFamily, SampledConfigsCompileWithoutSpills) {
   struct Case {
     Problem problem;
@@ -190,10 +241,28 @@ TEST(AttentionBackwardFamily, SampledConfigsCompileWithoutSpills) {
       {attention_backward({1, 4, 300, 72}, {{"causal", "1"}}), {{"d_split", 2}, {"block_m", 64}}},
       {attention_backward({3, 2, 17, 8}, {}, DType::f16), {{"block_m", 128}, {"warps", 4}}},
   };
+  struct WgmmaCase {
+    Problem problem;
+    int stages;
+  };
+  const std::vector<WgmmaCase> wgmma_cases = {
+      {attention_backward({4, 16, 4096, 128}), 2},
+      {attention_backward({4, 16, 4096, 64}, {{"causal", "1"}}), 4},
+      {attention_backward({1, 4, 300, 72}, {{"layout", "bhsd"}}, DType::f16), 3}};
+  for (const WgmmaCase& c : wgmma_cases) {
+    const Config config{{{"variant", 1}, {"stages", c.stages}, {"tile_order", 1}}};
+    const DeviceTarget device = DeviceTarget::assumed_for_arch("sm_90a");
+    ASSERT_FALSE(family().reject(config, c.problem, device).has_value()) << c.problem.key();
+    const CompiledKernel kernel = compile(render(family(), config, c.problem), "sm_90a");
+    const std::string what = c.problem.key() + " [" + config.text() + "]\n" + kernel.log;
+    EXPECT_FALSE(kernel.resources.spills()) << what;
+    EXPECT_EQ(kernel.log.find("warning"), std::string::npos) << what;
+    EXPECT_EQ(kernel.log.find("C75"), std::string::npos) << what;  // no serialized wgmma
+  }
   for (const char* arch : {"sm_80", "sm_90a"}) {
     const DeviceTarget device = DeviceTarget::assumed_for_arch(arch);
-    for (const Case& c : cases) {
-      Config config = family().default_config(c.problem, device);
+    for (const Case& c : cases) {  // mma.sync configs on both architectures
+      Config config = family().default_config(c.problem, DeviceTarget::assumed_for_arch("sm_80"));
       for (const auto& [name, value] : c.config) config.values[name] = value;
       ASSERT_FALSE(family().reject(config, c.problem, device).has_value())
           << c.problem.key() << " [" << config.text() << "]: " << *family().reject(config, c.problem, device);
