@@ -24,6 +24,47 @@
 
 namespace tilesmith {
 
+// What a backward CTA owns (BLOCK_N keys of one kv head) and the query blocks it walks: every
+// query head of the kv head's group, each from the first block that sees its keys (causal) to
+// the last. The walk through a head starts at a block rotated by the key block, so the CTAs of
+// one head, running side by side, add into different rows of dQ's accumulator at any moment
+// rather than all into the same ones. (The mma.sync kernel, at the register limit, walks the
+// same blocks in order: attention_backward.cuh.)
+struct KeyBlockWalk {
+  int batch, kv_head, key0, diagonal;
+  int first_head, m_first, per_head, rotation, steps;
+  __device__ __forceinline__ int head(int step) const { return first_head + step / per_head; }
+  template <int BLOCK_M>
+  __device__ __forceinline__ int row0(int step) const {
+    int m = step % per_head + rotation;
+    if (m >= per_head) m -= per_head;
+    return (m_first + m) * BLOCK_M;
+  }
+};
+
+// TILE_ORDER 0: blockIdx.x walks the key blocks of one kv head (they share its Q and dO in L2);
+// 1: blockIdx.x walks the (batch, kv head)s. Either way key block 0, which causal queries see
+// most, comes first.
+template <int BLOCK_M, int BLOCK_N, int CAUSAL, int TILE_ORDER>
+__device__ __forceinline__ KeyBlockWalk key_block_walk(const AttentionParams& f) {
+  KeyBlockWalk w;
+  const int key_block = TILE_ORDER == 0 ? static_cast<int>(blockIdx.x) : static_cast<int>(blockIdx.y);
+  const int batch_kv = TILE_ORDER == 0 ? static_cast<int>(blockIdx.y) : static_cast<int>(blockIdx.x);
+  w.batch = batch_kv / f.kv_heads;
+  w.kv_head = batch_kv % f.kv_heads;
+  const int group = f.heads / f.kv_heads;
+  w.first_head = w.kv_head * group;
+  w.key0 = key_block * BLOCK_N;
+  w.diagonal = f.seq_k - f.seq_q;
+  // Causal: the first query that sees key0 is key0 - diagonal; every key is seen by the last.
+  w.m_first = CAUSAL ? max(0, w.key0 - w.diagonal) / BLOCK_M : 0;
+  w.per_head = (f.seq_q + BLOCK_M - 1) / BLOCK_M - w.m_first;
+  w.rotation = key_block % w.per_head;
+  w.steps = group * w.per_head;
+  return w;
+}
+
+// TILE_ORDER: key_block_walk.
 template <int KIND, int HEAD_DIM, int STAGES, int CAUSAL, int TILE_ORDER>
 __global__ void __launch_bounds__(384, 1)
     attention_backward_sm90(const __grid_constant__ AttentionBackwardSm90Params params) {
@@ -52,15 +93,9 @@ __global__ void __launch_bounds__(384, 1)
   auto empty = [&](int s) { return barriers + 8u * (1 + STAGES + s); };
   const float* stats = reinterpret_cast<const float*>(smem_raw + (stats_ring - smem_address(smem_raw)));
 
-  const int key_block = TILE_ORDER == 0 ? static_cast<int>(blockIdx.x) : static_cast<int>(blockIdx.y);
-  const int batch_kv = TILE_ORDER == 0 ? static_cast<int>(blockIdx.y) : static_cast<int>(blockIdx.x);
-  const int batch = batch_kv / f.kv_heads, kv_head = batch_kv % f.kv_heads;
-  const int group = f.heads / f.kv_heads;
-  const int key0 = key_block * BLOCK_N;
-  const int diagonal = f.seq_k - f.seq_q;
-  const int m_first = CAUSAL ? max(0, key0 - diagonal) / BLOCK_M : 0;
-  const int per_head = (f.seq_q + BLOCK_M - 1) / BLOCK_M - m_first;
-  const int steps = group * per_head;
+  const KeyBlockWalk walk = key_block_walk<BLOCK_M, BLOCK_N, CAUSAL, TILE_ORDER>(f);
+  const int batch = walk.batch, kv_head = walk.kv_head, key0 = walk.key0, diagonal = walk.diagonal;
+  const int steps = walk.steps;
 
   if (threadIdx.x == 0) {
     mbarrier_init(kv_full, 1);
@@ -90,8 +125,8 @@ __global__ void __launch_bounds__(384, 1)
       int stage = 0;
       unsigned phase = 0;
       for (int step = 0; step < steps; ++step) {
-        const int head = kv_head * group + step / per_head;
-        const int row0 = (m_first + step % per_head) * BLOCK_M;
+        const int head = walk.head(step);
+        const int row0 = walk.row0<BLOCK_M>(step);
         mbarrier_wait(empty(stage), phase ^ 1u);
         mbarrier_arrive_expect_tx(full(stage), 2 * Q_STAGE + STATS_STAGE);
 #pragma unroll
@@ -141,8 +176,8 @@ __global__ void __launch_bounds__(384, 1)
   int stage = 0;
   unsigned phase = 0;
   for (int step = 0; step < steps; ++step) {
-    const int head = kv_head * group + step / per_head;
-    const int row0 = (m_first + step % per_head) * BLOCK_M;
+    const int head = walk.head(step);
+    const int row0 = walk.row0<BLOCK_M>(step);
     mbarrier_wait(full(stage), phase);
 
     // S^T and dP^T: 64 keys by the block's 64 queries each.
