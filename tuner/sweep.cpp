@@ -236,21 +236,49 @@ SweepReport run_sweep(const Family& family, const Problem& problem, cache::Datab
     if (on_progress) on_progress(progress);
   };
 
+  // The first proposal (the strategy's first: the family's default where it is a candidate) is
+  // timed before any other, whichever compiles first, so a budget that runs out early has
+  // still measured the config the runtime would use untuned. Outcomes that arrive before it
+  // wait here, in order.
+  struct Ready {
+    CompileOutcome outcome;
+    bool reused;
+  };
+  std::deque<Ready> held;
+  bool first_timed = false;
+  auto next_ready = [&]() -> Ready {
+    for (;;) {
+      if (first_timed && !held.empty()) {
+        Ready ready = std::move(held.front());
+        held.pop_front();
+        return ready;
+      }
+      Ready ready{{}, false};
+      if (from_cache.empty()) {
+        ready.outcome = pool.next();
+        if (ready.outcome.kernel) database.put_cubin(*ready.outcome.kernel);  // keyed by source hash
+      } else {
+        ready.outcome = CompileOutcome{from_cache.front().id, std::move(from_cache.front().kernel), ""};
+        from_cache.pop_front();
+        ready.reused = true;
+        ++report.resources.reused;
+      }
+      if (!first_timed && ready.outcome.id != 0) {
+        held.push_back(std::move(ready));
+        continue;
+      }
+      first_timed = true;
+      return ready;
+    }
+  };
+
   std::int64_t running_trial = 0;  // started on the GPU, not yet finished (ids start at 1)
   try {
     refill();
     while (!in_flight.empty()) {
-      CompileOutcome outcome;
-      bool reused = false;
-      if (from_cache.empty()) {
-        outcome = pool.next();
-        if (outcome.kernel) database.put_cubin(*outcome.kernel);  // keyed by source hash
-      } else {
-        outcome = CompileOutcome{from_cache.front().id, std::move(from_cache.front().kernel), ""};
-        from_cache.pop_front();
-        reused = true;
-        ++report.resources.reused;
-      }
+      Ready ready = next_ready();
+      CompileOutcome outcome = std::move(ready.outcome);
+      const bool reused = ready.reused;
       Config config = in_flight.at(outcome.id);
       in_flight.erase(outcome.id);
       refill();
