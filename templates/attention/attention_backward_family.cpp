@@ -25,8 +25,8 @@ constexpr int kMmaSync = 0, kWgmma = 1;
 // variant 0, mma.sync (sm_80 and later): block_m queries a step through a `stages`-deep ring;
 // `warps` warps of 16 x key_tiles keys each, d_split warps sharing a key range (each with its
 // slice of dK's and dV's columns). variant 1, wgmma (sm_90a, head dims up to 128): 128 keys a
-// CTA in two consumer warpgroups, 64 queries a step through a TMA ring of `stages`. Both: the
-// order of the CTAs (tile_order).
+// CTA in two consumer warpgroups, block_m queries a step (128 only up to head dim 64) through a
+// TMA ring of `stages`. Both: the order of the CTAs (tile_order).
 VariantSpaces backward_variants() {
   return {{{{"block_m", {32, 64, 128}},
             {"warps", {4, 8}},
@@ -34,22 +34,24 @@ VariantSpaces backward_variants() {
             {"d_split", {1, 2}},
             {"stages", {2, 3}},
             {"tile_order", {0, 1}}},
-           {{"stages", {2, 3, 4}}, {"tile_order", {0, 1}}}}};
+           {{"block_m", {64, 128}}, {"stages", {2, 3, 4}}, {"tile_order", {0, 1}}}}};
 }
 
-// The wgmma kernel (attention_backward_sm90.cuh): 64 queries a step, 128 keys a CTA, head dims
-// of one or two 64-column panels.
+// The wgmma kernel (attention_backward_sm90.cuh): block_m queries a step, 128 keys a CTA, head
+// dims of one or two 64-column panels.
 struct WgmmaBackwardTile {
-  static constexpr int kBlockM = 64, kBlockN = 128;
-  int stages, tile_order;
-  explicit WgmmaBackwardTile(const Config& c) : stages(c.at("stages")), tile_order(c.at("tile_order")) {}
+  static constexpr int kBlockN = 128;
+  int block_m, stages, tile_order;
+  explicit WgmmaBackwardTile(const Config& c)
+      : block_m(c.at("block_m")), stages(c.at("stages")), tile_order(c.at("tile_order")) {}
   static int panels(int head_dim) { return (head_dim + 63) / 64; }
   // 1024 of alignment slack, K and V, the Q and dO rings, two dS^T tiles, the statistics, and
   // 1 + 2 x stages mbarriers.
   std::size_t smem_bytes(int head_dim) const {
     const auto panel_rows = static_cast<std::size_t>(panels(head_dim)) * 128;
-    return 1024 + 2 * panel_rows * kBlockN + 2 * static_cast<std::size_t>(stages) * panel_rows * kBlockM +
-           2 * 128 * kBlockN + static_cast<std::size_t>(stages) * 2 * kBlockM * 4 +
+    const auto m = static_cast<std::size_t>(block_m);
+    return 1024 + 2 * panel_rows * kBlockN + 2 * static_cast<std::size_t>(stages) * panel_rows * m +
+           2 * (m / 64) * 128 * kBlockN + static_cast<std::size_t>(stages) * 2 * m * 4 +
            8 * (1 + 2 * static_cast<std::size_t>(stages));
   }
 };
@@ -94,7 +96,7 @@ struct BackwardWorkspace {
   BackwardWorkspace(const Config& config, const AttentionShape& s) {
     transposed = config.at("variant") == kWgmma;
     if (transposed) {
-      const int block_m = WgmmaBackwardTile::kBlockM;
+      const int block_m = WgmmaBackwardTile(config).block_m;
       rows_pitch = static_cast<int>((s.seq_q + block_m - 1) / block_m * block_m);
       dq_pitch = 64 * WgmmaBackwardTile::panels(wgmma_head_dim(s.head_dim));
     } else {
@@ -155,21 +157,22 @@ class AttentionBackwardFamily final : public Family {
     return std::nullopt;
   }
 
-  // The exhaustive sweeps' best (docs/perf/attention.md, backward): on sm_90 the wgmma kernel
-  // up to head dim 128, 3 stages, key blocks of one head side by side (their Q and dO shared in
-  // L2); otherwise mma.sync with 8 warps of 16 keys, 64 queries a step (32 keys a warp and 32
-  // queries up to head dim 64), warps splitting the head dim past 128.
+  // The exhaustive sweeps' best (docs/perf/attention.md, v4 and v5): on sm_90 the wgmma kernel
+  // for head dims from 72 to 128, 64 queries a step, 3 stages, key blocks of one head side by
+  // side (their Q and dO shared in L2); otherwise mma.sync with 8 warps of 16 keys and 64
+  // queries a step, up to head dim 64 4 warps of 32 keys and 32 queries (1.30 ms against the
+  // wgmma kernel's 1.43 at B8 H16 S2048 D64), warps splitting the head dim past 128.
   Config default_config(const Problem& problem, const DeviceTarget& device) const override {
     const AttentionShape s(problem);
-    if (device.cc_major >= 9)
+    const bool small_head = s.head_dim <= 64;
+    if (device.cc_major >= 9 && !small_head)
       for (int stages : {3, 2}) {
-        const Config wgmma{{{"variant", kWgmma}, {"stages", stages}, {"tile_order", 0}}};
+        const Config wgmma{{{"variant", kWgmma}, {"block_m", 64}, {"stages", stages}, {"tile_order", 0}}};
         if (!reject(wgmma, problem, device)) return wgmma;
       }
-    const bool small_head = s.head_dim <= 64;
     Config config{{{"variant", kMmaSync},
                    {"block_m", small_head || s.head_dim > 128 ? 32 : 64},
-                   {"warps", 8},
+                   {"warps", small_head ? 4 : 8},
                    {"key_tiles", small_head ? 2 : 1},
                    {"d_split", s.head_dim <= 128 ? 1 : 2},
                    {"stages", 2},
@@ -195,7 +198,7 @@ class AttentionBackwardFamily final : public Family {
     if (config.at("variant") == kWgmma) {
       const WgmmaBackwardTile t(config);
       return {"tilesmith::attention_backward_sm90<" + kind + "," + std::to_string(wgmma_head_dim(s.head_dim)) +
-                  "," + std::to_string(t.stages) + "," + std::to_string(int{s.causal}) + "," +
+                  "," + std::to_string(t.block_m) + "," + std::to_string(t.stages) + "," + std::to_string(int{s.causal}) + "," +
                   std::to_string(t.tile_order) + ">",
               "tilesmith::attention_backward_prepare<" + kind + ">",
               "tilesmith::attention_backward_finish_dq_transposed<" + kind + ">"};
@@ -285,7 +288,7 @@ class AttentionBackwardFamily final : public Family {
     wide.p = p;
     KernelArgs main_args = KernelArgs::of(wide);
     const DType t = problem.dtype;
-    const int rows_m = WgmmaBackwardTile::kBlockM, rows_n = WgmmaBackwardTile::kBlockN;
+    const int rows_m = tile.block_m, rows_n = WgmmaBackwardTile::kBlockN;
     main_args.request_tensor_map(wide, wide.q_map, attention_tensor_map(s, t, addresses[kQ], p.fwd.q_strides, false, rows_m));
     main_args.request_tensor_map(wide, wide.k_map, attention_tensor_map(s, t, addresses[kK], p.fwd.k_strides, true, rows_n));
     main_args.request_tensor_map(wide, wide.v_map, attention_tensor_map(s, t, addresses[kV], p.fwd.v_strides, true, rows_n));
@@ -381,6 +384,8 @@ class AttentionBackwardFamily final : public Family {
     if (device.cc_major < 9) return "the wgmma template needs sm_90a";
     if (wgmma_head_dim(s.head_dim) > 128)
       return "the wgmma template keeps dK and dV of head dims up to 128 in registers";
+    if (tile.block_m == 128 && wgmma_head_dim(s.head_dim) > 64)
+      return "128 queries a step keep S^T, dP^T, dK and dV in registers up to head dim 64";
     const std::size_t smem = tile.smem_bytes(wgmma_head_dim(s.head_dim));
     if (static_cast<long long>(smem) > device.max_smem_per_block_optin)
       return std::to_string(smem) + " bytes of shared memory";

@@ -2,7 +2,8 @@
 // finish: attention_backward.cuh and below) on wgmma fed by TMA.
 //
 // A CTA owns 128 keys of one kv head: K and V arrive once by TMA; a producer warpgroup brings
-// each query block (64 rows of Q and dO, and their logsumexp and delta from the workspace)
+// each query block (BLOCK_M = 64 rows of Q and dO, or 128 up to head dim 64, and their
+// logsumexp and delta from the workspace)
 // into a STAGES-deep ring on mbarriers, walking every query head of the kv head's group. Two
 // consumer warpgroups own 64 keys each, with keys as the wgmma's M:
 //   S^T = K Q^T and dP^T = V dO^T from shared memory (both K-major), P and dS in registers;
@@ -10,13 +11,15 @@
 //   memory), so dK and dV stay in registers for the whole walk;
 //   dS^T goes to shared memory (swizzled as TMA would write it), and dQ^T = K^T dS^T (both
 //   M/N-major from shared memory) takes 64 columns of the head dim per warpgroup (a head dim
-//   of one panel: each warpgroup's own 64 keys, both adding); it is added
+//   of one panel: each warpgroup's own 64 keys, both adding, the warpgroups then independent
+//   but for the ring); it is added
 //   into the fp32 accumulator, kept transposed ([column][row]) so each thread's pairs of rows
 //   are adjacent, by vector reductions. attention_backward_finish_dq_transposed turns it into dQ.
 // Shared memory, 1024-byte aligned, tiles in 64-column panels of 128-byte rows (128-byte
-// swizzle): K, V: PANELS x [128 keys][128 B]; Q, dO: STAGES x PANELS x [64 rows][128 B]; dS^T:
-// 2 x [128 keys][64 queries x 2 B] (double-buffered: one barrier a step); statistics: STAGES x
-// [64 logsumexps][64 deltas]; mbarriers kv_full, full[STAGES], empty[STAGES].
+// swizzle): K, V: PANELS x [128 keys][128 B]; Q, dO: STAGES x PANELS x [BLOCK_M rows][128 B];
+// dS^T: 2 x BLOCK_M / 64 x [128 keys][64 queries x 2 B] (double-buffered: one barrier a step);
+// statistics: STAGES x [BLOCK_M logsumexps][BLOCK_M deltas]; mbarriers kv_full, full[STAGES],
+// empty[STAGES].
 #pragma once
 
 #include "attention/attention_backward.cuh"
@@ -65,18 +68,21 @@ __device__ __forceinline__ KeyBlockWalk key_block_walk(const AttentionParams& f)
 }
 
 // TILE_ORDER: key_block_walk.
-template <int KIND, int HEAD_DIM, int STAGES, int CAUSAL, int TILE_ORDER>
+template <int KIND, int HEAD_DIM, int BLOCK_M, int STAGES, int CAUSAL, int TILE_ORDER>
 __global__ void __launch_bounds__(384, 1)
     attention_backward_sm90(const __grid_constant__ AttentionBackwardSm90Params params) {
-  constexpr int BLOCK_M = 64, BLOCK_N = 128;
+  constexpr int BLOCK_N = 128;
   constexpr int PANELS = (HEAD_DIM + 63) / 64;
   constexpr int KV_PANEL = BLOCK_N * 128, Q_PANEL = BLOCK_M * 128;
   constexpr int Q_STAGE = PANELS * Q_PANEL;
-  constexpr int DS_BYTES = BLOCK_N * 128;
+  // dS^T: BLOCK_M / 64 panels of [128 keys][64 queries].
+  constexpr int DS_PANEL = BLOCK_N * 128, DS_BYTES = (BLOCK_M / 64) * DS_PANEL;
+  constexpr int M_TILES = BLOCK_M / 8;  // 8-query tiles of S^T
   constexpr int STATS_STAGE = 2 * BLOCK_M * 4;
   constexpr int K_STEPS = HEAD_DIM / 16;
   constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240;
   static_assert(HEAD_DIM % 16 == 0 && HEAD_DIM <= 128 && STAGES >= 2, "tile shape");
+  static_assert(BLOCK_M == 64 || (BLOCK_M == 128 && HEAD_DIM <= 64), "S^T, dP^T, dK and dV in registers");
   const AttentionBackwardParams& p = params.p;
   const AttentionParams& f = p.fwd;
 
@@ -166,7 +172,7 @@ __global__ void __launch_bounds__(384, 1)
   const int dq_panel = PANELS == 2 ? c : 0, dq_key0 = PANELS == 2 ? 0 : 64 * c;
   constexpr int DQ_KEY_STEPS = PANELS == 2 ? BLOCK_N / 16 : BLOCK_N / 32;
   const unsigned long long kt_desc = wgmma_desc_sw128(k_tile + dq_panel * KV_PANEL + dq_key0 * 128, KV_PANEL, 1024);
-  const unsigned long long ds_desc = wgmma_desc_sw128(ds_tiles + dq_key0 * 128, DS_BYTES, 1024);
+  const unsigned long long ds_desc = wgmma_desc_sw128(ds_tiles + dq_key0 * 128, DS_PANEL, 1024);
 
   float dk[HEAD_DIM / 2], dv[HEAD_DIM / 2];
 #pragma unroll
@@ -181,11 +187,11 @@ __global__ void __launch_bounds__(384, 1)
     mbarrier_wait(full(stage), phase);
 
     // S^T and dP^T: 64 keys by the block's 64 queries each.
-    float s[8][4], dp[8][4];
-    float(&s_flat)[32] = reinterpret_cast<float(&)[32]>(s);
-    float(&dp_flat)[32] = reinterpret_cast<float(&)[32]>(dp);
+    float s[M_TILES][4], dp[M_TILES][4];
+    float(&s_flat)[BLOCK_M / 2] = reinterpret_cast<float(&)[BLOCK_M / 2]>(s);
+    float(&dp_flat)[BLOCK_M / 2] = reinterpret_cast<float(&)[BLOCK_M / 2]>(dp);
 #pragma unroll
-    for (int i = 0; i < 32; ++i) s_flat[i] = dp_flat[i] = 0.f;
+    for (int i = 0; i < BLOCK_M / 2; ++i) s_flat[i] = dp_flat[i] = 0.f;
     // The zeros in place before the first wgmma: a register written between two wgmmas of a
     // batch serializes them (ptxas C7514).
     wgmma_fence_registers(s_flat);
@@ -195,13 +201,13 @@ __global__ void __launch_bounds__(384, 1)
     for (int kk = 0; kk < K_STEPS; ++kk) {
       const unsigned a = (kk / 4) * KV_PANEL + (kk % 4) * 32;
       const unsigned b = stage * Q_STAGE + (kk / 4) * Q_PANEL + (kk % 4) * 32;
-      wgmma_tile_m64<64, KIND, 0, 0>(s_flat, k_desc + (a >> 4), q_desc + (b >> 4));
+      wgmma_tile_m64<BLOCK_M, KIND, 0, 0>(s_flat, k_desc + (a >> 4), q_desc + (b >> 4));
     }
 #pragma unroll
     for (int kk = 0; kk < K_STEPS; ++kk) {
       const unsigned a = (kk / 4) * KV_PANEL + (kk % 4) * 32;
       const unsigned b = stage * Q_STAGE + (kk / 4) * Q_PANEL + (kk % 4) * 32;
-      wgmma_tile_m64<64, KIND, 0, 0>(dp_flat, v_desc + (a >> 4), do_desc + (b >> 4));
+      wgmma_tile_m64<BLOCK_M, KIND, 0, 0>(dp_flat, v_desc + (a >> 4), do_desc + (b >> 4));
     }
     wgmma_commit();
     wgmma_wait<0>();
@@ -213,7 +219,7 @@ __global__ void __launch_bounds__(384, 1)
     const float* delta = lse_log2 + BLOCK_M;
     const bool edge = key0 + BLOCK_N > f.seq_k || (CAUSAL && key0 + BLOCK_N - 1 > row0 + diagonal);
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
+    for (int j = 0; j < M_TILES; ++j) {
       const int column = 8 * j + 2 * (lane % 4);
       const float2 lse2 = *reinterpret_cast<const float2*>(lse_log2 + column);
       const float2 delta2 = *reinterpret_cast<const float2*>(delta + column);
@@ -229,9 +235,9 @@ __global__ void __launch_bounds__(384, 1)
         dp[j][e] = probability * (dp[j][e] - (e % 2 ? delta2.y : delta2.x));
       }
     }
-    unsigned p_frag[4][4], ds_frag[4][4];
+    unsigned p_frag[BLOCK_M / 16][4], ds_frag[BLOCK_M / 16][4];
 #pragma unroll
-    for (int kq = 0; kq < 4; ++kq) {
+    for (int kq = 0; kq < BLOCK_M / 16; ++kq) {
       probability_fragment<KIND>(s, kq, p_frag[kq]);
       probability_fragment<KIND>(dp, kq, ds_frag[kq]);
     }
@@ -239,40 +245,46 @@ __global__ void __launch_bounds__(384, 1)
     // dV += P^T dO and dK += dS^T Q, left running while dS^T goes to shared memory.
     wgmma_fence();
 #pragma unroll
-    for (int kq = 0; kq < 4; ++kq) {
+    for (int kq = 0; kq < BLOCK_M / 16; ++kq) {
       const unsigned b = stage * Q_STAGE + kq * 16 * 128;
       wgmma_tile_m64_rs<HEAD_DIM, KIND, 1>(dv, p_frag[kq], do_mn_desc + (b >> 4));
     }
 #pragma unroll
-    for (int kq = 0; kq < 4; ++kq) {
+    for (int kq = 0; kq < BLOCK_M / 16; ++kq) {
       const unsigned b = stage * Q_STAGE + kq * 16 * 128;
       wgmma_tile_m64_rs<HEAD_DIM, KIND, 1>(dk, ds_frag[kq], q_mn_desc + (b >> 4));
     }
     wgmma_commit();
 
-    // dS^T, rows of keys, as the 128-byte swizzle lays out 64 queries a row: 16-byte chunk j of
-    // row r at chunk j ^ (r % 8).
+    // dS^T, rows of keys, as the 128-byte swizzle lays out 64 queries a row (a panel per 64):
+    // 16-byte chunk c of row r at chunk c ^ (r % 8).
     const unsigned ds_tile = ds_tiles + (step % 2) * DS_BYTES;
 #pragma unroll
-    for (int j = 0; j < 8; ++j)
+    for (int j = 0; j < M_TILES; ++j)
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const int row = key_row + 8 * r;
-        store_shared_u32(ds_tile + row * 128 + ((j ^ (row % 8)) << 4) + 4 * (lane % 4),
+        store_shared_u32(ds_tile + (j / 8) * DS_PANEL + row * 128 + (((j % 8) ^ (row % 8)) << 4) + 4 * (lane % 4),
                          ds_frag[j / 2][2 * (j % 2) + r]);
       }
     fence_proxy_async_shared();
-    named_barrier_sync(1, 256);  // both halves of dS^T written; the other buffer's readers done
+    // The dS^T rows the dQ^T below reads are written, and the other buffer's readers done: both
+    // warpgroups' rows with two panels; with one, only this warpgroup's own, so the two need
+    // not meet and drift apart, one's softmax running under the other's GEMMs.
+    if (PANELS == 2)
+      named_barrier_sync(1, 256);
+    else
+      named_barrier_sync(1 + c, 128);
 
-    // dQ^T (64 columns of the head dim by the 64 queries) += K^T dS^T.
-    float dq[32];
+    // dQ^T (64 columns of the head dim by the block's queries) += K^T dS^T.
+    float dq[BLOCK_M / 2];
 #pragma unroll
-    for (int i = 0; i < 32; ++i) dq[i] = 0.f;
+    for (int i = 0; i < BLOCK_M / 2; ++i) dq[i] = 0.f;
     wgmma_fence_registers(dq);
     wgmma_fence();
 #pragma unroll
     for (int kb = 0; kb < DQ_KEY_STEPS; ++kb)
-      wgmma_tile_m64<64, KIND, 1, 1>(dq, kt_desc + ((kb * 16 * 128) >> 4),
+      wgmma_tile_m64<BLOCK_M, KIND, 1, 1>(dq, kt_desc + ((kb * 16 * 128) >> 4),
                                      ds_desc + (((step % 2) * DS_BYTES + kb * 16 * 128) >> 4));
     wgmma_commit();
     wgmma_wait<0>();
@@ -289,7 +301,7 @@ __global__ void __launch_bounds__(384, 1)
         if (column >= f.head_dim) continue;
         float* at = accumulator + static_cast<long long>(column) * p.rows_pitch + row0 + 2 * (lane % 4);
 #pragma unroll
-        for (int j = 0; j < 8; ++j) reduce_add_2(at + 8 * j, dq[4 * j + 2 * r], dq[4 * j + 2 * r + 1]);
+        for (int j = 0; j < M_TILES; ++j) reduce_add_2(at + 8 * j, dq[4 * j + 2 * r], dq[4 * j + 2 * r + 1]);
       }
     }
     if (++stage == STAGES) {

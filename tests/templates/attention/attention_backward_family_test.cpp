@@ -68,10 +68,11 @@ TEST(AttentionBackwardFamily, FillsALogsumexpAForwardWouldWrite) {
   EXPECT_NE(lse[2], lse[8]);  // the same row of the two heads
 }
 
-TEST(AttentionBackwardFamily, DefaultIsTheWgmmaKernelOnSm90UpToHeadDim128) {
+TEST(AttentionBackwardFamily, DefaultIsTheWgmmaKernelOnSm90FromHeadDim72To128) {
   const DeviceTarget sm90 = DeviceTarget::assumed_for_arch("sm_90a");
   EXPECT_EQ(family().default_config(attention_backward({4, 16, 4096, 128}), sm90).at("variant"), 1);
   EXPECT_EQ(family().default_config(attention_backward({4, 16, 4096, 72}), sm90).at("variant"), 1);
+  EXPECT_EQ(family().default_config(attention_backward({4, 16, 4096, 64}), sm90).at("variant"), 0);
   EXPECT_EQ(family().default_config(attention_backward({4, 16, 4096, 192}), sm90).at("variant"), 0);
   EXPECT_EQ(family().default_config(attention_backward({4, 16, 4096, 128}), DeviceTarget::assumed_for_arch("sm_80"))
                 .at("variant"),
@@ -163,7 +164,7 @@ TEST(AttentionBackwardFamily, WgmmaPlanAsksForTensorMapsAndATransposedAccumulato
   const std::vector<std::uint64_t> addresses = {0x1000, 0x2000, 0x3000, 0x4000, 0x5000,
                                                 0x6000, 0x7000, 0x8000, 0x9000};
   const Problem problem = attention_backward({2, 8, 2, 100, 300, 72});
-  const Config config{{{"variant", 1}, {"stages", 3}, {"tile_order", 0}}};
+  const Config config{{{"variant", 1}, {"block_m", 64}, {"stages", 3}, {"tile_order", 0}}};
   ASSERT_FALSE(family().reject(config, problem, device).has_value());
   const std::size_t rows = 2 * 8 * 128;  // 100 rows padded to 128
   EXPECT_EQ(family().workspace_bytes(config, problem, device), 2 * rows * 4 + rows * 128 * 4);
@@ -193,6 +194,15 @@ TEST(AttentionBackwardFamily, WgmmaPlanAsksForTensorMapsAndATransposedAccumulato
   EXPECT_TRUE(family().reject(config, problem, DeviceTarget::assumed_for_arch("sm_80")).has_value());
   EXPECT_TRUE(family().reject(config, attention_backward({1, 2, 512, 136}), device).has_value());
   EXPECT_FALSE(family().reject(config, attention_backward({1, 2, 512, 128}), device).has_value());
+  // 128 queries a step: up to head dim 64, rows padded to 128.
+  Config tall = config;
+  tall.values["block_m"] = 128;
+  EXPECT_TRUE(family().reject(tall, problem, device).has_value());
+  const Problem d64 = attention_backward({2, 8, 2, 100, 300, 64});
+  ASSERT_FALSE(family().reject(tall, d64, device).has_value());
+  EXPECT_EQ(family().workspace_bytes(tall, d64, device), 2 * rows * 4 + rows * 64 * 4);
+  EXPECT_EQ(family().plan(tall, d64, device, addresses, 0x100000, CallScalars{}).steps[1].args.tensor_maps[0].box[1],
+            128u);
 }
 
 // One query, two keys, head dim 8, by hand: S = 0 for both keys, so with lse = log 2 each
@@ -243,14 +253,15 @@ TEST(AttentionBackwardFamily, SampledConfigsCompileWithoutSpills) {
   };
   struct WgmmaCase {
     Problem problem;
-    int stages;
+    int block_m, stages;
   };
   const std::vector<WgmmaCase> wgmma_cases = {
-      {attention_backward({4, 16, 4096, 128}), 2},
-      {attention_backward({4, 16, 4096, 64}, {{"causal", "1"}}), 4},
-      {attention_backward({1, 4, 300, 72}, {{"layout", "bhsd"}}, DType::f16), 3}};
+      {attention_backward({4, 16, 4096, 128}), 64, 2},
+      {attention_backward({4, 16, 4096, 64}, {{"causal", "1"}}), 64, 4},
+      {attention_backward({4, 16, 4096, 64}), 128, 3},
+      {attention_backward({1, 4, 300, 72}, {{"layout", "bhsd"}}, DType::f16), 64, 3}};
   for (const WgmmaCase& c : wgmma_cases) {
-    const Config config{{{"variant", 1}, {"stages", c.stages}, {"tile_order", 1}}};
+    const Config config{{{"variant", 1}, {"block_m", c.block_m}, {"stages", c.stages}, {"tile_order", 1}}};
     const DeviceTarget device = DeviceTarget::assumed_for_arch("sm_90a");
     ASSERT_FALSE(family().reject(config, c.problem, device).has_value()) << c.problem.key();
     const CompiledKernel kernel = compile(render(family(), config, c.problem), "sm_90a");
