@@ -1,5 +1,6 @@
 // The attention_backward family's descriptor: dQ, dK and dV of the attention forward by
-// recomputation, in the three launches of attention_backward.cuh.
+// recomputation, in three launches: prepare, the main kernel (mma.sync: attention_backward.cuh;
+// wgmma: attention_backward_sm90.cuh), finish.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -17,7 +18,7 @@ enum BackwardTensor { kQ = 0, kK, kV, kO, kDo, kLse, kDq, kDk, kDv };
 
 // What the accumulators may hold of a thread's 255 registers: S^T, dP^T, dK and dV (dQ's
 // come after S^T's and dP^T's are spent). Past it ptxas spills; at it, a few bytes in some
-// configs (head dim 128 with 64 queries a step: 8), which the tuner's timing judges.
+// configs (head dim 128 with 64 queries a step: 8 to 12), which the tuner's timing judges.
 constexpr int kMaxAccumulatorRegisters = 192;
 
 constexpr int kMmaSync = 0, kWgmma = 1;
