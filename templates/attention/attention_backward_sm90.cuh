@@ -3,18 +3,18 @@
 //
 // A CTA owns 128 keys of one kv head: K and V arrive once by TMA; a producer warpgroup brings
 // each query block (BLOCK_M = 64 rows of Q and dO, or 128 up to head dim 64, and their
-// logsumexp and delta from the workspace)
-// into a STAGES-deep ring on mbarriers, walking every query head of the kv head's group. Two
-// consumer warpgroups own 64 keys each, with keys as the wgmma's M:
+// logsumexp and delta from the workspace) into a STAGES-deep ring on mbarriers, walking every
+// query head of the kv head's group. Two consumer warpgroups own 64 keys each, with keys as
+// the wgmma's M:
 //   S^T = K Q^T and dP^T = V dO^T from shared memory (both K-major), P and dS in registers;
 //   dV += P^T dO and dK += dS^T Q by wgmma's register form (dO and Q N-major from shared
 //   memory), so dK and dV stay in registers for the whole walk;
 //   dS^T goes to shared memory (swizzled as TMA would write it), and dQ^T = K^T dS^T (both
-//   M/N-major from shared memory) takes 64 columns of the head dim per warpgroup (a head dim
-//   of one panel: each warpgroup's own 64 keys, both adding, the warpgroups then independent
-//   but for the ring); it is added
-//   into the fp32 accumulator, kept transposed ([column][row]) so each thread's pairs of rows
-//   are adjacent, by vector reductions. attention_backward_finish_dq_transposed turns it into dQ.
+//   M/N-major from shared memory) takes 64 columns of the head dim per warpgroup (at a head
+//   dim of one panel, each warpgroup's own 64 keys, both adding; the warpgroups then meet only
+//   at the ring). It is added into the fp32 accumulator, kept transposed ([column][row]) so
+//   each thread's pairs of rows are adjacent, by vector reductions;
+//   attention_backward_finish_dq_transposed turns it into dQ.
 // Shared memory, 1024-byte aligned, tiles in 64-column panels of 128-byte rows (128-byte
 // swizzle): K, V: PANELS x [128 keys][128 B]; Q, dO: STAGES x PANELS x [BLOCK_M rows][128 B];
 // dS^T: 2 x BLOCK_M / 64 x [128 keys][64 queries x 2 B] (double-buffered: one barrier a step);
