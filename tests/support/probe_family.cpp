@@ -11,9 +11,15 @@ namespace {
 const char* kProbeSource = R"PROBE(
 struct ProbeParams { const float* in; float* out; long long n; };
 
-template <int BEHAVIOR, int BLOCK>
+template <int BEHAVIOR, int BLOCK, int SLOW>
 __global__ void __launch_bounds__(BLOCK) probe_kernel(const ProbeParams p) {
   long long i = blockIdx.x * (long long)BLOCK + threadIdx.x;
+  if (SLOW) {  // thousands of unrolled steps: seconds in NVRTC and ptxas, the result unchanged
+    float x = i < p.n ? p.in[i] : 0.f;
+#pragma unroll
+    for (int k = 0; k < 6000; ++k) x = __sinf(x * 1.0001f + k);
+    if (x == 12345.f) p.out[0] = x;  // keeps the loop; never true for these inputs' results
+  }
   if (BEHAVIOR == 2) {  // never finishes: only the watchdog ends it
     // A volatile global load the compiler cannot drop (a volatile local was optimized away);
     // the inputs are finite random values, so x == x always holds.
@@ -38,14 +44,17 @@ struct ProbeParams {
   long long n;
 };
 
+// "probe": the four behaviors. "probe_slow_default": correct kernels only, whose default is
+// the one slow to compile (`slow` = 1).
 class ProbeFamily final : public Family {
  public:
-  ProbeFamily() {
+  explicit ProbeFamily(bool slow_default) : slow_default_(slow_default) {
     source_.files["probe.cuh"] = kProbeSource;
   }
-  std::string name() const override { return "probe"; }
+  std::string name() const override { return slow_default_ ? "probe_slow_default" : "probe"; }
   const FamilySource& source() const override { return source_; }
   std::vector<ParamSpec> space() const override {
+    if (slow_default_) return {{"behavior", {kCorrect}}, {"block", {32, 64, 128, 256}}, {"slow", {0, 1}}};
     return {{"behavior", {kCorrect, kFault, kHang, kWrong}}, {"block", {128, 256}}};
   }
   std::optional<std::string> reject(const Config& config, const Problem&,
@@ -54,6 +63,7 @@ class ProbeFamily final : public Family {
     return std::nullopt;
   }
   Config default_config(const Problem&, const DeviceTarget&) const override {
+    if (slow_default_) return Config{{{"behavior", kCorrect}, {"block", 256}, {"slow", 1}}};
     return Config{{{"behavior", kCorrect}, {"block", 256}}};
   }
   void validate(const Problem& problem) const override {
@@ -65,8 +75,9 @@ class ProbeFamily final : public Family {
   std::string options_help() const override { return "none; f32 only"; }
   std::vector<std::string> kernel_expressions(const Config& config,
                                               const Problem&) const override {
+    const int slow = config.values.count("slow") ? config.at("slow") : 0;
     return {"probe_kernel<" + std::to_string(config.at("behavior")) + "," +
-            std::to_string(config.at("block")) + ">"};
+            std::to_string(config.at("block")) + "," + std::to_string(slow) + ">"};
   }
   static LaunchGeometry launch(const Config& config, const Problem& problem) {
     LaunchGeometry g;
@@ -106,6 +117,7 @@ class ProbeFamily final : public Family {
   }
 
  private:
+  bool slow_default_;
   FamilySource source_;
 };
 
@@ -113,7 +125,10 @@ class ProbeFamily final : public Family {
 
 void register_probe_family() {
   static std::once_flag once;
-  std::call_once(once, [] { register_family(std::make_unique<ProbeFamily>()); });
+  std::call_once(once, [] {
+    register_family(std::make_unique<ProbeFamily>(false));
+    register_family(std::make_unique<ProbeFamily>(true));
+  });
 }
 
 }  // namespace tilesmith::testing

@@ -7,7 +7,9 @@ namespace tilesmith::testing {
 
 enum ProbeBehavior { kCorrect = 0, kFault = 1, kHang = 2, kWrong = 3 };
 
-// Registers the "probe" family once; safe to call repeatedly.
+// Registers the "probe" family, and "probe_slow_default" (correct kernels only; the default
+// config, slow = 1, takes seconds to compile, the others milliseconds), once; safe to call
+// repeatedly.
 void register_probe_family();
 
 }  // namespace tilesmith::testing

@@ -2,12 +2,14 @@
 // nothing is timed and nothing is written to the database.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "cache/database.hpp"
 #include "driver/cuda_driver.hpp"
+#include "generator/compiled_kernel.hpp"
 #include "support/test_support.hpp"
 #include "templates/registry.hpp"
 #include "tuner/sweep.hpp"
@@ -88,6 +90,39 @@ TEST(OfflineSweepTest, CompilesABudgetOfCandidatesAndRecordsNothing) {
   EXPECT_TRUE(db.gpus().empty()) << "no GPU was seen";
   cache::TrialKey key{"", problem, template_hash(family)};
   EXPECT_TRUE(db.trials(key).empty());
+}
+
+// The first proposal (the family's default) is taken before any other, whichever compiles first:
+// with a GPU it is timed first, so a budget that runs out early has measured the config the
+// untuned runtime would use. Here the default takes seconds to compile and the others
+// milliseconds, so they all finish compiling before it.
+TEST(OfflineSweepTest, TheDefaultComesFirstEvenWhenItCompilesLast) {
+  SKIP_IF_GPU_PRESENT();
+  const Family& family = find_family("probe_slow_default");
+  const Problem problem{"probe_slow_default", DType::f32, DType::f32, {1000}};
+  const DeviceTarget device = DeviceTarget::assumed_for_arch("sm_80");
+  const Config slow = family.default_config(problem, device);
+  ASSERT_EQ(slow.at("slow"), 1);
+  Config fast = slow;
+  fast.values["slow"] = 0;
+  auto seconds_to_compile = [&](const Config& config) {
+    const auto start = std::chrono::steady_clock::now();
+    compile(render(family, config, problem), SweepOptions{}.offline_arch);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  // The premise: the default compiles last by a wide margin.
+  ASSERT_GT(seconds_to_compile(slow), 4 * seconds_to_compile(fast));
+
+  tilesmith::testing::TempDir dir;
+  cache::Database db(dir.file("sweep.db"));
+  SweepOptions options;
+  options.max_candidates = 4;
+  options.compile_processes = 4;
+  options.strategy = "random";
+  std::vector<std::string> order;
+  run_sweep(family, problem, db, options, [&](const Progress& p) { order.push_back(p.last_config); });
+  ASSERT_EQ(order.size(), 4u);
+  EXPECT_EQ(order[0], slow.text());
 }
 
 TEST(OfflineSweepTest, RejectsAProblemTheFamilyCannotExpress) {
