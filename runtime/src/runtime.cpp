@@ -646,6 +646,17 @@ void add_attention_tensor(CallTensors& tensors, const void* pointer, const Atten
   tensors.add(pointer, strides.row, strides.batch ? std::optional<std::int64_t>(strides.batch) : std::nullopt,
               strides.head);
 }
+
+// What both ops' tensor orders start with, Q, K, V and O, and the forward call's scale.
+CallTensors attention_tensors(const AttentionArgs& args) {
+  CallTensors tensors;
+  add_attention_tensor(tensors, args.q, args.q_strides);
+  add_attention_tensor(tensors, args.k, args.k_strides);
+  add_attention_tensor(tensors, args.v, args.v_strides);
+  add_attention_tensor(tensors, args.o, args.o_strides);
+  tensors.scalars.softmax_scale = args.scale;
+  return tensors;
+}
 }  // namespace
 
 void Runtime::attention(const AttentionArgs& args, void* stream) {
@@ -653,13 +664,8 @@ void Runtime::attention(const AttentionArgs& args, void* stream) {
   require_attention_tensors("attention", {{args.q, "Q"}, {args.k, "K"}, {args.v, "V"}, {args.o, "O"}},
                             args.lse, false);
   // The family's tensor order: Q, K, V, O, the logsumexp.
-  CallTensors tensors;
-  add_attention_tensor(tensors, args.q, args.q_strides);
-  add_attention_tensor(tensors, args.k, args.k_strides);
-  add_attention_tensor(tensors, args.v, args.v_strides);
-  add_attention_tensor(tensors, args.o, args.o_strides);
+  CallTensors tensors = attention_tensors(args);
   tensors.add(args.lse);
-  tensors.scalars.softmax_scale = args.scale;
   impl_->call(attention_key(impl_->attention_family, args),
               [&] { return attention_problem("attention", args); }, tensors, stream);
 }
@@ -678,17 +684,12 @@ void Runtime::attention_backward(const AttentionBackwardArgs& args, void* stream
                              {args.dq, "dQ"}, {args.dk, "dK"}, {args.dv, "dV"}},
                             f.lse, true);
   // The family's tensor order: Q, K, V, O, dO, the logsumexp, dQ, dK, dV.
-  CallTensors tensors;
-  add_attention_tensor(tensors, f.q, f.q_strides);
-  add_attention_tensor(tensors, f.k, f.k_strides);
-  add_attention_tensor(tensors, f.v, f.v_strides);
-  add_attention_tensor(tensors, f.o, f.o_strides);
+  CallTensors tensors = attention_tensors(f);
   add_attention_tensor(tensors, args.d_o, args.do_strides);
   tensors.add(f.lse);
   add_attention_tensor(tensors, args.dq, args.dq_strides);
   add_attention_tensor(tensors, args.dk, args.dk_strides);
   add_attention_tensor(tensors, args.dv, args.dv_strides);
-  tensors.scalars.softmax_scale = f.scale;
   impl_->call(attention_key(impl_->attention_backward_family, f),
               [&] { return attention_problem("attention_backward", f); }, tensors, stream);
 }

@@ -8,6 +8,7 @@
 
 #include "generator/compiled_kernel.hpp"
 #include "support/attention_problems.hpp"
+#include "support/clean_compile.hpp"
 #include "support/row_problems.hpp"
 #include "templates/attention/attention_params.h"
 #include "templates/registry.hpp"
@@ -261,17 +262,11 @@ TEST(AttentionFamily, SampledConfigsCompileWithoutSpills) {
       for (const auto& [name, value] : c.config) config.values[name] = value;
       ASSERT_FALSE(family().reject(config, c.problem, device).has_value())
           << c.problem.key() << " [" << config.text() << "]: " << *family().reject(config, c.problem, device);
-      CompiledKernel kernel;
-      try {
-        kernel = compile(render(family(), config, c.problem), arch);
-      } catch (const Error& error) {
-        FAIL() << c.problem.key() << " [" << config.text() << "] for " << arch << ":\n" << error.what();
-      }
-      const std::string what = std::string(arch) + " " + c.problem.key() + " [" + config.text() + "]\n" + kernel.log;
-      EXPECT_FALSE(kernel.resources.spills()) << what;
-      EXPECT_EQ(kernel.log.find("warning"), std::string::npos) << what;
+      const std::optional<CompiledKernel> kernel = testing::expect_clean_compile(family(), config, c.problem, arch);
+      if (!kernel) continue;
       const int threads = c.variant ? 128 * (config.at("consumers") + 1) : config.at("warps") * 32;
-      EXPECT_LE(kernel.resources.registers * threads, device.regs_per_block) << what;
+      EXPECT_LE(kernel->resources.registers * threads, device.regs_per_block)
+          << arch << " " << c.problem.key() << " [" << config.text() << "]\n" << kernel->log;
     }
   }
 }

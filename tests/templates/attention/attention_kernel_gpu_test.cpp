@@ -39,6 +39,37 @@ class GpuAttention : public ::testing::Test {
     ++checked_;
   }
 
+  // The default config of `problem` passes verification, then fails it when run with another
+  // softmax scale (every output off, none unwritten) and when run as `half` (the first half of
+  // the queries: the rest poisoned).
+  void expect_wrong_runs_caught(const Problem& problem, const Problem& half) {
+    const Family& family = find_family(problem.op);
+    tuner::Workbench bench(family, problem, device_);
+    const Config config = family.default_config(problem, device_);
+    RenderedSource source = render(family, config, problem);
+    driver::ReadyKernel ready =
+        driver::load_kernel(compile(source, device_.arch()), bench.plan(config), source.describe());
+    bench.refresh_inputs(3);
+    ASSERT_TRUE(bench.verify(ready, config).passed);
+
+    CallScalars sharper;
+    sharper.softmax_scale = 0.5;
+    bench.refresh_inputs(4);
+    ready.run(family.plan(config, problem, device_, bench.tensor_addresses(), bench.workspace(), sharper),
+              nullptr);
+    TILESMITH_CU(driver::api().cuCtxSynchronize(), "running with another scale");
+    tuner::Verification result = bench.check_output();
+    EXPECT_FALSE(result.passed);
+    EXPECT_EQ(result.nonfinite, 0u);
+
+    bench.refresh_inputs(5);
+    ready.run(family.plan(config, half, device_, bench.tensor_addresses(), bench.workspace(), {}), nullptr);
+    TILESMITH_CU(driver::api().cuCtxSynchronize(), "running over half the queries");
+    result = bench.check_output();
+    EXPECT_FALSE(result.passed);
+    EXPECT_GT(result.nonfinite, 0u);
+  }
+
   DeviceTarget device_;
   int checked_ = 0;
 };
@@ -98,32 +129,7 @@ TEST_F(GpuAttention, SampledConfigsMatchTheReferenceOnOddShapes) {
 // Verification can fail: a kernel run with another softmax scale than the reference's, or over
 // half the queries, is caught (O and the logsumexp off; the rest poisoned).
 TEST_F(GpuAttention, VerificationCatchesAWrongKernel) {
-  const Problem problem = attention({1, 2, 256, 64});
-  const Family& family = find_family("attention");
-  tuner::Workbench bench(family, problem, device_);
-  const Config config = family.default_config(problem, device_);
-  RenderedSource source = render(family, config, problem);
-  driver::ReadyKernel ready =
-      driver::load_kernel(compile(source, device_.arch()), bench.plan(config), source.describe());
-  bench.refresh_inputs(3);
-  ASSERT_TRUE(bench.verify(ready, config).passed);
-
-  CallScalars sharper;
-  sharper.softmax_scale = 0.5;
-  bench.refresh_inputs(4);
-  ready.run(family.plan(config, problem, device_, bench.tensor_addresses(), 0, sharper), nullptr);
-  TILESMITH_CU(driver::api().cuCtxSynchronize(), "running with another scale");
-  tuner::Verification result = bench.check_output();
-  EXPECT_FALSE(result.passed);
-  EXPECT_EQ(result.nonfinite, 0u);
-
-  const Problem half = attention({1, 2, 2, 128, 256, 64});  // the first 128 queries only
-  bench.refresh_inputs(5);
-  ready.run(family.plan(config, half, device_, bench.tensor_addresses(), 0, {}), nullptr);
-  TILESMITH_CU(driver::api().cuCtxSynchronize(), "running over half the queries");
-  result = bench.check_output();
-  EXPECT_FALSE(result.passed);
-  EXPECT_GT(result.nonfinite, 0u);
+  expect_wrong_runs_caught(attention({1, 2, 256, 64}), attention({1, 2, 2, 128, 256, 64}));
 }
 
 // The backward's reference against the fp64 CPU loop: dQ, dK and dV on the same edges as the
@@ -180,32 +186,7 @@ TEST_F(GpuAttention, BackwardSampledConfigsMatchTheReferenceOnOddShapes) {
 // The backward's verification can fail: another softmax scale than the reference's changes
 // every gradient; half the queries leave dQ's other rows poisoned.
 TEST_F(GpuAttention, BackwardVerificationCatchesAWrongKernel) {
-  const Problem problem = attention_backward({1, 2, 256, 64});
-  const Family& family = find_family("attention_backward");
-  tuner::Workbench bench(family, problem, device_);
-  const Config config = family.default_config(problem, device_);
-  RenderedSource source = render(family, config, problem);
-  driver::ReadyKernel ready =
-      driver::load_kernel(compile(source, device_.arch()), bench.plan(config), source.describe());
-  bench.refresh_inputs(3);
-  ASSERT_TRUE(bench.verify(ready, config).passed);
-
-  CallScalars sharper;
-  sharper.softmax_scale = 0.5;
-  bench.refresh_inputs(4);
-  ready.run(family.plan(config, problem, device_, bench.tensor_addresses(), bench.workspace(), sharper), nullptr);
-  TILESMITH_CU(driver::api().cuCtxSynchronize(), "running with another scale");
-  tuner::Verification result = bench.check_output();
-  EXPECT_FALSE(result.passed);
-  EXPECT_EQ(result.nonfinite, 0u);
-
-  const Problem half = attention_backward({1, 2, 2, 128, 256, 64});  // the first 128 queries only
-  bench.refresh_inputs(5);
-  ready.run(family.plan(config, half, device_, bench.tensor_addresses(), bench.workspace(), {}), nullptr);
-  TILESMITH_CU(driver::api().cuCtxSynchronize(), "running over half the queries");
-  result = bench.check_output();
-  EXPECT_FALSE(result.passed);
-  EXPECT_GT(result.nonfinite, 0u);
+  expect_wrong_runs_caught(attention_backward({1, 2, 256, 64}), attention_backward({1, 2, 2, 128, 256, 64}));
 }
 
 }  // namespace
