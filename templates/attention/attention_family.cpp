@@ -38,17 +38,19 @@ struct ForwardTile {
 };
 
 // What the accumulators may hold of a thread's 255 registers (mma.sync; its fragment loads and
-// addresses need more of the rest) or 240 (wgmma's consumers), leaving the rest to addresses,
-// fragments and the softmax; past it ptxas spills.
+// addresses need more of the rest), or of a wgmma consumer's registers after setmaxnreg less
+// what its addresses and the softmax need; past it ptxas spills (ptxas -v over the space: 208
+// of 240 and 128 of 160 fit, 224 of 240 and 160 of 160 spill).
 constexpr int kMaxAccumulatorRegisters = 160;
-constexpr int kMaxWgmmaAccumulatorRegisters = 184;
+constexpr int kWgmmaRegistersBesideAccumulators = 32;
 
 constexpr int kMmaSync = 0, kWgmma = 1;
 
 // variant 0, mma.sync (sm_80 and later): block_m query rows per CTA in `warps` warps of 16 or 32
 // rows; block_n keys per step through a `stages`-deep cp.async ring; Q's fragments read once
 // into registers or from shared memory at every step. variant 1, wgmma (sm_90a): 64 query rows
-// per consumer warpgroup, block_n keys per step through a TMA ring of `stages`, and
+// per consumer warpgroup (1-3; with one, two CTAs share an SM), block_n keys per step through
+// a TMA ring of `stages`, and
 // FlashAttention-3's overlaps: `pipeline` (a block's softmax under the previous block's P V) and
 // `pingpong` (two consumers taking turns at the tensor cores). Both: the order of the CTAs
 // (tile_order).
@@ -59,8 +61,8 @@ VariantSpaces variants() {
             {"stages", {2, 3}},
             {"q_in_registers", {0, 1}},
             {"tile_order", {0, 1}}},
-           {{"block_n", {64, 128}},
-            {"consumers", {1, 2}},
+           {{"block_n", {64, 128, 192}},
+            {"consumers", {1, 2, 3}},
             {"stages", {2, 3, 4}},
             {"tile_order", {0, 1}},
             {"pipeline", {0, 1}},
@@ -142,18 +144,23 @@ class AttentionFamily final : public Family {
   Config default_config(const Problem& problem, const DeviceTarget& device) const override {
     const AttentionShape s(problem);
     if (device.cc_major >= 9) {
-      // The exhaustive sweeps' best (docs/perf/attention.md, v3): up to head dim 64, CTAs of one
-      // consumer warpgroup and no overlap (several CTAs share an SM); past it two consumers of
-      // 64 rows with each block's softmax under the previous block's P V. 128 keys a step
-      // where the accumulators allow it; 3 stages where they fit, else 2.
-      const bool small_head = wgmma_head_dim(s.head_dim) <= 64;
-      for (int stages : {small_head ? 2 : 3, 2})
-        for (int pipeline : {small_head ? 0 : 1, 0}) {
+      // The exhaustive sweeps' best (docs/perf/attention.md, v6): up to head dim 64, one
+      // consumer warpgroup a CTA (two CTAs an SM) with each block's softmax under the previous
+      // block's P V, or for causal three consumers over 192 keys a step; up to 128, three
+      // consumers over 128 keys; past it two consumers with the overlap over 64 keys (the
+      // accumulators allow no more). 2 or 3 stages as measured, else what fits.
+      const int head_dim = wgmma_head_dim(s.head_dim);
+      const bool small_head = head_dim <= 64;
+      const int consumers = small_head && !s.causal ? 1 : head_dim <= 128 ? 3 : 2;
+      const int block_n = small_head && s.causal ? 192 : head_dim <= 128 ? 128 : 64;
+      const bool overlap = consumers != 3;
+      for (int stages : {consumers == 3 ? 2 : 3, 2})
+        for (int pipeline : {overlap ? 1 : 0, 0}) {
           const Config wgmma{{{"variant", kWgmma},
-                              {"block_n", wgmma_head_dim(s.head_dim) <= 128 ? 128 : 64},
-                              {"consumers", small_head ? 1 : 2},
+                              {"block_n", block_n},
+                              {"consumers", consumers},
                               {"stages", stages},
-                              {"tile_order", s.causal ? 1 : 0},
+                              {"tile_order", small_head && s.causal ? 1 : 0},
                               {"pipeline", pipeline},
                               {"pingpong", 0}}};
           if (!reject(wgmma, problem, device)) return wgmma;
@@ -319,7 +326,7 @@ class AttentionFamily final : public Family {
     const int head_dim = wgmma_head_dim(s.head_dim);
     // O and S, and with the pipeline P waiting for its P V.
     const int accumulators = head_dim / 2 + tile.block_n / 2 + (tile.pipeline ? tile.block_n / 4 : 0);
-    if (accumulators > kMaxWgmmaAccumulatorRegisters)
+    if (accumulators > attention_sm90_consumer_registers(tile.consumers, head_dim) - kWgmmaRegistersBesideAccumulators)
       return std::to_string(accumulators) + " registers of accumulators per thread";
     const std::size_t smem = tile.smem_bytes(head_dim);
     if (static_cast<long long>(smem) > device.max_smem_per_block_optin)

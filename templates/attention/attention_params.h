@@ -35,6 +35,23 @@ struct AttentionParams {
   float scale_log2;  // scale * log2(e): the kernels' exponentials are exp2
 };
 
+// The wgmma forward's registers (attention_sm90.cuh). With one consumer warpgroup and a head
+// dim up to 128, two CTAs share an SM: 128 registers a thread at launch, which also bounds what
+// one wgmma may name (O of a 256-wide head does not fit), and the smem of two fits.
+TILESMITH_HOST_DEVICE constexpr bool attention_sm90_two_ctas_an_sm(int consumers, int head_dim) {
+  return consumers == 1 && head_dim <= 128;
+}
+// Per thread after setmaxnreg: the producer keeps what issuing TMA needs and the consumers share
+// the rest of the CTA's registers (a CTA of 2-4 warpgroups alone on an SM has 65536); one
+// consumer alone on an SM keeps ptxas's 255 and no setmaxnreg.
+TILESMITH_HOST_DEVICE constexpr int attention_sm90_producer_registers(int consumers) {
+  return consumers == 3 ? 32 : 24;
+}
+TILESMITH_HOST_DEVICE constexpr int attention_sm90_consumer_registers(int consumers, int head_dim) {
+  return consumers == 1 ? (attention_sm90_two_ctas_an_sm(consumers, head_dim) ? 232 : 255)
+                        : consumers == 2 ? 240 : 160;
+}
+
 // The wgmma kernel's argument (attention_sm90.cuh): Q, K and V also as TMA tensor maps.
 struct AttentionSm90Params {
   TensorMap q_map, k_map, v_map;

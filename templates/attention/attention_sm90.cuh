@@ -26,7 +26,7 @@ namespace tilesmith {
 
 template <int KIND, int HEAD_DIM, int BLOCK_N, int CONSUMERS, int STAGES, int CAUSAL, int TILE_ORDER,
           int PIPELINE, int PINGPONG>
-__global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
+__global__ void __launch_bounds__((CONSUMERS + 1) * 128, attention_sm90_two_ctas_an_sm(CONSUMERS, HEAD_DIM) ? 2 : 1)
     attention_forward_sm90(const __grid_constant__ AttentionSm90Params params) {
   constexpr int BLOCK_M = 64 * CONSUMERS;
   constexpr int PANELS = (HEAD_DIM + 63) / 64;
@@ -37,9 +37,12 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
   constexpr int K_STEPS = HEAD_DIM / 16;
   constexpr int N_TILES = BLOCK_N / 8;
   constexpr int D_TILES = HEAD_DIM / 8;
-  // Three warpgroups: the producer gives most of its registers to the two consumers.
-  constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240;
-  static_assert(HEAD_DIM % 16 == 0 && BLOCK_N % 16 == 0 && CONSUMERS >= 1 && CONSUMERS <= 2, "tile shape");
+  // The producer gives most of its registers to the consumers (ptxas allocates the code after
+  // setmaxnreg within the raised count).
+  constexpr bool SHARE_REGS = CONSUMERS > 1 || attention_sm90_two_ctas_an_sm(CONSUMERS, HEAD_DIM);
+  constexpr int PRODUCER_REGS = attention_sm90_producer_registers(CONSUMERS);
+  constexpr int CONSUMER_REGS = attention_sm90_consumer_registers(CONSUMERS, HEAD_DIM);
+  static_assert(HEAD_DIM % 16 == 0 && BLOCK_N % 16 == 0 && CONSUMERS >= 1 && CONSUMERS <= 3, "tile shape");
   static_assert(!PINGPONG || CONSUMERS == 2, "ping-pong takes two consumer warpgroups");
   const AttentionParams& p = params.p;
 
@@ -72,7 +75,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
   __syncthreads();
 
   if (warpgroup_index() == 0) {
-    if (CONSUMERS > 1) warpgroup_regs_release<PRODUCER_REGS>();
+    if (SHARE_REGS) warpgroup_regs_release<PRODUCER_REGS>();
     if (threadIdx.x == 0) {
       mbarrier_arrive_expect_tx(q_full, Q_BYTES);
 #pragma unroll
@@ -104,7 +107,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     return;
   }
 
-  if (CONSUMERS > 1) warpgroup_regs_claim<CONSUMER_REGS>();
+  if (SHARE_REGS) warpgroup_regs_claim<CONSUMER_REGS>();
   const int c = warpgroup_index() - 1;
   const int tid = threadIdx.x % 128, lane = tid % 32;
   const int first_row = row0 + 64 * c + 16 * (tid / 32) + lane / 4;  // and first_row + 8

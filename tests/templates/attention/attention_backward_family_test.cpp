@@ -266,9 +266,10 @@ TEST(AttentionBackwardFamily, SampledConfigsCompileWithoutSpills) {
     const DeviceTarget device = DeviceTarget::assumed_for_arch("sm_90a");
     ASSERT_FALSE(family().reject(config, c.problem, device).has_value()) << c.problem.key();
     const std::optional<CompiledKernel> kernel = testing::expect_clean_compile(family(), config, c.problem, "sm_90a");
-    if (kernel)  // no serialized wgmma
+    if (kernel) {  // no serialized wgmma
       EXPECT_EQ(kernel->log.find("C75"), std::string::npos) << c.problem.key() << " [" << config.text() << "]\n"
                                                            << kernel->log;
+    }
   }
   for (const char* arch : {"sm_80", "sm_90a"}) {
     const DeviceTarget device = DeviceTarget::assumed_for_arch(arch);

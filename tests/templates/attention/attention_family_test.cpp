@@ -192,6 +192,18 @@ TEST(AttentionFamily, WgmmaPlanAsksForTensorMapsOfQKAndV) {
   EXPECT_TRUE(family().reject(wide, attention({1, 2, 512, 256}), device).has_value());
   wide.values["pingpong"] = 0;
   EXPECT_FALSE(family().reject(wide, attention({1, 2, 512, 256}), device).has_value());
+  // Three consumers keep 160 registers: O and S of 128 columns each fit, with P waiting too not.
+  Config three = config;
+  three.values["consumers"] = 3;
+  three.values["pingpong"] = 0;
+  three.values["stages"] = 2;
+  EXPECT_TRUE(family().reject(three, attention({1, 2, 512, 128}), device).has_value());
+  three.values["pipeline"] = 0;
+  EXPECT_FALSE(family().reject(three, attention({1, 2, 512, 128}), device).has_value());
+  three.values["pipeline"] = 1;
+  EXPECT_FALSE(family().reject(three, attention({1, 2, 512, 64}), device).has_value());
+  three.values["pingpong"] = 1;
+  EXPECT_TRUE(family().reject(three, attention({1, 2, 512, 64}), device).has_value());
   Config foreign = config;
   foreign.values["warps"] = 4;
   EXPECT_TRUE(family().reject(foreign, problem, device).has_value());
@@ -252,6 +264,10 @@ TEST(AttentionFamily, SampledConfigsCompileWithoutSpills) {
       {attention({1, 4, 300, 256}), {{"pipeline", 0}, {"pingpong", 0}}, 1},
       {attention({1, 4, 300, 72}, {{"causal", "1"}}), {{"tile_order", 1}, {"pingpong", 0}}, 1},
       {attention({1, 4, 300, 192}), {}, 1},
+      // Three consumers (160 registers each) and the widest key blocks the registers allow.
+      {attention({8, 16, 2048, 64}), {{"consumers", 3}, {"pipeline", 1}}, 1},
+      {attention({2, 8, 2, 100, 3000, 64}, {{"causal", "1"}}), {{"consumers", 3}, {"block_n", 192}}, 1},
+      {attention({4, 16, 4096, 128}), {{"consumers", 2}, {"block_n", 192}, {"stages", 2}, {"pipeline", 1}, {"pingpong", 1}}, 1},
   };
   for (const char* arch : {"sm_80", "sm_90a"}) {
     const DeviceTarget device = DeviceTarget::assumed_for_arch(arch);
