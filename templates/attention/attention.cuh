@@ -28,7 +28,8 @@ __global__ void __launch_bounds__(WARPS * 32) attention_forward(const AttentionP
   const unsigned k_ring = q_tile + BLOCK_M * PITCH;
   const unsigned v_ring = k_ring + STAGES * BLOCK_N * PITCH;
 
-  const QueryBlock block = query_block<BLOCK_M, BLOCK_N, CAUSAL, TILE_ORDER>(p);
+  const QueryBlock block =
+      query_block<BLOCK_M, BLOCK_N, CAUSAL, TILE_ORDER>(p, static_cast<int>(blockIdx.x));
   const half_bits* q = static_cast<const half_bits*>(p.q) + block.batch * p.q_strides.batch +
                        block.head * p.q_strides.head;
   const half_bits* k = static_cast<const half_bits*>(p.k) + block.batch * p.k_strides.batch +
@@ -49,9 +50,11 @@ __global__ void __launch_bounds__(WARPS * 32) attention_forward(const AttentionP
   for (int stage = 0; stage < STAGES - 1; ++stage) {
     if (stage < n_blocks) {
       load_head_tile<BLOCK_N, HEAD_DIM, THREADS>(k_ring + stage * BLOCK_N * PITCH, k,
-                                                 p.k_strides.row, stage * BLOCK_N, p.seq_k, p.head_dim);
+                                                 p.k_strides.row, stage * BLOCK_N, p.seq_k,
+                                                 p.head_dim);
       load_head_tile<BLOCK_N, HEAD_DIM, THREADS>(v_ring + stage * BLOCK_N * PITCH, v,
-                                                 p.v_strides.row, stage * BLOCK_N, p.seq_k, p.head_dim);
+                                                 p.v_strides.row, stage * BLOCK_N, p.seq_k,
+                                                 p.head_dim);
     }
     cp_async_commit();
   }
@@ -68,8 +71,9 @@ __global__ void __launch_bounds__(WARPS * 32) attention_forward(const AttentionP
     row_sum[mt][0] = row_sum[mt][1] = 0.f;
   }
   unsigned q_frag[Q_IN_REGISTERS ? M_TILES : 1][Q_IN_REGISTERS ? K_STEPS : 1][4];
-  auto load_q_fragment = [&](unsigned (&a)[4], int mt, int kk) {
-    ldmatrix_x4(a, q_tile + (warp_row + mt * 16 + lane % 16) * PITCH + (kk * 16 + (lane / 16) * 8) * 2);
+  auto load_q_fragment = [&](unsigned(&a)[4], int mt, int kk) {
+    ldmatrix_x4(
+        a, q_tile + (warp_row + mt * 16 + lane % 16) * PITCH + (kk * 16 + (lane / 16) * 8) * 2);
   };
 
   for (int j = 0; j < n_blocks; ++j) {
@@ -79,10 +83,12 @@ __global__ void __launch_bounds__(WARPS * 32) attention_forward(const AttentionP
       const int ahead = j + STAGES - 1;
       if (ahead < n_blocks) {
         const int slot = ahead % STAGES;
-        load_head_tile<BLOCK_N, HEAD_DIM, THREADS>(k_ring + slot * BLOCK_N * PITCH, k, p.k_strides.row,
-                                                   ahead * BLOCK_N, p.seq_k, p.head_dim);
-        load_head_tile<BLOCK_N, HEAD_DIM, THREADS>(v_ring + slot * BLOCK_N * PITCH, v, p.v_strides.row,
-                                                   ahead * BLOCK_N, p.seq_k, p.head_dim);
+        load_head_tile<BLOCK_N, HEAD_DIM, THREADS>(k_ring + slot * BLOCK_N * PITCH, k,
+                                                   p.k_strides.row, ahead * BLOCK_N, p.seq_k,
+                                                   p.head_dim);
+        load_head_tile<BLOCK_N, HEAD_DIM, THREADS>(v_ring + slot * BLOCK_N * PITCH, v,
+                                                   p.v_strides.row, ahead * BLOCK_N, p.seq_k,
+                                                   p.head_dim);
       }
       cp_async_commit();
     }
@@ -110,7 +116,8 @@ __global__ void __launch_bounds__(WARPS * 32) attention_forward(const AttentionP
       for (int mt = 0; mt < M_TILES; ++mt) {
         if (Q_IN_REGISTERS) {
 #pragma unroll
-          for (int e = 0; e < 4; ++e) a[mt][e] = q_frag[Q_IN_REGISTERS ? mt : 0][Q_IN_REGISTERS ? kk : 0][e];
+          for (int e = 0; e < 4; ++e)
+            a[mt][e] = q_frag[Q_IN_REGISTERS ? mt : 0][Q_IN_REGISTERS ? kk : 0][e];
         } else {
           load_q_fragment(a[mt], mt, kk);
         }
@@ -131,17 +138,17 @@ __global__ void __launch_bounds__(WARPS * 32) attention_forward(const AttentionP
     // Scale, mask, and the online softmax: a new running max rescales what was summed before it.
 #pragma unroll
     for (int mt = 0; mt < M_TILES; ++mt) {
-      scale_and_mask<N_TILES, CAUSAL>(s[mt], p.scale_log2, block, j,
-                                      row0 + warp_row + mt * 16 + lane / 4, p.seq_k);
+      float rescale[2];
+      online_softmax<false, N_TILES, CAUSAL>(s[mt], p.scale_log2, block, j,
+                                             row0 + warp_row + mt * 16 + lane / 4, p.seq_k,
+                                             row_max[mt], row_sum[mt], rescale);
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const float rescale = online_softmax_row(s[mt], r, row_max[mt][r], row_sum[mt][r]);
+      for (int r = 0; r < 2; ++r)
 #pragma unroll
         for (int dt = 0; dt < D_TILES; ++dt) {
-          o_acc[mt][dt][2 * r] *= rescale;
-          o_acc[mt][dt][2 * r + 1] *= rescale;
+          o_acc[mt][dt][2 * r] *= rescale[r];
+          o_acc[mt][dt][2 * r + 1] *= rescale[r];
         }
-      }
     }
 
     // O += P V: two 8-key accumulator tiles of P are one 16-key A fragment; V's rows are keys,

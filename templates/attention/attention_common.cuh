@@ -31,16 +31,16 @@ struct QueryBlock {
   int key_blocks;  // from key 0
 };
 
-// TILE_ORDER 0: blockIdx.x walks the query blocks of one head (they share its keys in L2).
-// TILE_ORDER 1: blockIdx.x walks the heads and blockIdx.y the query blocks, last first, so the
-// blocks that see the most keys (causal) start first and the short ones fill the tail.
+// The query blocks in the order CTAs take them, `tile` 0 first. TILE_ORDER 0: the query blocks
+// of one head in a row (they share its keys in L2). TILE_ORDER 1: the last query block of every
+// head, then the one before, so the blocks that see the most keys (causal) start first and the
+// short ones fill the tail.
 template <int BLOCK_M, int BLOCK_N, int CAUSAL, int TILE_ORDER>
-__device__ __forceinline__ QueryBlock query_block(const AttentionParams& p) {
+__device__ __forceinline__ QueryBlock query_block(const AttentionParams& p, int tile) {
+  const int m_blocks = (p.seq_q + BLOCK_M - 1) / BLOCK_M, batch_heads = p.batch * p.heads;
+  const int m_block = TILE_ORDER == 0 ? tile % m_blocks : m_blocks - 1 - tile / batch_heads;
   QueryBlock b;
-  const int m_blocks = (p.seq_q + BLOCK_M - 1) / BLOCK_M;
-  const int m_block = TILE_ORDER == 0 ? static_cast<int>(blockIdx.x)
-                                      : m_blocks - 1 - static_cast<int>(blockIdx.y);
-  b.batch_head = TILE_ORDER == 0 ? static_cast<int>(blockIdx.y) : static_cast<int>(blockIdx.x);
+  b.batch_head = TILE_ORDER == 0 ? tile / m_blocks : tile % batch_heads;
   b.batch = b.batch_head / p.heads;
   b.head = b.batch_head % p.heads;
   b.kv_head = b.head / (p.heads / p.kv_heads);
@@ -51,60 +51,73 @@ __device__ __forceinline__ QueryBlock query_block(const AttentionParams& p) {
   return b;
 }
 
-// Key block j's scores to log2 units (scale * log2 e), then -inf where a key is past seq_k or,
-// causal, past the row's diagonal. `row` is this thread's first row (elements 0, 1); only
-// blocks on an edge pay for the comparisons.
-template <int TILES, int CAUSAL>
-__device__ __forceinline__ void scale_and_mask(float (&s)[TILES][4], float scale_log2,
-                                               const QueryBlock& b, int j, int row, int seq_k) {
+// Key block j's raw scores (S = Q K^T of this thread's two rows, the first `row`: elements 0, 1;
+// row + 8: elements 2, 3) through the mask and the online softmax: the scores become
+// exp2(score * scale - max) (scale_log2: the softmax scale x log2 e), the running max (log2
+// units) and this thread's share of the running sum move on, and `rescale` gets the factors that
+// bring O to the new running max. SCALE_IN_EXPONENT, under a positive scale: the scale goes into
+// the exponent's FFMA and the max is taken over the raw scores, so a score costs one FFMA, one
+// max and one add besides the exp2 (the scale stays live through the exponentials, a register
+// the mma.sync kernel, at the 128 ptxas gives it, spills for); otherwise the scores are scaled
+// first, in place (for any other scale, a warp-uniform detour). A key past seq_k or, causal,
+// past the row's diagonal counts as -inf (only blocks on an edge pay for the comparisons).
+template <bool SCALE_IN_EXPONENT, int TILES, int CAUSAL>
+__device__ __forceinline__ void online_softmax(float (&s)[TILES][4], float scale_log2,
+                                               const QueryBlock& b, int j, int row, int seq_k,
+                                               float (&row_max)[2], float (&row_sum)[2],
+                                               float (&rescale)[2]) {
   constexpr int BLOCK_N = TILES * 8;
-  const int key0 = j * BLOCK_N, diagonal = b.diagonal;
-  const bool edge = key0 + BLOCK_N > seq_k || (CAUSAL && key0 + BLOCK_N - 1 > b.row0 + diagonal);
-  const int lane = threadIdx.x % 32;
+  float scale = scale_log2;
+  if (!SCALE_IN_EXPONENT || !(scale > 0.f)) {
 #pragma unroll
-  for (int t = 0; t < TILES; ++t)
+    for (int t = 0; t < TILES; ++t)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      float value = s[t][e] * scale_log2;
-      if (edge) {
-        const int key = key0 + t * 8 + 2 * (lane % 4) + e % 2;
-        if (key >= seq_k || (CAUSAL && key > row + (e / 2) * 8 + diagonal)) value = negative_infinity();
+      for (int e = 0; e < 4; ++e) s[t][e] *= scale;
+    scale = 1.f;
+  }
+  const int key0 = j * BLOCK_N;
+  if (key0 + BLOCK_N > seq_k || (CAUSAL && key0 + BLOCK_N - 1 > b.row0 + b.diagonal)) {
+    // Element (t, e) is key first_key + 8 t + e % 2: hidden from offset seq_end on, and past the
+    // diagonal beyond offset diagonal_end (+ 8 for the second row).
+    const int first_key = key0 + 2 * (static_cast<int>(threadIdx.x) % 4);
+    const int seq_end = seq_k - first_key, diagonal_end = row + b.diagonal - first_key;
+#pragma unroll
+    for (int t = 0; t < TILES; ++t)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int offset = t * 8 + e % 2;
+        if (offset >= seq_end || (CAUSAL && offset > diagonal_end + (e / 2) * 8))
+          s[t][e] = negative_infinity();
       }
-      s[t][e] = value;
-    }
-}
-
-// One row (r = 0: elements 0, 1; r = 1: elements 2, 3) of a block of scaled scores through the
-// online softmax: the scores become exp2(score - max), the running max and this thread's share
-// of the running sum move on, and the factor the row's output so far must be scaled by is
-// returned.
-template <int TILES>
-__device__ __forceinline__ float online_softmax_row(float (&s)[TILES][4], int r, float& row_max,
-                                                    float& row_sum) {
-  float block_max = negative_infinity();
+  }
 #pragma unroll
-  for (int t = 0; t < TILES; ++t) block_max = fmaxf(block_max, fmaxf(s[t][2 * r], s[t][2 * r + 1]));
-  const float new_max = fmaxf(row_max, quad_max(block_max));
-  // A row that has seen only masked keys keeps -inf; 0 keeps exp2 from making NaN.
-  const float shift = new_max == negative_infinity() ? 0.f : new_max;
-  const float rescale = exp2f(row_max - shift);
-  row_max = new_max;
-  float sum = 0.f;
+  for (int r = 0; r < 2; ++r) {
+    float block_max = negative_infinity();
 #pragma unroll
-  for (int t = 0; t < TILES; ++t)
+    for (int t = 0; t < TILES; ++t)
+      block_max = fmaxf(block_max, fmaxf(s[t][2 * r], s[t][2 * r + 1]));
+    const float new_max = fmaxf(row_max[r], quad_max(block_max) * scale);
+    // A row that has seen only hidden keys keeps -inf; 0 keeps exp2 from making NaN.
+    const float shift = new_max == negative_infinity() ? 0.f : new_max;
+    rescale[r] = exp2f(row_max[r] - shift);
+    row_max[r] = new_max;
+    float sum = 0.f;
 #pragma unroll
-    for (int e = 2 * r; e < 2 * r + 2; ++e) {
-      s[t][e] = exp2f(s[t][e] - shift);
-      sum += s[t][e];
-    }
-  row_sum = row_sum * rescale + sum;
-  return rescale;
+    for (int t = 0; t < TILES; ++t)
+#pragma unroll
+      for (int e = 2 * r; e < 2 * r + 2; ++e) {
+        s[t][e] = exp2f(fmaf(s[t][e], scale, -shift));
+        sum += s[t][e];
+      }
+    row_sum[r] = row_sum[r] * rescale[r] + sum;
+  }
 }
 
 // Keys 16 kt .. 16 kt + 15 of a block of probabilities as the A operand of the next product
 // (m16n8k16's A fragment, which wgmma's register form reads too).
 template <int KIND, int TILES>
-__device__ __forceinline__ void probability_fragment(const float (&s)[TILES][4], int kt, unsigned (&a)[4]) {
+__device__ __forceinline__ void probability_fragment(const float (&s)[TILES][4], int kt,
+                                                     unsigned (&a)[4]) {
   a[0] = pack2<KIND>(s[2 * kt][0], s[2 * kt][1]);
   a[1] = pack2<KIND>(s[2 * kt][2], s[2 * kt][3]);
   a[2] = pack2<KIND>(s[2 * kt + 1][0], s[2 * kt + 1][1]);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "templates/attention/attention_params.h"
@@ -29,7 +30,8 @@ struct ForwardTile {
   int m_tiles() const { return block_m / (warps * 16); }
   std::size_t smem_bytes(int head_dim) const {
     const auto pitch = static_cast<std::size_t>(attention_tile_pitch(head_dim));
-    return (static_cast<std::size_t>(block_m) + 2 * static_cast<std::size_t>(stages * block_n)) * pitch;
+    return (static_cast<std::size_t>(block_m) + 2 * static_cast<std::size_t>(stages * block_n)) *
+           pitch;
   }
   // fp32 accumulators of O and S, and Q's fragments when they stay in registers, per thread.
   int accumulator_registers(int head_dim) const {
@@ -52,8 +54,9 @@ constexpr int kMmaSync = 0, kWgmma = 1;
 // per consumer warpgroup (1-3; with one, two CTAs share an SM), block_n keys per step through
 // a TMA ring of `stages`, and
 // FlashAttention-3's overlaps: `pipeline` (a block's softmax under the previous block's P V) and
-// `pingpong` (two consumers taking turns at the tensor cores). Both: the order of the CTAs
-// (tile_order).
+// `pingpong` (two consumers taking turns at the tensor cores), and `persistent` (a CTA per SM
+// slot taking query blocks in turn, the next one's loads under the current one's end). Both: the
+// order of the query blocks (tile_order).
 VariantSpaces variants() {
   return {{{{"block_m", {64, 128}},
             {"block_n", {32, 64, 128}},
@@ -66,38 +69,51 @@ VariantSpaces variants() {
             {"stages", {2, 3, 4}},
             {"tile_order", {0, 1}},
             {"pipeline", {0, 1}},
-            {"pingpong", {0, 1}}}}};
+            {"pingpong", {0, 1}},
+            {"persistent", {0, 1}}}}};
 }
 
 // A config of the wgmma kernel (attention_sm90.cuh).
 struct WgmmaTile {
-  int block_n, consumers, stages, tile_order, pipeline, pingpong;
+  int block_n, consumers, stages, tile_order, pipeline, pingpong, persistent;
   explicit WgmmaTile(const Config& c)
       : block_n(c.at("block_n")),
         consumers(c.at("consumers")),
         stages(c.at("stages")),
         tile_order(c.at("tile_order")),
         pipeline(c.at("pipeline")),
-        pingpong(c.at("pingpong")) {}
+        pingpong(c.at("pingpong")),
+        persistent(c.at("persistent")) {}
   int block_m() const { return 64 * consumers; }
   int threads() const { return 128 * (consumers + 1); }
   // 1024 of alignment slack, Q, the K and V rings (64-column panels of 128-byte rows), and
-  // 1 + 3 x stages mbarriers.
+  // 2 + 3 x stages mbarriers.
   std::size_t smem_bytes(int head_dim) const {
     const std::size_t panels = static_cast<std::size_t>((head_dim + 63) / 64);
-    return 1024 + panels * 128 * (64 * static_cast<std::size_t>(consumers) + 2 * static_cast<std::size_t>(stages * block_n)) +
-           8 * (1 + 3 * static_cast<std::size_t>(stages));
+    return 1024 +
+           panels * 128 *
+               (64 * static_cast<std::size_t>(consumers) +
+                2 * static_cast<std::size_t>(stages * block_n)) +
+           8 * (2 + 3 * static_cast<std::size_t>(stages));
   }
 };
+
+// The kernels number query blocks with an int.
+std::optional<std::string> too_many_query_blocks(const AttentionShape& s, int block_m) {
+  if ((s.seq_q + block_m - 1) / block_m * s.batch * s.heads > std::numeric_limits<int>::max())
+    return "more than 2^31 - 1 query blocks";
+  return std::nullopt;
+}
 
 class AttentionFamily final : public Family {
  public:
   AttentionFamily() : options_(attention_options()) {
-    for (const char* file : {"attention/attention.cuh", "attention/attention_sm90.cuh",
-                             "attention/attention_common.cuh", "attention/attention_reference.cuh",
-                             "attention/attention_params.h", "common/host_device.h",
-                             "common/hopper.cuh", "common/tensor_map.h", "common/tile_primitives.cuh",
-                             "common/elementwise.cuh", "common/activation.h"})
+    for (const char* file :
+         {"attention/attention.cuh", "attention/attention_sm90.cuh",
+          "attention/attention_common.cuh", "attention/attention_reference.cuh",
+          "attention/attention_params.h", "common/host_device.h", "common/hopper.cuh",
+          "common/tensor_map.h", "common/tile_primitives.cuh", "common/elementwise.cuh",
+          "common/activation.h"})
       source_.files[file] = std::string(embedded::file(file));
   }
 
@@ -132,10 +148,7 @@ class AttentionFamily final : public Family {
     const std::size_t smem = tile.smem_bytes(head_dim);
     if (static_cast<long long>(smem) > device.max_smem_per_block_optin)
       return std::to_string(smem) + " bytes of shared memory";
-    const std::int64_t m_blocks = (s.seq_q + tile.block_m - 1) / tile.block_m;
-    if ((tile.tile_order == 0 ? s.batch * s.heads : m_blocks) > 65535)
-      return "more than 65535 CTAs in the grid's y dimension";
-    return std::nullopt;
+    return too_many_query_blocks(s, tile.block_m);
   }
 
   // 128 query rows a CTA, in 4 warps of 32 rows for small heads (each K and V fragment feeds
@@ -144,25 +157,24 @@ class AttentionFamily final : public Family {
   Config default_config(const Problem& problem, const DeviceTarget& device) const override {
     const AttentionShape s(problem);
     if (device.cc_major >= 9) {
-      // The exhaustive sweeps' best (docs/perf/attention.md, v6): up to head dim 64, one
-      // consumer warpgroup a CTA (two CTAs an SM) with each block's softmax under the previous
-      // block's P V, or for causal three consumers over 192 keys a step; up to 128, three
-      // consumers over 128 keys; past it two consumers with the overlap over 64 keys (the
-      // accumulators allow no more). 2 or 3 stages as measured, else what fits.
+      // The exhaustive sweeps' best (docs/perf/attention.md, v7): up to head dim 128, three
+      // consumer warpgroups, no overlap, 2 stages, persistent (its short blocks' start-up
+      // hidden) but for causal past head dim 64; 192 keys a step at head dim 64 over long
+      // rows, else 128. Past 128, two consumers with each block's softmax under the previous
+      // block's P V over 64 keys (the accumulators allow no more), 3 stages where they fit.
       const int head_dim = wgmma_head_dim(s.head_dim);
-      const bool small_head = head_dim <= 64;
-      const int consumers = small_head && !s.causal ? 1 : head_dim <= 128 ? 3 : 2;
-      const int block_n = small_head && s.causal ? 192 : head_dim <= 128 ? 128 : 64;
-      const bool overlap = consumers != 3;
-      for (int stages : {consumers == 3 ? 2 : 3, 2})
-        for (int pipeline : {overlap ? 1 : 0, 0}) {
+      const bool wide_head = head_dim > 128;
+      const int block_n = wide_head ? 64 : head_dim <= 64 && s.seq_k >= 1024 ? 192 : 128;
+      for (int stages : {wide_head ? 3 : 2, 2})
+        for (int pipeline : {wide_head ? 1 : 0, 0}) {
           const Config wgmma{{{"variant", kWgmma},
                               {"block_n", block_n},
-                              {"consumers", consumers},
+                              {"consumers", wide_head ? 2 : 3},
                               {"stages", stages},
-                              {"tile_order", small_head && s.causal ? 1 : 0},
+                              {"tile_order", head_dim <= 64 && s.causal ? 1 : 0},
                               {"pipeline", pipeline},
-                              {"pingpong", 0}}};
+                              {"pingpong", 0},
+                              {"persistent", !wide_head && (head_dim <= 64 || !s.causal) ? 1 : 0}}};
           if (!reject(wgmma, problem, device)) return wgmma;
         }
     }
@@ -185,16 +197,17 @@ class AttentionFamily final : public Family {
   }
 
   std::string kernel_file(const Config& config) const override {
-    return config.at("variant") == kWgmma ? "attention/attention_sm90.cuh" : "attention/attention.cuh";
+    return config.at("variant") == kWgmma ? "attention/attention_sm90.cuh"
+                                          : "attention/attention.cuh";
   }
   std::vector<std::string> kernel_expressions(const Config& config,
                                               const Problem& problem) const override {
     const AttentionShape s(problem);
     if (config.at("variant") == kWgmma) {
       const WgmmaTile t(config);
-      return {"tilesmith::attention_forward_sm90<" + std::to_string(element_kind(problem.dtype)) + "," +
-              std::to_string(wgmma_head_dim(s.head_dim)) + "," + std::to_string(t.block_n) + "," +
-              std::to_string(t.consumers) + "," + std::to_string(t.stages) + "," +
+      return {"tilesmith::attention_forward_sm90<" + std::to_string(element_kind(problem.dtype)) +
+              "," + std::to_string(wgmma_head_dim(s.head_dim)) + "," + std::to_string(t.block_n) +
+              "," + std::to_string(t.consumers) + "," + std::to_string(t.stages) + "," +
               std::to_string(int{s.causal}) + "," + std::to_string(t.tile_order) + "," +
               std::to_string(t.pipeline) + "," + std::to_string(t.pingpong) + ">"};
     }
@@ -215,7 +228,7 @@ class AttentionFamily final : public Family {
             {"lse", DType::f32, static_cast<std::size_t>(s.batch * s.heads * s.seq_q), true}};
   }
 
-  LaunchPlan plan(const Config& config, const Problem& problem, const DeviceTarget&,
+  LaunchPlan plan(const Config& config, const Problem& problem, const DeviceTarget& device,
                   std::span<const std::uint64_t> addresses, std::uint64_t,
                   const CallScalars& scalars) const override {
     const AttentionShape s(problem);
@@ -223,10 +236,9 @@ class AttentionFamily final : public Family {
     const int block_m = wgmma ? WgmmaTile(config).block_m() : ForwardTile(config).block_m;
     const unsigned m_blocks = static_cast<unsigned>((s.seq_q + block_m - 1) / block_m);
     const unsigned batch_heads = static_cast<unsigned>(s.batch * s.heads);
+    // A CTA per query block (the kernels take them in query_block's order, attention_common.cuh).
     LaunchGeometry geometry;
-    const bool heads_first = config.at("tile_order") == 1;
-    geometry.grid[0] = heads_first ? batch_heads : m_blocks;
-    geometry.grid[1] = heads_first ? m_blocks : batch_heads;
+    geometry.grid[0] = m_blocks * batch_heads;
     const AttentionParams p = params(s, addresses, scalars, 0);
     LaunchPlan plan;
     if (!wgmma) {
@@ -237,15 +249,27 @@ class AttentionFamily final : public Family {
       return plan;
     }
     const WgmmaTile tile(config);
+    if (tile.persistent) {  // as many CTAs as run at once, each looping over query blocks
+      const int per_sm =
+          attention_sm90_two_ctas_an_sm(tile.consumers, wgmma_head_dim(s.head_dim)) ? 2 : 1;
+      geometry.grid[0] =
+          std::min(geometry.grid[0], static_cast<unsigned>(device.sm_count * per_sm));
+    }
     geometry.block[0] = static_cast<unsigned>(tile.threads());
-    geometry.dynamic_smem_bytes = static_cast<unsigned>(tile.smem_bytes(wgmma_head_dim(s.head_dim)));
+    geometry.dynamic_smem_bytes =
+        static_cast<unsigned>(tile.smem_bytes(wgmma_head_dim(s.head_dim)));
     AttentionSm90Params wide{};
     wide.p = p;
     KernelArgs args = KernelArgs::of(wide);
     const DType t = problem.dtype;
-    args.request_tensor_map(wide, wide.q_map, attention_tensor_map(s, t, addresses[kQ], p.q_strides, false, 64));
-    args.request_tensor_map(wide, wide.k_map, attention_tensor_map(s, t, addresses[kK], p.k_strides, true, tile.block_n));
-    args.request_tensor_map(wide, wide.v_map, attention_tensor_map(s, t, addresses[kV], p.v_strides, true, tile.block_n));
+    args.request_tensor_map(wide, wide.q_map,
+                            attention_tensor_map(s, t, addresses[kQ], p.q_strides, false, 64));
+    args.request_tensor_map(
+        wide, wide.k_map,
+        attention_tensor_map(s, t, addresses[kK], p.k_strides, true, tile.block_n));
+    args.request_tensor_map(
+        wide, wide.v_map,
+        attention_tensor_map(s, t, addresses[kV], p.v_strides, true, tile.block_n));
     plan.add(0, geometry, args);
     return plan;
   }
@@ -293,7 +317,8 @@ class AttentionFamily final : public Family {
             max = std::max(max, dot * scale);
           }
           double sum = 0;
-          for (std::int64_t j = 0; j < visible; ++j) sum += std::exp(scores[static_cast<std::size_t>(j)] - max);
+          for (std::int64_t j = 0; j < visible; ++j)
+            sum += std::exp(scores[static_cast<std::size_t>(j)] - max);
           for (std::int64_t d = 0; d < s.head_dim; ++d) {
             double acc = 0;
             for (std::int64_t j = 0; j < visible; ++j)
@@ -314,7 +339,8 @@ class AttentionFamily final : public Family {
     work.flops = 4.0 * static_cast<double>(s.batch * s.heads) * s.visible_pairs() *
                  static_cast<double>(s.head_dim);
     for (const TensorSpec& spec : tensors(problem))
-      work.min_bytes += static_cast<double>(spec.elements) * static_cast<double>(dtype_size(spec.dtype));
+      work.min_bytes +=
+          static_cast<double>(spec.elements) * static_cast<double>(dtype_size(spec.dtype));
     return work;
   }
 
@@ -325,15 +351,15 @@ class AttentionFamily final : public Family {
     if (tile.pingpong && tile.consumers != 2) return "ping-pong takes two consumer warpgroups";
     const int head_dim = wgmma_head_dim(s.head_dim);
     // O and S, and with the pipeline P waiting for its P V.
-    const int accumulators = head_dim / 2 + tile.block_n / 2 + (tile.pipeline ? tile.block_n / 4 : 0);
-    if (accumulators > attention_sm90_consumer_registers(tile.consumers, head_dim) - kWgmmaRegistersBesideAccumulators)
+    const int accumulators =
+        head_dim / 2 + tile.block_n / 2 + (tile.pipeline ? tile.block_n / 4 : 0);
+    if (accumulators > attention_sm90_consumer_registers(tile.consumers, head_dim) -
+                           kWgmmaRegistersBesideAccumulators)
       return std::to_string(accumulators) + " registers of accumulators per thread";
     const std::size_t smem = tile.smem_bytes(head_dim);
     if (static_cast<long long>(smem) > device.max_smem_per_block_optin)
       return std::to_string(smem) + " bytes of shared memory";
-    const std::int64_t m_blocks = (s.seq_q + tile.block_m() - 1) / tile.block_m();
-    if ((tile.tile_order == 0 ? s.batch * s.heads : m_blocks) > 65535)
-      return "more than 65535 CTAs in the grid's y dimension";
+    if (auto why = too_many_query_blocks(s, tile.block_m())) return why;
     return std::nullopt;
   }
 

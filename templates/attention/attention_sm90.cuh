@@ -9,11 +9,16 @@
 //    j's softmax while P V is still on the tensor cores; O is rescaled once that P V is done.
 //  PINGPONG (two consumers): the warpgroups take turns issuing their GEMMs (named barriers 1 and
 //    2), so one's softmax runs under the other's GEMMs.
+// A CTA takes query blocks blockIdx.x, + gridDim.x, ... (query_block's order): one, on a grid of
+// one CTA per block, or, persistent (a grid of as many CTAs as fit on the GPU at once), several;
+// the producer loads the next block's Q (once the consumers' last Q K^T is done) and first keys
+// while the consumers finish the current one, so a short block's start-up latency hides under
+// its predecessor's last steps.
 //
 // Shared memory, 1024-byte aligned, every tile in 64-column panels of 128-byte rows (the 128-byte
 // swizzle TMA writes and wgmma reads; a head dim past 64 is several panels):
 //   Q: CONSUMERS x PANELS x [64 rows][128 B];  K, V: STAGES x PANELS x [BLOCK_N rows][128 B];
-//   mbarriers: q_full, k_full[STAGES], v_full[STAGES], kv_empty[STAGES].
+//   mbarriers: q_full, k_full[STAGES], v_full[STAGES], kv_empty[STAGES], q_empty.
 // Tensor maps (4D {head_dim, seq, heads, batch}, strides of a row, a head and a batch, in any
 // order in memory (BSHD and BHSD alike); swizzle 128B; boxes {64, rows, 1, 1}: 64 rows for Q,
 // BLOCK_N for K and V): attention_family.cpp.
@@ -24,9 +29,10 @@
 
 namespace tilesmith {
 
-template <int KIND, int HEAD_DIM, int BLOCK_N, int CONSUMERS, int STAGES, int CAUSAL, int TILE_ORDER,
-          int PIPELINE, int PINGPONG>
-__global__ void __launch_bounds__((CONSUMERS + 1) * 128, attention_sm90_two_ctas_an_sm(CONSUMERS, HEAD_DIM) ? 2 : 1)
+template <int KIND, int HEAD_DIM, int BLOCK_N, int CONSUMERS, int STAGES, int CAUSAL,
+          int TILE_ORDER, int PIPELINE, int PINGPONG>
+__global__ void __launch_bounds__((CONSUMERS + 1) * 128,
+                                  attention_sm90_two_ctas_an_sm(CONSUMERS, HEAD_DIM) ? 2 : 1)
     attention_forward_sm90(const __grid_constant__ AttentionSm90Params params) {
   constexpr int BLOCK_M = 64 * CONSUMERS;
   constexpr int PANELS = (HEAD_DIM + 63) / 64;
@@ -42,7 +48,8 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, attention_sm90_two_ctas
   constexpr bool SHARE_REGS = CONSUMERS > 1 || attention_sm90_two_ctas_an_sm(CONSUMERS, HEAD_DIM);
   constexpr int PRODUCER_REGS = attention_sm90_producer_registers(CONSUMERS);
   constexpr int CONSUMER_REGS = attention_sm90_consumer_registers(CONSUMERS, HEAD_DIM);
-  static_assert(HEAD_DIM % 16 == 0 && BLOCK_N % 16 == 0 && CONSUMERS >= 1 && CONSUMERS <= 3, "tile shape");
+  static_assert(HEAD_DIM % 16 == 0 && BLOCK_N % 16 == 0 && CONSUMERS >= 1 && CONSUMERS <= 3,
+                "tile shape");
   static_assert(!PINGPONG || CONSUMERS == 2, "ping-pong takes two consumer warpgroups");
   const AttentionParams& p = params.p;
 
@@ -54,9 +61,14 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, attention_sm90_two_ctas
   auto k_full = [&](int s) { return barriers + 8u * (1 + s); };
   auto v_full = [&](int s) { return barriers + 8u * (1 + STAGES + s); };
   auto kv_empty = [&](int s) { return barriers + 8u * (1 + 2 * STAGES + s); };
-
-  const QueryBlock block = query_block<BLOCK_M, BLOCK_N, CAUSAL, TILE_ORDER>(p);
-  const int row0 = block.row0, n_blocks = block.key_blocks;
+  const unsigned q_empty = barriers + 8u * (1 + 3 * STAGES);
+  // This CTA's query blocks: first_tile, + gridDim.x, ... below `tiles`.
+  const int tiles = (p.seq_q + BLOCK_M - 1) / BLOCK_M * (p.batch * p.heads);
+  const int first_tile = static_cast<int>(blockIdx.x);
+  auto next_tile = [&](int tile) { return tile + static_cast<int>(gridDim.x); };
+  auto block_of = [&](int tile) {
+    return query_block<BLOCK_M, BLOCK_N, CAUSAL, TILE_ORDER>(p, tile);
+  };
 
   if (threadIdx.x == 0) {
     mbarrier_init(q_full, 1);
@@ -65,6 +77,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, attention_sm90_two_ctas
       mbarrier_init(v_full(s), 1);
       mbarrier_init(kv_empty(s), CONSUMERS);
     }
+    mbarrier_init(q_empty, CONSUMERS);
     fence_mbarrier_init();
   }
   if (threadIdx.x == 32) {
@@ -77,30 +90,35 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, attention_sm90_two_ctas
   if (warpgroup_index() == 0) {
     if (SHARE_REGS) warpgroup_regs_release<PRODUCER_REGS>();
     if (threadIdx.x == 0) {
-      mbarrier_arrive_expect_tx(q_full, Q_BYTES);
-#pragma unroll
-      for (int c = 0; c < CONSUMERS; ++c)
-#pragma unroll
-        for (int panel = 0; panel < PANELS; ++panel)
-          tma_load_4d(q_tile + (c * PANELS + panel) * Q_PANEL, &params.q_map, q_full, 64 * panel,
-                      row0 + 64 * c, block.head, block.batch);
       int stage = 0;
-      unsigned phase = 0;
-      for (int j = 0; j < n_blocks; ++j) {
-        mbarrier_wait(kv_empty(stage), phase ^ 1u);
-        mbarrier_arrive_expect_tx(k_full(stage), KV_STAGE);
+      unsigned phase = 0, q_phase = 0;
+      for (int tile = first_tile; tile < tiles; tile = next_tile(tile)) {
+        const QueryBlock block = block_of(tile);
+        mbarrier_wait(q_empty, q_phase ^ 1u);  // the previous block's Q read
+        mbarrier_arrive_expect_tx(q_full, Q_BYTES);
 #pragma unroll
-        for (int panel = 0; panel < PANELS; ++panel)
-          tma_load_4d(k_ring + stage * KV_STAGE + panel * KV_PANEL, &params.k_map, k_full(stage),
-                      64 * panel, j * BLOCK_N, block.kv_head, block.batch);
-        mbarrier_arrive_expect_tx(v_full(stage), KV_STAGE);
+        for (int c = 0; c < CONSUMERS; ++c)
 #pragma unroll
-        for (int panel = 0; panel < PANELS; ++panel)
-          tma_load_4d(v_ring + stage * KV_STAGE + panel * KV_PANEL, &params.v_map, v_full(stage),
-                      64 * panel, j * BLOCK_N, block.kv_head, block.batch);
-        if (++stage == STAGES) {
-          stage = 0;
-          phase ^= 1u;
+          for (int panel = 0; panel < PANELS; ++panel)
+            tma_load_4d(q_tile + (c * PANELS + panel) * Q_PANEL, &params.q_map, q_full, 64 * panel,
+                        block.row0 + 64 * c, block.head, block.batch);
+        q_phase ^= 1u;
+        for (int j = 0; j < block.key_blocks; ++j) {
+          mbarrier_wait(kv_empty(stage), phase ^ 1u);
+          mbarrier_arrive_expect_tx(k_full(stage), KV_STAGE);
+#pragma unroll
+          for (int panel = 0; panel < PANELS; ++panel)
+            tma_load_4d(k_ring + stage * KV_STAGE + panel * KV_PANEL, &params.k_map, k_full(stage),
+                        64 * panel, j * BLOCK_N, block.kv_head, block.batch);
+          mbarrier_arrive_expect_tx(v_full(stage), KV_STAGE);
+#pragma unroll
+          for (int panel = 0; panel < PANELS; ++panel)
+            tma_load_4d(v_ring + stage * KV_STAGE + panel * KV_PANEL, &params.v_map, v_full(stage),
+                        64 * panel, j * BLOCK_N, block.kv_head, block.batch);
+          if (++stage == STAGES) {
+            stage = 0;
+            phase ^= 1u;
+          }
         }
       }
     }
@@ -110,7 +128,6 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, attention_sm90_two_ctas
   if (SHARE_REGS) warpgroup_regs_claim<CONSUMER_REGS>();
   const int c = warpgroup_index() - 1;
   const int tid = threadIdx.x % 128, lane = tid % 32;
-  const int first_row = row0 + 64 * c + 16 * (tid / 32) + lane / 4;  // and first_row + 8
   // Descriptors at the start of this consumer's Q, of K's stage 0 (both K-major: a k step is 32
   // bytes along a row, a panel further on past 64 columns) and of V's stage 0 (N-major: a k
   // step is 16 rows, the next 64 columns of N the next panel).
@@ -119,18 +136,16 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, attention_sm90_two_ctas
   const unsigned long long v_desc = wgmma_desc_sw128(v_ring, KV_PANEL, 1024);
 
   float o_acc[HEAD_DIM / 2];
-#pragma unroll
-  for (int i = 0; i < HEAD_DIM / 2; ++i) o_acc[i] = 0.f;
-  float row_max[2] = {negative_infinity(), negative_infinity()}, row_sum[2] = {0.f, 0.f};
-  mbarrier_wait(q_full, 0);  // also when no key block runs: no copy may outlive the CTA
+  float row_max[2], row_sum[2];
 
   // Block j's S = Q K^T into `s`, issued (K waited for first).
-  auto issue_s = [&](float (&s_flat)[BLOCK_N / 2], int s_stage) {
+  auto issue_s = [&](float(&s_flat)[BLOCK_N / 2], int s_stage) {
 #pragma unroll
     for (int kk = 0; kk < K_STEPS; ++kk) {
       const unsigned q_offset = (kk / 4) * Q_PANEL + (kk % 4) * 32;
       const unsigned k_offset = s_stage * KV_STAGE + (kk / 4) * KV_PANEL + (kk % 4) * 32;
-      wgmma_tile_m64<BLOCK_N, KIND, 0, 0>(s_flat, q_desc + (q_offset >> 4), k_desc + (k_offset >> 4));
+      wgmma_tile_m64<BLOCK_N, KIND, 0, 0>(s_flat, q_desc + (q_offset >> 4),
+                                          k_desc + (k_offset >> 4));
     }
     wgmma_commit();
   };
@@ -149,16 +164,9 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, attention_sm90_two_ctas
     wgmma_fence_registers(o_acc);
     if (tid == 0) mbarrier_arrive(kv_empty(pv_stage));
   };
-  // Block j's scores through the mask and the online softmax; `rescale` gets the factors that
-  // bring O to the new running max.
-  auto softmax = [&](float (&s)[N_TILES][4], int j, float (&rescale)[2]) {
-    scale_and_mask<N_TILES, CAUSAL>(s, p.scale_log2, block, j, first_row, p.seq_k);
-#pragma unroll
-    for (int r = 0; r < 2; ++r) rescale[r] = online_softmax_row(s, r, row_max[r], row_sum[r]);
-  };
   // O rescaled to the new running max, then P packed: all before a wgmma reads either (a
   // register written between two wgmmas of a batch makes ptxas fence each one: C7519).
-  auto rescale_and_pack = [&](const float (&s)[N_TILES][4], const float (&rescale)[2]) {
+  auto rescale_and_pack = [&](const float(&s)[N_TILES][4], const float(&rescale)[2]) {
 #pragma unroll
     for (int r = 0; r < 2; ++r)
 #pragma unroll
@@ -177,10 +185,8 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, attention_sm90_two_ctas
   auto their_turn = [&] {
     if (PINGPONG) named_barrier_arrive(2 - c, 256);
   };
-  if (PINGPONG && c == 1) named_barrier_arrive(1, 256);
-
   int stage = 0;
-  unsigned phase = 0;
+  unsigned phase = 0, q_phase = 0;
   auto advance = [&] {
     if (++stage == STAGES) {
       stage = 0;
@@ -190,79 +196,109 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, attention_sm90_two_ctas
   float s[N_TILES][4];
   float(&s_flat)[BLOCK_N / 2] = reinterpret_cast<float(&)[BLOCK_N / 2]>(s);
   float rescale[2];
-  // Block j's S with no P V in flight, through the softmax: O rescaled, P packed.
-  auto block_alone = [&](int j) {
-#pragma unroll
-    for (int i = 0; i < BLOCK_N / 2; ++i) s_flat[i] = 0.f;
-    mbarrier_wait(k_full(stage), phase);
-    my_turn();
-    wgmma_fence();
-    issue_s(s_flat, stage);
-    their_turn();
-    wgmma_wait<0>();
-    wgmma_fence_registers(s_flat);
-    softmax(s, j, rescale);
-    rescale_and_pack(s, rescale);
-  };
-  if (!PIPELINE) {
-    for (int j = 0; j < n_blocks; ++j) {
-      block_alone(j);
-      mbarrier_wait(v_full(stage), phase);
-      wgmma_fence();
-      issue_pv(stage);
-      finish_pv(stage);
-      advance();
-    }
-  } else if (n_blocks > 0) {
-    // Block 0 alone; then each block's S issued with the previous block's P V, its softmax
-    // running while that P V does; then the last block's P V.
-    block_alone(0);
-    int previous = stage;
-    unsigned previous_phase = phase;
-    advance();
-    for (int j = 1; j < n_blocks; ++j) {
+  for (int tile = first_tile; tile < tiles; tile = next_tile(tile)) {
+    // The query block in hand, and this thread's first row of it (and first_row() + 8), derived
+    // from threadIdx where it is used: held across the loop, it is the register that spills
+    // when the accumulators take all but 32 (three consumers, 192 keys at head dim 64).
+    const QueryBlock block = block_of(tile);
+    auto first_row = [&] {
+      const int t = static_cast<int>(threadIdx.x);
+      return block.row0 + 16 * (t / 32 - 4) + t % 32 / 4;  // 64 c + 16 (tid / 32) + lane / 4
+    };
+    const int n_blocks = block.key_blocks;
+    // Block j's scores through the mask and the online softmax; `rescale` gets the factors that
+    // bring O to the new running max.
+    auto softmax = [&](float(&s)[N_TILES][4], int j, float(&rescale)[2]) {
+      if (j == n_blocks - 1 && tid == 0) mbarrier_arrive(q_empty);  // Q read for good
+      online_softmax<true, N_TILES, CAUSAL>(s, p.scale_log2, block, j, first_row(), p.seq_k,
+                                            row_max, row_sum, rescale);
+    };
+    // Block j's S with no P V in flight, through the softmax: O rescaled, P packed.
+    auto block_alone = [&](int j) {
 #pragma unroll
       for (int i = 0; i < BLOCK_N / 2; ++i) s_flat[i] = 0.f;
       mbarrier_wait(k_full(stage), phase);
-      mbarrier_wait(v_full(previous), previous_phase);
       my_turn();
       wgmma_fence();
       issue_s(s_flat, stage);
-      issue_pv(previous);
       their_turn();
-      wgmma_wait<1>();  // S is done; the P V after it may still run
+      wgmma_wait<0>();
       wgmma_fence_registers(s_flat);
       softmax(s, j, rescale);
-      finish_pv(previous);  // O is whole again before it is rescaled
       rescale_and_pack(s, rescale);
-      previous = stage;
-      previous_phase = phase;
-      advance();
+    };
+#pragma unroll
+    for (int i = 0; i < HEAD_DIM / 2; ++i) o_acc[i] = 0.f;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      row_max[r] = negative_infinity();
+      row_sum[r] = 0.f;
     }
-    mbarrier_wait(v_full(previous), previous_phase);
-    wgmma_fence();
-    issue_pv(previous);
-    finish_pv(previous);
-  }
-  // Warpgroup 1's first arrival (with no block, its only one) is still counted on barrier 1.
-  if (PINGPONG && c == 0) named_barrier_sync(1, 256);
+    mbarrier_wait(q_full, q_phase);  // also when no key block runs: no copy may outlive the CTA
+    q_phase ^= 1u;
+    if (n_blocks == 0 && tid == 0) mbarrier_arrive(q_empty);
+    if (PINGPONG && c == 1) named_barrier_arrive(1, 256);
+    if (!PIPELINE) {
+      for (int j = 0; j < n_blocks; ++j) {
+        block_alone(j);
+        mbarrier_wait(v_full(stage), phase);
+        wgmma_fence();
+        issue_pv(stage);
+        finish_pv(stage);
+        advance();
+      }
+    } else if (n_blocks > 0) {
+      // Block 0 alone; then each block's S issued with the previous block's P V, its softmax
+      // running while that P V does; then the last block's P V.
+      block_alone(0);
+      int previous = stage;
+      unsigned previous_phase = phase;
+      advance();
+      for (int j = 1; j < n_blocks; ++j) {
+#pragma unroll
+        for (int i = 0; i < BLOCK_N / 2; ++i) s_flat[i] = 0.f;
+        mbarrier_wait(k_full(stage), phase);
+        mbarrier_wait(v_full(previous), previous_phase);
+        my_turn();
+        wgmma_fence();
+        issue_s(s_flat, stage);
+        issue_pv(previous);
+        their_turn();
+        wgmma_wait<1>();  // S is done; the P V after it may still run
+        wgmma_fence_registers(s_flat);
+        softmax(s, j, rescale);
+        finish_pv(previous);  // O is whole again before it is rescaled
+        rescale_and_pack(s, rescale);
+        previous = stage;
+        previous_phase = phase;
+        advance();
+      }
+      mbarrier_wait(v_full(previous), previous_phase);
+      wgmma_fence();
+      issue_pv(previous);
+      finish_pv(previous);
+    }
+    // Warpgroup 1's first arrival (with no block, its only one) is still counted on barrier 1.
+    if (PINGPONG && c == 0) named_barrier_sync(1, 256);
 
-  // Normalize and write O straight from the registers (pairs of columns), and the logsumexp.
-  half_bits* o = static_cast<half_bits*>(p.o) + block.batch * p.o_strides.batch +
-                 block.head * p.o_strides.head;
+    // Normalize and write O straight from the registers (pairs of columns), and the logsumexp.
+    half_bits* const o = static_cast<half_bits*>(p.o) + block.batch * p.o_strides.batch +
+                         block.head * p.o_strides.head;
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    float lse;
-    const float inverse = finish_row(row_max[r], row_sum[r], lse);
-    const int row = first_row + 8 * r;
-    if (row >= p.seq_q) continue;
-    if (p.lse != nullptr && lane % 4 == 0) p.lse[static_cast<long long>(block.batch_head) * p.seq_q + row] = lse;
+    for (int r = 0; r < 2; ++r) {
+      float lse;
+      const float inverse = finish_row(row_max[r], row_sum[r], lse);
+      const int row = first_row() + 8 * r;
+      if (row >= p.seq_q) continue;
+      if (p.lse != nullptr && lane % 4 == 0)
+        p.lse[static_cast<long long>(block.batch_head) * p.seq_q + row] = lse;
 #pragma unroll
-    for (int dt = 0; dt < D_TILES; ++dt) {
-      const int col = 8 * dt + 2 * (lane % 4);
-      if (col < p.head_dim)
-        *reinterpret_cast<unsigned*>(o + row * p.o_strides.row + col) =
-            pack2<KIND>(o_acc[4 * dt + 2 * r] * inverse, o_acc[4 * dt + 2 * r + 1] * inverse);
+      for (int dt = 0; dt < D_TILES; ++dt) {
+        const int col = 8 * dt + 2 * (lane % 4);
+        if (col < p.head_dim)
+          *reinterpret_cast<unsigned*>(o + row * p.o_strides.row + col) =
+              pack2<KIND>(o_acc[4 * dt + 2 * r] * inverse, o_acc[4 * dt + 2 * r + 1] * inverse);
+      }
     }
   }
 }

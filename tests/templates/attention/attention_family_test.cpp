@@ -90,12 +90,14 @@ TEST(AttentionFamily, RejectsWhatWouldSpillOrOverflowSharedMemory) {
   EXPECT_FALSE(family().reject(config(128, 64, 8, 0), wide, device).has_value());
   // (128 + 2 x 3 x 128) rows x 528 bytes is past 227 KB.
   EXPECT_TRUE(family().reject(config(128, 128, 8, 0, 3), attention({1, 1, 4096, 128}), device).has_value());
-  // More than 65535 batch x heads in the grid's y dimension: only the heads-first order runs.
+  // A CTA per query block in a grid's x dimension, in either order; the kernels count them in
+  // an int.
   const Problem many_heads = attention({4096, 32, 64, 64});
-  EXPECT_TRUE(family().reject(config(128, 64, 4, 0), many_heads, device).has_value());
   Config heads_first = config(128, 64, 4, 0);
+  EXPECT_FALSE(family().reject(heads_first, many_heads, device).has_value());
   heads_first.values["tile_order"] = 1;
   EXPECT_FALSE(family().reject(heads_first, many_heads, device).has_value());
+  EXPECT_TRUE(family().reject(heads_first, attention({65536, 65536, 128, 64}), device).has_value());
 }
 
 TEST(AttentionFamily, PlanPassesPackedStridesTheScaleAndTheGrid) {
@@ -120,8 +122,8 @@ TEST(AttentionFamily, PlanPassesPackedStridesTheScaleAndTheGrid) {
   EXPECT_FLOAT_EQ(p.scale, 1 / std::sqrt(72.f));
   EXPECT_FLOAT_EQ(p.scale_log2, p.scale * 1.44269504f);
   EXPECT_EQ(reinterpret_cast<std::uint64_t>(p.lse), 0x5000u);
-  EXPECT_EQ(plan.steps[0].geometry.grid[0], (100u + 127) / 128);
-  EXPECT_EQ(plan.steps[0].geometry.grid[1], 16u);
+  EXPECT_EQ(plan.steps[0].geometry.grid[0], (100u + 127) / 128 * 16);  // a CTA per query block
+  EXPECT_EQ(plan.steps[0].geometry.grid[1], 1u);
   EXPECT_EQ(plan.steps[0].geometry.dynamic_smem_bytes,
             (128u + 2 * 2 * 64) * static_cast<unsigned>(attention_tile_pitch(80)));
 
@@ -141,8 +143,7 @@ TEST(AttentionFamily, PlanPassesPackedStridesTheScaleAndTheGrid) {
   EXPECT_EQ(p.v_strides.head, 300 * 72);
   EXPECT_EQ(p.o_strides.batch, 123456);
   EXPECT_FLOAT_EQ(p.scale, 0.5f);
-  EXPECT_EQ(plan.steps[0].geometry.grid[0], 16u);
-  EXPECT_EQ(plan.steps[0].geometry.grid[1], (100u + 127) / 128);
+  EXPECT_EQ(plan.steps[0].geometry.grid[0], (100u + 127) / 128 * 16);
 }
 
 // The wgmma variant: 64 rows per consumer warpgroup plus a producer, and Q, K and V as 4D
@@ -152,17 +153,17 @@ TEST(AttentionFamily, WgmmaPlanAsksForTensorMapsOfQKAndV) {
   const std::vector<std::uint64_t> addresses = {0x1000, 0x2000, 0x3000, 0x4000, 0x5000};
   const Problem problem = attention({2, 8, 2, 100, 300, 72}, {{"layout", "bhsd"}});
   const Config config{{{"variant", 1}, {"block_n", 128}, {"consumers", 2}, {"stages", 3},
-                       {"tile_order", 0}, {"pipeline", 1}, {"pingpong", 1}}};
+                       {"tile_order", 0}, {"pipeline", 1}, {"pingpong", 1}, {"persistent", 0}}};
   ASSERT_FALSE(family().reject(config, problem, device).has_value());
   EXPECT_EQ(family().default_config(problem, device).at("variant"), 1);
   const LaunchPlan plan = family().plan(config, problem, device, addresses, 0, CallScalars{});
   ASSERT_EQ(plan.step_count, 1);
   const LaunchStep& step = plan.steps[0];
   EXPECT_EQ(step.geometry.block[0], 384u);
-  EXPECT_EQ(step.geometry.grid[0], 1u);  // 100 queries, 128 a CTA
-  EXPECT_EQ(step.geometry.grid[1], 16u);
+  EXPECT_EQ(step.geometry.grid[0], 16u);  // 100 queries, 128 a CTA, 16 heads
+  EXPECT_EQ(step.geometry.grid[1], 1u);
   // Head dim 72 runs as 96: two 64-column panels.
-  EXPECT_EQ(step.geometry.dynamic_smem_bytes, 1024u + 2 * 128 * (128 + 2 * 3 * 128) + 8 * 10);
+  EXPECT_EQ(step.geometry.dynamic_smem_bytes, 1024u + 2 * 128 * (128 + 2 * 3 * 128) + 8 * 11);
   ASSERT_EQ(step.args.tensor_map_count, 3);
   const TensorMapSpec& q = step.args.tensor_maps[0];
   EXPECT_EQ(q.address, 0x1000u);
@@ -181,6 +182,22 @@ TEST(AttentionFamily, WgmmaPlanAsksForTensorMapsOfQKAndV) {
   EXPECT_EQ(v.dims[1], 300u);
   EXPECT_EQ(v.dims[2], 2u);
   EXPECT_EQ(v.box[1], 128u);
+  // Persistent: as many CTAs as run at once (two an SM with one consumer up to head dim 128),
+  // or one per query block when there are fewer.
+  Config persistent = config;
+  persistent.values["persistent"] = 1;
+  const Problem long_rows = attention({4, 16, 4096, 128});
+  auto grid_of = [&](const Config& c, const Problem& p) {
+    const LaunchPlan plan = family().plan(c, p, device, addresses, 0, CallScalars{});
+    return std::pair{plan.steps[0].geometry.grid[0], plan.steps[0].geometry.grid[1]};
+  };
+  EXPECT_EQ(grid_of(persistent, long_rows), std::pair(132u, 1u));
+  EXPECT_EQ(grid_of(persistent, problem), std::pair(16u, 1u));
+  persistent.values["consumers"] = 1;
+  persistent.values["pingpong"] = 0;
+  EXPECT_EQ(grid_of(persistent, long_rows), std::pair(264u, 1u));
+  persistent.values["block_n"] = 64;
+  EXPECT_EQ(grid_of(persistent, attention({4, 16, 4096, 256})), std::pair(132u, 1u));
   // sm_80 has no wgmma; a 256-wide head with 128 keys a step would spill.
   EXPECT_TRUE(family().reject(config, problem, DeviceTarget::assumed_for_arch("sm_80")).has_value());
   Config wide = config;
@@ -265,9 +282,13 @@ TEST(AttentionFamily, SampledConfigsCompileWithoutSpills) {
       {attention({1, 4, 300, 72}, {{"causal", "1"}}), {{"tile_order", 1}, {"pingpong", 0}}, 1},
       {attention({1, 4, 300, 192}), {}, 1},
       // Three consumers (160 registers each) and the widest key blocks the registers allow.
-      {attention({8, 16, 2048, 64}), {{"consumers", 3}, {"pipeline", 1}}, 1},
+      {attention({8, 16, 2048, 64}), {{"consumers", 3}, {"block_n", 128}, {"pipeline", 1}}, 1},
       {attention({2, 8, 2, 100, 3000, 64}, {{"causal", "1"}}), {{"consumers", 3}, {"block_n", 192}}, 1},
       {attention({4, 16, 4096, 128}), {{"consumers", 2}, {"block_n", 192}, {"stages", 2}, {"pipeline", 1}, {"pingpong", 1}}, 1},
+      // Persistent, with each overlap and consumer count.
+      {attention({4, 16, 4096, 128}), {{"consumers", 2}, {"pipeline", 1}, {"pingpong", 1}, {"persistent", 1}}, 1},
+      {attention({8, 16, 2048, 64}), {{"consumers", 1}, {"pipeline", 1}, {"persistent", 1}}, 1},
+      {attention({2, 8, 2, 100, 3000, 64}, {{"causal", "1"}}), {{"consumers", 3}, {"tile_order", 1}, {"persistent", 1}}, 1},
   };
   for (const char* arch : {"sm_80", "sm_90a"}) {
     const DeviceTarget device = DeviceTarget::assumed_for_arch(arch);

@@ -3,11 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "generator/compiled_kernel.hpp"
 #include "support/attention_problems.hpp"
 #include "support/reference_agreement.hpp"
 #include "support/test_support.hpp"
+#include "templates/attention/attention_shape.hpp"
 #include "templates/registry.hpp"
 #include "tuner/workbench.hpp"
 
@@ -55,15 +57,17 @@ class GpuAttention : public ::testing::Test {
     CallScalars sharper;
     sharper.softmax_scale = 0.5;
     bench.refresh_inputs(4);
-    ready.run(family.plan(config, problem, device_, bench.tensor_addresses(), bench.workspace(), sharper),
-              nullptr);
+    ready.run(
+        family.plan(config, problem, device_, bench.tensor_addresses(), bench.workspace(), sharper),
+        nullptr);
     TILESMITH_CU(driver::api().cuCtxSynchronize(), "running with another scale");
     tuner::Verification result = bench.check_output();
     EXPECT_FALSE(result.passed);
     EXPECT_EQ(result.nonfinite, 0u);
 
     bench.refresh_inputs(5);
-    ready.run(family.plan(config, half, device_, bench.tensor_addresses(), bench.workspace(), {}), nullptr);
+    ready.run(family.plan(config, half, device_, bench.tensor_addresses(), bench.workspace(), {}),
+              nullptr);
     TILESMITH_CU(driver::api().cuCtxSynchronize(), "running over half the queries");
     result = bench.check_output();
     EXPECT_FALSE(result.passed);
@@ -79,11 +83,9 @@ class GpuAttention : public ::testing::Test {
 // keys), grouped-query heads, the BHSD layout, head dims that are not multiples of 16.
 TEST_F(GpuAttention, ReferenceMatchesCpuLoop) {
   const std::vector<Problem> problems = {
-      attention({1, 1, 1, 8}),
-      attention({2, 4, 2, 37, 100, 64}, {{"causal", "1"}}),
+      attention({1, 1, 1, 8}), attention({2, 4, 2, 37, 100, 64}, {{"causal", "1"}}),
       attention({1, 2, 1, 100, 37, 72}, {{"causal", "1"}, {"layout", "bhsd"}}, DType::f16),
-      attention({2, 3, 17, 16}),
-      attention({1, 1, 300, 256}, {{"causal", "1"}})};
+      attention({2, 3, 17, 16}), attention({1, 1, 300, 256}, {{"causal", "1"}})};
   const Family& family = find_family("attention");
   for (const Problem& problem : problems) {
     tuner::Workbench bench(family, problem, device_);
@@ -122,16 +124,121 @@ TEST_F(GpuAttention, SampledConfigsMatchTheReferenceOnOddShapes) {
     ASSERT_FALSE(valid.empty()) << problem.key();
     verify(bench, family.default_config(problem, device_), 100 + p);
     const std::size_t step = std::max<std::size_t>(1, valid.size() / 6);
-    for (std::size_t i = p % step; i < valid.size(); i += step) verify(bench, valid[i], 200 + checked_);
-    // Each consumer count of the wgmma kernel on every shape, whatever the sample took.
-    for (int consumers = 1; consumers <= 3; ++consumers) {
-      const auto first = std::find_if(valid.begin(), valid.end(), [&](const Config& c) {
-        return c.at("variant") == 1 && c.at("consumers") == consumers && c.at("pipeline") == consumers % 2;
-      });
-      if (first != valid.end()) verify(bench, *first, 300 + checked_);
+    for (std::size_t i = p % step; i < valid.size(); i += step)
+      verify(bench, valid[i], 200 + checked_);
+    // Each consumer count of the wgmma kernel, persistent or not, on every shape, whatever the
+    // sample took.
+    for (int consumers = 1; consumers <= 3; ++consumers)
+      for (int persistent = 0; persistent <= 1; ++persistent) {
+        const auto first = std::find_if(valid.begin(), valid.end(), [&](const Config& c) {
+          return c.at("variant") == 1 && c.at("consumers") == consumers &&
+                 c.at("pipeline") == consumers % 2 && c.at("persistent") == persistent;
+        });
+        if (first != valid.end()) verify(bench, *first, 300 + checked_);
+      }
+  }
+  EXPECT_GE(checked_, 80);
+}
+
+// Persistent CTAs on a GPU that pretends to have 3 SMs: each CTA takes many query blocks in
+// turn, so every mbarrier's phase wraps many times across blocks of different key counts
+// (causal, Q and K/V lengths apart, rows that see nothing) and the ping-pong barriers start
+// afresh at every block.
+TEST_F(GpuAttention, PersistentCtasCarryTheirPipelineAcrossQueryBlocks) {
+  if (device_.cc_major < 9) GTEST_SKIP() << "the wgmma kernel needs sm_90a";
+  DeviceTarget three_sms = device_;
+  three_sms.sm_count = 3;
+  const std::vector<Problem> problems = {
+      attention({2, 4, 2, 700, 530, 64}, {{"causal", "1"}}),
+      attention({1, 3, 1000, 128}, {{"layout", "bhsd"}}),
+      attention({2, 2, 1, 300, 1000, 96}, {{"causal", "1"}}, DType::f16)};
+  const Family& family = find_family("attention");
+  int persistent_checked = 0;
+  for (std::size_t p = 0; p < problems.size(); ++p) {
+    const Problem& problem = problems[p];
+    tuner::Workbench bench(family, problem, three_sms);
+    std::size_t index = p;  // a seventh of the persistent configs, a different one per problem
+    for (const Config& config : family.enumerate()) {
+      if (config.at("variant") != 1 || config.at("persistent") != 1 ||
+          family.reject(config, problem, three_sms) || index++ % 7 != 0)
+        continue;
+      const LaunchPlan plan =
+          family.plan(config, problem, three_sms, bench.tensor_addresses(), 0, CallScalars{});
+      EXPECT_LE(plan.steps[0].geometry.grid[0], 6u) << config.text();
+      verify(bench, config, 400 + checked_);
+      ++persistent_checked;
     }
   }
-  EXPECT_GE(checked_, 60);
+  EXPECT_GE(persistent_checked, 25);
+}
+
+// A scale that is not positive takes the softmax's detour (scaled in place, not in the exponent's
+// FFMA), on both kernels: a negative scale matches the fp64 loop run on -Q with the default
+// scale (1/8 at head dim 64), and a scale of 0 averages the visible values (logsumexp: the log
+// of their count), causal with rows that see no key.
+TEST_F(GpuAttention, NegativeAndZeroScalesMatchTheirReferences) {
+  const Problem problem = attention({1, 2, 1, 100, 70, 64}, {{"causal", "1"}});
+  const Family& family = find_family("attention");
+  const AttentionShape shape(problem);
+  tuner::Workbench bench(family, problem, device_);
+  std::vector<Config> configs = {family.default_config(problem, device_)};
+  for (const Config& config : family.enumerate())
+    if (config.at("variant") != configs[0].at("variant") &&
+        !family.reject(config, problem, device_)) {
+      configs.push_back(config);
+      break;
+    }
+  const std::size_t o_elements = shape.elements(false);
+  auto relative_error = [](const std::vector<double>& got, const std::vector<double>& want) {
+    double error = 0, norm = 0;
+    for (std::size_t i = 0; i < want.size(); ++i)
+      if (std::isfinite(want[i])) {
+        error += (got[i] - want[i]) * (got[i] - want[i]);
+        norm += want[i] * want[i];
+      } else {
+        error += got[i] == want[i] ? 0 : INFINITY;
+      }
+    return std::sqrt(error / norm);
+  };
+  for (const Config& config : configs) {
+    RenderedSource source = render(family, config, problem);
+    driver::ReadyKernel ready =
+        driver::load_kernel(compile(source, device_.arch()), bench.plan(config), source.describe());
+    for (double scale : {-0.125, 0.0}) {
+      bench.refresh_inputs(scale < 0 ? 21 : 22);
+      CallScalars scalars;
+      scalars.softmax_scale = scale;
+      ready.run(family.plan(config, problem, device_, bench.tensor_addresses(), bench.workspace(),
+                            scalars),
+                nullptr);
+      TILESMITH_CU(driver::api().cuCtxSynchronize(),
+                   "running with a softmax scale that is not positive");
+      std::vector<double> q = bench.download(0), v = bench.download(2);
+      std::vector<double> got = bench.download(3);
+      const std::vector<double> lse = bench.download(4);
+      got.insert(got.end(), lse.begin(), lse.end());
+      std::vector<double> want;
+      if (scale < 0) {
+        for (double& x : q) x = -x;
+        want = family.reference_cpu(problem, {q, bench.download(1), v});
+      } else {  // every visible key weighs the same
+        want.assign(got.size(), 0.0);
+        const AttentionStrides qo = shape.packed(false), kv = shape.packed(true);
+        for (std::int64_t h = 0; h < shape.heads; ++h)
+          for (std::int64_t i = 0; i < shape.seq_q; ++i) {
+            const std::int64_t visible = shape.visible_keys(i);
+            want[o_elements + static_cast<std::size_t>(h * shape.seq_q + i)] =
+                visible ? std::log(double(visible)) : -INFINITY;
+            for (std::int64_t j = 0; j < visible; ++j)
+              for (std::int64_t d = 0; d < shape.head_dim; ++d)
+                want[static_cast<std::size_t>(h * qo.head + i * qo.row + d)] +=
+                    v[static_cast<std::size_t>(j * kv.row + d)] / static_cast<double>(visible);
+          }
+      }
+      EXPECT_LT(relative_error(got, want), 1e-2) << config.text() << " scale " << scale;
+    }
+  }
+  EXPECT_EQ(configs.size(), 2u);
 }
 
 // Verification can fail: a kernel run with another softmax scale than the reference's, or over
@@ -147,8 +254,7 @@ TEST_F(GpuAttention, BackwardReferenceMatchesCpuLoop) {
       attention_backward({1, 1, 1, 8}),
       attention_backward({2, 4, 2, 37, 100, 64}, {{"causal", "1"}}),
       attention_backward({1, 2, 1, 100, 37, 72}, {{"causal", "1"}, {"layout", "bhsd"}}, DType::f16),
-      attention_backward({2, 3, 17, 16}),
-      attention_backward({1, 1, 300, 256}, {{"causal", "1"}})};
+      attention_backward({2, 3, 17, 16}), attention_backward({1, 1, 300, 256}, {{"causal", "1"}})};
   const Family& family = find_family("attention_backward");
   for (const Problem& problem : problems) {
     tuner::Workbench bench(family, problem, device_);
@@ -186,7 +292,8 @@ TEST_F(GpuAttention, BackwardSampledConfigsMatchTheReferenceOnOddShapes) {
     // A sample of the mma.sync configs, every wgmma one (the few that run the problem).
     const std::size_t step = std::max<std::size_t>(1, valid.size() / 5);
     for (std::size_t i = 0; i < valid.size(); ++i)
-      if (valid[i].at("variant") == 1 || i % step == p % step) verify(bench, valid[i], 400 + checked_);
+      if (valid[i].at("variant") == 1 || i % step == p % step)
+        verify(bench, valid[i], 400 + checked_);
   }
   EXPECT_GE(checked_, 60);
 }
@@ -194,7 +301,8 @@ TEST_F(GpuAttention, BackwardSampledConfigsMatchTheReferenceOnOddShapes) {
 // The backward's verification can fail: another softmax scale than the reference's changes
 // every gradient; half the queries leave dQ's other rows poisoned.
 TEST_F(GpuAttention, BackwardVerificationCatchesAWrongKernel) {
-  expect_wrong_runs_caught(attention_backward({1, 2, 256, 64}), attention_backward({1, 2, 2, 128, 256, 64}));
+  expect_wrong_runs_caught(attention_backward({1, 2, 256, 64}),
+                           attention_backward({1, 2, 2, 128, 256, 64}));
 }
 
 }  // namespace
