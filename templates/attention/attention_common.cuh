@@ -23,7 +23,7 @@ __device__ __forceinline__ float quad_sum(float value) {
 __device__ __forceinline__ float negative_infinity() { return __int_as_float(0xff800000); }
 
 // The query block of BLOCK_M rows a CTA owns, and the key blocks of BLOCK_N it visits (causal:
-// up to its last row's diagonal).
+// up to the diagonal of its last row below seq_q).
 struct QueryBlock {
   int batch_head, batch, head, kv_head;
   int row0;        // the first query row
@@ -46,7 +46,7 @@ __device__ __forceinline__ QueryBlock query_block(const AttentionParams& p, int 
   b.kv_head = b.head / (p.heads / p.kv_heads);
   b.row0 = m_block * BLOCK_M;
   b.diagonal = p.seq_k - p.seq_q;
-  const int key_end = CAUSAL ? min(p.seq_k, b.row0 + BLOCK_M + b.diagonal) : p.seq_k;
+  const int key_end = CAUSAL ? min(p.seq_k, min(b.row0 + BLOCK_M, p.seq_q) + b.diagonal) : p.seq_k;
   b.key_blocks = key_end > 0 ? (key_end + BLOCK_N - 1) / BLOCK_N : 0;
   return b;
 }
