@@ -160,25 +160,21 @@ class AttentionFamily final : public Family {
       // The exhaustive sweeps' best (docs/perf/attention.md, v7): up to head dim 128, three
       // consumer warpgroups, no overlap, 2 stages, persistent (its short blocks' start-up
       // hidden) but for causal past head dim 64; 192 keys a step at head dim 64 over long
-      // rows, else 128. Causal past head dim 64 over fewer than 4096 queries: two consumers
-      // (128 rows: less of the diagonal's far side computed) taking turns, each block's
-      // softmax under the previous block's P V, 3 stages. Past 128, two consumers with the
-      // overlap over 64 keys (the accumulators allow no more), 3 stages where they fit.
+      // rows, else 128. Past 128, two consumers with each block's softmax under the previous
+      // block's P V over 64 keys (the accumulators allow no more), 3 stages where they fit.
       const int head_dim = wgmma_head_dim(s.head_dim);
       const bool wide_head = head_dim > 128;
-      const bool short_causal = s.causal && head_dim > 64 && !wide_head && s.seq_q < 4096;
-      const bool two = wide_head || short_causal;
       const int block_n = wide_head ? 64 : head_dim <= 64 && s.seq_k >= 1024 ? 192 : 128;
-      for (int stages : {two ? 3 : 2, 2})
-        for (int pipeline : {two ? 1 : 0, 0}) {
+      for (int stages : {wide_head ? 3 : 2, 2})
+        for (int pipeline : {wide_head ? 1 : 0, 0}) {
           const Config wgmma{{{"variant", kWgmma},
                               {"block_n", block_n},
-                              {"consumers", two ? 2 : 3},
+                              {"consumers", wide_head ? 2 : 3},
                               {"stages", stages},
                               {"tile_order", head_dim <= 64 && s.causal ? 1 : 0},
                               {"pipeline", pipeline},
-                              {"pingpong", short_causal ? 1 : 0},
-                              {"persistent", !two && (head_dim <= 64 || !s.causal) ? 1 : 0}}};
+                              {"pingpong", 0},
+                              {"persistent", !wide_head && (head_dim <= 64 || !s.causal) ? 1 : 0}}};
           if (!reject(wgmma, problem, device)) return wgmma;
         }
     }
