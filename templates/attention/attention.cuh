@@ -46,16 +46,16 @@ __global__ void __launch_bounds__(WARPS * 32) attention_forward(const AttentionP
   // Group 0 is Q with the first key block; one group per block after it, empty past the end, so
   // the count of pending groups is the same every iteration.
   load_head_tile<BLOCK_M, HEAD_DIM, THREADS>(q_tile, q, p.q_strides.row, row0, p.seq_q, p.head_dim);
+  // Key block `key_block` of K and V into ring slot `slot`.
+  auto load_key_block = [&](int slot, int key_block) {
+    load_head_tile<BLOCK_N, HEAD_DIM, THREADS>(k_ring + slot * BLOCK_N * PITCH, k, p.k_strides.row,
+                                               key_block * BLOCK_N, p.seq_k, p.head_dim);
+    load_head_tile<BLOCK_N, HEAD_DIM, THREADS>(v_ring + slot * BLOCK_N * PITCH, v, p.v_strides.row,
+                                               key_block * BLOCK_N, p.seq_k, p.head_dim);
+  };
 #pragma unroll
   for (int stage = 0; stage < STAGES - 1; ++stage) {
-    if (stage < n_blocks) {
-      load_head_tile<BLOCK_N, HEAD_DIM, THREADS>(k_ring + stage * BLOCK_N * PITCH, k,
-                                                 p.k_strides.row, stage * BLOCK_N, p.seq_k,
-                                                 p.head_dim);
-      load_head_tile<BLOCK_N, HEAD_DIM, THREADS>(v_ring + stage * BLOCK_N * PITCH, v,
-                                                 p.v_strides.row, stage * BLOCK_N, p.seq_k,
-                                                 p.head_dim);
-    }
+    if (stage < n_blocks) load_key_block(stage, stage);
     cp_async_commit();
   }
 
@@ -81,15 +81,7 @@ __global__ void __launch_bounds__(WARPS * 32) attention_forward(const AttentionP
     __syncthreads();  // block j landed for every thread; every warp is done with block j - 1
     {
       const int ahead = j + STAGES - 1;
-      if (ahead < n_blocks) {
-        const int slot = ahead % STAGES;
-        load_head_tile<BLOCK_N, HEAD_DIM, THREADS>(k_ring + slot * BLOCK_N * PITCH, k,
-                                                   p.k_strides.row, ahead * BLOCK_N, p.seq_k,
-                                                   p.head_dim);
-        load_head_tile<BLOCK_N, HEAD_DIM, THREADS>(v_ring + slot * BLOCK_N * PITCH, v,
-                                                   p.v_strides.row, ahead * BLOCK_N, p.seq_k,
-                                                   p.head_dim);
-      }
+      if (ahead < n_blocks) load_key_block(ahead % STAGES, ahead);
       cp_async_commit();
     }
     if (Q_IN_REGISTERS && j == 0) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "templates/family.hpp"
@@ -17,9 +18,29 @@ struct ReferenceAgreement {
   int infinities = 0;         // elements that are infinite in both, with the same sign
 };
 
-// The bench's GPU reference outputs and `family`'s CPU loop on the bench's current inputs. An
-// element the CPU loop gives as an infinity (attention's logsumexp of a row that sees no key)
-// must be the same infinity on the GPU, and is counted rather than measured.
+// `got` against `want` (a CPU loop's fp64 outputs). An element `want` gives as an infinity
+// (attention's logsumexp of a row that sees no key) must be the same infinity in `got`, and is
+// counted rather than measured.
+inline ReferenceAgreement agreement_of(const std::vector<double>& got, const std::vector<double>& want,
+                                       const std::string& what) {
+  ReferenceAgreement agreement;
+  EXPECT_EQ(got.size(), want.size()) << what;
+  if (got.size() != want.size()) return agreement;
+  double error = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    if (std::isinf(want[i])) {
+      EXPECT_EQ(got[i], want[i]) << what << " element " << i;
+      ++agreement.infinities;
+      continue;
+    }
+    error += (got[i] - want[i]) * (got[i] - want[i]);
+    agreement.norm += want[i] * want[i];
+  }
+  agreement.relative_error = std::sqrt(error / agreement.norm);
+  return agreement;
+}
+
+// The bench's GPU reference outputs and `family`'s CPU loop on the bench's current inputs.
 inline ReferenceAgreement reference_agreement(tuner::Workbench& bench, const Family& family) {
   const Problem& problem = bench.problem();
   const std::vector<float> gpu = bench.reference_output();
@@ -27,22 +48,8 @@ inline ReferenceAgreement reference_agreement(tuner::Workbench& bench, const Fam
   const std::vector<TensorSpec> tensors = family.tensors(problem);
   for (std::size_t i = 0; i < tensors.size(); ++i)
     if (!tensors[i].is_output) inputs.push_back(bench.download(i));
-  const std::vector<double> cpu = family.reference_cpu(problem, inputs);
-  ReferenceAgreement agreement;
-  EXPECT_EQ(gpu.size(), cpu.size()) << problem.key();
-  if (gpu.size() != cpu.size()) return agreement;
-  double error = 0;
-  for (std::size_t i = 0; i < cpu.size(); ++i) {
-    if (std::isinf(cpu[i])) {
-      EXPECT_EQ(gpu[i], cpu[i]) << problem.key() << " element " << i;
-      ++agreement.infinities;
-      continue;
-    }
-    error += (gpu[i] - cpu[i]) * (gpu[i] - cpu[i]);
-    agreement.norm += cpu[i] * cpu[i];
-  }
-  agreement.relative_error = std::sqrt(error / agreement.norm);
-  return agreement;
+  return agreement_of(std::vector<double>(gpu.begin(), gpu.end()), family.reference_cpu(problem, inputs),
+                      problem.key());
 }
 
 }  // namespace tilesmith::testing

@@ -189,17 +189,6 @@ TEST_F(GpuAttention, NegativeAndZeroScalesMatchTheirReferences) {
       break;
     }
   const std::size_t o_elements = shape.elements(false);
-  auto relative_error = [](const std::vector<double>& got, const std::vector<double>& want) {
-    double error = 0, norm = 0;
-    for (std::size_t i = 0; i < want.size(); ++i)
-      if (std::isfinite(want[i])) {
-        error += (got[i] - want[i]) * (got[i] - want[i]);
-        norm += want[i] * want[i];
-      } else {
-        error += got[i] == want[i] ? 0 : INFINITY;
-      }
-    return std::sqrt(error / norm);
-  };
   for (const Config& config : configs) {
     RenderedSource source = render(family, config, problem);
     driver::ReadyKernel ready =
@@ -235,7 +224,8 @@ TEST_F(GpuAttention, NegativeAndZeroScalesMatchTheirReferences) {
                     v[static_cast<std::size_t>(j * kv.row + d)] / static_cast<double>(visible);
           }
       }
-      EXPECT_LT(relative_error(got, want), 1e-2) << config.text() << " scale " << scale;
+      EXPECT_LT(testing::agreement_of(got, want, config.text()).relative_error, 1e-2)
+          << config.text() << " scale " << scale;
     }
   }
   EXPECT_EQ(configs.size(), 2u);
