@@ -169,6 +169,7 @@ class ProgressPrinter {
 void print_space(const tuner::SweepReport& report) {
   std::cout << "  space     " << report.space_size << " configs, ";
   if (report.other_shards > 0) std::cout << report.other_shards << " left to other shards, ";
+  if (report.outside_only > 0) std::cout << report.outside_only << " outside --only, ";
   std::cout << report.pruned << " pruned by constraints";
   if (report.skipped_done > 0)
     std::cout << ", " << report.skipped_done << " already in the database";
@@ -285,7 +286,7 @@ int run_tune(const std::vector<std::string>& args) {
       "  tilesmith tune --misses --budget 120s\n"};
   tuner::SweepOptions sweep;
   ProblemArgs problem_args;
-  std::string database_flag, budget, seed, shard;
+  std::string database_flag, budget, seed, shard, only;
   po::options_description options("options", 100);
   add_problem_options(options, problem_args, /*many_shapes=*/true, /*required=*/false);
   bool misses = false;
@@ -299,6 +300,8 @@ int run_tune(const std::vector<std::string>& args) {
        "stop after N candidates, or after N seconds (e.g. 30s); default: no limit")
       ("seed", po::value(&seed)->default_value(std::to_string(sweep.seed))->value_name("N"),
        "random order and input data (0 .. 2^64-1)")
+      ("only", po::value(&only)->value_name("k=v,..."),
+       "tune only the configs with these parameter values, e.g. variant=2 (one template)")
       ("shard", po::value(&shard)->value_name("i/N"),
        "tune only shard i of N (0 <= i < N) of each space, for a sweep split over hosts; "
        "'tilesmith merge' combines the shards' databases")
@@ -331,6 +334,7 @@ int run_tune(const std::vector<std::string>& args) {
   apply_budget(budget, sweep);
   sweep.seed = parse_seed(seed);
   if (!shard.empty() || values.count("shard")) apply_shard(shard, sweep);
+  if (values.count("only")) sweep.only = Config::parse(only);
   // Each job is a thread and a compile process: tens of thousands exhaust the process table
   // before they help (NVRTC is CPU-bound: more jobs than cores only queue).
   if (sweep.compile_processes < 0 || sweep.compile_processes > kMaxCompileJobs)

@@ -151,6 +151,15 @@ SweepReport run_sweep(const Family& family, const Problem& problem, cache::Datab
     throw InvalidArgument("shard " + std::to_string(options.shard_index) + "/" +
                           std::to_string(options.shard_count) +
                           ": want i/N with 0 <= i < N");
+  for (const auto& [name, value] : options.only.values) {
+    const std::vector<ParamSpec> params = family.space();
+    const auto param = std::find_if(params.begin(), params.end(),
+                                    [&](const ParamSpec& spec) { return spec.name == name; });
+    if (param == params.end() ||
+        std::find(param->values.begin(), param->values.end(), value) == param->values.end())
+      throw InvalidArgument("--only " + name + "=" + std::to_string(value) + ": " +
+                            family.name() + " has no such parameter value");
+  }
   std::vector<Config> candidates;
   for (std::size_t position = 0; position < space.size(); ++position) {
     if (static_cast<int>(position % static_cast<std::size_t>(options.shard_count)) !=
@@ -158,11 +167,20 @@ SweepReport run_sweep(const Family& family, const Problem& problem, cache::Datab
       ++report.other_shards;
       continue;
     }
+    const bool wanted = std::all_of(
+        options.only.values.begin(), options.only.values.end(), [&](const auto& item) {
+          const auto it = space[position].values.find(item.first);
+          return it != space[position].values.end() && it->second == item.second;
+        });
+    if (!wanted) {
+      ++report.outside_only;
+      continue;
+    }
     if (!family.reject(space[position], problem, device))
       candidates.push_back(std::move(space[position]));
   }
-  report.pruned =
-      report.space_size - report.other_shards - static_cast<int>(candidates.size());
+  report.pruned = report.space_size - report.other_shards - report.outside_only -
+                  static_cast<int>(candidates.size());
 
   cache::TrialKey key{"", problem, template_hash(family)};
   std::optional<SweepLease> lease;

@@ -32,6 +32,9 @@ struct SweepOptions {
   // disjoint and together cover the space; `tilesmith merge` combines their databases.
   int shard_index = 0;
   int shard_count = 1;
+  // Only the configs with these parameter values (e.g. variant=2: one template of a family);
+  // empty: the whole space.
+  Config only;
 };
 
 struct Progress {
@@ -62,6 +65,7 @@ struct SweepReport {
   int space_size = 0;          // configs in the family's space
   int pruned = 0;              // rejected by constraints before compiling
   int skipped_done = 0;        // already in the database (resume)
+  int outside_only = 0;        // configs without SweepOptions::only's values
   int other_shards = 0;        // left to the other shards (SweepOptions::shard_count > 1)
   int abandoned = 0;           // left running by a sweep that is gone; marked, never retried
   int taken = 0;               // configs another sweep of this problem claimed first

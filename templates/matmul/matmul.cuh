@@ -271,28 +271,6 @@ __device__ __forceinline__ void mma_step(float (&acc)[T::kMmaM][T::kMmaN][4],
       mma_16x8x16<IN_KIND>(acc[i][j], f.a[i], f.b[j / 2][(j % 2) * 2], f.b[j / 2][(j % 2) * 2 + 1]);
 }
 
-template <int OUT_KIND>
-__device__ __forceinline__ void store_pair(void* c, long long index, float x, float y,
-                                           bool both_valid, bool paired_store) {
-  if (OUT_KIND == kF32) {
-    float* out = static_cast<float*>(c) + index;
-    if (paired_store && both_valid) {
-      *reinterpret_cast<float2*>(out) = make_float2(x, y);
-    } else {
-      out[0] = x;
-      if (both_valid) out[1] = y;
-    }
-  } else {
-    half_bits* out = static_cast<half_bits*>(c) + index;
-    if (paired_store && both_valid) {
-      *reinterpret_cast<unsigned*>(out) = pack2<OUT_KIND>(x, y);
-    } else {
-      out[0] = from_float<OUT_KIND>(x);
-      if (both_valid) out[1] = from_float<OUT_KIND>(y);
-    }
-  }
-}
-
 // Launch: block WM * WN * 32 threads; grid (tiles of C, min(batch, 65535)); dynamic shared
 // memory STAGES * MatmulTile::kStageBytes (see the top of the file).
 template <int BM, int BN, int BK, int WM, int WN, int STAGES, int GROUP_M, int ALIGNED,

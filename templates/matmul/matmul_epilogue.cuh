@@ -29,4 +29,28 @@ __device__ __forceinline__ void epilogue_pair(const MatmulEpilogueArgs& e, int b
   if (second) v1 = epilogue_value<EPI, KIND_OUT>(e, batch, row, col + 1, v1);
 }
 
+// Columns (col, col + 1) of C as one store where `paired_store` vouches for the pair's
+// alignment; the second only where `both_valid`.
+template <int OUT_KIND>
+__device__ __forceinline__ void store_pair(void* c, long long index, float x, float y,
+                                           bool both_valid, bool paired_store) {
+  if (OUT_KIND == kF32) {
+    float* out = static_cast<float*>(c) + index;
+    if (paired_store && both_valid) {
+      *reinterpret_cast<float2*>(out) = make_float2(x, y);
+    } else {
+      out[0] = x;
+      if (both_valid) out[1] = y;
+    }
+  } else {
+    half_bits* out = static_cast<half_bits*>(c) + index;
+    if (paired_store && both_valid) {
+      *reinterpret_cast<unsigned*>(out) = pack2<OUT_KIND>(x, y);
+    } else {
+      out[0] = from_float<OUT_KIND>(x);
+      if (both_valid) out[1] = from_float<OUT_KIND>(y);
+    }
+  }
+}
+
 }  // namespace tilesmith

@@ -4,7 +4,9 @@
 //   variant 1: matmul_sm90.cuh, wgmma + TMA + warp specialization + clusters (sm_90a). TMA reads
 //              rows that start on 16-byte boundaries: where K or N is not a multiple of 8, the
 //              plan first copies A and B into padded rows in the workspace (counted in every
-//              timing), so the tuner decides per shape whether padding pays.
+//              timing), so the tuner decides per shape whether padding pays;
+//   variant 2: matmul_decode.cuh, decode shapes (M <= 32, x @ W^T, sm_80+): the weight streamed
+//              once into mma.sync fragments straight from global memory.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -59,6 +61,12 @@ struct MatmulShape {
     return a_row_length() % per_16_bytes() == 0 && b_row_length() % per_16_bytes() == 0;
   }
   bool aligned() const { return rows_aligned() && !strides_unaligned; }
+  // Whether an aligned problem needs C's and the residual's strides on 16-byte boundaries too,
+  // besides A's and B's (whose rows the kernels move in 16-byte pieces): only with row-major
+  // B, where N is a multiple of 8 and the mma.sync kernel stores C's column pairs unchecked.
+  // With column-major B every kernel checks C at run time, so x @ W^T with an odd N (a
+  // vocabulary's logits) stays an aligned problem.
+  bool output_strides_matter() const { return !b_columns; }
   bool has_bias() const { return epilogue & kEpilogueBias; }
   bool has_residual() const { return epilogue & kEpilogueResidual; }
   // The product as the swap_ab kernel computes it: C^T = B^T A^T, so the kernel's M is N, its
@@ -118,7 +126,7 @@ struct MatmulStrides {
     MatmulStrides t = packed(s);
     std::size_t at = 0;
     auto take = [&](long long& ld, long long& stride, long long row_length, long long rows,
-                    bool written, const char* name) {
+                    bool written, bool alignment_matters, const char* name) {
       const std::int64_t given_ld = call.row_strides.at(at);
       const std::optional<std::int64_t> given_stride = call.batch_strides.at(at);
       ++at;
@@ -138,21 +146,23 @@ struct MatmulStrides {
       if (stride < apart)
         fail("batch stride " + std::to_string(stride) + " is below " + std::to_string(apart) +
              (written ? ": its batches would overlap" : ""));
-      if (!s.strides_unaligned && s.rows_aligned() && ((ld | stride) % s.per_16_bytes()))
+      if (alignment_matters && !s.strides_unaligned && s.rows_aligned() &&
+          ((ld | stride) % s.per_16_bytes()))
         fail("strides (" + std::to_string(ld) + " per row, " + std::to_string(stride) +
              " per batch) are not multiples of " + std::to_string(s.per_16_bytes()) +
              " elements (16 bytes): the problem needs option aligned=0");
     };
-    take(t.lda, t.stride_a, s.a_row_length(), s.a_rows(), false, "A");
-    take(t.ldb, t.stride_b, s.b_row_length(), s.b_rows(), false, "B");
+    take(t.lda, t.stride_a, s.a_row_length(), s.a_rows(), false, true, "A");
+    take(t.ldb, t.stride_b, s.b_row_length(), s.b_rows(), false, true, "B");
     if (s.has_bias()) ++at;
-    if (s.has_residual()) take(t.ldr, t.stride_r, s.n, s.m, false, "the residual");
-    take(t.ldc, t.stride_c, s.n, s.m, true, "C");
+    if (s.has_residual())
+      take(t.ldr, t.stride_r, s.n, s.m, false, s.output_strides_matter(), "the residual");
+    take(t.ldc, t.stride_c, s.n, s.m, true, s.output_strides_matter(), "C");
     return t;
   }
 };
 
-constexpr int kMmaSync = 0, kWgmma = 1;
+constexpr int kMmaSync = 0, kWgmma = 1, kDecode = 2;
 
 // The parameters of each variant, with the values the tuner tries. Configs of one variant carry
 // exactly its parameters plus `variant`, so each config has one canonical text.
@@ -172,6 +182,13 @@ std::vector<ParamSpec> variant_space(int variant) {
   // through the workspace by a second launch, or (split_cluster) by the CTAs of one cluster
   // through distributed shared memory; swap_ab (C^T = B^T A^T) for M below the 64-row wgmma
   // tile, with 16- and 32-column tiles over M.
+  if (variant == kDecode)
+    // Columns per CTA, the warps that split its K, the 32-k chunks each warp loads before their
+    // MMAs (what it keeps in flight), and K split over CTAs where the columns are few.
+    return {{"block_n", {8, 16, 32, 64}},
+            {"warps", {4, 8, 16}},
+            {"unroll", {1, 2, 4, 8}},
+            {"split_k", {1, 2, 4, 8}}};
   return {{"block_m", {64, 128, 192, 256}},
           {"block_n", {16, 32, 64, 128, 192, 256}},
           {"block_k", {32, 64}},  // one 128-byte row: 64 of bf16/f16, 32 of fp32 (tf32)
@@ -185,7 +202,33 @@ std::vector<ParamSpec> variant_space(int variant) {
           {"swap_ab", {0, 1}}};
 }
 
-VariantSpaces variants() { return {{variant_space(kMmaSync), variant_space(kWgmma)}}; }
+VariantSpaces variants() {
+  return {{variant_space(kMmaSync), variant_space(kWgmma), variant_space(kDecode)}};
+}
+
+// The decode template's CTA (matmul_decode.cuh): block_n columns, `warps` warps splitting K,
+// each loading `unroll` 32-k chunks before their MMAs; K split over split_k CTAs.
+struct DecodeConfig {
+  int block_n, warps, unroll, split_k;
+  explicit DecodeConfig(const Config& config)
+      : block_n(config.at("block_n")),
+        warps(config.at("warps")),
+        unroll(config.at("unroll")),
+        split_k(config.at("split_k")) {}
+  int threads() const { return warps * 32; }
+  // A's rows rounded up to the kernel's ROWS: 8, 16 or 32.
+  static int rows(long long m) { return m <= 8 ? 8 : m <= 16 ? 16 : 32; }
+  // The warps' partial tiles, summed through shared memory: a float4 per lane per MMA tile.
+  int smem_bytes(long long m) const { return warps * ((rows(m) + 15) / 16) * (block_n / 8) * 32 * 16; }
+  // Per thread: two buffers of `unroll` chunks of a 16-byte piece per n8 tile and per 8 rows
+  // of A, the accumulators twice (ptxas keeps copies around the MMAs), and ~40 of addresses
+  // and loop state. Checked against ptxas -v over the space (M = 1, 16, 32; sm_90a): never
+  // under; up to 90 over where ptxas overlaps the buffers.
+  int registers(long long m) const {
+    return 2 * unroll * 4 * (block_n / 8 + rows(m) / 8) +
+           8 * ((rows(m) + 15) / 16) * (block_n / 8) + 40;
+  }
+};
 
 // The sm_90a template's tile, stage ring, warpgroups and cluster (matmul_sm90.cuh's launch_info).
 struct WgmmaConfig {
@@ -247,7 +290,7 @@ class MatmulFamily final : public Family {
   MatmulFamily() {
     for (const char* file :
          {"matmul/matmul.cuh", "matmul/matmul_params.h", "matmul/matmul_epilogue.cuh",
-          "matmul/matmul_sm90.cuh",
+          "matmul/matmul_sm90.cuh", "matmul/matmul_decode.cuh",
           "matmul/matmul_sm90_params.h", "matmul/matmul_splitk.cuh", "common/tile_primitives.cuh",
           "common/activation.h", "common/elementwise.cuh", "common/hopper.cuh", "common/tensor_map.h", "common/copy_rows.cuh",
           "common/copy_rows_params.h"})
@@ -271,6 +314,7 @@ class MatmulFamily final : public Family {
                                     const DeviceTarget& device) const override {
     if (auto wrong = variants().check(config)) return wrong;
     if (config.at("variant") == kWgmma) return reject_wgmma(WgmmaConfig(config), problem, device);
+    if (config.at("variant") == kDecode) return reject_decode(DecodeConfig(config), problem, device);
     if (MatmulShape(problem).tf32())
       return "mma.sync takes bf16 or f16 inputs (fp32 runs as tf32 on the wgmma template)";
     TileConfig tile(config);
@@ -323,6 +367,24 @@ class MatmulFamily final : public Family {
     if (s.tf32() && device.arch() != "sm_90a")
       throw InvalidArgument("matmul: fp32 inputs are multiplied as tf32 by the wgmma template, "
                             "which needs sm_90a (this is " + device.arch() + ")");
+    // Decode (x @ W^T for a few rows): the weight streamed by the decode template, 16 columns
+    // and 8 warps a CTA, K split over CTAs where the column blocks leave SMs without two. The
+    // shape of the v7 sweeps' winners (docs/perf/matmul.md). Up to 32 rows where there is no
+    // wgmma template to take them.
+    if (s.m <= (device.arch() == "sm_90a" ? 16 : 32)) {
+      Config decode{{{"variant", kDecode}, {"block_n", 16}, {"warps", 8}, {"unroll", 2},
+                     {"split_k", 1}}};
+      for (int split : {8, 4, 2}) {
+        Config split_decode = decode;
+        split_decode.values["split_k"] = split;
+        if (s.batch * ceil_div(s.n, 16) * split <= 2ll * device.sm_count &&
+            !reject(split_decode, problem, device)) {
+          decode = split_decode;
+          break;
+        }
+      }
+      if (!reject(decode, problem, device)) return decode;
+    }
     const Config base{{{"variant", kWgmma}, {"block_m", 128}, {"block_n", 256},
                        {"block_k", s.tf32() ? 32 : 64}, {"stages", 4}, {"consumers", 2},
                        {"cluster_m", 2}, {"cluster_n", 1}, {"group_m", 8}, {"split_k", 1},
@@ -385,7 +447,9 @@ class MatmulFamily final : public Family {
   Problem problem_for_call(Problem problem, const CallScalars& scalars) const override {
     const MatmulShape s(problem);
     if (!s.rows_aligned() || s.strides_unaligned) return problem;
-    for (std::size_t i = 0; i < CallScalars::kMaxTensors; ++i)
+    // A and B first (tensors() order), then the bias (no strides), residual and C.
+    const std::size_t checked = s.output_strides_matter() ? CallScalars::kMaxTensors : 2;
+    for (std::size_t i = 0; i < checked; ++i)
       if (scalars.row_strides[i] % s.per_16_bytes() ||
           scalars.batch_strides[i].value_or(0) % s.per_16_bytes()) {
         problem.options["aligned"] = "0";
@@ -395,7 +459,11 @@ class MatmulFamily final : public Family {
   }
 
   std::string kernel_file(const Config& config) const override {
-    return config.at("variant") == kWgmma ? "matmul/matmul_sm90.cuh" : "matmul/matmul.cuh";
+    switch (config.at("variant")) {
+      case kWgmma: return "matmul/matmul_sm90.cuh";
+      case kDecode: return "matmul/matmul_decode.cuh";
+      default: return "matmul/matmul.cuh";
+    }
   }
 
   std::vector<std::string> kernel_expressions(const Config& config,
@@ -403,6 +471,15 @@ class MatmulFamily final : public Family {
     const std::string kinds = std::to_string(element_kind(problem.dtype)) + "," +
                               std::to_string(element_kind(problem.out_dtype));
     const MatmulShape s(problem);
+    if (config.at("variant") == kDecode) {
+      const DecodeConfig c(config);
+      std::vector<std::string> kernels = {
+          "tilesmith::matmul_decode<" + std::to_string(DecodeConfig::rows(s.m)) + "," +
+          std::to_string(c.block_n) + "," + std::to_string(c.warps) + "," +
+          std::to_string(c.unroll) + "," + kinds + "," + std::to_string(s.epilogue) + ">"};
+      if (c.split_k > 1) kernels.push_back(splitk_reduce_expression(problem));
+      return kernels;
+    }
     if (config.at("variant") == kWgmma) {
       WgmmaConfig w(config);
       // The kernel's layout is the product's as the kernel computes it (swap_ab: C^T), after
@@ -420,10 +497,7 @@ class MatmulFamily final : public Family {
       const std::string element = std::to_string(s.in_bytes);
       if (index.copy >= 0) kernels.push_back("tilesmith::copy_rows<" + element + ">");
       if (index.transpose >= 0) kernels.push_back("tilesmith::transpose_rows<" + element + ">");
-      if (index.reduce >= 0)
-        kernels.push_back("tilesmith::splitk_reduce<" +
-                          std::to_string(element_kind(problem.out_dtype)) + "," +
-                          std::to_string(s.epilogue) + ">");
+      if (index.reduce >= 0) kernels.push_back(splitk_reduce_expression(problem));
       return kernels;
     }
     TileConfig t(config);
@@ -437,8 +511,10 @@ class MatmulFamily final : public Family {
 
   // The wgmma variant's workspace: A and B with their rows padded to 16 bytes (unaligned
   // shapes) or transposed (tf32), then the fp32 partial products of the K slices (split_k > 1).
+  // The decode variant's: its K slices' partials.
   std::size_t workspace_bytes(const Config& config, const Problem& problem,
                               const DeviceTarget&) const override {
+    if (config.at("variant") == kDecode) return decode_partials_bytes(DecodeConfig(config), MatmulShape(problem));
     if (config.at("variant") != kWgmma) return 0;
     return Workspace(config, problem, 0).bytes;
   }
@@ -450,6 +526,21 @@ class MatmulFamily final : public Family {
     const MatmulShape s(problem);
     const Operands operands(s, addresses);
     const MatmulStrides strides = MatmulStrides::of_call(s, scalars);
+    if (config.at("variant") == kDecode) {
+      const DecodeConfig c(config);
+      LaunchGeometry geometry;
+      geometry.grid[0] = static_cast<unsigned>(ceil_div(s.n, c.block_n));
+      geometry.grid[1] = static_cast<unsigned>(c.split_k);
+      geometry.grid[2] = static_cast<unsigned>(std::min<long long>(s.batch, 65535));
+      geometry.block[0] = static_cast<unsigned>(c.threads());
+      geometry.dynamic_smem_bytes = static_cast<unsigned>(c.smem_bytes(s.m));
+      const MatmulDecodeParams p{params(s, strides, operands, operands.c),
+                                 reinterpret_cast<float*>(workspace), c.split_k};
+      plan.add(0, geometry, KernelArgs::of(p));
+      if (c.split_k > 1) add_splitk_reduce(plan, 1, device, s, strides, p.product.epilogue,
+                                           workspace, operands.c, c.split_k);
+      return plan;
+    }
     if (config.at("variant") != kWgmma) {
       const TileConfig t(config);
       LaunchGeometry geometry;
@@ -554,19 +645,9 @@ class MatmulFamily final : public Family {
                      strides.stride_c * out_bytes, static_cast<std::uint32_t>(128 / out_bytes),
                      64));
     plan.add(0, geometry, args);
-    if (index.reduce >= 0) {
-      LaunchGeometry reduce;
-      reduce.grid[0] = static_cast<unsigned>(
-          std::clamp<long long>(ceil_div(s.batch * s.m * ceil_div(s.n, 4), 256), 1,
-                                8ll * device.sm_count));
-      reduce.block[0] = 256;
-      plan.add(index.reduce, reduce,
-               KernelArgs::of(SplitKReduceParams{
-                   reinterpret_cast<const float*>(space.partials),
-                   reinterpret_cast<void*>(operands.c), static_cast<int>(s.m),
-                   static_cast<int>(s.n), static_cast<int>(strides.ldc), w.workspace_splits(),
-                   static_cast<int>(s.batch), strides.stride_c, p.epilogue}));
-    }
+    if (index.reduce >= 0)
+      add_splitk_reduce(plan, index.reduce, device, s, strides, p.epilogue, space.partials,
+                        operands.c, w.workspace_splits());
     return plan;
   }
 
@@ -661,6 +742,67 @@ class MatmulFamily final : public Family {
 
  private:
   static long long ceil_div(long long a, long long b) { return (a + b - 1) / b; }
+
+  static std::string splitk_reduce_expression(const Problem& problem) {
+    return "tilesmith::splitk_reduce<" + std::to_string(element_kind(problem.out_dtype)) + "," +
+           std::to_string(MatmulShape(problem).epilogue) + ">";
+  }
+
+  // Split-K's second launch (kernel `index`): C = the epilogue of the sum of the `splits`
+  // slices of fp32 partials at `partials`; a thread per 4 columns, up to 8 blocks per SM.
+  static void add_splitk_reduce(LaunchPlan& plan, int index, const DeviceTarget& device,
+                                const MatmulShape& s, const MatmulStrides& strides,
+                                const MatmulEpilogueArgs& epilogue, std::uint64_t partials,
+                                std::uint64_t c, int splits) {
+    LaunchGeometry reduce;
+    reduce.grid[0] = static_cast<unsigned>(std::clamp<long long>(
+        ceil_div(s.batch * s.m * ceil_div(s.n, 4), 256), 1, 8ll * device.sm_count));
+    reduce.block[0] = 256;
+    plan.add(index, reduce,
+             KernelArgs::of(SplitKReduceParams{
+                 reinterpret_cast<const float*>(partials), reinterpret_cast<void*>(c),
+                 static_cast<int>(s.m), static_cast<int>(s.n), static_cast<int>(strides.ldc),
+                 splits, static_cast<int>(s.batch), strides.stride_c, epilogue}));
+  }
+
+  static std::size_t decode_partials_bytes(const DecodeConfig& c, const MatmulShape& s) {
+    return c.split_k > 1 ? static_cast<std::size_t>(c.split_k * s.batch * s.m * s.n) * 4 : 0;
+  }
+
+  // The constraints of matmul_decode.cuh, against this device and problem.
+  static std::optional<std::string> reject_decode(const DecodeConfig& c, const Problem& problem,
+                                                  const DeviceTarget& device) {
+    const MatmulShape s(problem);
+    if (s.tf32()) return "the decode kernel takes bf16 or f16 inputs";
+    if (s.a_columns || !s.b_columns)
+      return "the decode kernel reads A row-major and B column-major (x @ W^T)";
+    if (!s.aligned())
+      return "the decode kernel reads rows in 16-byte pieces: K and the row strides must be "
+             "multiples of 8 elements";
+    if (s.m > 32) return "the decode kernel is for M <= 32";
+    if (c.block_n <= 0 || c.block_n % 8) return "block_n must be a positive multiple of 8";
+    if (c.warps < 1 || c.unroll < 1 || c.split_k < 1)
+      return "warps, unroll and split_k must be positive";
+    if (c.block_n > 8 && c.block_n / 2 >= s.n) return "block_n past twice N only reads zeros";
+    if (c.threads() > device.max_threads_per_block) return "too many threads";
+    const int register_cap = std::min(255, device.regs_per_block / c.threads());
+    if (c.registers(s.m) > register_cap)
+      return "needs about " + std::to_string(c.registers(s.m)) + " registers per thread; " +
+             std::to_string(register_cap) + " available";
+    if (c.smem_bytes(s.m) > device.max_smem_per_block_optin)
+      return "needs " + std::to_string(c.smem_bytes(s.m)) +
+             " bytes of shared memory, device allows " +
+             std::to_string(device.max_smem_per_block_optin);
+    if (c.split_k > 1) {
+      // Splitting K pays only where the column blocks leave SMs without two CTAs, and every
+      // warp of every slice needs a chunk.
+      if (s.batch * ceil_div(s.n, c.block_n) >= 2ll * device.sm_count)
+        return "the column blocks already fill the SMs: no split-K";
+      if (ceil_div(s.k, 32) < static_cast<long long>(c.split_k) * c.warps)
+        return "fewer 32-k chunks than the slices' warps";
+    }
+    return std::nullopt;
+  }
 
   // The kernels of a wgmma config, as numbered in kernel_expressions: the matmul (0), then the
   // padding copy where rows are unaligned (of an operand not transposed anyway), the transpose

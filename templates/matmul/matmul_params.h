@@ -40,4 +40,13 @@ struct MatmulParams {
   MatmulEpilogueArgs epilogue;
 };
 
+// The decode kernel's argument (matmul_decode.cuh): the product, and where K is split over
+// k_splits CTAs, the workspace that takes their fp32 partials (k_splits x batch x m x n, rows n
+// apart) for splitk_reduce to sum.
+struct MatmulDecodeParams {
+  MatmulParams product;
+  float* partials;
+  int k_splits;
+};
+
 }  // namespace tilesmith

@@ -293,6 +293,15 @@ std::vector<SampleCase> space_sample() {
        Problem{"matmul", DType::f16, DType::f32, {3, 100, 77, 45}, {{"b", "col"}, {"act", "silu"}}}},
       {"128x64x64_w2x2_s3_bf16_colA_relu_bias", tile_config(128, 64, 64, 2, 2, 3, 8),
        Problem{"matmul", DType::bf16, DType::bf16, {1000, 1000, 1000}, {{"a", "col"}, {"act", "relu"}, {"bias", "1"}}}},
+      // The decode template (sm_80 and later): each row count, the widest buffers, split K.
+      {"decode16_w8_u4_m16_bf16", testing::decode_config(16, 8, 4),
+       Problem{"matmul", DType::bf16, DType::bf16, {16, 4096, 4096}, {{"b", "col"}}}},
+      {"decode64_w8_u2_m1_f16_epilogue", testing::decode_config(64, 8, 2),
+       Problem{"matmul", DType::f16, DType::f32, {1, 4096, 4096}, {{"b", "col"}, {"act", "gelu"}, {"bias", "1"}, {"residual", "1"}}}},
+      {"decode16_w8_u2_m32_split2_batch", testing::decode_config(16, 8, 2, 2),
+       Problem{"matmul", DType::bf16, DType::f16, {2, 32, 1000, 4096}, {{"b", "col"}}}},
+      {"decode8_w16_u2_m5", testing::decode_config(8, 16, 2),
+       Problem{"matmul", DType::bf16, DType::bf16, {5, 4096, 14336}, {{"b", "col"}}}},
   };
   return sample;
 }
@@ -360,9 +369,10 @@ TEST_P(SpaceSampleCompileTest, CompilesWithoutSpills) {
   EXPECT_FALSE(kernel.resources.spills()) << kernel.log;
   EXPECT_EQ(kernel.log.find("warning"), std::string::npos) << kernel.log;
   // __launch_bounds__(threads): registers * threads fit the register file.
-  const int threads = sample.config.at("variant") == 1
-                          ? (sample.config.at("consumers") + 1) * 128
-                          : sample.config.at("warps_m") * sample.config.at("warps_n") * 32;
+  const int variant = sample.config.at("variant");
+  const int threads = variant == 1   ? (sample.config.at("consumers") + 1) * 128
+                      : variant == 2 ? sample.config.at("warps") * 32
+                                     : sample.config.at("warps_m") * sample.config.at("warps_n") * 32;
   EXPECT_LE(kernel.resources.registers * threads, device.regs_per_block) << kernel.log;
 }
 

@@ -36,6 +36,15 @@ inline Config wgmma_config(int block_m, int block_n, int stages, int consumers, 
                  {"swap_ab", swap_ab}}};
 }
 
+// A config of the decode template (variant 2: M <= 32, B column-major).
+inline Config decode_config(int block_n, int warps, int unroll, int split_k = 1) {
+  return Config{{{"variant", 2},
+                 {"block_n", block_n},
+                 {"warps", warps},
+                 {"unroll", unroll},
+                 {"split_k", split_k}}};
+}
+
 // The same for fp32 inputs, multiplied as tf32: k rows of 32 elements (128 bytes).
 template <class... Args>
 Config tf32_config(Args... args) {

@@ -64,8 +64,16 @@ TEST(EnumerateSpaceTest, OrderIsFixedWithTheLastParameterFastest) {
   EXPECT_EQ(configs.back().text(), "a=3,b=20,c=7");
 }
 
-TEST(EnumerateSpaceTest, MatmulSpaceSizeIsTheProductOfItsValueCounts) {
-  const std::vector<ParamSpec> space = find_family("matmul").space();
+TEST(EnumerateSpaceTest, SizeIsTheProductOfItsValueCounts) {
+  // Shaped like a template's space: several parameters, each with its own count of values.
+  // (The matmul family's merged space, every parameter of its three variants crossed, holds
+  // ~10^8 configs: a family enumerates each variant's product instead.)
+  const std::vector<ParamSpec> space = {{"block_m", {16, 32, 64, 128, 256}},
+                                        {"block_n", {32, 64, 128, 256}},
+                                        {"block_k", {32, 64}},
+                                        {"warps_m", {1, 2, 4}},
+                                        {"stages", {2, 3, 4, 5}},
+                                        {"group_m", {1, 8}}};
   std::size_t product = 1;
   for (const ParamSpec& param : space) product *= param.values.size();
   std::vector<Config> configs = enumerate_space(space);

@@ -81,7 +81,7 @@ TEST(MatmulRegistryTest, UnknownOpThrowsListingKnownNames) {
   EXPECT_NE(message.find("matmul"), std::string::npos) << message;
 }
 
-TEST(MatmulFamilyTest, SpaceNamesEveryParameterOfBothVariantsOnce) {
+TEST(MatmulFamilyTest, SpaceNamesEveryParameterOfEveryVariantOnce) {
   std::vector<std::string> names;
   for (const ParamSpec& param : matmul().space()) {
     names.push_back(param.name);
@@ -94,7 +94,8 @@ TEST(MatmulFamilyTest, SpaceNamesEveryParameterOfBothVariantsOnce) {
   EXPECT_EQ(std::set<std::string>(names.begin(), names.end()),
             (std::set<std::string>{"variant", "block_m", "block_n", "block_k", "warps_m",
                                    "warps_n", "stages", "group_m", "consumers", "cluster_m",
-                                   "cluster_n", "split_k", "split_cluster", "swap_ab"}));
+                                   "cluster_n", "split_k", "split_cluster", "swap_ab", "warps",
+                                   "unroll"}));
 }
 
 TEST(MatmulFamilyTest, EachVariantsConfigsCarryExactlyItsParameters) {
@@ -103,11 +104,13 @@ TEST(MatmulFamilyTest, EachVariantsConfigsCarryExactlyItsParameters) {
   const std::set<std::string> wgmma = {"variant",   "block_m",   "block_n",   "block_k",
                                        "stages",    "consumers", "cluster_m", "cluster_n",
                                        "group_m",   "split_k",   "split_cluster", "swap_ab"};
+  const std::set<std::string> decode = {"variant", "block_n", "warps", "unroll", "split_k"};
   std::set<std::string> texts;
   for (const Config& config : matmul().enumerate()) {
     std::set<std::string> keys;
     for (const auto& [name, value] : config.values) keys.insert(name);
-    EXPECT_EQ(keys, config.at("variant") == 0 ? mma : wgmma) << config.text();
+    const int variant = config.at("variant");
+    EXPECT_EQ(keys, variant == 0 ? mma : variant == 1 ? wgmma : decode) << config.text();
     texts.insert(config.text());
   }
   EXPECT_EQ(texts.size(), matmul().enumerate().size()) << "every config has one text";
@@ -796,6 +799,27 @@ TEST(MatmulStridesTest, OddStridesRunAsTheProblemWithAlignedZero) {
   EXPECT_EQ(params.stride_c, 64 * 64 + 1);
 }
 
+// x @ W^T with an odd N (an LM head over a 50257-word vocabulary): A's and W's rows hold K, a
+// multiple of 8, so the problem is aligned whatever C's strides are; every kernel checks C at
+// run time with column-major B. With row-major B an odd C stride still needs aligned=0.
+TEST(MatmulStridesTest, AnOddOutputWidthKeepsXTimesWTransposedAligned) {
+  const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
+  const Problem logits{"matmul", DType::bf16, DType::bf16, {16, 50257, 4096}, {{"b", "col"}}};
+  const CallScalars packed = strides_of({{4096, std::nullopt}, {4096, std::nullopt}, {50257, std::nullopt}});
+  EXPECT_EQ(matmul().problem_for_call(logits, packed), logits);
+  const std::vector<std::uint64_t> addresses = {0x10000, 0x20000, 0x30000};
+  for (const Config& config : {testing::wgmma_config(64, 16, 8, 1, 1, 1, 1, 1, 0, 1),
+                               testing::decode_config(16, 8, 2), tile_config(64, 64, 32, 2, 2, 3)}) {
+    ASSERT_EQ(matmul().reject(config, logits, hopper), std::nullopt) << config.text();
+    EXPECT_NO_THROW(matmul().plan(config, logits, hopper, addresses, 0x100000, packed)) << config.text();
+    EXPECT_NO_THROW(matmul().plan(config, logits, hopper, addresses, 0x100000, {})) << config.text();
+  }
+  const Problem row_b{"matmul", DType::bf16, DType::bf16, {16, 64, 4096}, {}};
+  EXPECT_EQ(matmul().problem_for_call(row_b, strides_of({{0, std::nullopt}, {0, std::nullopt}, {65, std::nullopt}}))
+                .option("aligned"),
+            "0");
+}
+
 TEST(MatmulStridesTest, RowsShorterThanTheMatrixAndOverlappingOutputsAreErrors) {
   const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
   const Problem problem{"matmul", DType::bf16, DType::bf16, {2, 64, 64, 128}, {}};
@@ -1068,6 +1092,86 @@ TEST(MatmulWgmmaTest, SplitClusterSumsTheSlicesInOneLaunch) {
   EXPECT_TRUE(matmul().reject(testing::wgmma_config(128, 128, 4, 2, 1, 1, 8, 1, 1), problem, hopper));
   EXPECT_TRUE(matmul().reject(testing::wgmma_config(128, 128, 4, 2, 2, 1, 8, 4, 1), problem, hopper));
   EXPECT_TRUE(matmul().reject(config, matmul_problem(4096, 4096, 4096), hopper));
+}
+
+}  // namespace
+}  // namespace tilesmith
+
+namespace tilesmith {
+namespace {
+
+// The decode template (variant 2): x @ W^T for M <= 32 on any sm_80+ GPU, W streamed into
+// mma.sync fragments; K split among a CTA's warps, and over CTAs (a second launch sums the
+// slices) only where the column blocks leave SMs idle.
+TEST(MatmulDecodeTest, IsForFewRowsTimesAColumnMajorWeight) {
+  const DeviceTarget ampere = DeviceTarget::assumed_for_arch("sm_80");
+  const Config config = testing::decode_config(32, 8, 2);
+  auto col = [](std::vector<std::int64_t> shape, DType in = DType::bf16,
+                std::map<std::string, std::string> options = {}) {
+    options["b"] = "col";
+    return Problem{"matmul", in, DType::bf16, shape, options};
+  };
+  EXPECT_EQ(matmul().reject(config, col({16, 4096, 4096}), ampere), std::nullopt);
+  EXPECT_EQ(matmul().reject(config, col({3, 32, 4096, 4096}, DType::f16), ampere), std::nullopt);
+  EXPECT_EQ(matmul().reject(testing::decode_config(8, 4, 1), col({1, 1, 8}), ampere), std::nullopt);
+  // Row-major B, column-major A, more than 32 rows, fp32 (tf32) and K off 8 are the others'.
+  EXPECT_TRUE(matmul().reject(config, matmul_problem(16, 4096, 4096), ampere));
+  EXPECT_TRUE(matmul().reject(config, col({16, 4096, 4096}, DType::bf16, {{"a", "col"}}), ampere));
+  EXPECT_TRUE(matmul().reject(config, col({33, 4096, 4096}), ampere));
+  EXPECT_TRUE(matmul().reject(config, col({16, 4096, 4096}, DType::f32), ampere));
+  EXPECT_TRUE(matmul().reject(config, col({16, 4096, 4100}), ampere));
+  EXPECT_TRUE(matmul().reject(config, col({16, 4096, 4096}, DType::bf16, {{"aligned", "0"}}), ampere));
+  // Column blocks wider than twice N, buffers past the register file, split K where the
+  // blocks fill the SMs or the slices' warps would find no chunk.
+  EXPECT_TRUE(matmul().reject(testing::decode_config(64, 4, 1), col({16, 32, 4096}), ampere));
+  EXPECT_TRUE(matmul().reject(testing::decode_config(64, 16, 4), col({16, 4096, 4096}), ampere));
+  EXPECT_TRUE(matmul().reject(testing::decode_config(16, 8, 2, 2), col({16, 14336, 4096}), ampere));
+  EXPECT_EQ(matmul().reject(testing::decode_config(64, 8, 1, 2), col({16, 4096, 4096}), ampere),
+            std::nullopt);  // 64 blocks
+  EXPECT_TRUE(matmul().reject(testing::decode_config(64, 8, 1, 8), col({16, 4096, 1024}), ampere));
+
+  const Problem problem = col({2, 5, 1000, 1032}, DType::f16, {{"act", "gelu"}, {"bias", "1"}});
+  const std::vector<std::string> kernels = matmul().kernel_expressions(config, problem);
+  ASSERT_EQ(kernels.size(), 1u);
+  EXPECT_EQ(kernels[0], "tilesmith::matmul_decode<8,32,8,2,0,1,6>");  // 5 rows in 8; gelu + bias
+  EXPECT_EQ(matmul().kernel_file(config), "matmul/matmul_decode.cuh");
+  EXPECT_EQ(matmul().workspace_bytes(config, problem, ampere), 0u);
+  const std::uint64_t addresses[4] = {0x10000, 0x20000, 0x30000, 0x40000};
+  const LaunchPlan plan = matmul().plan(config, problem, ampere, addresses, 0, {});
+  ASSERT_EQ(plan.step_count, 1);
+  EXPECT_EQ(plan.steps[0].geometry.grid[0], 32u);  // ceil(1000 / 32) column blocks
+  EXPECT_EQ(plan.steps[0].geometry.grid[1], 1u);
+  EXPECT_EQ(plan.steps[0].geometry.grid[2], 2u);   // batches
+  EXPECT_EQ(plan.steps[0].geometry.block[0], 256u);
+  EXPECT_EQ(plan.steps[0].geometry.dynamic_smem_bytes, 8u * 1 * 4 * 32 * 16);  // warps x tiles
+  MatmulDecodeParams params;
+  std::memcpy(&params, plan.steps[0].args.bytes.data(), sizeof params);
+  EXPECT_EQ(params.k_splits, 1);
+  EXPECT_EQ(params.product.m, 5);
+  EXPECT_EQ(params.product.ldb, 1032);  // W's rows hold K
+  EXPECT_EQ(reinterpret_cast<std::uint64_t>(params.product.b), 0x20000u);
+  EXPECT_EQ(reinterpret_cast<std::uint64_t>(params.product.epilogue.bias), 0x30000u);
+  EXPECT_EQ(reinterpret_cast<std::uint64_t>(params.product.c), 0x40000u);
+
+  // K over 4 CTAs: their fp32 partials in the workspace, summed by splitk_reduce.
+  const Config split = testing::decode_config(32, 4, 2, 4);
+  ASSERT_EQ(matmul().reject(split, problem, ampere), std::nullopt);
+  EXPECT_EQ(matmul().workspace_bytes(split, problem, ampere), 4u * 2 * 5 * 1000 * 4);
+  const std::vector<std::string> split_kernels = matmul().kernel_expressions(split, problem);
+  ASSERT_EQ(split_kernels.size(), 2u);
+  EXPECT_EQ(split_kernels[1], "tilesmith::splitk_reduce<1,6>");
+  const LaunchPlan split_plan = matmul().plan(split, problem, ampere, addresses, 0x100000, {});
+  ASSERT_EQ(split_plan.step_count, 2);
+  EXPECT_EQ(split_plan.steps[0].geometry.grid[1], 4u);
+  std::memcpy(&params, split_plan.steps[0].args.bytes.data(), sizeof params);
+  EXPECT_EQ(params.k_splits, 4);
+  EXPECT_EQ(reinterpret_cast<std::uint64_t>(params.partials), 0x100000u);
+  SplitKReduceParams reduce;
+  std::memcpy(&reduce, split_plan.steps[1].args.bytes.data(), sizeof reduce);
+  EXPECT_EQ(split_plan.steps[1].kernel, 1);
+  EXPECT_EQ(reduce.splits, 4);
+  EXPECT_EQ(reduce.batch, 2);
+  EXPECT_EQ(reinterpret_cast<std::uint64_t>(reduce.c), 0x40000u);
 }
 
 }  // namespace

@@ -208,6 +208,62 @@ TEST_F(GpuMatmul, WgmmaSplitKAndPaddedPlansMatchTheReference) {
   }
 }
 
+// The decode template (variant 2, any sm_80+ GPU): 1 to 32 rows of A against a column-major
+// weight; every column-block width, K split among the warps and over CTAs, N and K off the
+// blocks and chunks (K = 40: fewer chunks than warps), batches, every output type and the
+// fused epilogue. Each twice: a stale split-K workspace must not leak into C. Odd N with K a
+// multiple of 8 is an aligned problem (x @ W^T): the other templates run these shapes too.
+TEST_F(GpuMatmul, DecodeKernelMatchesTheReference) {
+  auto col = [](DType in, DType out, std::vector<std::int64_t> shape,
+                std::map<std::string, std::string> options = {}) {
+    options["b"] = "col";
+    return Problem{"matmul", in, out, shape, options};
+  };
+  using testing::decode_config;
+  struct Case {
+    Problem problem;
+    std::vector<Config> configs;
+  };
+  const std::vector<Case> cases = {
+      {col(DType::bf16, DType::bf16, {1, 4096, 4096}),
+       {decode_config(32, 8, 2), decode_config(8, 16, 1), decode_config(64, 4, 1)}},
+      {col(DType::f16, DType::f32, {16, 1000, 1032}),
+       {decode_config(16, 8, 2), decode_config(32, 4, 2, 2), decode_config(8, 4, 1, 4)}},
+      {col(DType::bf16, DType::bf16, {17, 100, 264}, {{"act", "gelu"}, {"bias", "1"}, {"residual", "1"}}),
+       {decode_config(16, 4, 1), decode_config(8, 4, 2, 2), testing::tile_config(64, 64, 32, 2, 2, 3)}},
+      {col(DType::bf16, DType::f16, {32, 7, 40}), {decode_config(8, 4, 1), decode_config(8, 4, 2)}},
+      {col(DType::f16, DType::bf16, {3, 5, 33, 264}, {{"act", "silu"}, {"residual", "1"}}),
+       {decode_config(16, 4, 1), decode_config(8, 4, 1, 2), testing::tile_config(64, 64, 32, 2, 2, 3)}},
+      {col(DType::bf16, DType::f32, {1, 1, 8}), {decode_config(8, 4, 1)}},
+      {col(DType::bf16, DType::bf16, {8, 4096, 14336}, {{"act", "relu"}}), {decode_config(16, 8, 2)}},
+  };
+  // Odd output widths with aligned K (N = 100, 33, 7, 1) run on every template: the wgmma
+  // template's swap_ab and plain tiles too where this is Hopper.
+  const bool hopper = device_.arch() == "sm_90a";
+  int checked = 0;
+  for (Case c : cases) {
+    if (hopper && c.problem.shape[c.problem.shape.size() - 3] <= 16 && c.problem.shape.back() >= 64)
+      c.configs.push_back(testing::wgmma_config(64, 16, 4, 1, 1, 1, 1, 1, 0, 1));
+    if (hopper && c.problem.shape.back() >= 64) c.configs.push_back(testing::wgmma_config(128, 64, 4, 2, 1, 1));
+    tuner::Workbench bench(family_, c.problem, device_);
+    for (const Config& config : c.configs) {
+      ASSERT_EQ(family_.reject(config, c.problem, device_), std::nullopt)
+          << c.problem.key() << " " << config.text();
+      RenderedSource source = render(family_, config, c.problem);
+      driver::ReadyKernel ready = driver::load_kernel(compile(source, device_.arch()),
+                                                      bench.plan(config), source.describe());
+      for (std::uint64_t seed : {31, 32}) {
+        bench.refresh_inputs(seed);
+        tuner::Verification result = bench.verify(ready, config);
+        EXPECT_TRUE(result.passed) << c.problem.key() << " [" << config.text() << "]: " << result.detail;
+        EXPECT_EQ(result.nonfinite, 0u) << c.problem.key() << " [" << config.text() << "]";
+      }
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, hopper ? 25 : 16);
+}
+
 // A batch of stored matrices inside a larger buffer, as a view of a bigger tensor gives them:
 // rows `ld` elements apart, batches `stride` apart (0: one matrix for every batch), from
 // `offset` elements in. Everything else holds all-ones bits (a NaN in bf16, f16 and f32), so a
@@ -286,6 +342,11 @@ TEST_F(GpuMatmul, StridedAndSharedBatchesMatchTheReference) {
     if (!hopper) configs.resize(1);
     return configs;
   };
+  auto with_decode = [](std::vector<Config> configs) {
+    configs.push_back(testing::decode_config(16, 4, 1));
+    configs.push_back(testing::decode_config(8, 4, 2, 2));
+    return configs;
+  };
   const std::vector<Case> cases = {
       {{"matmul", DType::bf16, DType::f32, {3, 70, 48, 264}, {{"act", "gelu"}, {"bias", "1"}, {"residual", "1"}}},
        {272, 70 * 272 + 64, 56, 0, 64, 70 * 64, 56, 70 * 56 + 8},
@@ -296,12 +357,13 @@ TEST_F(GpuMatmul, StridedAndSharedBatchesMatchTheReference) {
        true,
        wgmma({testing::wgmma_config(64, 64, 4, 1, 1, 1, 1), testing::wgmma_config(64, 64, 4, 1, 1, 1, 1, 2),
               testing::wgmma_config(64, 64, 4, 1, 1, 1, 1, 2, 1)})},
-      // Decode with a weight shared by the batches (swap_ab), f16 in and bf16 out.
+      // Decode with a weight shared by the batches (swap_ab; the decode template, which runs
+      // everywhere), f16 in and bf16 out.
       {{"matmul", DType::f16, DType::bf16, {2, 16, 520, 264}, {{"b", "col"}}},
        {272, 16 * 272 + 32, 272, 0, 0, 0, 528, 16 * 528 + 8},
        false,
-       wgmma({testing::wgmma_config(64, 16, 4, 1, 1, 1, 1, 1, 0, 1),
-              testing::wgmma_config(64, 16, 4, 1, 1, 1, 1, 2, 1, 1)})},
+       with_decode(wgmma({testing::wgmma_config(64, 16, 4, 1, 1, 1, 1, 1, 0, 1),
+                          testing::wgmma_config(64, 16, 4, 1, 1, 1, 1, 2, 1, 1)}))},
       {{"matmul", DType::bf16, DType::bf16, {2, 104, 200, 264}, {{"a", "col"}}},
        {112, 264 * 112 + 8, 200, 264 * 200, 0, 0, 203, 104 * 203 + 1},
        true,

@@ -1,0 +1,198 @@
+// Matmul for decode shapes (M <= 32 rows of A, B column-major: x @ W^T), sm_80+: the weight W
+// (stored n x k) is streamed from DRAM once, at the bandwidth the GPU gives, by mma.sync
+// m16n8k16 with no shared-memory staging. Nothing else in such a product costs time: A is a few
+// rows and C a few rows; the tiled kernels spend ~8 us of a 0.018 ms 16x4096x4096 product on
+// their pipeline's fill and drain (docs/perf/matmul.md v5).
+//
+// fragments from global memory: a lane's 16-byte load of a weight row (8 k) is its B fragment
+//           for two k16 MMAs, read as a permutation of K: in MMA j of a 32-k chunk, lane q's
+//           fragment k 2q+{0,1} is the chunk's k 8q+4j+{0,1} and its k 2q+8+{0,1} is k
+//           8q+4j+2+{0,1}. The sum over K does not care in which order it adds, so A's rows are
+//           loaded with the same 16-byte reads and the same permutation; no lane exchanges data.
+// split of K: the CTA's warps take the 32-k chunks in turn (warp w: chunks w, w + WARPS, ...)
+//             in groups of UNROLL, the next group's loads issued before the MMAs of the one in
+//             hand, so every warp keeps UNROLL to 2 UNROLL x COLS / 8 x 512 bytes of W in
+//             flight; the warps' partial tiles are summed through
+//             shared memory at the end. Where the column blocks alone leave SMs idle, K is also
+//             split over gridDim.y CTAs whose fp32 partials splitk_reduce sums (a second launch).
+// epilogue: bias, activation and residual in fp32 before C's rounding (matmul_epilogue.cuh).
+// launch: block WARPS x 32 threads; grid (ceil(n / COLS), k_splits, min(batch, 65535));
+//         dynamic shared memory WARPS x ROWS / 16 (rounded up) x COLS / 8 x 512 bytes.
+#pragma once
+
+#include "common/tile_primitives.cuh"
+#include "matmul/matmul_epilogue.cuh"
+#include "matmul/matmul_params.h"
+#include "matmul/matmul_splitk.cuh"
+
+namespace tilesmith {
+
+// 16 bytes from global memory into registers; zeros where !valid (nothing is read). W is read
+// once: `streamed` keeps it out of L1, which A's rows (read by every CTA) keep using.
+template <bool STREAMED>
+__device__ __forceinline__ uint4 load_16_or_zero(const half_bits* src, bool valid) {
+  uint4 v;
+  if (STREAMED)
+    asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n"
+        " mov.b32 %0, 0;\n mov.b32 %1, 0;\n mov.b32 %2, 0;\n mov.b32 %3, 0;\n"
+        " @p ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n}\n"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+        : "l"(src), "r"(static_cast<int>(valid)));
+  else
+    asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n"
+        " mov.b32 %0, 0;\n mov.b32 %1, 0;\n mov.b32 %2, 0;\n mov.b32 %3, 0;\n"
+        " @p ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];\n}\n"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+        : "l"(src), "r"(static_cast<int>(valid)));
+  return v;
+}
+
+__device__ __forceinline__ unsigned word(const uint4& v, int i) {
+  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+template <int ROWS, int COLS, int WARPS, int UNROLL, int IN_KIND, int OUT_KIND, int EPI>
+__global__ void __launch_bounds__(WARPS * 32) matmul_decode(const MatmulDecodeParams d) {
+  static_assert(ROWS == 8 || ROWS == 16 || ROWS == 32, "ROWS: A's rows rounded up to 8, 16 or 32");
+  static_assert(COLS % 8 == 0, "COLS: whole n8 MMA tiles");
+  constexpr int HALVES = ROWS / 8;             // 8-row halves of the m16 tiles
+  constexpr int TILES_M = (ROWS + 15) / 16;    // m16 tiles
+  constexpr int TILES_N = COLS / 8;            // n8 tiles
+  constexpr int SLOTS = TILES_M * TILES_N * 32;  // float4 accumulator slots of one warp
+  extern __shared__ float4 warp_sums[];        // [WARPS][SLOTS]
+
+  const MatmulParams& p = d.product;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int group = lane / 4, quad = lane % 4;
+  const int col0 = blockIdx.x * COLS;
+  const int chunks = (p.k + 31) / 32;
+  const int first = static_cast<int>(static_cast<long long>(chunks) * blockIdx.y / d.k_splits);
+  const int last = static_cast<int>(static_cast<long long>(chunks) * (blockIdx.y + 1) / d.k_splits);
+  // C's column pairs go as one store where C's rows, batches and base keep them aligned.
+  const bool paired_store = ((p.ldc | p.stride_c) & 1) == 0 &&
+                            reinterpret_cast<unsigned long long>(p.c) % (OUT_KIND == kF32 ? 8 : 4) == 0;
+
+  for (int batch = blockIdx.z; batch < p.batch; batch += gridDim.z) {
+    // This lane's weight rows (one per n8 tile) and rows of A (one per half), at its 8 k of a
+    // chunk; rows past the matrix read nothing.
+    const half_bits* w_row[TILES_N];
+    bool w_inside[TILES_N];
+#pragma unroll
+    for (int t = 0; t < TILES_N; ++t) {
+      const int n = col0 + t * 8 + group;
+      w_inside[t] = n < p.n;
+      w_row[t] = static_cast<const half_bits*>(p.b) + batch * p.stride_b +
+                 static_cast<long long>(w_inside[t] ? n : 0) * p.ldb + quad * 8;
+    }
+    const half_bits* a_row[HALVES];
+    bool a_inside[HALVES];
+#pragma unroll
+    for (int h = 0; h < HALVES; ++h) {
+      const int m = h * 8 + group;
+      a_inside[h] = m < p.m;
+      a_row[h] = static_cast<const half_bits*>(p.a) + batch * p.stride_a +
+                 static_cast<long long>(a_inside[h] ? m : 0) * p.lda + quad * 8;
+    }
+
+    float acc[TILES_M][TILES_N][4];
+#pragma unroll
+    for (int i = 0; i < TILES_M; ++i)
+#pragma unroll
+      for (int t = 0; t < TILES_N; ++t)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[i][t][e] = 0.f;
+
+    // Two register buffers of UNROLL chunks: the next group's loads are issued before the
+    // MMAs of the group in hand, so a warp's loads stay in flight while it multiplies (with one
+    // buffer, ptxas interleaved each load with the MMA that waits on it).
+    uint4 w[2][UNROLL][TILES_N], x[2][UNROLL][HALVES];
+    auto load_group = [&](int buffer, int c0) {
+#pragma unroll
+      for (int u = 0; u < UNROLL; ++u) {
+        const int c = c0 + u * WARPS;
+        // K is a multiple of 8 (aligned problems only): a lane's 8 k are all inside or all out.
+        const bool k_inside = c < last && c * 32 + quad * 8 < p.k;
+        const long long k = static_cast<long long>(c) * 32;
+#pragma unroll
+        for (int t = 0; t < TILES_N; ++t)
+          w[buffer][u][t] = load_16_or_zero<true>(w_row[t] + k, k_inside && w_inside[t]);
+#pragma unroll
+        for (int h = 0; h < HALVES; ++h)
+          x[buffer][u][h] = load_16_or_zero<false>(a_row[h] + k, k_inside && a_inside[h]);
+      }
+    };
+    auto multiply_group = [&](int buffer) {
+#pragma unroll
+      for (int u = 0; u < UNROLL; ++u)
+#pragma unroll
+        for (int j = 0; j < 2; ++j)
+#pragma unroll
+          for (int i = 0; i < TILES_M; ++i) {
+            // Rows group and group + 8 of m16 tile i; an 8-row A has no second half.
+            const uint4& lower = x[buffer][u][2 * i];
+            const unsigned upper0 = 2 * i + 1 < HALVES ? word(x[buffer][u][2 * i + 1], 2 * j) : 0u;
+            const unsigned upper1 =
+                2 * i + 1 < HALVES ? word(x[buffer][u][2 * i + 1], 2 * j + 1) : 0u;
+            const unsigned a[4] = {word(lower, 2 * j), upper0, word(lower, 2 * j + 1), upper1};
+#pragma unroll
+            for (int t = 0; t < TILES_N; ++t)
+              mma_16x8x16<IN_KIND>(acc[i][t], a, word(w[buffer][u][t], 2 * j),
+                                   word(w[buffer][u][t], 2 * j + 1));
+          }
+    };
+    constexpr int kGroup = WARPS * UNROLL;  // chunks between a warp's groups
+    load_group(0, first + warp);
+    for (int c0 = first + warp; c0 < last; c0 += 2 * kGroup) {
+      load_group(1, c0 + kGroup);
+      multiply_group(0);
+      if (c0 + kGroup >= last) break;
+      load_group(0, c0 + 2 * kGroup);
+      multiply_group(1);
+    }
+
+    // The warps' partial tiles, summed through shared memory: slot (i, t, lane) holds the
+    // lane's four accumulators of MMA tile (i, t).
+#pragma unroll
+    for (int i = 0; i < TILES_M; ++i)
+#pragma unroll
+      for (int t = 0; t < TILES_N; ++t)
+        warp_sums[warp * SLOTS + (i * TILES_N + t) * 32 + lane] =
+            make_float4(acc[i][t][0], acc[i][t][1], acc[i][t][2], acc[i][t][3]);
+    __syncthreads();
+    for (int slot = threadIdx.x; slot < SLOTS; slot += WARPS * 32) {
+      float4 sum = warp_sums[slot];
+#pragma unroll
+      for (int w2 = 1; w2 < WARPS; ++w2) {
+        const float4 v = warp_sums[w2 * SLOTS + slot];
+        sum.x += v.x;
+        sum.y += v.y;
+        sum.z += v.z;
+        sum.w += v.w;
+      }
+      // m16n8 accumulators: rows lane/4 and lane/4 + 8, columns 2 (lane % 4) + {0, 1}.
+      const int owner = slot % 32, tile = slot / 32;
+      const int col = col0 + (tile % TILES_N) * 8 + (owner % 4) * 2;
+      if (col >= p.n) continue;
+      const bool both = col + 1 < p.n;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int row = (tile / TILES_N) * 16 + owner / 4 + half * 8;
+        if (row >= p.m) continue;
+        float v0 = half ? sum.z : sum.x, v1 = half ? sum.w : sum.y;
+        if (d.k_splits == 1) {
+          epilogue_pair<EPI, OUT_KIND>(p.epilogue, batch, row, col, both, v0, v1);
+          store_pair<OUT_KIND>(p.c, batch * p.stride_c + static_cast<long long>(row) * p.ldc + col,
+                               v0, v1, both, paired_store);
+        } else {
+          // The slice's partials, packed: splitk_reduce adds them and applies the epilogue.
+          const long long at = ((static_cast<long long>(blockIdx.y) * p.batch + batch) * p.m + row) *
+                                   p.n + col;
+          store_pair<kF32>(d.partials, at, v0, v1, both, p.n % 2 == 0);
+        }
+      }
+    }
+    __syncthreads();  // the next batch reuses warp_sums
+  }
+}
+
+}  // namespace tilesmith
