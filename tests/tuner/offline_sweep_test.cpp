@@ -162,5 +162,34 @@ TEST(OfflineSweepTest, ShardsSplitTheSpaceDisjointlyAndCoverIt) {
   EXPECT_THROW(run_sweep(family, problem, db, options), InvalidArgument);
 }
 
+// --only k=v,...: the configs with those values and no others (here one template of the
+// family); a parameter or value the family does not have is an error, not an empty sweep.
+TEST(OfflineSweepTest, OnlyKeepsTheConfigsWithTheGivenValues) {
+  SKIP_IF_GPU_PRESENT();
+  const Family& family = find_family("matmul");
+  const Problem decode{"matmul", DType::bf16, DType::bf16, {16, 4096, 4096}, {{"b", "col"}}};
+  tilesmith::testing::TempDir dir;
+  cache::Database db(dir.file("sweep.db"));
+  SweepOptions options;
+  options.max_candidates = 1;
+  options.compile_processes = 1;
+  options.only = Config::parse("variant=2,warps=4");
+  const SweepReport report = run_sweep(family, decode, db, options);
+  int wanted = 0, valid = 0;
+  const DeviceTarget device = DeviceTarget::assumed_for_arch("sm_90a");
+  for (const Config& config : family.enumerate())
+    if (config.at("variant") == 2 && config.at("warps") == 4) {
+      ++wanted;
+      if (!family.reject(config, decode, device)) ++valid;
+    }
+  EXPECT_EQ(report.outside_only, report.space_size - wanted);
+  EXPECT_EQ(report.space_size - report.outside_only - report.pruned, valid);
+  EXPECT_GT(valid, 0);
+  options.only = Config::parse("warps=3");
+  EXPECT_THROW(run_sweep(family, decode, db, options), InvalidArgument);
+  options.only = Config::parse("threads=4");
+  EXPECT_THROW(run_sweep(family, decode, db, options), InvalidArgument);
+}
+
 }  // namespace
 }  // namespace tilesmith::tuner

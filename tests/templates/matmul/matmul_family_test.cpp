@@ -1153,6 +1153,19 @@ TEST(MatmulDecodeTest, IsForFewRowsTimesAColumnMajorWeight) {
   EXPECT_EQ(reinterpret_cast<std::uint64_t>(params.product.epilogue.bias), 0x30000u);
   EXPECT_EQ(reinterpret_cast<std::uint64_t>(params.product.c), 0x40000u);
 
+  // The default: decode shapes on every GPU, but on Hopper only up to 64 MB of weights (past
+  // them swap_ab's TMA ring streams faster) and 16 rows; K split where the columns are few.
+  const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
+  EXPECT_EQ(matmul().default_config(col({16, 4096, 4096}), hopper).at("variant"), 2);
+  EXPECT_EQ(matmul().default_config(col({1, 14336, 4096}), hopper).at("variant"), 1);
+  EXPECT_EQ(matmul().default_config(col({32, 4096, 4096}), hopper).at("variant"), 1);
+  EXPECT_EQ(matmul().default_config(col({32, 14336, 4096}), ampere).at("variant"), 2);
+  EXPECT_EQ(matmul().default_config(col({16, 4096, 4096}), ampere).at("split_k"), 1);  // 256 blocks
+  const Config narrow = matmul().default_config(col({1, 512, 4096}), ampere);
+  EXPECT_EQ(narrow.at("variant"), 2);
+  EXPECT_EQ(narrow.at("split_k"), 4);  // 32 column blocks x 4 slices: at most 2 CTAs an SM of 108
+  EXPECT_EQ(matmul().default_config(matmul_problem(16, 4096, 4096), ampere).at("variant"), 0);
+
   // K over 4 CTAs: their fp32 partials in the workspace, summed by splitk_reduce.
   const Config split = testing::decode_config(32, 4, 2, 4);
   ASSERT_EQ(matmul().reject(split, problem, ampere), std::nullopt);
