@@ -1,8 +1,22 @@
 #!/usr/bin/env bash
 # Builds tilesmith and runs the test suite. GPU tests skip, saying why, when there is no GPU.
+# Then installs the package into the build folder and builds examples/ against it alone, as a
+# user's project would (find_package(tilesmith CONFIG)), and runs each example program (without
+# a GPU they say so and pass).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
+CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 
 BUILD_DIR=$BUILD_DIR scripts/setup.sh
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$(nproc)"
+
+prefix=$PWD/$BUILD_DIR/install
+cmake --install "$BUILD_DIR" --prefix "$prefix" > /dev/null
+cmake -S examples -B "$BUILD_DIR/examples" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_PREFIX_PATH="$prefix" -DCUDAToolkit_ROOT="$CUDA_HOME" > /dev/null
+cmake --build "$BUILD_DIR/examples"
+for program in matmul_c runtime_cpp; do
+  "$BUILD_DIR/examples/$program"
+done
+echo "examples: built against the package installed in $prefix; each ran"
