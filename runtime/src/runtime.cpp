@@ -4,6 +4,7 @@
 #include <cmath>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <shared_mutex>
@@ -91,6 +92,17 @@ void require_pointer(const void* pointer, const char* name) {
     throw InvalidArgument(std::string("matmul: ") + name + " is not 16-byte aligned");
 }
 
+// $TILESMITH_JIT: "off"/"0"/"false" forbid NVRTC, "on"/"1"/"true" or unset allow it; anything
+// else is an error rather than a guess.
+bool jit_from_environment() {
+  const char* value = std::getenv("TILESMITH_JIT");
+  if (!value || !*value) return true;
+  const std::string text = value;
+  if (text == "off" || text == "0" || text == "false") return false;
+  if (text == "on" || text == "1" || text == "true") return true;
+  throw InvalidArgument("TILESMITH_JIT=" + text + ": want off (no NVRTC: stored kernels only) or on");
+}
+
 }  // namespace
 
 struct Runtime::Impl {
@@ -98,6 +110,7 @@ struct Runtime::Impl {
   CUcontext context = nullptr;  // the device's primary context, made current on every call
   DeviceTarget device;
   std::string arch, nvrtc;
+  bool jit = true;  // RuntimeOptions::jit, resolved
   std::unique_ptr<cache::Database> database;
   const Family& matmul_family = find_family("matmul");
   const Family& multi_sum_family = find_family("multi_sum");
@@ -150,7 +163,7 @@ struct Runtime::Impl {
   }
 
   // The slow path, under the exclusive lock: this shape's winner, the nearest tuned shape's,
-  // else the default config.
+  // else the default config; with the JIT off, the first of them whose cubin is stored.
   std::unique_ptr<Entry> resolve(const Family& family, const Problem& problem) {
     family.validate(problem);
     auto entry = std::make_unique<Entry>();
@@ -162,30 +175,45 @@ struct Runtime::Impl {
     // to be tuned. A stored winner that this device rejects is not counted: a sweep picks the
     // winner from the key's trials again, so that miss would never clear.
     if (!winner) record_miss(key);
-    Config config;
-    if (winner && !family.reject(winner->config, problem, device)) {
-      config = winner->config;
-      entry->info = {KernelSource::database_winner, config.text(), true, problem.key()};
-    } else if (auto near = nearest_winner(database->winners(device.model_key()), family, problem,
-                                          device, templates)) {
-      config = near->config;
-      entry->info = {KernelSource::nearest_winner, config.text(), false, near->problem.key()};
-    } else {
-      config = family.default_config(problem, device);
-      entry->info = {KernelSource::default_cached, config.text(), false, ""};
+    // Takes `config` where its cubin is stored, or with the JIT on where it can be compiled.
+    std::optional<CompiledKernel> compiled;
+    std::optional<RenderedSource> source;
+    auto take = [&](const Config& config, DispatchInfo info) {
+      source = render(family, config, problem);
+      compiled = database->cubin(source->hash, arch, nvrtc);
+      if (!compiled && !jit) return false;
+      entry->config = config;
+      entry->info = std::move(info);
+      return true;
+    };
+    bool taken = winner && !family.reject(winner->config, problem, device) &&
+                 take(winner->config, {KernelSource::database_winner, winner->config.text(), true,
+                                       problem.key()});
+    if (!taken)
+      if (auto near = nearest_winner(database->winners(device.model_key()), family, problem,
+                                     device, templates))
+        taken = take(near->config, {KernelSource::nearest_winner, near->config.text(), false,
+                                    near->problem.key()});
+    if (!taken) {
+      const Config fallback = family.default_config(problem, device);
+      taken = take(fallback, {KernelSource::default_cached, fallback.text(), false, ""});
     }
-    RenderedSource source = render(family, config, problem);
-    std::optional<CompiledKernel> compiled = database->cubin(source.hash, arch, nvrtc);
+    if (!taken)
+      throw Error(family.name() + " " + problem.key() + ": the database holds no kernel for it on " +
+                  device.model_key() + " with NVRTC " + nvrtc +
+                  " (not its winner's, the nearest tuned shape's or the default config's), and "
+                  "TILESMITH_JIT=off forbids compiling one: tune the shape ('tilesmith tune "
+                  "--misses' takes it from the misses) or run it once with the JIT on");
     if (!compiled) {
       // A new NVRTC version or an untuned shape: compile once, keep the cubin for next time.
-      compiled = compile(source, arch);
+      compiled = compile(*source, arch);
       ++compilations;
       write_to_cache("the compiled kernel", problem, "the next process compiles it again",
                      [&] { database->put_cubin(*compiled); });
       if (entry->info.source == KernelSource::default_cached)
         entry->info.source = KernelSource::default_compiled;
     }
-    entry->config = config;
+    const Config& config = entry->config;
     entry->workspace_bytes = family.workspace_bytes(config, problem, device);
     const std::vector<std::uint64_t> no_tensors(family.tensors(problem).size(), 0);
     entry->kernel = driver::load_kernel(
@@ -245,6 +273,7 @@ Runtime::Runtime(RuntimeOptions options) : impl_(std::make_unique<Impl>()) {
   impl_->device = driver::describe_device(options.device_ordinal);
   impl_->arch = impl_->device.arch();
   impl_->nvrtc = nvrtc_version();
+  impl_->jit = options.jit ? *options.jit : jit_from_environment();
   impl_->database = std::make_unique<cache::Database>(
       options.database.empty() ? cache::Database::default_path() : options.database);
 }

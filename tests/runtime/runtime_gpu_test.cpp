@@ -3,6 +3,7 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "cache/database.hpp"
 #include "generator/compiled_kernel.hpp"
@@ -78,7 +79,7 @@ void expect_correct_matmul(Runtime& runtime, const Problem& problem, std::uint64
 TEST(GpuRuntime, MatmulMatchesReferenceOnIssueShapes) {
   TILESMITH_REQUIRE_GPU();
   TempDir dir;
-  Runtime runtime({dir.file("runtime.db"), 0});
+  Runtime runtime({.database = dir.file("runtime.db")});
   const Family& family = find_family("matmul");
   DeviceTarget device = driver::describe_device(0);
   std::uint64_t seed = 11;
@@ -104,7 +105,7 @@ TEST(GpuRuntime, MatmulMatchesReferenceOnIssueShapes) {
 TEST(GpuRuntime, LayoutsBatchesAndEpiloguesMatchTheReference) {
   TILESMITH_REQUIRE_GPU();
   TempDir dir;
-  Runtime runtime({dir.file("runtime.db"), 0});
+  Runtime runtime({.database = dir.file("runtime.db")});
   std::uint64_t seed = 71;
   const std::vector<Problem> problems = {
       {"matmul", DType::bf16, DType::bf16, {1000, 1000, 1000}, {{"b", "col"}}},
@@ -132,7 +133,7 @@ TEST(GpuRuntime, WarmDatabaseNeedsNoCompiler) {
   shape.n = 136;
   shape.k = 72;
   {
-    Runtime cold({dir.file("runtime.db"), 0});
+    Runtime cold({.database = dir.file("runtime.db")});
     DispatchInfo info = cold.describe_matmul(shape);
     EXPECT_EQ(info.source, KernelSource::default_compiled);
     EXPECT_FALSE(info.tuned);
@@ -140,9 +141,62 @@ TEST(GpuRuntime, WarmDatabaseNeedsNoCompiler) {
     EXPECT_EQ(cold.describe_matmul(shape).source, KernelSource::memory);
     EXPECT_EQ(cold.compilations(), 1);
   }
-  Runtime warm({dir.file("runtime.db"), 0});
+  Runtime warm({.database = dir.file("runtime.db")});
   EXPECT_EQ(warm.describe_matmul(shape).source, KernelSource::default_cached);
   EXPECT_EQ(warm.compilations(), 0);
+}
+
+// With the JIT off (RuntimeOptions::jit = false, or TILESMITH_JIT=off), stored kernels only: a
+// shape whose default kernel an earlier process compiled runs without NVRTC, an untuned shape
+// borrows the nearest tuned shape's stored kernel, and a shape with nothing stored is an error
+// naming it and the switch, never a compile.
+TEST(GpuRuntime, WithTheJitOffOnlyStoredKernelsRun) {
+  TILESMITH_REQUIRE_GPU();
+  TempDir dir;
+  const DeviceTarget device = driver::describe_device(0);
+  const Problem seen{"matmul", DType::f16, DType::f16, {200, 136, 72}};  // no f16 winner: default
+  const Problem tuned{"matmul", DType::bf16, DType::bf16, {1024, 1024, 1024}};
+  const Config config = testing::tile_config(64, 128, 32, 2, 2, 3, 1);  // not the default
+  store_winner(dir.file("runtime.db"), device, tuned, config);
+  if (HasFatalFailure()) return;
+  {
+    Runtime jit({.database = dir.file("runtime.db"), .jit = true});
+    expect_correct_matmul(jit, seen, 5);   // the default config, compiled and stored
+    expect_correct_matmul(jit, tuned, 6);  // the winner, compiled and stored
+    EXPECT_EQ(jit.compilations(), 2);
+  }
+  Runtime production({.database = dir.file("runtime.db"), .jit = false});
+  tuner::Workbench seen_bench(find_family("matmul"), seen, device);
+  EXPECT_EQ(production.describe_matmul(args_for(seen_bench, seen)).source,
+            KernelSource::default_cached);
+  expect_correct_matmul(production, seen, 7);
+  const Problem untuned{"matmul", DType::bf16, DType::bf16, {1000, 1000, 1032}};
+  expect_correct_matmul(production, untuned, 8);
+  tuner::Workbench bench(find_family("matmul"), untuned, device);
+  const DispatchInfo info = production.describe_matmul(args_for(bench, untuned));
+  EXPECT_EQ(info.config, config.text());
+  EXPECT_EQ(info.tuned_for, tuned.key());
+  const Problem unseen{"matmul", DType::bf16, DType::f32, {1000, 1000, 1032}};  // no winner, nothing stored
+  tuner::Workbench other(find_family("matmul"), unseen, device);
+  try {
+    production.matmul(args_for(other, unseen));
+    ADD_FAILURE() << "a shape with no stored kernel must not run with the JIT off";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find(unseen.key()), std::string::npos) << error.what();
+    EXPECT_NE(std::string(error.what()).find("TILESMITH_JIT=off"), std::string::npos) << error.what();
+  }
+  EXPECT_EQ(production.compilations(), 0);
+
+  // The same from the environment, and a value that is neither on nor off is refused.
+  ::setenv("TILESMITH_JIT", "off", 1);
+  {
+    Runtime from_environment({.database = dir.file("runtime.db")});
+    EXPECT_THROW(from_environment.matmul(args_for(other, unseen)), Error);
+    EXPECT_EQ(from_environment.compilations(), 0);
+  }
+  ::setenv("TILESMITH_JIT", "maybe", 1);
+  EXPECT_THROW(Runtime({.database = dir.file("runtime.db")}), InvalidArgument);
+  ::unsetenv("TILESMITH_JIT");
 }
 
 // A shape nobody tuned borrows the nearest tuned shape's winner, and computes correctly with it.
@@ -156,7 +210,7 @@ TEST(GpuRuntime, UntunedShapeUsesTheNearestTunedShapesWinner) {
   ASSERT_NE(config, family.default_config(tuned, device));
   store_winner(dir.file("runtime.db"), device, tuned, config);
   if (HasFatalFailure()) return;
-  Runtime runtime({dir.file("runtime.db"), 0});
+  Runtime runtime({.database = dir.file("runtime.db")});
   const Problem untuned{"matmul", DType::bf16, DType::bf16, {1000, 1000, 1032}};
   tuner::Workbench bench(family, untuned, device);
   bench.refresh_inputs(77);
@@ -192,7 +246,7 @@ TEST(GpuRuntime, UntunedShapeIsRecordedAsAMissOncePerRuntime) {
   const Problem untuned{"matmul", DType::bf16, DType::bf16, {96, 80, 64}};
   for (int runtimes = 1; runtimes <= 2; ++runtimes) {
     SCOPED_TRACE("runtime " + std::to_string(runtimes));
-    Runtime runtime({dir.file("runtime.db"), 0});
+    Runtime runtime({.database = dir.file("runtime.db")});
     expect_correct_matmul(runtime, untuned, 40 + runtimes);
     expect_correct_matmul(runtime, untuned, 50 + runtimes);
     const std::vector<cache::Miss> misses = cache::Database(dir.file("runtime.db")).misses();
@@ -213,7 +267,7 @@ TEST(GpuRuntime, TunedShapeIsNoMiss) {
   store_winner(dir.file("runtime.db"), device, tuned,
                find_family("matmul").default_config(tuned, device));
   if (HasFatalFailure()) return;
-  Runtime runtime({dir.file("runtime.db"), 0});
+  Runtime runtime({.database = dir.file("runtime.db")});
   MatmulArgs args;
   args.m = 256;
   args.n = 128;
@@ -249,7 +303,7 @@ TEST(GpuRuntime, AnUnwritableCacheCostsNoMatmul) {
   ASSERT_EQ(rc, SQLITE_OK);
 
   {
-    Runtime runtime({dir.file("runtime.db"), 0});
+    Runtime runtime({.database = dir.file("runtime.db")});
     ::testing::internal::CaptureStderr();
     expect_correct_matmul(runtime, {"matmul", DType::bf16, DType::bf16, {48, 48, 48}}, 71);
     expect_correct_matmul(runtime, {"matmul", DType::bf16, DType::f32, {48, 48, 48}}, 72);
@@ -264,7 +318,7 @@ TEST(GpuRuntime, AnUnwritableCacheCostsNoMatmul) {
   }
   EXPECT_TRUE(cache::Database(dir.file("runtime.db")).misses().empty());
   // The cubins were not stored either: a new process compiles again, and says so.
-  Runtime again({dir.file("runtime.db"), 0});
+  Runtime again({.database = dir.file("runtime.db")});
   ::testing::internal::CaptureStderr();
   expect_correct_matmul(again, {"matmul", DType::bf16, DType::bf16, {48, 48, 48}}, 73);
   const std::string err = ::testing::internal::GetCapturedStderr();
@@ -275,7 +329,7 @@ TEST(GpuRuntime, AnUnwritableCacheCostsNoMatmul) {
 TEST(GpuRuntime, RejectsBadInputWithClearErrors) {
   TILESMITH_REQUIRE_GPU();
   TempDir dir;
-  Runtime runtime({dir.file("runtime.db"), 0});
+  Runtime runtime({.database = dir.file("runtime.db")});
   driver::DeviceBuffer buffer(1 << 20, "test buffer");
   auto* base = reinterpret_cast<char*>(buffer.address());
   auto expect_error = [&](MatmulArgs args, const std::string& fragment) {
@@ -331,7 +385,7 @@ TEST(Runtime, SaysPlainlyWhenThereIsNoGpu) {
   if (driver::gpu_available(&why)) GTEST_SKIP() << "a GPU is present: nothing to refuse";
   TempDir dir;
   try {
-    Runtime runtime({dir.file("runtime.db"), 0});
+    Runtime runtime({.database = dir.file("runtime.db")});
     FAIL() << "a Runtime without a GPU must throw";
   } catch (const Error& error) {
     EXPECT_NE(std::string(error.what()).find("no CUDA driver/GPU found"), std::string::npos)

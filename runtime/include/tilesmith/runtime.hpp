@@ -27,6 +27,11 @@ struct RuntimeOptions {
   // Database file; empty: $TILESMITH_DB, else the user's cache directory.
   std::filesystem::path database;
   int device_ordinal = 0;
+  // Whether a shape with no stored kernel may be compiled with NVRTC. Off (production): each
+  // lookup takes the first of this shape's winner, the nearest tuned shape's winner and the
+  // default config whose cubin the database holds, and a shape with none of them stored is an
+  // Error naming it, not a compile. Unset: $TILESMITH_JIT ("off"/"0" or "on"/"1"), else on.
+  std::optional<bool> jit = std::nullopt;
 };
 
 enum class Layout { row_major, column_major };
@@ -227,7 +232,8 @@ class Runtime {
   void attention_backward(const AttentionBackwardArgs& args, void* stream = nullptr);
   DispatchInfo describe_attention_backward(const AttentionBackwardArgs& args);
 
-  // Counts NVRTC compilations this runtime has done (0 on a warm database).
+  // Counts NVRTC compilations this runtime has done (0 on a warm database, and always with the
+  // JIT off).
   int compilations() const;
 
  private:
