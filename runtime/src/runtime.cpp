@@ -3,6 +3,8 @@
 #include <array>
 #include <cmath>
 #include <atomic>
+#include <condition_variable>
+#include <exception>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -124,10 +126,23 @@ struct Runtime::Impl {
   const std::array<const Family*, 3> row_backward_families = {
       &find_family("softmax_backward"), &find_family("layernorm_backward"),
       &find_family("rmsnorm_backward")};
-  std::shared_mutex mutex;
-  std::unordered_map<DispatchKey, std::unique_ptr<Entry>, DispatchKeyHash> entries;
+  // A key's entry, or the resolution that will produce it. The thread that inserts the slot
+  // resolves it with no lock of the map held, so warm calls of other keys never wait on a
+  // compile; a thread missing the same key meanwhile waits on `resolved` for that one result.
+  struct Slot {
+    std::atomic<bool> ready{false};  // `entry` is set: the hot path's one check
+    std::unique_ptr<Entry> entry;
+    std::mutex mutex;  // guards done and error
+    std::condition_variable resolved;
+    bool done = false;
+    std::exception_ptr error;  // the resolution failed; the slot has left the map
+  };
+  std::shared_mutex mutex;  // guards the map; held exclusively only to insert or drop a slot
+  std::unordered_map<DispatchKey, std::shared_ptr<Slot>, DispatchKeyHash> entries;
   std::atomic<int> compilations{0};
-  // Both only change in resolve(), under the exclusive lock.
+  // Guards the database and the two flags below: resolutions of different keys run at once,
+  // each taking it for its reads and writes, never while compiling.
+  std::mutex database_mutex;
   bool gpu_recorded = false;         // misses need the GPU's row; written on the first miss
   bool cache_warning_given = false;  // one warning per Runtime, however many writes fail
 
@@ -162,14 +177,16 @@ struct Runtime::Impl {
     });
   }
 
-  // The slow path, under the exclusive lock: this shape's winner, the nearest tuned shape's,
-  // else the default config; with the JIT off, the first of them whose cubin is stored.
+  // The slow path, under no lock of the map: this shape's winner, the nearest tuned shape's,
+  // else the default config; with the JIT off, the first of them whose cubin is stored. The
+  // database is read and written under database_mutex, NVRTC runs under none.
   std::unique_ptr<Entry> resolve(const Family& family, const Problem& problem) {
     family.validate(problem);
     auto entry = std::make_unique<Entry>();
     entry->problem = problem;
     const std::string templates = template_hash(family);
     const cache::TrialKey key{device.model_key(), problem, templates};
+    std::unique_lock database_lock(database_mutex);
     std::optional<cache::Winner> winner = database->winner(key);
     // Recorded before compiling, so a shape whose fallback kernel fails to build still shows up
     // to be tuned. A stored winner that this device rejects is not counted: a sweep picks the
@@ -206,13 +223,16 @@ struct Runtime::Impl {
                   "--misses' takes it from the misses) or run it once with the JIT on");
     if (!compiled) {
       // A new NVRTC version or an untuned shape: compile once, keep the cubin for next time.
+      database_lock.unlock();
       compiled = compile(*source, arch);
       ++compilations;
+      database_lock.lock();
       write_to_cache("the compiled kernel", problem, "the next process compiles it again",
                      [&] { database->put_cubin(*compiled); });
       if (entry->info.source == KernelSource::default_cached)
         entry->info.source = KernelSource::default_compiled;
     }
+    database_lock.unlock();
     const Config& config = entry->config;
     entry->workspace_bytes = family.workspace_bytes(config, problem, device);
     const std::vector<std::uint64_t> no_tensors(family.tensors(problem).size(), 0);
@@ -222,25 +242,59 @@ struct Runtime::Impl {
     return entry;
   }
 
-  // `make_problem` runs only on a miss: a hit builds nothing and allocates nothing.
+  // `make_problem` runs only on a miss: a hit builds nothing and allocates nothing. A resolved
+  // slot stays in the map for the Runtime's life, so the Entry returned stays valid.
   template <class MakeProblem>
   Entry& lookup(const DispatchKey& key, MakeProblem&& make_problem, DispatchInfo* info) {
+    std::shared_ptr<Slot> slot;
     {
       std::shared_lock lock(mutex);
       auto it = entries.find(key);
-      if (it != entries.end()) {
+      if (it != entries.end() && it->second->ready.load(std::memory_order_acquire)) {
+        Entry& entry = *it->second->entry;
         if (info) {
-          *info = it->second->info;
+          *info = entry.info;
           info->source = KernelSource::memory;  // copies a string: describe_matmul, not the hot path
         }
-        return *it->second;
+        return entry;
       }
+      if (it != entries.end()) slot = it->second;  // being resolved by another thread
     }
-    std::unique_lock lock(mutex);
-    auto it = entries.find(key);  // another thread may have resolved it meanwhile
-    if (it == entries.end()) it = entries.emplace(key, resolve(*key.family, make_problem())).first;
-    if (info) *info = it->second->info;
-    return *it->second;
+    bool resolving = false;
+    if (!slot) {
+      std::unique_lock lock(mutex);
+      auto [it, inserted] = entries.try_emplace(key);
+      if (inserted) {
+        it->second = std::make_shared<Slot>();
+        resolving = true;
+      }
+      slot = it->second;
+    }
+    if (resolving) {
+      try {
+        slot->entry = resolve(*key.family, make_problem());
+      } catch (...) {
+        {
+          std::unique_lock lock(mutex);
+          entries.erase(key);  // the next call tries again
+        }
+        std::lock_guard guard(slot->mutex);
+        slot->error = std::current_exception();
+        slot->done = true;
+        slot->resolved.notify_all();
+        throw;
+      }
+      slot->ready.store(true, std::memory_order_release);
+      std::lock_guard guard(slot->mutex);
+      slot->done = true;
+      slot->resolved.notify_all();
+    } else {
+      std::unique_lock guard(slot->mutex);
+      slot->resolved.wait(guard, [&] { return slot->done; });
+      if (slot->error) std::rethrow_exception(slot->error);
+    }
+    if (info) *info = slot->entry->info;
+    return *slot->entry;
   }
 
   // Enqueues the kernel resolved for `key` on `stream`, its plan built from `tensors`.

@@ -3,7 +3,11 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
+#include <exception>
+#include <thread>
 
 #include "cache/database.hpp"
 #include "generator/compiled_kernel.hpp"
@@ -197,6 +201,61 @@ TEST(GpuRuntime, WithTheJitOffOnlyStoredKernelsRun) {
   ::setenv("TILESMITH_JIT", "maybe", 1);
   EXPECT_THROW(Runtime({.database = dir.file("runtime.db")}), InvalidArgument);
   ::unsetenv("TILESMITH_JIT");
+}
+
+// A miss compiles (NVRTC, hundreds of milliseconds) with no lock of the runtime's map held: a
+// second thread's warm lookups of another shape go on meanwhile at their usual speed, and
+// threads missing one shape together wait for one compile of it.
+TEST(GpuRuntime, ACompilingMissNeverStallsTheWarmCallsOfOtherThreads) {
+  TILESMITH_REQUIRE_GPU();
+  TempDir dir;
+  const DeviceTarget device = driver::describe_device(0);
+  Runtime runtime({.database = dir.file("runtime.db")});
+  const Problem warm{"matmul", DType::bf16, DType::bf16, {256, 256, 256}};
+  tuner::Workbench warm_bench(find_family("matmul"), warm, device);
+  const MatmulArgs warm_args = args_for(warm_bench, warm);
+  runtime.describe_matmul(warm_args);  // resolved before the clock starts
+  const Problem cold{"matmul", DType::f16, DType::f32, {300, 520, 136}};
+  tuner::Workbench cold_bench(find_family("matmul"), cold, device);
+  cold_bench.refresh_inputs(9);
+  const MatmulArgs cold_args = args_for(cold_bench, cold);
+
+  using Clock = std::chrono::steady_clock;
+  auto milliseconds = [](Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
+  std::atomic<bool> finished{false};
+  std::vector<std::exception_ptr> failures(4);
+  double compile_ms = 0;
+  std::vector<std::thread> missing;
+  for (int t = 0; t < 4; ++t)
+    missing.emplace_back([&, t] {
+      try {
+        const auto start = Clock::now();
+        runtime.matmul(cold_args);
+        if (t == 0) compile_ms = milliseconds(Clock::now() - start);
+      } catch (...) {
+        failures[t] = std::current_exception();
+      }
+      finished = true;
+    });
+  double worst_ms = 0;
+  int calls = 0;
+  while (!finished) {
+    const auto start = Clock::now();
+    runtime.describe_matmul(warm_args);
+    worst_ms = std::max(worst_ms, milliseconds(Clock::now() - start));
+    ++calls;
+  }
+  for (std::thread& thread : missing) thread.join();
+  for (const std::exception_ptr& failure : failures)
+    if (failure) std::rethrow_exception(failure);
+  TILESMITH_CU(driver::api().cuCtxSynchronize(), "running the missed shape");
+  const tuner::Verification result = cold_bench.check_output();
+  EXPECT_TRUE(result.passed) << result.detail;
+  EXPECT_EQ(runtime.compilations(), 2) << "the four threads missing one shape compiled it once";
+  EXPECT_GT(compile_ms, 50) << "the miss must have compiled for the timing to mean anything";
+  EXPECT_GT(calls, 100);
+  EXPECT_LT(worst_ms, 10) << "a warm lookup waited " << worst_ms << " ms during a " << compile_ms
+                          << " ms compile";
 }
 
 // A shape nobody tuned borrows the nearest tuned shape's winner, and computes correctly with it.
