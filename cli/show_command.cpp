@@ -1,6 +1,7 @@
 // `tilesmith show`: the winner for one problem and its best trials, so "why this config?" and
 // "how close were the others?" have an answer.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 
@@ -25,11 +26,24 @@ std::string brief(const std::string& detail) {
   return line.size() > 72 ? line.substr(0, 69) + "..." : line;
 }
 
-void print_trials(const std::vector<cache::Trial>& trials, const Problem& problem) {
+// Whether a timed trial is within the winner's timing noise: its median is closer to the
+// winner's than half the wider of their p10-p90 ranges, so another run could order the two
+// either way and the pick between them is not decided by these timings.
+bool within_noise(const cache::Winner& winner, const cache::Trial& trial) {
+  if (!(trial.median_ms > 0) || trial.status != cache::TrialStatus::ok) return false;
+  const double noise =
+      std::max(winner.spread * winner.median_ms, trial.spread * trial.median_ms) / 2;
+  return std::abs(trial.median_ms - winner.median_ms) <= noise;
+}
+
+void print_trials(const std::vector<cache::Trial>& trials, const cache::Winner& winner) {
+  const Problem& problem = winner.problem;
   Table table({{"rank", true},
                {"config"},
                {"status"},
                {"median ms", true},
+               {"vs winner", true},
+               {"noise"},
                {"spread %", true},
                {"TFLOP/s", true},
                {"GB/s", true},
@@ -41,9 +55,12 @@ void print_trials(const std::vector<cache::Trial>& trials, const Problem& proble
     bool timed = trial.median_ms > 0;
     bool verified =
         trial.status == cache::TrialStatus::ok || trial.status == cache::TrialStatus::wrong;
+    const double versus = (trial.median_ms / winner.median_ms - 1) * 100;
     table.add_row(
         {std::to_string(++rank), trial.config.text(), std::string(cache::status_name(trial.status)),
-         timed ? fixed(trial.median_ms, 4) : "-", timed ? fixed(trial.spread * 100, 1) : "-",
+         timed ? fixed(trial.median_ms, 4) : "-",
+         timed ? (versus >= 0 ? "+" : "") + fixed(versus, 1) + "%" : "-",
+         within_noise(winner, trial) ? "~" : "", timed ? fixed(trial.spread * 100, 1) : "-",
          timed ? fixed(tflops(problem, trial.median_ms), 1) : "-",
          timed ? fixed(gbps(problem, trial.median_ms), 0) : "-",
          trial.resources.registers >= 0 ? std::to_string(trial.resources.registers) : "-",
@@ -60,9 +77,19 @@ void print_winner(cache::Database& database, const cache::Winner& winner, int to
             << "  trials    " << winner.trials_ok << " verified of " << winner.trials_total
             << "; updated " << winner.updated_at << "\n"
             << "  hashes    template " << winner.template_hash << ", source " << winner.source_hash
-            << "\n\n";
-  print_trials(database.top_trials({winner.gpu_model, winner.problem, winner.template_hash}, top),
-               winner.problem);
+            << "\n";
+  const std::vector<cache::Trial> trials =
+      database.top_trials({winner.gpu_model, winner.problem, winner.template_hash}, top);
+  // The winner's own trial is within its noise: the others are what the line counts.
+  const long close = std::count_if(trials.begin(), trials.end(), [&](const cache::Trial& trial) {
+                       return within_noise(winner, trial);
+                     }) - 1;
+  if (close > 0)
+    std::cout << "  noise     " << close << (close == 1 ? " other config is" : " other configs are")
+              << " within the winner's timing noise (marked ~): these timings do not order "
+                 "them\n";
+  std::cout << "\n";
+  print_trials(trials, winner);
 }
 
 }  // namespace

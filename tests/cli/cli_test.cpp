@@ -348,6 +348,50 @@ TEST_F(CliDatabase, ShowListsTheWinnerThenTrialsBestFirst) {
   EXPECT_FALSE(contains(top_two.out, kThird.text()));
 }
 
+// Trials whose medians are closer to the winner's than half the wider p10-p90 range are within
+// its noise: marked ~ and counted, since these timings do not order them.
+TEST_F(CliDatabase, ShowSaysWhichTrialsAreWithinTheWinnersNoise) {
+  const fs::path path = dir_.file("noisy.db");
+  {
+    cache::Database db(path);
+    db.record_gpu(test_gpu(), {"13.0", "13.0"});
+    const cache::TrialKey key{test_gpu().model_key(), kSeeded, template_hash(find_family("matmul"))};
+    auto noisy = [](const Config& config, double median_ms, double spread) {
+      cache::Trial t = trial(cache::TrialStatus::ok, config, median_ms);
+      t.spread = spread;
+      return t;
+    };
+    db.record_trial(key, noisy(kWinner, 0.250, 0.08));  // p10-p90: 0.02 ms wide
+    db.record_trial(key, noisy(kSecond, 0.258, 0.02));  // 0.008 ms behind: within 0.01
+    db.record_trial(key, noisy(kThird, 0.300, 0.02));   // 0.05 ms behind: apart
+    ASSERT_EQ(db.refresh_winner(key)->config, kWinner);
+  }
+  CliRun shown = run(show("512x256x128", {"--gpu", test_gpu().model_key(), "--db", path.string()}));
+  ASSERT_EQ(shown.status, 0) << shown.err;
+  EXPECT_TRUE(contains(shown.out, "1 other config is within the winner's timing noise")) << shown.out;
+  const std::vector<std::string> lines = split_lines(shown.out);
+  const auto rule = std::find_if(lines.begin(), lines.end(),
+                                 [](const std::string& line) { return line.rfind("----", 0) == 0; });
+  ASSERT_NE(rule, lines.end()) << shown.out;
+  auto row_of = [&](const Config& config) {
+    for (auto line = rule + 1; line != lines.end(); ++line)
+      if (contains(*line, config.text())) return cells(*line);
+    return std::vector<std::string>{};
+  };
+  // rank, config, status, median, vs winner, noise, ...
+  EXPECT_EQ(row_of(kWinner).at(4), "+0.0%");
+  EXPECT_EQ(row_of(kWinner).at(5), "~");
+  EXPECT_EQ(row_of(kSecond).at(4), "+3.2%");
+  EXPECT_EQ(row_of(kSecond).at(5), "~");
+  EXPECT_EQ(row_of(kThird).at(4), "+20.0%");
+  EXPECT_NE(row_of(kThird).at(5), "~");
+  // The seeded database's trials are 20% and more apart with 1% spreads: no such line.
+  const fs::path seeded = dir_.file("tuned.db");
+  seed(seeded);
+  EXPECT_FALSE(contains(run(show("512x256x128", {"--gpu", test_gpu().model_key(), "--db", seeded.string()})).out,
+                        "timing noise"));
+}
+
 TEST_F(CliDatabase, ShowWithoutAWinnerFails) {
   const fs::path db = dir_.file("tuned.db");
   seed(db);
