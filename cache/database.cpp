@@ -164,6 +164,10 @@ ALTER TABLE trials ADD COLUMN sweep_id INTEGER REFERENCES sweeps(id);
     {4, "add the problems' options (what besides the shape changes the kernel)", R"sql(
 ALTER TABLE problems ADD COLUMN options TEXT NOT NULL DEFAULT '';  -- Problem::options_text()
 )sql"},
+    // Cubins of older versions keep a NULL last_use: they count as the least recently used.
+    {5, "add the cubins' order of use, so a budget evicts the least recently used", R"sql(
+ALTER TABLE cubins ADD COLUMN last_use INTEGER;  -- larger: stored or used more recently
+)sql"},
 };
 static_assert(std::size(kMigrations) == kSchemaVersion,
               "every schema version needs exactly one migration step leading to it");
@@ -722,6 +726,24 @@ std::filesystem::path env_path(const char* name) {
   return value && *value ? std::filesystem::path(value) : std::filesystem::path();
 }
 
+// $TILESMITH_CUBIN_BUDGET_MB: a whole number of megabytes (2^20 bytes) of cubins to keep, at
+// least 1; unset or empty: no budget.
+std::uint64_t budget_from_environment() {
+  const char* value = std::getenv("TILESMITH_CUBIN_BUDGET_MB");
+  if (!value || !*value) return 0;
+  const std::string text = value;
+  std::size_t used = 0;
+  unsigned long long megabytes = 0;
+  try {
+    megabytes = std::stoull(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || megabytes < 1 || megabytes > (1ull << 40))
+    throw Error("TILESMITH_CUBIN_BUDGET_MB=" + text + ": want a whole number of megabytes, 1 or more");
+  return megabytes << 20;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -797,6 +819,7 @@ Database::Database(const std::filesystem::path& path, Access access) : path_(pat
     enable_wal(db_);
     exec(db_, "PRAGMA foreign_keys = ON", "enabling foreign keys");
     if (identity.user_version < kSchemaVersion) migrate(db_, name);
+    cubin_budget_ = budget_from_environment();
   } catch (...) {
     sqlite3_close_v2(db_);
     db_ = nullptr;
@@ -1188,10 +1211,10 @@ void insert_cubin(sqlite3* db_, const CompiledKernel& kernel, bool replace) {
   Statement insert(db_, std::string(replace ? "INSERT OR REPLACE" : "INSERT OR IGNORE") + R"sql(
   INTO cubins (source_hash, arch, nvrtc_version, lowered_name, cubin, registers,
                static_smem_bytes, stack_frame_bytes, spill_store_bytes, spill_load_bytes,
-               compile_seconds, log)
+               compile_seconds, log, last_use)
 VALUES (:source_hash, :arch, :nvrtc_version, :lowered_name, :cubin, :registers,
         :static_smem_bytes, :stack_frame_bytes, :spill_store_bytes, :spill_load_bytes,
-        :compile_seconds, :log)
+        :compile_seconds, :log, (SELECT COALESCE(MAX(last_use), 0) + 1 FROM cubins))
 )sql",
                    "storing a cubin");
   insert.bind(":source_hash", kernel.source_hash)
@@ -1286,7 +1309,54 @@ void Database::put_cubin(const CompiledKernel& kernel) {
   std::lock_guard lock(mutex_);
   Transaction transaction(db_, "storing a cubin");
   insert_cubin(db_, kernel, true);
+  if (cubin_budget_ > 0) {
+    Statement total(db_, "SELECT COALESCE(SUM(length(cubin)), 0) FROM cubins",
+                    "summing the cubins' bytes");
+    total.step();
+    std::int64_t bytes = total.int64(0);
+    // Oldest use first; a winner's cubin and the one just stored are never taken.
+    Statement oldest(db_, R"sql(
+SELECT rowid, length(cubin) FROM cubins
+ WHERE source_hash NOT IN (SELECT source_hash FROM winners)
+   AND NOT (source_hash = :source_hash AND arch = :arch AND nvrtc_version = :nvrtc_version)
+ ORDER BY COALESCE(last_use, 0), rowid
+)sql",
+                     "listing the cubins to evict");
+    oldest.bind(":source_hash", kernel.source_hash)
+        .bind(":arch", kernel.arch)
+        .bind(":nvrtc_version", kernel.nvrtc_version);
+    std::vector<std::int64_t> evicted;
+    while (bytes > static_cast<std::int64_t>(cubin_budget_) && oldest.step()) {
+      evicted.push_back(oldest.int64(0));
+      bytes -= oldest.int64(1);
+    }
+    for (std::int64_t rowid : evicted) {
+      Statement remove(db_, "DELETE FROM cubins WHERE rowid = :rowid", "evicting a cubin");
+      remove.bind(":rowid", rowid);
+      remove.run();
+    }
+  }
   transaction.commit();
+}
+
+void Database::touch_cubin(const std::string& source_hash, const std::string& arch,
+                           const std::string& nvrtc_version) {
+  std::lock_guard lock(mutex_);
+  Statement touch(db_, R"sql(
+UPDATE cubins SET last_use = (SELECT COALESCE(MAX(last_use), 0) + 1 FROM cubins)
+ WHERE source_hash = :source_hash AND arch = :arch AND nvrtc_version = :nvrtc_version
+)sql",
+                  "marking a cubin used");
+  touch.bind(":source_hash", source_hash).bind(":arch", arch).bind(":nvrtc_version", nvrtc_version);
+  touch.run();
+}
+
+std::uint64_t Database::cubin_bytes() const {
+  std::lock_guard lock(mutex_);
+  Statement total(db_, "SELECT COALESCE(SUM(length(cubin)), 0) FROM cubins",
+                  "summing the cubins' bytes");
+  total.step();
+  return static_cast<std::uint64_t>(total.int64(0));
 }
 
 std::optional<CompiledKernel> Database::cubin(const std::string& source_hash,

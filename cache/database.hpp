@@ -20,7 +20,7 @@ struct sqlite3;
 namespace tilesmith::cache {
 
 // The schema version this build writes (PRAGMA user_version); older files are migrated forward.
-constexpr int kSchemaVersion = 4;
+constexpr int kSchemaVersion = 5;
 
 struct Toolchain {
   std::string driver_version;  // "13.0" (cuDriverGetVersion), "none" without a GPU
@@ -187,9 +187,21 @@ class Database {
   // by the next sweep of its key. Throws Error, leaving this file as it was, on any failure.
   MergeCounts merge_from(const Database& source);
 
+  // Stores a cubin as the most recently used. Under a cubin budget it then evicts the least
+  // recently stored or used cubins that no winner names until the store fits the budget (never
+  // the one just stored); SQLite reuses the freed pages, so the file stops growing there.
   void put_cubin(const CompiledKernel& kernel);
   std::optional<CompiledKernel> cubin(const std::string& source_hash, const std::string& arch,
                                       const std::string& nvrtc_version) const;
+  // Marks a stored cubin the most recently used (the runtime, on loading it): eviction takes it
+  // last. Nothing when it is not stored.
+  void touch_cubin(const std::string& source_hash, const std::string& arch,
+                   const std::string& nvrtc_version);
+  // The budget in bytes of cubins (0: none), from $TILESMITH_CUBIN_BUDGET_MB when the file is
+  // opened for writing; applied at the next put_cubin.
+  void set_cubin_budget(std::uint64_t bytes) { cubin_budget_ = bytes; }
+  std::uint64_t cubin_budget() const { return cubin_budget_; }
+  std::uint64_t cubin_bytes() const;  // of every stored cubin
 
  private:
   void open_for_reading();
@@ -197,6 +209,7 @@ class Database {
   std::filesystem::path path_;
   sqlite3* db_ = nullptr;
   std::vector<std::string> notes_;
+  std::uint64_t cubin_budget_ = 0;
   // A transaction spans several calls into SQLite; two threads must not interleave them.
   mutable std::mutex mutex_;
 };

@@ -221,7 +221,11 @@ struct Runtime::Impl {
                   " (not its winner's, the nearest tuned shape's or the default config's), and "
                   "TILESMITH_JIT=off forbids compiling one: tune the shape ('tilesmith tune "
                   "--misses' takes it from the misses) or run it once with the JIT on");
-    if (!compiled) {
+    if (compiled) {
+      // Used now: a cubin budget evicts it last.
+      write_to_cache("the cubin's use", problem, "a cubin budget may evict it sooner",
+                     [&] { database->touch_cubin(compiled->source_hash, arch, nvrtc); });
+    } else {
       // A new NVRTC version or an untuned shape: compile once, keep the cubin for next time.
       database_lock.unlock();
       compiled = compile(*source, arch);

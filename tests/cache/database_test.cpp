@@ -861,6 +861,62 @@ TEST_F(DatabaseTest, CubinRoundTripIsExactAndKeyedByNvrtcVersion) {
   EXPECT_EQ(replaced->resources.registers, -1);
 }
 
+// A cubin budget keeps the store at its size by evicting the least recently stored or used
+// cubins, never a winner's and never the one just stored; a use (touch) makes a cubin the newest.
+TEST_F(DatabaseTest, ACubinBudgetEvictsTheLeastRecentlyUsedCubinsThatNoWinnerNames) {
+  Database db(db_path());
+  db.record_gpu(h100(), toolchain());
+  const TrialKey key = key_for(h100(), matmul(64, 64, 64));
+  Trial winning = trial_with(TrialStatus::ok, config(64, 64), 1.0);
+  winning.source_hash = "h1";
+  db.record_trial(key, winning);
+  ASSERT_TRUE(db.refresh_winner(key));
+  auto kernel = [](const std::string& hash) {
+    CompiledKernel k;
+    k.source_hash = hash;
+    k.arch = "sm_90a";
+    k.nvrtc_version = "13.0";
+    k.lowered_names = {"_Z6kernelv"};
+    k.cubin.bytes.assign(1000, 'x');
+    return k;
+  };
+  auto stored = [&] {
+    std::vector<std::string> hashes;
+    for (const char* hash : {"h0", "h1", "h2", "h3", "h4", "h5"})
+      if (db.cubin(hash, "sm_90a", "13.0")) hashes.push_back(hash);
+    return hashes;
+  };
+  EXPECT_EQ(db.cubin_budget(), 0u);  // none unless asked for
+  db.set_cubin_budget(3000);
+  for (const char* hash : {"h0", "h1", "h2"}) db.put_cubin(kernel(hash));
+  EXPECT_EQ(stored(), (std::vector<std::string>{"h0", "h1", "h2"}));  // 3000 bytes: they fit
+  db.put_cubin(kernel("h3"));
+  EXPECT_EQ(stored(), (std::vector<std::string>{"h1", "h2", "h3"}));  // h0, the oldest, goes
+  db.touch_cubin("h2", "sm_90a", "13.0");
+  db.put_cubin(kernel("h4"));
+  EXPECT_EQ(stored(), (std::vector<std::string>{"h1", "h2", "h4"}));  // h3 is older than h2's use
+  EXPECT_EQ(db.cubin_bytes(), 3000u);
+  // One cubin larger than the budget is kept alone beside the winner's.
+  CompiledKernel large = kernel("h5");
+  large.cubin.bytes.assign(5000, 'y');
+  db.put_cubin(large);
+  EXPECT_EQ(stored(), (std::vector<std::string>{"h1", "h5"}));
+  db.touch_cubin("absent", "sm_90a", "13.0");  // nothing to mark: no error
+}
+
+// $TILESMITH_CUBIN_BUDGET_MB sets a writable file's budget; a value that is not a whole
+// number of megabytes is refused when the file is opened.
+TEST_F(DatabaseTest, TheCubinBudgetComesFromTheEnvironment) {
+  ::setenv("TILESMITH_CUBIN_BUDGET_MB", "64", 1);
+  EXPECT_EQ(Database(db_path()).cubin_budget(), 64u << 20);
+  for (const char* bad : {"0", "-3", "1.5", "lots", "64MB"}) {
+    ::setenv("TILESMITH_CUBIN_BUDGET_MB", bad, 1);
+    EXPECT_THROW(Database{db_path()}, Error) << bad;
+  }
+  ::unsetenv("TILESMITH_CUBIN_BUDGET_MB");
+  EXPECT_EQ(Database(db_path()).cubin_budget(), 0u);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Concurrency
 
