@@ -267,9 +267,9 @@ struct Runtime::Impl {
     bool resolving = false;
     if (!slot) {
       std::unique_lock lock(mutex);
-      auto [it, inserted] = entries.try_emplace(key);
-      if (inserted) {
-        it->second = std::make_shared<Slot>();
+      auto it = entries.find(key);
+      if (it == entries.end()) {
+        it = entries.emplace(key, std::make_shared<Slot>()).first;
         resolving = true;
       }
       slot = it->second;
