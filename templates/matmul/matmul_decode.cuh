@@ -1,8 +1,7 @@
 // Matmul for decode shapes (M <= 32 rows of A, B column-major: x @ W^T), sm_80+: the weight W
-// (stored n x k) is streamed from DRAM once, at the bandwidth the GPU gives, by mma.sync
-// m16n8k16 with no shared-memory staging. Nothing else in such a product costs time: A is a few
-// rows and C a few rows; the tiled kernels spend ~8 us of a 0.018 ms 16x4096x4096 product on
-// their pipeline's fill and drain (docs/perf/matmul.md v5).
+// (stored n x k) is read once, straight into mma.sync m16n8k16 fragments with no shared-memory
+// staging, so there is no pipeline to fill. On the H100 it starts ~2 us sooner than the wgmma
+// template's swap_ab and streams ~10% slower (docs/perf/matmul.md v7): it wins on small weights.
 //
 // fragments from global memory: a lane's 16-byte load of a weight row (8 k) is its B fragment
 //           for two k16 MMAs, read as a permutation of K: in MMA j of a 32-k chunk, lane q's
@@ -12,9 +11,9 @@
 // split of K: the CTA's warps take the 32-k chunks in turn (warp w: chunks w, w + WARPS, ...)
 //             in groups of UNROLL, the next group's loads issued before the MMAs of the one in
 //             hand, so every warp keeps UNROLL to 2 UNROLL x COLS / 8 x 512 bytes of W in
-//             flight; the warps' partial tiles are summed through
-//             shared memory at the end. Where the column blocks alone leave SMs idle, K is also
-//             split over gridDim.y CTAs whose fp32 partials splitk_reduce sums (a second launch).
+//             flight; the warps' partial tiles are summed through shared memory at the end.
+//             Where the column blocks alone leave SMs idle, K is also split over gridDim.y CTAs
+//             whose fp32 partials splitk_reduce sums (a second launch).
 // epilogue: bias, activation and residual in fp32 before C's rounding (matmul_epilogue.cuh).
 // launch: block WARPS x 32 threads; grid (ceil(n / COLS), k_splits, min(batch, 65535));
 //         dynamic shared memory WARPS x ROWS / 16 (rounded up) x COLS / 8 x 512 bytes.
