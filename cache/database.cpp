@@ -539,10 +539,12 @@ SELECT g.model_key, g.name, p.op, p.dtype, p.out_dtype, p.shape, p.options, w.te
            AND t.template_hash = w.template_hash AND t.status = 'ok'),
        (SELECT count(*) FROM trials t
          WHERE t.gpu_id = w.gpu_id AND t.problem_id = w.problem_id
-           AND t.template_hash = w.template_hash)
+           AND t.template_hash = w.template_hash),
+       wt.driver_version, wt.nvrtc_version
   FROM winners w
   JOIN gpus g ON g.id = w.gpu_id
   JOIN problems p ON p.id = w.problem_id
+  LEFT JOIN trials wt ON wt.id = w.trial_id
 )sql";
 
 Winner winner_from_row(const Statement& row, sqlite3* db) {
@@ -558,6 +560,7 @@ Winner winner_from_row(const Statement& row, sqlite3* db) {
   winner.updated_at = row.text(12);
   winner.trials_ok = row.integer(13);
   winner.trials_total = row.integer(14);
+  winner.toolchain = {row.text(15), row.text(16)};
   return winner;
 }
 

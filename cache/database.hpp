@@ -76,6 +76,8 @@ struct Winner {
   int trials_ok = 0;     // ok trials under this key
   int trials_total = 0;  // all trials under this key
   std::string updated_at;
+  // The winning trial's: the NVRTC that compiled its kernel, the driver it was timed under.
+  Toolchain toolchain;
 };
 
 // A key the runtime looked up and found no winner for: it fell back to the nearest tuned shape's

@@ -15,5 +15,6 @@ int run_show(const std::vector<std::string>& args);
 int run_export(const std::vector<std::string>& args);
 int run_source(const std::vector<std::string>& args);
 int run_merge(const std::vector<std::string>& args);
+int run_status(const std::vector<std::string>& args);
 
 }  // namespace tilesmith::cli

@@ -32,6 +32,8 @@ constexpr Command kCommands[] = {
     {"export", "export the winners as JSON or CSV", tilesmith::cli::run_export},
     {"merge", "fold databases (shards of a sweep, other hosts' results) into one",
      tilesmith::cli::run_merge},
+    {"status", "say which winners still vouch for what this machine would run, and why not",
+     tilesmith::cli::run_status},
     {"source", "print the CUDA source or PTX of one config (no GPU needed)",
      tilesmith::cli::run_source},
 };

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "cache/database.hpp"
+#include "generator/compiled_kernel.hpp"
 #include "generator/rendered_source.hpp"
 #include "support/cli_runner.hpp"
 #include "support/matmul_configs.hpp"
@@ -78,6 +79,7 @@ TEST_F(CliHelp, ListsEveryCommandAndEachCommandsMainOptions) {
       {"misses", {"--gpu", "--db"}},
       {"show", {"--op", "--dtype", "--shape", "--gpu", "--top", "--db"}},
       {"export", {"--format", "--out", "--include-old", "--db"}},
+      {"status", {"--gpu", "--db"}},
       {"source", {"--op", "--dtype", "--shape", "--config", "--arch", "--emit"}}};
   CliRun top = run({"--help"});
   EXPECT_EQ(top.status, 0);
@@ -98,7 +100,7 @@ TEST_F(CliHelp, ListsEveryCommandAndEachCommandsMainOptions) {
 TEST_F(CliHelp, BadCommandLinesFailWithOneErrorLine) {
   CliRun unknown = run({"frobnicate"});
   expect_error_line(unknown, "unknown command 'frobnicate'");
-  EXPECT_TRUE(contains(unknown.err, "devices, tune, list, misses, show, export, merge, source"));
+  EXPECT_TRUE(contains(unknown.err, "devices, tune, list, misses, show, export, merge, status, source"));
   expect_error_line(run({"list", "--frobnicate"}), "frobnicate");
   expect_error_line(run({"list", "stray"}), "list: ");
   expect_error_line(run({"source", "--op", "matmul", "--shape", "8x8x8"}), "--dtype");
@@ -390,6 +392,45 @@ TEST_F(CliDatabase, ShowSaysWhichTrialsAreWithinTheWinnersNoise) {
   seed(seeded);
   EXPECT_FALSE(contains(run(show("512x256x128", {"--gpu", test_gpu().model_key(), "--db", seeded.string()})).out,
                         "timing noise"));
+}
+
+// `status` judges each winner alone: current with this build's templates and this NVRTC (no GPU
+// here: drivers are not compared); stale with older templates, unless a current winner replaced
+// it (then not listed), or with another NVRTC.
+TEST_F(CliDatabase, StatusSaysWhichWinnersAreStaleAndWhy) {
+  const fs::path path = dir_.file("status.db");
+  const std::string current = template_hash(find_family("matmul"));
+  const Problem fresh{"matmul", DType::bf16, DType::bf16, {64, 64, 64}};
+  const Problem recompiled{"matmul", DType::bf16, DType::bf16, {128, 128, 128}};
+  const Problem old{"matmul", DType::bf16, DType::bf16, {1024, 1024, 1024}};
+  {
+    cache::Database db(path);
+    db.record_gpu(test_gpu(), {"13.0", nvrtc_version()});
+    auto win = [&](const Problem& problem, const std::string& templates, const std::string& nvrtc,
+                   const Config& config) {
+      const cache::TrialKey key{test_gpu().model_key(), problem, templates};
+      cache::Trial t = trial(cache::TrialStatus::ok, config, 0.1);
+      t.toolchain = {"12.9", nvrtc};
+      db.record_trial(key, t);
+      ASSERT_TRUE(db.refresh_winner(key));
+    };
+    win(fresh, current, nvrtc_version(), kWinner);
+    win(fresh, "0ld", nvrtc_version(), kSecond);  // replaced by the current winner: not listed
+    win(recompiled, current, "11.8", kWinner);
+    win(old, "0ld", nvrtc_version(), kThird);
+  }
+  CliRun status = run({"status", "--gpu", test_gpu().model_key(), "--db", path.string()});
+  ASSERT_EQ(status.status, 0) << status.err;
+  EXPECT_TRUE(contains(status.out, "NVRTC " + nvrtc_version())) << status.out;
+  const std::vector<std::string> fresh_row = row_with(status.out, "64x64x64");
+  ASSERT_FALSE(fresh_row.empty()) << status.out;
+  EXPECT_EQ(fresh_row.back(), "current");
+  EXPECT_TRUE(contains(status.out, "compiled by NVRTC 11.8 (this is " + nvrtc_version()))
+      << status.out;
+  EXPECT_TRUE(contains(row_with(status.out, "1024x1024x1024").back(), "older templates"))
+      << status.out;
+  EXPECT_FALSE(contains(status.out, kSecond.text())) << "a replaced winner is not listed";
+  EXPECT_TRUE(contains(status.out, "1 of 3 winners current, 2 stale")) << status.out;
 }
 
 TEST_F(CliDatabase, ShowWithoutAWinnerFails) {
