@@ -1412,13 +1412,13 @@ MergeCounts Database::merge_from(const Database& source) {
     throw Error("cannot merge " + path_.string() + " into itself");
   // Everything is read from the source first (under its own lock), then written here in one
   // transaction: a failure half way leaves this file as it was.
-  const std::vector<GpuInfo> gpus = source.gpus();
-  std::vector<std::pair<TrialKey, std::vector<Trial>>> trials;
+  MergeParts parts;
+  parts.gpus = source.gpus();
   for (TrialKey& key : source.trial_keys()) {
     std::vector<Trial> of_key = source.trials(key);
-    trials.emplace_back(std::move(key), std::move(of_key));
+    parts.trials.emplace_back(std::move(key), std::move(of_key));
   }
-  const std::vector<Miss> misses = source.misses();
+  parts.misses = source.misses();
   std::vector<std::tuple<std::string, std::string, std::string>> cubin_keys;
   {
     std::lock_guard source_lock(source.mutex_);
@@ -1426,14 +1426,52 @@ MergeCounts Database::merge_from(const Database& source) {
                     "listing cubins");
     while (query.step()) cubin_keys.emplace_back(query.text(0), query.text(1), query.text(2));
   }
-  std::vector<CompiledKernel> cubins;
   for (const auto& [hash, arch, nvrtc] : cubin_keys)
     if (std::optional<CompiledKernel> kernel = source.cubin(hash, arch, nvrtc))
-      cubins.push_back(std::move(*kernel));
+      parts.cubins.push_back(std::move(*kernel));
+  return merge_parts(parts, source.path().string());
+}
 
+MergeCounts Database::merge_winners_from(const Database& source, const std::string& gpu_model,
+                                         const std::map<std::string, std::string>& template_hashes) {
+  std::error_code same_error;
+  if (std::filesystem::equivalent(source.path(), path_, same_error))
+    throw Error("cannot merge " + path_.string() + " into itself");
+  MergeParts parts;
+  for (const GpuInfo& gpu : source.gpus())
+    if (gpu.model_key == gpu_model) parts.gpus.push_back(gpu);
+  for (const Winner& winner : source.winners(gpu_model)) {
+    const auto current = template_hashes.find(winner.problem.op);
+    if (current == template_hashes.end() || current->second != winner.template_hash) continue;
+    const TrialKey key{gpu_model, winner.problem, winner.template_hash};
+    // The winning trial: the fastest ok one, as refresh_winner decided.
+    for (const Trial& trial : source.trials(key))
+      if (trial.status == TrialStatus::ok && trial.source_hash == winner.source_hash &&
+          trial.config == winner.config) {
+        parts.trials.push_back({key, {trial}});
+        break;
+      }
+    // Its cubin for the GPU's architecture, as the winning trial's NVRTC compiled it.
+    for (const GpuInfo& gpu : parts.gpus) {
+      DeviceTarget device;
+      device.cc_major = gpu.cc_major;
+      device.cc_minor = gpu.cc_minor;
+      if (auto kernel =
+              source.cubin(winner.source_hash, device.arch(), winner.toolchain.nvrtc_version))
+        parts.cubins.push_back(std::move(*kernel));
+    }
+  }
+  return merge_parts(parts, source.path().string() + " (the winners of " + gpu_model + ")");
+}
+
+MergeCounts Database::merge_parts(const MergeParts& parts, const std::string& what) {
+  const std::vector<GpuInfo>& gpus = parts.gpus;
+  const auto& trials = parts.trials;
+  const std::vector<Miss>& misses = parts.misses;
+  const std::vector<CompiledKernel>& cubins = parts.cubins;
   MergeCounts counts;
   std::lock_guard lock(mutex_);
-  Transaction transaction(db_, "merging " + source.path().string());
+  Transaction transaction(db_, "merging " + what);
   for (const GpuInfo& gpu : gpus) {
     Statement insert_gpu(db_, R"sql(
 INSERT INTO gpus (model_key, name, cc_major, cc_minor, sm_count)

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -188,6 +189,11 @@ class Database {
   // trials here. Trials keep their status: a `running` one has no sweep here and is abandoned
   // by the next sweep of its key. Throws Error, leaving this file as it was, on any failure.
   MergeCounts merge_from(const Database& source);
+  // The same for part of `source`: a bundle, what `tilesmith export --format bundle` ships. Only
+  // the winners of `gpu_model` under `template_hashes` (op -> the build's template hash) come
+  // over, each with its winning trial and that trial's cubins; no misses.
+  MergeCounts merge_winners_from(const Database& source, const std::string& gpu_model,
+                                 const std::map<std::string, std::string>& template_hashes);
 
   // Stores a cubin as the most recently used. Under a cubin budget it then evicts the least
   // recently stored or used cubins that no winner names until the store fits the budget (never
@@ -207,6 +213,14 @@ class Database {
 
  private:
   void open_for_reading();
+  // What a merge brings over, read from the source before anything is written here.
+  struct MergeParts {
+    std::vector<GpuInfo> gpus;
+    std::vector<std::pair<TrialKey, std::vector<Trial>>> trials;
+    std::vector<Miss> misses;
+    std::vector<CompiledKernel> cubins;
+  };
+  MergeCounts merge_parts(const MergeParts& parts, const std::string& what);
 
   std::filesystem::path path_;
   sqlite3* db_ = nullptr;

@@ -433,6 +433,60 @@ TEST_F(CliDatabase, StatusSaysWhichWinnersAreStaleAndWhy) {
   EXPECT_TRUE(contains(status.out, "1 of 3 winners current, 2 stale")) << status.out;
 }
 
+// A bundle: one GPU model's current winners, each with its winning trial and its cubin (none of
+// the losing trials' cubins), as an SQLite file that `merge` folds into another database.
+TEST_F(CliDatabase, ABundleCarriesOneModelsWinnersAndTheirCubinsIntoAnotherDatabase) {
+  const fs::path db = dir_.file("tuned.db"), bundle = dir_.file("h100.bundle.db"),
+                 fresh = dir_.file("fresh.db");
+  seed(db);
+  const std::string arch = test_gpu().arch();
+  {
+    cache::Database seeded(db);
+    for (const Config& config : {kWinner, kSecond}) {
+      CompiledKernel kernel;
+      kernel.source_hash = "source-" + config.text();
+      kernel.arch = arch;
+      kernel.nvrtc_version = "13.0";
+      kernel.lowered_names = {"_Z6kernelv"};
+      kernel.cubin.bytes = {'\x7f', 'E', 'L', 'F'};
+      seeded.put_cubin(kernel);
+    }
+  }
+  const std::string model = test_gpu().model_key();
+  CliRun exported = run({"export", "--format", "bundle", "--gpu", model, "--out", bundle.string(),
+                         "--db", db.string()});
+  ASSERT_EQ(exported.status, 0) << exported.err;
+  EXPECT_TRUE(contains(exported.out, "wrote a bundle of 2 winners")) << exported.out;
+  {
+    cache::Database shipped(bundle, cache::Access::read_only);
+    const std::vector<cache::Winner> winners = shipped.winners();
+    ASSERT_EQ(winners.size(), 2u);  // 512x256x128 and 64x64x64; not 1024^3 of older templates
+    for (const cache::Winner& winner : winners)
+      EXPECT_EQ(shipped.trials({model, winner.problem, winner.template_hash}).size(), 1u);
+    EXPECT_TRUE(shipped.cubin("source-" + kWinner.text(), arch, "13.0"));
+    EXPECT_FALSE(shipped.cubin("source-" + kSecond.text(), arch, "13.0"));  // lost its key
+  }
+  CliRun merged = run({"merge", bundle.string(), "--into", fresh.string()});
+  ASSERT_EQ(merged.status, 0) << merged.err;
+  const std::vector<std::string> row = row_with(run({"list", "--db", fresh.string()}).out, "512x256x128");
+  ASSERT_FALSE(row.empty());
+  EXPECT_EQ(row.at(2), kWinner.text());
+  // A bundle needs a file and one GPU model; an existing SQLite file is replaced only by --force.
+  expect_error_line(run({"export", "--format", "bundle", "--gpu", model, "--db", db.string()}),
+                    "--format bundle needs --out FILE");
+  expect_error_line(run({"export", "--format", "bundle", "--out", dir_.file("x.db").string(),
+                         "--db", db.string()}),
+                    "--format bundle needs --out FILE");
+  EXPECT_NE(run({"export", "--format", "bundle", "--gpu", model, "--out", bundle.string(), "--db",
+                 db.string()})
+                .status,
+            0);
+  EXPECT_EQ(run({"export", "--format", "bundle", "--gpu", model, "--out", bundle.string(), "--db",
+                 db.string(), "--force"})
+                .status,
+            0);
+}
+
 TEST_F(CliDatabase, ShowWithoutAWinnerFails) {
   const fs::path db = dir_.file("tuned.db");
   seed(db);
