@@ -295,7 +295,8 @@ int run_tune(const std::vector<std::string>& args) {
       ("misses", po::bool_switch(&misses),
        "also tune every shape the runtime missed (see 'tilesmith misses'); --shape is then optional")
       ("strategy", po::value(&sweep.strategy)->default_value(sweep.strategy)->value_name("NAME"),
-       "exhaustive, random, annealing or genetic (the last two learn from the results)")
+       "exhaustive, random, annealing, genetic or model (the last three learn from the results; "
+       "model also from the database's trials of other shapes of the op)")
       ("budget", po::value(&budget)->value_name("N|Ns"),
        "stop after N candidates, or after N seconds (e.g. 30s); default: no limit")
       ("seed", po::value(&seed)->default_value(std::to_string(sweep.seed))->value_name("N"),

@@ -50,6 +50,7 @@ class Landscape {
   }
 
   bool exhausted() const { return taken_ == candidates_.size(); }
+  std::size_t size() const { return candidates_.size(); }
   std::mt19937_64& random() { return random_; }
   const std::map<std::string, std::vector<int>>& values() const { return values_; }
 
@@ -221,10 +222,139 @@ class GeneticStrategy final : public SearchStrategy {
   std::vector<std::size_t> population_;  // fastest first
 };
 
+// Model-guided search: predicts a config's log time as the sum of one weight per (parameter,
+// value) it has; the weights solve a ridge regression over every result seen and the prior's
+// (each problem's results centred on their mean, so a prior teaches the shape of the landscape
+// and this problem's results its level), refitted after each result. Proposes the unproposed
+// candidate whose prediction, less an optimism bonus for values seen rarely (a value no result
+// has shown gets the full bonus), is lowest; one proposal in kExplore is random, so a wrong
+// model still meets the rest of the space. A failed config counts as twice the slowest time.
+class ModelStrategy final : public SearchStrategy {
+ public:
+  ModelStrategy(std::vector<Config> candidates, std::uint64_t seed,
+                const std::vector<PriorResult>& prior)
+      : landscape_(std::move(candidates), seed) {
+    for (std::size_t i = 0; i < landscape_.size(); ++i)
+      candidate_features_.push_back(features(landscape_.config(i)));
+    for (const PriorResult& result : prior) {
+      std::vector<std::size_t> row = features(result.config);
+      if (!row.empty()) prior_.push_back({std::move(row), result.relative_log_ms});
+    }
+    fit();
+  }
+
+  std::optional<Config> next() override {
+    if (landscape_.exhausted()) return std::nullopt;
+    ++proposals_;
+    const bool guided = !prior_.empty() || observed_.size() >= kWarmup;
+    std::optional<std::size_t> pick;
+    if (guided && proposals_ % kExplore != 0) {
+      double best = std::numeric_limits<double>::infinity();
+      for (std::size_t i = 0; i < candidate_features_.size(); ++i) {
+        if (landscape_.proposed(i)) continue;
+        double predicted = 0;
+        for (std::size_t f : candidate_features_[i])
+          predicted += weights_[f] - kOptimism / std::sqrt(1.0 + seen_[f]);
+        if (predicted < best) {
+          best = predicted;
+          pick = i;
+        }
+      }
+    }
+    if (!pick) pick = landscape_.any();
+    return landscape_.take(*pick);
+  }
+
+  void observe(const Config& config, const cache::Trial& result) override {
+    const auto i = landscape_.record(config, result);
+    if (!i) return;
+    observed_.push_back(*i);
+    fit();
+  }
+
+ private:
+  static constexpr std::size_t kWarmup = 8;   // random proposals before the model leads
+  static constexpr std::size_t kExplore = 8;  // every kExplore-th proposal is random
+  static constexpr double kRidge = 0.1;
+  static constexpr double kOptimism = 0.03;  // log time: a value never seen may be 3% faster
+
+  struct Row {
+    std::vector<std::size_t> features;
+    double log_ms;
+  };
+
+  // The feature indices of a config: one per (parameter, value), per template where the family
+  // has several (`variant`: block_n=256 may suit one template and not another); new pairs get
+  // new indices.
+  std::vector<std::size_t> features(const Config& config) {
+    std::vector<std::size_t> row;
+    const auto variant = config.values.find("variant");
+    const std::string of_template =
+        variant == config.values.end() ? "" : "variant=" + std::to_string(variant->second) + ":";
+    for (const auto& [name, value] : config.values) {
+      const std::string feature = of_template + name + "=" + std::to_string(value);
+      auto [it, inserted] = feature_index_.emplace(feature, feature_index_.size());
+      row.push_back(it->second);
+    }
+    return row;
+  }
+
+  // Ridge regression by Gauss-Seidel sweeps over the weights (the one-hot features make each
+  // weight's update a mean of residuals): cheap for hundreds of features and results.
+  void fit() {
+    std::vector<Row> rows = prior_;
+    double slowest = 0;
+    for (std::size_t i : observed_)
+      if (!std::isinf(landscape_.cost(i))) slowest = std::max(slowest, landscape_.cost(i));
+    double mean = 0;
+    std::size_t timed = 0;
+    for (std::size_t i : observed_) {
+      const double cost = landscape_.cost(i);
+      if (std::isinf(cost) && slowest == 0) continue;
+      const double log_ms = std::log(std::isinf(cost) ? 2 * slowest : cost);
+      rows.push_back({candidate_features_[i], log_ms});
+      mean += log_ms;
+      ++timed;
+    }
+    // This problem's results are centred like the prior's, so the prior shapes the weights
+    // and this problem's level comes from its own results.
+    if (timed > 0)
+      for (std::size_t r = prior_.size(); r < rows.size(); ++r) rows[r].log_ms -= mean / timed;
+    weights_.assign(feature_index_.size(), 0.0);
+    seen_.assign(feature_index_.size(), 0);
+    if (rows.empty()) return;
+    std::vector<std::vector<std::size_t>> rows_of(weights_.size());
+    for (std::size_t r = 0; r < rows.size(); ++r)
+      for (std::size_t f : rows[r].features) rows_of[f].push_back(r);
+    for (std::size_t f = 0; f < weights_.size(); ++f) seen_[f] = rows_of[f].size();
+    std::vector<double> residual(rows.size());
+    for (std::size_t r = 0; r < rows.size(); ++r) residual[r] = rows[r].log_ms;
+    for (int sweep = 0; sweep < kSweeps; ++sweep)
+      for (std::size_t f = 0; f < weights_.size(); ++f) {
+        if (rows_of[f].empty()) continue;
+        double sum = 0;
+        for (std::size_t r : rows_of[f]) sum += residual[r] + weights_[f];
+        const double updated = sum / (rows_of[f].size() + kRidge);
+        for (std::size_t r : rows_of[f]) residual[r] -= updated - weights_[f];
+        weights_[f] = updated;
+      }
+  }
+  static constexpr int kSweeps = 8;
+  Landscape landscape_;
+  std::unordered_map<std::string, std::size_t> feature_index_;
+  std::vector<std::vector<std::size_t>> candidate_features_;
+  std::vector<Row> prior_;
+  std::vector<std::size_t> observed_;
+  std::vector<double> weights_;
+  std::vector<std::size_t> seen_;  // results showing each feature
+  std::size_t proposals_ = 0;
+};
+
 }  // namespace
 
 void require_strategy_name(const std::string& name) {
-  static const std::vector<std::string> names = {"exhaustive", "random", "annealing", "genetic"};
+  static const std::vector<std::string> names = {"exhaustive", "random", "annealing", "genetic",
+                                                 "model"};
   if (std::find(names.begin(), names.end(), name) != names.end()) return;
   std::string known;
   for (const std::string& each : names) known += (known.empty() ? "" : ", ") + each;
@@ -262,9 +392,11 @@ class FirstThen final : public SearchStrategy {
 
 std::unique_ptr<SearchStrategy> make_strategy(const std::string& name,
                                               std::vector<Config> candidates, std::uint64_t seed,
-                                              std::optional<Config> first) {
+                                              std::optional<Config> first,
+                                              const std::vector<PriorResult>& prior) {
   if (first && std::find(candidates.begin(), candidates.end(), *first) != candidates.end())
-    return std::make_unique<FirstThen>(*first, make_strategy(name, std::move(candidates), seed));
+    return std::make_unique<FirstThen>(
+        *first, make_strategy(name, std::move(candidates), seed, std::nullopt, prior));
   if (name == "exhaustive") return std::make_unique<OrderedStrategy>(std::move(candidates));
   if (name == "random") {
     std::mt19937_64 generator(seed);
@@ -273,6 +405,7 @@ std::unique_ptr<SearchStrategy> make_strategy(const std::string& name,
   }
   if (name == "annealing") return std::make_unique<AnnealingStrategy>(std::move(candidates), seed);
   if (name == "genetic") return std::make_unique<GeneticStrategy>(std::move(candidates), seed);
+  if (name == "model") return std::make_unique<ModelStrategy>(std::move(candidates), seed, prior);
   require_strategy_name(name);
   throw Error("search strategy " + name + " has no implementation");
 }

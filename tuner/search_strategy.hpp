@@ -31,16 +31,27 @@ class SearchStrategy {
 // Throws InvalidArgument naming the strategies when `name` is none of them.
 void require_strategy_name(const std::string& name);
 
+// A result from another problem of the same family, for the model-guided strategy to start from:
+// a config and its log time relative to the mean log time of that problem's ok trials.
+struct PriorResult {
+  Config config;
+  double relative_log_ms = 0;
+};
+
 // "exhaustive": every candidate in space order. "random": in a seeded random order (with a
 // budget, a uniform sample). "annealing": simulated annealing over configs one parameter apart,
 // from the best seen, accepting a slower one with a probability that falls as the search cools.
 // "genetic": children of the fastest configs seen (each parameter from one of two parents, now
 // and then mutated). The last two start from a few random configs and fall back to random ones
-// when their neighbourhoods are used up. `first`, where it is one of the candidates, is proposed
-// before all others (the sweep passes the family's default, so a budgeted sweep never ends worse
-// than the untuned runtime). Throws InvalidArgument for an unknown name.
+// when their neighbourhoods are used up. "model": a cost model, log time as a sum of one weight
+// per parameter value (ridge regression), fitted to `prior` (other problems' results: transfer)
+// and to every result of this search, proposes the candidate it predicts fastest, now and then a
+// random one. `first`, where it is one of the candidates, is proposed before all others (the
+// sweep passes the family's default, so a budgeted sweep never ends worse than the untuned
+// runtime). Throws InvalidArgument for an unknown name.
 std::unique_ptr<SearchStrategy> make_strategy(const std::string& name,
                                               std::vector<Config> candidates, std::uint64_t seed,
-                                              std::optional<Config> first = std::nullopt);
+                                              std::optional<Config> first = std::nullopt,
+                                              const std::vector<PriorResult>& prior = {});
 
 }  // namespace tilesmith::tuner

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
@@ -114,6 +115,29 @@ class SweepLease {
   std::thread beat_;
 };
 
+// The model-guided strategy's prior: the ok trials of every other problem of this op tuned with
+// these templates, on any GPU model, each key's log times centred on their mean (the model
+// learns which values are fast from them, and this problem's level from its own results).
+std::vector<PriorResult> prior_results(const cache::Database& database, const cache::TrialKey& key) {
+  std::vector<PriorResult> prior;
+  for (const cache::TrialKey& other : database.trial_keys()) {
+    if (other.problem.op != key.problem.op || other.template_hash != key.template_hash ||
+        (other.gpu_model == key.gpu_model && other.problem.key() == key.problem.key()))
+      continue;
+    const std::size_t first = prior.size();
+    double mean = 0;
+    for (const cache::Trial& trial : database.trials(other))
+      if (trial.status == cache::TrialStatus::ok && trial.median_ms > 0) {
+        prior.push_back({trial.config, std::log(trial.median_ms)});
+        mean += prior.back().relative_log_ms;
+      }
+    if (prior.size() == first) continue;
+    mean /= static_cast<double>(prior.size() - first);
+    for (std::size_t i = first; i < prior.size(); ++i) prior[i].relative_log_ms -= mean;
+  }
+  return prior;
+}
+
 }  // namespace
 
 std::optional<double> tensor_peak_tflops(const DeviceTarget& device) {
@@ -127,6 +151,7 @@ std::optional<double> tensor_peak_tflops(const DeviceTarget& device) {
   if (has("B200")) return 2250;
   return std::nullopt;
 }
+
 
 SweepReport run_sweep(const Family& family, const Problem& problem, cache::Database& database,
                       const SweepOptions& options, const ProgressCallback& on_progress) {
@@ -208,7 +233,9 @@ SweepReport run_sweep(const Family& family, const Problem& problem, cache::Datab
 
   std::unique_ptr<SearchStrategy> strategy =
       make_strategy(options.strategy, candidates, options.seed,
-                    family.default_config(problem, device));
+                    family.default_config(problem, device),
+                    options.strategy == "model" ? prior_results(database, key)
+                                                : std::vector<PriorResult>{});
   Progress& progress = report.progress;
   progress.total = static_cast<int>(candidates.size());
   if (options.max_candidates) progress.total = std::min(progress.total, *options.max_candidates);

@@ -13,7 +13,7 @@
 namespace tilesmith::tuner {
 
 struct SweepOptions {
-  std::string strategy = "exhaustive";  // exhaustive | random
+  std::string strategy = "exhaustive";  // exhaustive | random | annealing | genetic | model
   std::optional<int> max_candidates;    // --budget N
   std::optional<double> max_seconds;    // --budget Ns
   std::uint64_t seed = 1;               // random order and input data

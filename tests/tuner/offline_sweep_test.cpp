@@ -162,6 +162,37 @@ TEST(OfflineSweepTest, ShardsSplitTheSpaceDisjointlyAndCoverIt) {
   EXPECT_THROW(run_sweep(family, problem, db, options), InvalidArgument);
 }
 
+// The model-guided strategy reads its prior, the trials of the op's other shapes, from the
+// database: a sweep with it runs over a database holding some, and proposes the family's default
+// first as every strategy does.
+TEST(OfflineSweepTest, TheModelStrategyStartsFromOtherShapesTrials) {
+  SKIP_IF_GPU_PRESENT();
+  const Family& family = find_family("matmul");
+  tilesmith::testing::TempDir dir;
+  cache::Database db(dir.file("sweep.db"));
+  const DeviceTarget device = DeviceTarget::assumed_for_arch("sm_90a");
+  db.record_gpu(device, {"13.0", "13.0"});
+  const Problem other{"matmul", DType::bf16, DType::bf16, {2048, 2048, 2048}};
+  const cache::TrialKey key{device.model_key(), other, template_hash(family)};
+  int recorded = 0;
+  for (const Config& config : family.enumerate()) {
+    if (family.reject(config, other, device) || ++recorded > 40) continue;
+    cache::Trial trial;
+    trial.config = config;
+    trial.source_hash = "src" + config.text();
+    trial.status = cache::TrialStatus::ok;
+    trial.median_ms = trial.min_ms = 0.1 + 0.001 * recorded;
+    trial.repetitions = 10;
+    db.record_trial(key, trial);
+  }
+  SweepOptions options;
+  options.strategy = "model";
+  options.max_candidates = 1;
+  options.compile_processes = 1;
+  const SweepReport report = run_sweep(family, problem_1000_bf16(), db, options);
+  EXPECT_EQ(report.resources.compiled + report.resources.reused + report.compile_failed, 1);
+}
+
 // --only k=v,...: the configs with those values and no others (here one template of the
 // family); a parameter or value the family does not have is an error, not an empty sweep.
 TEST(OfflineSweepTest, OnlyKeepsTheConfigsWithTheGivenValues) {
