@@ -352,6 +352,26 @@ class ModelStrategy final : public SearchStrategy {
 
 }  // namespace
 
+std::vector<PriorResult> prior_results(const cache::Database& database, const cache::TrialKey& key) {
+  std::vector<PriorResult> prior;
+  for (const cache::TrialKey& other : database.trial_keys()) {
+    if (other.problem.op != key.problem.op || other.template_hash != key.template_hash ||
+        (other.gpu_model == key.gpu_model && other.problem.key() == key.problem.key()))
+      continue;
+    const std::size_t first = prior.size();
+    double mean = 0;
+    for (const cache::Trial& trial : database.trials(other))
+      if (trial.status == cache::TrialStatus::ok && trial.median_ms > 0) {
+        prior.push_back({trial.config, std::log(trial.median_ms)});
+        mean += prior.back().relative_log_ms;
+      }
+    if (prior.size() == first) continue;
+    mean /= static_cast<double>(prior.size() - first);
+    for (std::size_t i = first; i < prior.size(); ++i) prior[i].relative_log_ms -= mean;
+  }
+  return prior;
+}
+
 void require_strategy_name(const std::string& name) {
   static const std::vector<std::string> names = {"exhaustive", "random", "annealing", "genetic",
                                                  "model"};

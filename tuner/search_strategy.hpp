@@ -38,6 +38,10 @@ struct PriorResult {
   double relative_log_ms = 0;
 };
 
+// The model's prior for `key`: the ok trials of every other problem of its op tuned with its
+// templates, on any GPU model, each problem's log times centred on their mean.
+std::vector<PriorResult> prior_results(const cache::Database& database, const cache::TrialKey& key);
+
 // "exhaustive": every candidate in space order. "random": in a seeded random order (with a
 // budget, a uniform sample). "annealing": simulated annealing over configs one parameter apart,
 // from the best seen, accepting a slower one with a probability that falls as the search cools.

@@ -115,29 +115,6 @@ class SweepLease {
   std::thread beat_;
 };
 
-// The model-guided strategy's prior: the ok trials of every other problem of this op tuned with
-// these templates, on any GPU model, each key's log times centred on their mean (the model
-// learns which values are fast from them, and this problem's level from its own results).
-std::vector<PriorResult> prior_results(const cache::Database& database, const cache::TrialKey& key) {
-  std::vector<PriorResult> prior;
-  for (const cache::TrialKey& other : database.trial_keys()) {
-    if (other.problem.op != key.problem.op || other.template_hash != key.template_hash ||
-        (other.gpu_model == key.gpu_model && other.problem.key() == key.problem.key()))
-      continue;
-    const std::size_t first = prior.size();
-    double mean = 0;
-    for (const cache::Trial& trial : database.trials(other))
-      if (trial.status == cache::TrialStatus::ok && trial.median_ms > 0) {
-        prior.push_back({trial.config, std::log(trial.median_ms)});
-        mean += prior.back().relative_log_ms;
-      }
-    if (prior.size() == first) continue;
-    mean /= static_cast<double>(prior.size() - first);
-    for (std::size_t i = first; i < prior.size(); ++i) prior[i].relative_log_ms -= mean;
-  }
-  return prior;
-}
-
 }  // namespace
 
 std::optional<double> tensor_peak_tflops(const DeviceTarget& device) {

@@ -6,12 +6,15 @@
 #include <algorithm>
 #include <cmath>
 #include <iostream>
+#include <map>
 #include <functional>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "support/test_support.hpp"
 #include "templates/registry.hpp"
+#include "tuner/strategy_replay.hpp"
 
 namespace tilesmith::tuner {
 namespace {
@@ -288,6 +291,41 @@ TEST(SearchStrategyTest, TheModelStartsFromAnotherShapesResults) {
             << trials[trials.size() / 2] << " trials (median of 9 seeds)\n";
   EXPECT_LE(trials[trials.size() / 2], 5u);
   EXPECT_EQ(search("model", candidates, 3, 16, prior).proposed.size(), candidates.size());
+}
+
+// The offline benchmark: the strategies replayed against a database's trials, the landscape of
+// one shape and a 1.7x slower one of another recorded as sweeps would record them.
+TEST(StrategyReplayTest, ReplaysEveryStrategyAgainstTheRecordedTrials) {
+  const std::vector<Config> candidates = matmul_candidates();
+  testing::TempDir dir;
+  cache::Database db(dir.file("replay.db"));
+  const DeviceTarget device = DeviceTarget::assumed_for_arch("sm_90a");
+  db.record_gpu(device, {"13.0", "13.0"});
+  const cache::TrialKey key{device.model_key(), {"matmul", DType::bf16, DType::bf16, {4096, 4096, 4096}}, "t"};
+  const cache::TrialKey other{device.model_key(), {"matmul", DType::bf16, DType::bf16, {2048, 2048, 2048}}, "t"};
+  for (const Config& config : candidates) {
+    cache::Trial trial = synthetic_result(config);
+    trial.config = config;
+    trial.source_hash = config.text();
+    trial.min_ms = trial.median_ms;
+    trial.repetitions = 10;
+    db.record_trial(key, trial);
+    if (std::hash<std::string>()(config.text()) % 10 == 3) {
+      trial.median_ms *= 1.7;
+      db.record_trial(other, trial);
+    }
+  }
+  const std::vector<ReplayResult> results = replay_strategies(db, key, 5);
+  ASSERT_EQ(results.size(), 6u);
+  std::map<std::string, std::size_t> trials;
+  for (const ReplayResult& result : results) {
+    EXPECT_EQ(result.candidates, candidates.size());
+    EXPECT_GT(result.median_trials, 0u) << result.strategy;
+    trials[result.strategy] = result.median_trials;
+  }
+  EXPECT_LT(trials.at("model"), trials.at("random"));
+  EXPECT_LE(trials.at("model+prior"), 5u);
+  EXPECT_TRUE(replay_strategies(db, {device.model_key(), key.problem, "none"}).empty());
 }
 
 }  // namespace
