@@ -236,9 +236,11 @@ class ModelStrategy final : public SearchStrategy {
       : landscape_(std::move(candidates), seed) {
     for (std::size_t i = 0; i < landscape_.size(); ++i)
       candidate_features_.push_back(features(landscape_.config(i)));
-    for (const PriorResult& result : prior) {
-      std::vector<std::size_t> row = features(result.config);
-      if (!row.empty()) prior_.push_back({std::move(row), result.relative_log_ms});
+    // At most kPriorRows of the prior, evenly spaced: every fit goes over all of them.
+    const std::size_t step = (prior.size() + kPriorRows - 1) / kPriorRows;
+    for (std::size_t i = 0; i < prior.size(); i += std::max<std::size_t>(step, 1)) {
+      std::vector<std::size_t> row = features(prior[i].config);
+      if (!row.empty()) prior_.push_back({std::move(row), prior[i].relative_log_ms});
     }
     fit();
   }
@@ -277,6 +279,8 @@ class ModelStrategy final : public SearchStrategy {
   static constexpr std::size_t kExplore = 8;  // every kExplore-th proposal is random
   static constexpr double kRidge = 0.1;
   static constexpr double kOptimism = 0.03;  // log time: a value never seen may be 3% faster
+  static constexpr int kSweeps = 8;             // Gauss-Seidel passes per fit
+  static constexpr std::size_t kPriorRows = 4000;
 
   struct Row {
     std::vector<std::size_t> features;
@@ -339,7 +343,6 @@ class ModelStrategy final : public SearchStrategy {
         weights_[f] = updated;
       }
   }
-  static constexpr int kSweeps = 8;
   Landscape landscape_;
   std::unordered_map<std::string, std::size_t> feature_index_;
   std::vector<std::vector<std::size_t>> candidate_features_;
