@@ -11,7 +11,7 @@ CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 BUILD_DIR=$BUILD_DIR scripts/setup.sh
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$(nproc)"
 
-prefix=$PWD/$BUILD_DIR/install
+prefix=$(cd "$BUILD_DIR" && pwd)/install  # BUILD_DIR may be relative or absolute
 cmake --install "$BUILD_DIR" --prefix "$prefix" > /dev/null
 cmake -S examples -B "$BUILD_DIR/examples" -G Ninja -DCMAKE_BUILD_TYPE=Release \
       -DCMAKE_PREFIX_PATH="$prefix" -DCUDAToolkit_ROOT="$CUDA_HOME" > /dev/null
