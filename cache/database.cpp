@@ -1308,15 +1308,21 @@ SELECT g.model_key, g.name, p.op, p.dtype, p.out_dtype, p.shape, p.options, m.te
   return misses;
 }
 
+namespace {
+std::int64_t stored_cubin_bytes(sqlite3* db) {
+  Statement total(db, "SELECT COALESCE(SUM(length(cubin)), 0) FROM cubins",
+                  "summing the cubins' bytes");
+  total.step();
+  return total.int64(0);
+}
+}  // namespace
+
 void Database::put_cubin(const CompiledKernel& kernel) {
   std::lock_guard lock(mutex_);
   Transaction transaction(db_, "storing a cubin");
   insert_cubin(db_, kernel, true);
   if (cubin_budget_ > 0) {
-    Statement total(db_, "SELECT COALESCE(SUM(length(cubin)), 0) FROM cubins",
-                    "summing the cubins' bytes");
-    total.step();
-    std::int64_t bytes = total.int64(0);
+    std::int64_t bytes = stored_cubin_bytes(db_);
     // Oldest use first; a winner's cubin and the one just stored are never taken.
     Statement oldest(db_, R"sql(
 SELECT rowid, length(cubin) FROM cubins
@@ -1356,10 +1362,7 @@ UPDATE cubins SET last_use = (SELECT COALESCE(MAX(last_use), 0) + 1 FROM cubins)
 
 std::uint64_t Database::cubin_bytes() const {
   std::lock_guard lock(mutex_);
-  Statement total(db_, "SELECT COALESCE(SUM(length(cubin)), 0) FROM cubins",
-                  "summing the cubins' bytes");
-  total.step();
-  return static_cast<std::uint64_t>(total.int64(0));
+  return static_cast<std::uint64_t>(stored_cubin_bytes(db_));
 }
 
 std::optional<CompiledKernel> Database::cubin(const std::string& source_hash,
@@ -1406,10 +1409,14 @@ SELECT DISTINCT g.model_key, p.op, p.dtype, p.out_dtype, p.shape, p.options, t.t
   return keys;
 }
 
-MergeCounts Database::merge_from(const Database& source) {
+void Database::refuse_to_merge_itself(const Database& source) const {
   std::error_code same_error;
   if (std::filesystem::equivalent(source.path(), path_, same_error))
     throw Error("cannot merge " + path_.string() + " into itself");
+}
+
+MergeCounts Database::merge_from(const Database& source) {
+  refuse_to_merge_itself(source);
   // Everything is read from the source first (under its own lock), then written here in one
   // transaction: a failure half way leaves this file as it was.
   MergeParts parts;
@@ -1434,9 +1441,7 @@ MergeCounts Database::merge_from(const Database& source) {
 
 MergeCounts Database::merge_winners_from(const Database& source, const std::string& gpu_model,
                                          const std::map<std::string, std::string>& template_hashes) {
-  std::error_code same_error;
-  if (std::filesystem::equivalent(source.path(), path_, same_error))
-    throw Error("cannot merge " + path_.string() + " into itself");
+  refuse_to_merge_itself(source);
   MergeParts parts;
   for (const GpuInfo& gpu : source.gpus())
     if (gpu.model_key == gpu_model) parts.gpus.push_back(gpu);

@@ -221,6 +221,7 @@ class Database {
     std::vector<CompiledKernel> cubins;
   };
   MergeCounts merge_parts(const MergeParts& parts, const std::string& what);
+  void refuse_to_merge_itself(const Database& source) const;  // throws Error
 
   std::filesystem::path path_;
   sqlite3* db_ = nullptr;

@@ -2,7 +2,7 @@
 // this build's templates, this NVRTC, this driver. A winner is judged alone; one stale entry
 // never discredits the others.
 #include <iostream>
-#include <map>
+#include <set>
 
 #include "cache/database.hpp"
 #include "cli/cli_common.hpp"
@@ -61,10 +61,10 @@ int run_status(const std::vector<std::string>& args) {
             << (driver == "none" ? "no GPU (drivers not compared)" : "driver " + driver) << "\n\n";
 
   // (GPU model, problem) pairs that have a winner of the current templates.
-  std::map<std::pair<std::string, std::string>, bool> current;
+  std::set<std::pair<std::string, std::string>> current;
   for (const cache::Winner& winner : winners)
     if (current_template_hash(winner.problem.op) == winner.template_hash)
-      current[{winner.gpu_model, winner.problem.key()}] = true;
+      current.insert({winner.gpu_model, winner.problem.key()});
   Table table({{"GPU model"}, {"problem"}, {"config"}, {"NVRTC"}, {"driver"}, {"state"}});
   int listed = 0, stale = 0;
   for (const cache::Winner& winner : winners) {
