@@ -32,10 +32,24 @@ __device__ __forceinline__ float gelu(float x) {
   return fmaf(-fabsf(x), exp2f(fmaf(g, a, -1.f)), fmaxf(x, 0.f));
 }
 
-template <int ACT>
+// The same form with a degree-5 G, for results rounded to bf16 or f16: relative error at most
+// 1.6e-5 where |gelu| > 1e-3 (f16's half ulp is 2.4e-4, bf16's 2e-3), four instructions fewer.
+__device__ __forceinline__ float gelu_for_half(float x) {
+  const float a = fminf(fabsf(x), 9.f);
+  float g = 2.550253885e-05f;
+  g = fmaf(g, a, -6.707751309e-04f);
+  g = fmaf(g, a, 7.621909957e-03f);
+  g = fmaf(g, a, -5.246279761e-02f);
+  g = fmaf(g, a, -4.596203566e-01f);
+  g = fmaf(g, a, -1.150947213e+00f);
+  return fmaf(-fabsf(x), exp2f(fmaf(g, a, -1.f)), fmaxf(x, 0.f));
+}
+
+// HALF_OUT: the result is rounded to a 16-bit type, so the shorter GELU is exact enough.
+template <int ACT, bool HALF_OUT = false>
 __device__ __forceinline__ float activate(float x) {
   if (ACT == kActRelu) return x > 0.f ? x : 0.f;
-  if (ACT == kActGelu) return gelu(x);
+  if (ACT == kActGelu) return HALF_OUT ? gelu_for_half(x) : gelu(x);
   if (ACT == kActSilu) return x / (1.f + __expf(-x));
   return x;
 }

@@ -410,33 +410,58 @@ __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm_backward(con
   }
 }
 
-// dweight and dbias: the groups' partial rows added per column. A CTA takes blockDim.x columns
-// (fewer for short rows, so that the grid still covers the SMs) and splits their groups over
-// blockDim.y threads, each adding every blockDim.y-th group with four loads in flight; a tree
-// in shared memory adds the threads' sums.
+// dweight and dbias: the groups' partial rows added per column. A thread takes 4 columns
+// (16-byte loads where the column count keeps the partial rows 16-byte aligned) and every
+// blockDim.y-th group, with up to 8 loads in flight at once; a tree in shared memory adds the
+// blockDim.y threads' sums. The host shapes the grid so that one round of loads covers the
+// partials (few groups: wide CTAs, one thread per 4 columns; many groups: narrow CTAs, more
+// threads per column): the kernel is a single L2 round trip, not a chain of them.
 template <int KIND>
 __global__ void __launch_bounds__(1024) column_sums(const ColumnSumParams p) {
-  __shared__ float partial[1024];
-  const int col = blockIdx.x * blockDim.x + threadIdx.x;
+  constexpr int IN_FLIGHT = 8;
+  __shared__ float4 partial[1024];
+  const int col = (blockIdx.x * blockDim.x + threadIdx.x) * 4;
   const int sum = blockIdx.y;
   const int groups = *p.groups;
   const int step = blockDim.y;
   const float* partials = p.partials + static_cast<long long>(sum) * groups * p.cols + col;
-  float total[4] = {0.f, 0.f, 0.f, 0.f};
+  const bool whole = col + 4 <= p.cols && p.cols % 4 == 0;
+  auto load = [&](int g) {
+    const float* at = partials + static_cast<long long>(g) * p.cols;
+    if (whole) return *reinterpret_cast<const float4*>(at);
+    float v[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int k = 0; k < 4 && col + k < p.cols; ++k) v[k] = at[k];
+    return make_float4(v[0], v[1], v[2], v[3]);
+  };
+  float4 total = make_float4(0.f, 0.f, 0.f, 0.f);
   if (col < p.cols) {
-    int g = threadIdx.y;
-    for (; g + 3 * step < groups; g += 4 * step)
+    for (int g = threadIdx.y; g < groups; g += IN_FLIGHT * step) {
+      float4 loaded[IN_FLIGHT];
 #pragma unroll
-      for (int k = 0; k < 4; ++k) total[k] += partials[static_cast<long long>(g + k * step) * p.cols];
-    for (; g < groups; g += step) total[0] += partials[static_cast<long long>(g) * p.cols];
+      for (int k = 0; k < IN_FLIGHT; ++k)
+        loaded[k] = g + k * step < groups ? load(g + k * step) : make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+      for (int k = 0; k < IN_FLIGHT; ++k)
+        total.x += loaded[k].x, total.y += loaded[k].y, total.z += loaded[k].z, total.w += loaded[k].w;
+    }
   }
-  const int lane = threadIdx.y * blockDim.x + threadIdx.x;
-  partial[lane] = (total[0] + total[1]) + (total[2] + total[3]);
-  for (int half = step / 2; half > 0; half /= 2) {
-    __syncthreads();
-    if (threadIdx.y < half) partial[lane] += partial[lane + half * blockDim.x];
+  if (step > 1) {
+    const int lane = threadIdx.y * blockDim.x + threadIdx.x;
+    partial[lane] = total;
+    for (int half = step / 2; half > 0; half /= 2) {
+      __syncthreads();
+      if (threadIdx.y < half) {
+        const float4 other = partial[lane + half * blockDim.x];
+        float4& mine = partial[lane];
+        mine.x += other.x, mine.y += other.y, mine.z += other.z, mine.w += other.w;
+      }
+    }
+    total = partial[threadIdx.x];
   }
-  if (threadIdx.y == 0 && col < p.cols) store_element<KIND>(p.out[sum], col, partial[threadIdx.x]);
+  if (threadIdx.y == 0) {
+    const float v[4] = {total.x, total.y, total.z, total.w};
+    for (int k = 0; k < 4 && col + k < p.cols; ++k) store_element<KIND>(p.out[sum], col + k, v[k]);
+  }
 }
 
 }  // namespace tilesmith

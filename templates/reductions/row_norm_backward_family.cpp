@@ -201,15 +201,21 @@ class RowNormBackwardFamily final : public Family {
       for (int sum = 0; sum < s.sums(); ++sum) sums.out[sum] = reinterpret_cast<void*>(addresses[next++]);
       sums.groups = p.groups_ran;
       sums.cols = s.cols;
-      // 32 columns per CTA (128-byte rows of partials), fewer while the CTAs would not cover the
-      // SMs (short rows: the groups' sums are then spread over more threads).
-      int width = 32;
-      while (width > 4 && (s.cols + width - 1) / width * s.sums() < device.sm_count) width /= 2;
+      // One round of loads over the partials (column_sums takes 8 groups a thread at once):
+      // enough threads per column for the groups, then as many 4-column threads per CTA as
+      // leave two CTAs per SM (at least 8: a warp then reads 128-byte rows).
+      const long long quads = (s.cols + 3) / 4;
+      int depth = 1;
+      while (depth < 128 && depth * 8 < group_count) depth *= 2;
+      int width = 256;
+      while (width > 1 && width / 2 >= quads) width /= 2;
+      width = std::min(width, 1024 / depth);
+      while (width > 8 && (quads + width - 1) / width * s.sums() < 2LL * device.sm_count) width /= 2;
       LaunchGeometry columns;
-      columns.grid[0] = static_cast<unsigned>((s.cols + width - 1) / width);
+      columns.grid[0] = static_cast<unsigned>((quads + width - 1) / width);
       columns.grid[1] = static_cast<unsigned>(s.sums());
       columns.block[0] = static_cast<unsigned>(width);
-      columns.block[1] = static_cast<unsigned>(1024 / width);
+      columns.block[1] = static_cast<unsigned>(depth);
       plan.add(1, columns, KernelArgs::of(sums));
     }
     return plan;

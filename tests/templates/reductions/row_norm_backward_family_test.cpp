@@ -120,8 +120,9 @@ TEST(RowNormBackwardFamily, ColumnSumsAreASecondLaunchOverTheGroupsPartials) {
   EXPECT_EQ(p.stage_weight, 1);
   EXPECT_EQ(plan.steps[1].kernel, 1);
   EXPECT_EQ(plan.steps[1].geometry.grid[1], 2u);  // dweight and dbias
-  // 1000 columns in tiles of 8 (32 and 16 leave SMs idle), 128 threads adding the groups.
-  EXPECT_EQ(plan.steps[1].geometry.grid[0], 125u);
+  // 528 groups: 128 threads per column (8 groups each, one round of loads), so 8 threads of
+  // 4 columns per CTA: 250 4-column runs in 32 CTAs.
+  EXPECT_EQ(plan.steps[1].geometry.grid[0], 32u);
   EXPECT_EQ(plan.steps[1].geometry.block[0], 8u);
   EXPECT_EQ(plan.steps[1].geometry.block[1], 128u);
   ColumnSumParams sums;
