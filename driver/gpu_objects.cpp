@@ -66,13 +66,25 @@ CUresult encode_tensor_map(const TensorMapSpec& spec, std::byte* bytes) {
 
 // The driver's launch configuration of `geometry` on `stream`; `attribute` receives the cluster
 // shape, which the configuration points to.
+// The launch's attributes go into `attributes` (the config points at them): the cluster shape
+// where there is one, programmatic stream serialization for an early start.
 CUlaunchConfig launch_config(const LaunchGeometry& geometry, CUstream stream,
-                             CUlaunchAttribute& attribute) {
-  attribute = CUlaunchAttribute{};
-  attribute.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-  attribute.value.clusterDim.x = geometry.cluster[0];
-  attribute.value.clusterDim.y = geometry.cluster[1];
-  attribute.value.clusterDim.z = geometry.cluster[2];
+                             CUlaunchAttribute (&attributes)[2]) {
+  unsigned count = 0;
+  if (geometry.cluster[0] * geometry.cluster[1] * geometry.cluster[2] > 1) {
+    attributes[count] = CUlaunchAttribute{};
+    attributes[count].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attributes[count].value.clusterDim.x = geometry.cluster[0];
+    attributes[count].value.clusterDim.y = geometry.cluster[1];
+    attributes[count].value.clusterDim.z = geometry.cluster[2];
+    ++count;
+  }
+  if (geometry.early_start) {
+    attributes[count] = CUlaunchAttribute{};
+    attributes[count].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attributes[count].value.programmaticStreamSerializationAllowed = 1;
+    ++count;
+  }
   CUlaunchConfig config{};
   config.gridDimX = geometry.grid[0];
   config.gridDimY = geometry.grid[1];
@@ -82,8 +94,8 @@ CUlaunchConfig launch_config(const LaunchGeometry& geometry, CUstream stream,
   config.blockDimZ = geometry.block[2];
   config.sharedMemBytes = geometry.dynamic_smem_bytes;
   config.hStream = stream;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
+  config.attrs = attributes;
+  config.numAttrs = count;
   return config;
 }
 
@@ -117,8 +129,8 @@ CUresult LaunchableKernel::resident_ctas(const LaunchGeometry& geometry, unsigne
       return r;
     count = per_sm * sms;
   } else {
-    CUlaunchAttribute attribute;
-    const CUlaunchConfig config = launch_config(geometry, nullptr, attribute);
+    CUlaunchAttribute attributes[2];
+    const CUlaunchConfig config = launch_config(geometry, nullptr, attributes);
     if (CUresult r = api().cuOccupancyMaxActiveClusters(&count, function_, &config); r != CUDA_SUCCESS)
       return r;
     count *= static_cast<int>(cluster);
@@ -148,12 +160,12 @@ CUresult LaunchableKernel::try_launch(const LaunchGeometry& requested, const Ker
     if (resident > 0) geometry.grid[0] = std::min(geometry.grid[0], resident);
   }
   void* params[] = {const_cast<std::byte*>(launched->bytes.data())};  // one Params struct
-  if (cluster_size(geometry) == 1)
+  if (cluster_size(geometry) == 1 && !geometry.early_start)
     return api().cuLaunchKernel(function_, geometry.grid[0], geometry.grid[1], geometry.grid[2],
                                 geometry.block[0], geometry.block[1], geometry.block[2],
                                 geometry.dynamic_smem_bytes, stream, params, nullptr);
-  CUlaunchAttribute attribute;
-  const CUlaunchConfig config = launch_config(geometry, stream, attribute);
+  CUlaunchAttribute attributes[2];
+  const CUlaunchConfig config = launch_config(geometry, stream, attributes);
   return api().cuLaunchKernelEx(&config, function_, params, nullptr);
 }
 

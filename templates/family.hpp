@@ -69,6 +69,11 @@ struct LaunchGeometry {
   // grid[0] to the CTAs (whole clusters) the device holds at once, as the driver's occupancy
   // calculator counts them, so no CTA waits for a second wave.
   bool persistent = false;
+  // Programmatic dependent launch (sm_90+): this launch may start while the plan's previous one
+  // still runs, once each of that one's CTAs has passed allow_next_launch() or exited, so its
+  // launch latency and CTA start-up hide behind the other's tail. The kernel must call
+  // wait_for_previous_launch() before it reads anything the previous launch writes.
+  bool early_start = false;
 };
 
 // A TMA descriptor (CUtensorMap) that the driver stage encodes on the host, with

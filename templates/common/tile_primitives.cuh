@@ -62,6 +62,21 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING));
 }
 
+// Programmatic dependent launch (LaunchGeometry::early_start; sm_90+, no-ops before): the next
+// launch of the plan may be scheduled once every CTA of this grid has called allow_next_launch
+// or exited; wait_for_previous_launch blocks until the previous launch has completed and its
+// writes are visible.
+__device__ __forceinline__ void allow_next_launch() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wait_for_previous_launch() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ void store_shared_16(unsigned smem_dst, unsigned x, unsigned y,
                                                 unsigned z, unsigned w) {
   asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(smem_dst), "r"(x), "r"(y),

@@ -359,6 +359,7 @@ __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm_backward(con
     // The warps' partials are written again by the next rows: every warp must have read them.
     if constexpr (THREADS_ROW > 32) __syncthreads();
   }
+  allow_next_launch();  // column_sums may start; it waits for this grid's partial rows
   mailbox.close();
 
   if constexpr (Shape::sums == 0) return;
@@ -410,39 +411,33 @@ __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm_backward(con
   }
 }
 
-// dweight and dbias: the groups' partial rows added per column. A thread takes 4 columns
-// (16-byte loads where the column count keeps the partial rows 16-byte aligned) and every
-// blockDim.y-th group, with up to 8 loads in flight at once; a tree in shared memory adds the
+// dweight and dbias: the groups' partial rows added per column. A thread takes one column and
+// every blockDim.y-th group, with 8 loads in flight at once; a tree in shared memory adds the
 // blockDim.y threads' sums. The host shapes the grid so that one round of loads covers the
-// partials (few groups: wide CTAs, one thread per 4 columns; many groups: narrow CTAs, more
-// threads per column): the kernel is a single L2 round trip, not a chain of them.
+// partials (few groups: wide CTAs, one thread per column; many groups: 8 columns per CTA, more
+// threads per column) over as many SMs as it can: the kernel is one L2 round trip, not a chain
+// of them, and its L2 reads are spread over the GPU. On sm_90 it is launched while the rows'
+// kernel drains, and waits for it here, so neither its launch nor its CTAs' start-up sit
+// between the two.
 template <int KIND>
 __global__ void __launch_bounds__(1024) column_sums(const ColumnSumParams p) {
   constexpr int IN_FLIGHT = 8;
-  __shared__ float4 partial[1024];
-  const int col = (blockIdx.x * blockDim.x + threadIdx.x) * 4;
+  __shared__ float partial[1024];
+  wait_for_previous_launch();  // launched early (LaunchGeometry::early_start): the partial rows
+  const int col = blockIdx.x * blockDim.x + threadIdx.x;
   const int sum = blockIdx.y;
   const int groups = *p.groups;
   const int step = blockDim.y;
   const float* partials = p.partials + static_cast<long long>(sum) * groups * p.cols + col;
-  const bool whole = col + 4 <= p.cols && p.cols % 4 == 0;
-  auto load = [&](int g) {
-    const float* at = partials + static_cast<long long>(g) * p.cols;
-    if (whole) return *reinterpret_cast<const float4*>(at);
-    float v[4] = {0.f, 0.f, 0.f, 0.f};
-    for (int k = 0; k < 4 && col + k < p.cols; ++k) v[k] = at[k];
-    return make_float4(v[0], v[1], v[2], v[3]);
-  };
-  float4 total = make_float4(0.f, 0.f, 0.f, 0.f);
+  float total = 0.f;
   if (col < p.cols) {
     for (int g = threadIdx.y; g < groups; g += IN_FLIGHT * step) {
-      float4 loaded[IN_FLIGHT];
+      float loaded[IN_FLIGHT];
 #pragma unroll
       for (int k = 0; k < IN_FLIGHT; ++k)
-        loaded[k] = g + k * step < groups ? load(g + k * step) : make_float4(0.f, 0.f, 0.f, 0.f);
+        loaded[k] = g + k * step < groups ? partials[static_cast<long long>(g + k * step) * p.cols] : 0.f;
 #pragma unroll
-      for (int k = 0; k < IN_FLIGHT; ++k)
-        total.x += loaded[k].x, total.y += loaded[k].y, total.z += loaded[k].z, total.w += loaded[k].w;
+      for (int k = 0; k < IN_FLIGHT; ++k) total += loaded[k];
     }
   }
   if (step > 1) {
@@ -450,18 +445,11 @@ __global__ void __launch_bounds__(1024) column_sums(const ColumnSumParams p) {
     partial[lane] = total;
     for (int half = step / 2; half > 0; half /= 2) {
       __syncthreads();
-      if (threadIdx.y < half) {
-        const float4 other = partial[lane + half * blockDim.x];
-        float4& mine = partial[lane];
-        mine.x += other.x, mine.y += other.y, mine.z += other.z, mine.w += other.w;
-      }
+      if (threadIdx.y < half) partial[lane] += partial[lane + half * blockDim.x];
     }
     total = partial[threadIdx.x];
   }
-  if (threadIdx.y == 0) {
-    const float v[4] = {total.x, total.y, total.z, total.w};
-    for (int k = 0; k < 4 && col + k < p.cols; ++k) store_element<KIND>(p.out[sum], col + k, v[k]);
-  }
+  if (threadIdx.y == 0 && col < p.cols) store_element<KIND>(p.out[sum], col, total);
 }
 
 }  // namespace tilesmith

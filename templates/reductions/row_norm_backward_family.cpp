@@ -202,20 +202,20 @@ class RowNormBackwardFamily final : public Family {
       sums.groups = p.groups_ran;
       sums.cols = s.cols;
       // One round of loads over the partials (column_sums takes 8 groups a thread at once):
-      // enough threads per column for the groups, then as many 4-column threads per CTA as
-      // leave two CTAs per SM (at least 8: a warp then reads 128-byte rows).
-      const long long quads = (s.cols + 3) / 4;
+      // enough threads per column for the groups, then as many columns per CTA as leave two
+      // CTAs per SM (at least 8: a warp then reads 32-byte sectors whole).
       int depth = 1;
       while (depth < 128 && depth * 8 < group_count) depth *= 2;
       int width = 256;
-      while (width > 1 && width / 2 >= quads) width /= 2;
+      while (width > 8 && width / 2 >= s.cols) width /= 2;
       width = std::min(width, 1024 / depth);
-      while (width > 8 && (quads + width - 1) / width * s.sums() < 2LL * device.sm_count) width /= 2;
+      while (width > 8 && (s.cols + width - 1) / width * s.sums() < 2LL * device.sm_count) width /= 2;
       LaunchGeometry columns;
-      columns.grid[0] = static_cast<unsigned>((quads + width - 1) / width);
+      columns.grid[0] = static_cast<unsigned>((s.cols + width - 1) / width);
       columns.grid[1] = static_cast<unsigned>(s.sums());
       columns.block[0] = static_cast<unsigned>(width);
       columns.block[1] = static_cast<unsigned>(depth);
+      columns.early_start = device.cc_major >= 9;
       plan.add(1, columns, KernelArgs::of(sums));
     }
     return plan;
