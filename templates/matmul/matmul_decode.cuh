@@ -148,6 +148,8 @@ __global__ void __launch_bounds__(WARPS * 32) matmul_decode(const MatmulDecodePa
       load_group(0, c0 + 2 * kGroup);
       multiply_group(1);
     }
+    // With split_k, splitk_reduce may start now (it waits for the partials this grid writes).
+    allow_next_launch();
 
     // The warps' partial tiles, summed through shared memory: slot (i, t, lane) holds the
     // lane's four accumulators of MMA tile (i, t).

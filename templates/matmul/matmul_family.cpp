@@ -762,6 +762,7 @@ class MatmulFamily final : public Family {
     reduce.grid[0] = static_cast<unsigned>(std::clamp<long long>(
         ceil_div(s.batch * s.m * ceil_div(s.n, 4), 256), 1, 8ll * device.sm_count));
     reduce.block[0] = 256;
+    reduce.early_start = device.cc_major >= 9;
     plan.add(index, reduce,
              KernelArgs::of(SplitKReduceParams{
                  reinterpret_cast<const float*>(partials), reinterpret_cast<void*>(c),

@@ -710,6 +710,8 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     // The staging slots must outlive the last stores' reads of them.
     if (p.c_store_tma && tid == 0) tma_store_wait<0>();
   }
+  // With split-K, splitk_reduce may start as the last CTAs drain (it waits for the partials).
+  allow_next_launch();
   // No CTA may leave while a peer can still multicast into its shared memory or arrive on its
   // barriers.
   if (CLUSTER > 1) cluster_sync();

@@ -4,7 +4,8 @@
 // so every SM works.
 //
 // launch: block 256 threads, a thread per run of 4 columns of a row, grid up to 8 blocks per SM
-// (a grid-stride loop covers the rest).
+// (a grid-stride loop covers the rest); on sm_90 it starts while the product's kernel drains
+// (programmatic dependent launch) and waits for the partials itself.
 #pragma once
 
 #include "common/tile_primitives.cuh"
@@ -19,6 +20,7 @@ namespace tilesmith {
 // of the whole K-heavy matmul).
 template <int KIND_OUT, int EPI>
 __global__ void __launch_bounds__(256) splitk_reduce(const SplitKReduceParams p) {
+  wait_for_previous_launch();  // launched early on sm_90 (LaunchGeometry::early_start)
   const long long matrix = static_cast<long long>(p.m) * p.n;
   const long long count = matrix * p.batch;  // one K slice's partial products
   const int runs = (p.n + 3) / 4;            // per row

@@ -995,6 +995,7 @@ TEST(MatmulWgmmaTest, SplitKWritesPartialsThenReducesThem) {
   EXPECT_EQ(params.c_store_tma, 0);
   EXPECT_EQ(plan.steps[0].args.tensor_map_count, 2);
   EXPECT_EQ(plan.steps[1].kernel, 1);
+  EXPECT_TRUE(plan.steps[1].geometry.early_start);  // sm_90: starts as the product drains
   SplitKReduceParams reduce;
   std::memcpy(&reduce, plan.steps[1].args.bytes.data(), sizeof reduce);
   EXPECT_EQ(reinterpret_cast<std::uint64_t>(reduce.partials), 0x100000u);
@@ -1182,6 +1183,7 @@ TEST(MatmulDecodeTest, IsForFewRowsTimesAColumnMajorWeight) {
   SplitKReduceParams reduce;
   std::memcpy(&reduce, split_plan.steps[1].args.bytes.data(), sizeof reduce);
   EXPECT_EQ(split_plan.steps[1].kernel, 1);
+  EXPECT_FALSE(split_plan.steps[1].geometry.early_start);  // sm_80: no programmatic launch
   EXPECT_EQ(reduce.splits, 4);
   EXPECT_EQ(reduce.batch, 2);
   EXPECT_EQ(reinterpret_cast<std::uint64_t>(reduce.c), 0x40000u);
