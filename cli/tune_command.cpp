@@ -189,6 +189,20 @@ void print_space(const tuner::SweepReport& report) {
   std::cout << ", " << resources.spilling.size() << " spilling; NVRTC "
             << fixed(resources.compile_seconds_total, 1) << " s in "
             << fixed(resources.wall_seconds, 1) << " s of wall time\n";
+  if (report.timed && resources.trials_timed > 0) {
+    // Where the wall time went: the GPU worker's phases, and the waits for a compile.
+    const double wall = resources.wall_seconds;
+    const double gpu = resources.gpu_load_seconds + resources.gpu_verify_seconds +
+                       resources.gpu_timing_seconds;
+    std::cout << "  time      " << fixed(wall, 1) << " s: GPU worker " << fixed(gpu, 1)
+              << " s (modules " << fixed(resources.gpu_load_seconds, 1) << ", inputs and verification "
+              << fixed(resources.gpu_verify_seconds, 1) << ", timing "
+              << fixed(resources.gpu_timing_seconds, 1) << " of which the timed calls "
+              << fixed(resources.gpu_kernel_seconds, 1) << "), waiting for compiles "
+              << fixed(resources.compile_wait_seconds, 1) << " s; "
+              << fixed(resources.trials_timed / std::max(wall, 1e-9), 1) << " trials/s, "
+              << fixed(resources.compiled / std::max(wall, 1e-9), 1) << " compiles/s\n";
+  }
   if (!report.first_compile_error.empty())
     std::cout << "  first compile failure  " << report.first_compile_error << "\n";
   // Spills point at a constraint that is too loose: name them so they can be pruned.
@@ -316,7 +330,11 @@ int run_tune(const std::vector<std::string>& args) {
        "GPU ordinal to tune on")
       ("arch", po::value(&sweep.offline_arch)->default_value(sweep.offline_arch)->value_name("ARCH"),
        "architecture to compile for when there is no GPU (sm_80, sm_90a, ...)")
-      ("retune", po::bool_switch(&sweep.retune), "try configs again even if the database has them");
+      ("retune", po::bool_switch(&sweep.retune), "try configs again even if the database has them")
+      ("precision", po::value(&sweep.timing_precision)->default_value(sweep.timing_precision, "0.01")
+                        ->value_name("P"),
+       "time a candidate until its median is known to within P (relative, 95%), or until it "
+       "cannot beat the best; 0: a fixed ~150 ms of timed calls per candidate");
   // clang-format on
   add_database_option(options, database_flag);
   po::variables_map values;
@@ -349,6 +367,9 @@ int run_tune(const std::vector<std::string>& args) {
   // it off.
   if (!(sweep.candidate_timeout_s > 0 && sweep.candidate_timeout_s <= 3600))
     throw Error("--timeout must be a number of seconds in (0, 3600]");
+  if (!(sweep.timing_precision >= 0 && sweep.timing_precision < 1))
+    throw Error("--precision must be a fraction in [0, 1), e.g. 0.01 (given " +
+                std::to_string(sweep.timing_precision) + ")");
   DeviceTarget::assumed_for_arch(sweep.offline_arch);  // rejects a malformed --arch now
 
   // Every shape is checked before the first sweep starts: a typo should not cost a sweep.

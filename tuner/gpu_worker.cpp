@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <map>
 
 #include "driver/cuda_driver.hpp"
@@ -105,7 +106,8 @@ GpuTrialResult GpuWorker::evaluate(const Family& family, const Problem& problem,
                     {"timing",
                      {{"best_ms", timing.best_ms},
                       {"give_up_factor", timing.give_up_factor},
-                      {"target_ms", timing.target_ms}}}};
+                      {"target_ms", timing.target_ms},
+                      {"precision", timing.precision}}}};
   request.payload.assign(kernel.cubin.bytes.begin(), kernel.cubin.bytes.end());
 
   GpuTrialResult result;
@@ -141,6 +143,10 @@ GpuTrialResult GpuWorker::evaluate(const Family& family, const Problem& problem,
   result.timing.min_ms = h.at("min_ms");
   result.timing.spread = h.at("spread");
   result.timing.repetitions = h.at("repetitions");
+  if (h.contains("seconds")) {
+    const json& s = h.at("seconds");
+    result.seconds = {s.at("load"), s.at("verify"), s.at("timing"), s.at("kernels")};
+  }
   if (h.value("fatal", false)) {  // the worker exits after a fault; start a new one next time
     process_.reset();
     ++restarts_;
@@ -169,6 +175,13 @@ int gpu_worker_main(const WorkerArgs& args) {
     Timing timing;
     Message reply;
     bool fatal = false;
+    TrialSeconds seconds;
+    auto clock = std::chrono::steady_clock::now();
+    auto lap = [&](double& into) {  // the time since the last lap, into one phase
+      const auto now = std::chrono::steady_clock::now();
+      into += std::chrono::duration<double>(now - clock).count();
+      clock = now;
+    };
     try {
       const Family& family = find_family(h.at("family"));
       Problem problem = h.at("problem").get<Problem>();
@@ -184,8 +197,10 @@ int gpu_worker_main(const WorkerArgs& args) {
       compiled.cubin.bytes.assign(request->payload.begin(), request->payload.end());
       driver::ReadyKernel ready = driver::load_kernel(
           compiled, bench->plan(config), family.name() + " " + problem.key() + " [" + config.text() + "]");
+      lap(seconds.load);
       bench->refresh_inputs(h.at("seed").get<std::uint64_t>());
       verification = bench->verify(ready, config);
+      lap(seconds.verify);
       if (!verification.passed) {
         reply = trial_reply(cache::TrialStatus::wrong, verification.detail, verification, timing);
       } else {
@@ -193,7 +208,10 @@ int gpu_worker_main(const WorkerArgs& args) {
         options.best_ms = h.at("timing").at("best_ms");
         options.give_up_factor = h.at("timing").at("give_up_factor");
         options.target_ms = h.at("timing").at("target_ms");
+        options.precision = h.at("timing").at("precision");
         timing = bench->time(ready, config, options);
+        lap(seconds.timing);
+        seconds.kernels = timing.kernel_ms / 1000;
         reply = trial_reply(timing.stopped_early ? cache::TrialStatus::pruned_early
                                                  : cache::TrialStatus::ok,
                             timing.stopped_early ? "slower than the best by more than the give-up factor" : "",
@@ -205,6 +223,8 @@ int gpu_worker_main(const WorkerArgs& args) {
                           error.what(), verification, timing);
     }
     reply.header["fatal"] = fatal;
+    reply.header["seconds"] = {{"load", seconds.load}, {"verify", seconds.verify},
+                               {"timing", seconds.timing}, {"kernels", seconds.kernels}};
     write_message(args.out_fd, reply);
     if (fatal) return 3;  // the context is gone: every later call would fail too
   }

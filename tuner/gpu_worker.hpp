@@ -17,11 +17,22 @@
 
 namespace tilesmith::tuner {
 
+// Where a trial's time went in the GPU worker, in seconds of its wall time (the sweep's
+// closing report adds them up).
+struct TrialSeconds {
+  double load = 0;    // the cubin into a module
+  double verify = 0;  // inputs written, the candidate run once, the reference (once per
+                      // problem) and the comparison
+  double timing = 0;  // warm-up, flushes and timed calls
+  double kernels = 0;  // of `timing`: the timed calls' own event time
+};
+
 struct GpuTrialResult {
   cache::TrialStatus status = cache::TrialStatus::fault;
   std::string detail;
   Verification verification;
   Timing timing;
+  TrialSeconds seconds;
 };
 
 class GpuWorker {

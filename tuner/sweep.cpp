@@ -277,7 +277,10 @@ SweepReport run_sweep(const Family& family, const Problem& problem, cache::Datab
       }
       Ready ready{{}, false};
       if (from_cache.empty()) {
+        const auto waiting = Clock::now();
         ready.outcome = pool.next();
+        report.resources.compile_wait_seconds +=
+            std::chrono::duration<double>(Clock::now() - waiting).count();
         if (ready.outcome.kernel) database.put_cubin(*ready.outcome.kernel);  // keyed by source hash
       } else {
         ready.outcome = CompileOutcome{from_cache.front().id, std::move(from_cache.front().kernel), ""};
@@ -336,8 +339,17 @@ SweepReport run_sweep(const Family& family, const Problem& problem, cache::Datab
           TimingOptions timing;
           timing.best_ms = progress.best_ms;
           timing.give_up_factor = options.give_up_factor;
-          GpuTrialResult result = gpu.evaluate(family, problem, config, *outcome.kernel,
-                                               options.seed * 1000003 + outcome.id, timing);
+          timing.precision = options.timing_precision;
+          // One seed per problem: the worker computes the reference once and every candidate
+          // is checked against the same inputs.
+          GpuTrialResult result =
+              gpu.evaluate(family, problem, config, *outcome.kernel, options.seed * 1000003, timing);
+          ResourceSummary& r = report.resources;
+          ++r.trials_timed;
+          r.gpu_load_seconds += result.seconds.load;
+          r.gpu_verify_seconds += result.seconds.verify;
+          r.gpu_timing_seconds += result.seconds.timing;
+          r.gpu_kernel_seconds += result.seconds.kernels;
           trial.status = result.status;
           trial.detail = result.detail;
           trial.rel_error = result.verification.rel_error;

@@ -26,6 +26,9 @@ struct SweepOptions {
   // Candidates stop being timed once their first repetitions run this many times slower
   // than the best so far (recorded as pruned_early).
   double give_up_factor = 3.0;
+  // How precisely a candidate's median is timed before the next (TimingOptions::precision);
+  // 0: a fixed amount of timed calls per candidate.
+  double timing_precision = 0.01;
   // This process's part of the space, for sweeps split over hosts (a Slurm job array, a
   // Kubernetes Indexed Job): the configs at positions p of the family's enumeration with
   // p % shard_count == shard_index. Deterministic and the same on every host, so the shards are
@@ -55,6 +58,12 @@ struct ResourceSummary {
   std::vector<std::string> spilling;  // configs whose kernels spill registers
   double compile_seconds_total = 0;   // NVRTC time of this sweep's compiles only
   double wall_seconds = 0;
+  // Where the timed sweep's wall time went: the GPU worker's phases summed over the trials
+  // (TrialSeconds), and the time the sweep waited for a compile with nothing to time.
+  int trials_timed = 0;  // candidates the GPU worker took
+  double gpu_load_seconds = 0, gpu_verify_seconds = 0, gpu_timing_seconds = 0;
+  double gpu_kernel_seconds = 0;  // of gpu_timing_seconds: the timed calls themselves
+  double compile_wait_seconds = 0;
 };
 
 struct SweepReport {

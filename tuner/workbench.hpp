@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,11 +24,16 @@ struct Verification {
   std::string detail;
 };
 
+// Repetitions go in batches until the decision is made: the median is known to within
+// `precision` (the half-width of its 95% interval, from the order statistics, over the median),
+// or the candidate cannot beat best_ms (the interval's lower end is above best_ms x (1 +
+// precision)), or max_repetitions or target_ms of timed work are spent.
 struct TimingOptions {
   int warmup = 2;
   int min_repetitions = 10;
   int max_repetitions = 200;
-  double target_ms = 150;  // aim for about this much timed work per candidate
+  double target_ms = 150;    // at most about this much timed work per candidate
+  double precision = 0.01;   // 0: always run to max_repetitions / target_ms
   // Stop after the first few repetitions when slower than give_up_factor x best_ms.
   double best_ms = 0;
   double give_up_factor = 0;  // 0: never
@@ -37,7 +43,9 @@ struct Timing {
   double median_ms = 0, min_ms = 0, p10_ms = 0, p90_ms = 0;
   double spread = 0;  // (p90 - p10) / median
   int repetitions = 0;
-  bool stopped_early = false;
+  bool stopped_early = false;  // given up: slower than give_up_factor x the best
+  bool cannot_win = false;     // stopped once its median's interval lay above the best
+  double kernel_ms = 0;        // the timed calls' event time, summed (flushes not included)
 };
 
 // Buffers and support kernels for one problem on the current GPU.
@@ -52,7 +60,10 @@ class Workbench {
   const Problem& problem() const { return problem_; }
   const std::vector<std::uint64_t>& tensor_addresses() const { return addresses_; }
 
-  // Fills the inputs with fresh normal values from `seed` and poisons the outputs (NaN).
+  // Fills the inputs with normal values from `seed` and poisons the outputs (NaN). The inputs
+  // are only what this writes: the reference is computed once per seed and reused, so a sweep
+  // pays for it once per problem while every candidate still starts from freshly written
+  // inputs (one that scribbled on them cannot mislead the next).
   void refresh_inputs(std::uint64_t seed);
   // What one call of `config` runs on this bench's tensors and workspace (grown to what the
   // config needs).
@@ -93,6 +104,7 @@ class Workbench {
   };
   std::vector<Output> outputs_;
   driver::Stream stream_;
+  std::optional<std::uint64_t> inputs_seed_, reference_seed_;
   struct Kernels;
   std::unique_ptr<Kernels> kernels_;
 };

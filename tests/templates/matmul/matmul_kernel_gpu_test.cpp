@@ -32,6 +32,42 @@ class GpuMatmul : public ::testing::Test {
   DeviceTarget device_;
 };
 
+// The tuner's timing runs only as many repetitions as its decision needs: until the median is
+// known to 1%, or until the candidate cannot beat the best so far; both agree with a full run.
+// The reference is computed once per input seed and still judges a later candidate.
+TEST_F(GpuMatmul, TimingStopsOnceItsDecisionIsMade) {
+  const Problem problem = matmul(DType::bf16, DType::bf16, 2048, 2048, 2048);
+  tuner::Workbench bench(family_, problem, device_);
+  const Config config = family_.default_config(problem, device_);
+  RenderedSource source = render(family_, config, problem);
+  driver::ReadyKernel ready =
+      driver::load_kernel(compile(source, device_.arch()), bench.plan(config), source.describe());
+  bench.refresh_inputs(5);
+  ASSERT_TRUE(bench.verify(ready, config).passed);
+  bench.refresh_inputs(5);  // same inputs: the reference in hand judges this run
+  ASSERT_TRUE(bench.verify(ready, config).passed);
+
+  tuner::TimingOptions full;
+  full.precision = 0;
+  full.max_repetitions = 60;
+  const tuner::Timing all = bench.time(ready, config, full);
+  EXPECT_EQ(all.repetitions, 60);
+  EXPECT_FALSE(all.cannot_win);
+
+  tuner::TimingOptions adaptive;
+  const tuner::Timing quick = bench.time(ready, config, adaptive);
+  EXPECT_GE(quick.repetitions, adaptive.min_repetitions);
+  EXPECT_LT(quick.repetitions, adaptive.max_repetitions);
+  EXPECT_NEAR(quick.median_ms, all.median_ms, 0.03 * all.median_ms);
+  EXPECT_GT(quick.kernel_ms, quick.median_ms * quick.repetitions * 0.9);
+
+  tuner::TimingOptions behind_the_best;
+  behind_the_best.best_ms = all.median_ms / 2;
+  const tuner::Timing loser = bench.time(ready, config, behind_the_best);
+  EXPECT_TRUE(loser.cannot_win);
+  EXPECT_LE(loser.repetitions, 15);
+}
+
 // The GPU reference is what every candidate is judged by: it must agree with a double-precision
 // CPU loop on shapes with every kind of edge.
 TEST_F(GpuMatmul, ReferenceMatchesCpuLoop) {
