@@ -199,7 +199,8 @@ void print_space(const tuner::SweepReport& report) {
               << fixed(resources.gpu_verify_seconds, 1) << ", timing "
               << fixed(resources.gpu_timing_seconds, 1) << " of which the timed calls "
               << fixed(resources.gpu_kernel_seconds, 1) << "), waiting for compiles "
-              << fixed(resources.compile_wait_seconds, 1) << " s; "
+              << fixed(resources.compile_wait_seconds, 1) << " s, the database "
+              << fixed(resources.database_seconds, 1) << " s; "
               << fixed(resources.trials_timed / std::max(wall, 1e-9), 1) << " trials/s, "
               << fixed(resources.compiled / std::max(wall, 1e-9), 1) << " compiles/s\n";
   }

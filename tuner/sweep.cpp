@@ -232,6 +232,13 @@ SweepReport run_sweep(const Family& family, const Problem& problem, cache::Datab
   std::deque<Reused> from_cache;  // cubins the database already had: no NVRTC
   std::size_t proposed = 0;
   auto seconds_spent = [&] { return std::chrono::duration<double>(Clock::now() - started).count(); };
+  // Runs a database step, its time counted in the report.
+  auto in_database = [&](auto&& step) {
+    const auto begin = Clock::now();
+    auto result = step();
+    report.resources.database_seconds += std::chrono::duration<double>(Clock::now() - begin).count();
+    return result;
+  };
   auto out_of_budget = [&] {
     if (options.max_candidates && static_cast<int>(proposed) >= *options.max_candidates) return true;
     return options.max_seconds && seconds_spent() >= *options.max_seconds;
@@ -243,7 +250,7 @@ SweepReport run_sweep(const Family& family, const Problem& problem, cache::Datab
       if (!config) return;
       CompileJob job{proposed++, render(family, *config, problem), arch};
       in_flight.emplace(job.id, *config);
-      if (auto cached = database.cubin(job.source.hash, arch, toolchain.nvrtc_version))
+      if (auto cached = in_database([&] { return database.cubin(job.source.hash, arch, toolchain.nvrtc_version); }))
         from_cache.push_back(Reused{job.id, std::move(*cached)});
       else
         pool.submit(std::move(job));
@@ -281,7 +288,8 @@ SweepReport run_sweep(const Family& family, const Problem& problem, cache::Datab
         ready.outcome = pool.next();
         report.resources.compile_wait_seconds +=
             std::chrono::duration<double>(Clock::now() - waiting).count();
-        if (ready.outcome.kernel) database.put_cubin(*ready.outcome.kernel);  // keyed by source hash
+        if (ready.outcome.kernel)  // keyed by source hash
+          in_database([&] { return (database.put_cubin(*ready.outcome.kernel), 0); });
       } else {
         ready.outcome = CompileOutcome{from_cache.front().id, std::move(from_cache.front().kernel), ""};
         from_cache.pop_front();
@@ -319,7 +327,8 @@ SweepReport run_sweep(const Family& family, const Problem& problem, cache::Datab
           report.first_compile_error = compile_error_excerpt(config, outcome.error);
         trial.status = cache::TrialStatus::compile_failed;
         trial.detail = outcome.error;
-        if (report.timed && !database.claim_trial(key, trial, lease->id(), claim_after)) {
+        if (report.timed &&
+            !in_database([&] { return database.claim_trial(key, trial, lease->id(), claim_after); })) {
           ++report.taken;
           continue;
         }
@@ -330,7 +339,8 @@ SweepReport run_sweep(const Family& family, const Problem& problem, cache::Datab
         } else if (options.max_seconds && seconds_spent() >= *options.max_seconds) {
           continue;  // budget spent while it compiled: leave it for a later sweep
         } else {
-          std::optional<std::int64_t> id = database.claim_trial(key, trial, lease->id(), claim_after);
+          std::optional<std::int64_t> id =
+              in_database([&] { return database.claim_trial(key, trial, lease->id(), claim_after); });
           if (!id) {  // another sweep of this problem took it first
             ++report.taken;
             continue;
@@ -357,7 +367,7 @@ SweepReport run_sweep(const Family& family, const Problem& problem, cache::Datab
           trial.min_ms = result.timing.min_ms;
           trial.spread = result.timing.spread;
           trial.repetitions = result.timing.repetitions;
-          database.finish_trial(*id, trial);
+          in_database([&] { return (database.finish_trial(*id, trial), 0); });
           running_trial = 0;
           strategy->observe(config, trial);
           if (trial.status == cache::TrialStatus::ok &&

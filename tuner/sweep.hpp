@@ -64,6 +64,7 @@ struct ResourceSummary {
   double gpu_load_seconds = 0, gpu_verify_seconds = 0, gpu_timing_seconds = 0;
   double gpu_kernel_seconds = 0;  // of gpu_timing_seconds: the timed calls themselves
   double compile_wait_seconds = 0;
+  double database_seconds = 0;  // claiming and recording trials, storing and finding cubins
 };
 
 struct SweepReport {
