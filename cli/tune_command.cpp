@@ -431,6 +431,11 @@ int run_tune(const std::vector<std::string>& args) {
       continue;
     }
     print_trial_counts(database, {report.gpu_model, problem, template_hash(family)});
+    for (const tuner::Finalist& f : report.finalists)
+      std::cout << "  finalist  " << fixed(f.before_ms, 4) << " -> " << fixed(f.after_ms, 4)
+                << " ms (timed together, " << f.rounds << " rounds)  " << f.config << "\n";
+    if (!report.finalists_error.empty())
+      std::cout << "  finalists not re-timed: " << report.finalists_error << "\n";
     if (report.winner && gpu.device) {
       print_winner(*report.winner, problem, *gpu.device);
     } else {

@@ -70,6 +70,106 @@ GpuWorker::GpuWorker(int device_ordinal, double candidate_timeout_s)
 
 GpuWorker::~GpuWorker() = default;
 
+std::vector<Timing> GpuWorker::retime(const Family& family, const Problem& problem,
+                                      const std::vector<std::pair<Config, CompiledKernel>>& candidates,
+                                      std::uint64_t seed, const TimingOptions& timing) {
+  if (!process_ || !device_) start();
+  if (!device_) throw Error("GPU worker unavailable: " + unavailable_reason_);
+  Message request;
+  json listed = json::array();
+  for (const auto& [config, kernel] : candidates) {
+    listed.push_back({{"config", config.text()},
+                      {"lowered_names", kernel.lowered_names},
+                      {"arch", kernel.arch},
+                      {"source_hash", kernel.source_hash},
+                      {"bytes", kernel.cubin.bytes.size()}});
+    request.payload.append(reinterpret_cast<const char*>(kernel.cubin.bytes.data()), kernel.cubin.bytes.size());
+  }
+  request.header = {{"family", family.name()},
+                    {"problem", problem},
+                    {"retime", listed},
+                    {"seed", seed},
+                    {"timing",
+                     {{"precision", timing.precision},
+                      {"min_repetitions", timing.min_repetitions},
+                      {"max_repetitions", timing.max_repetitions}}}};
+  bool timed_out = false;
+  std::optional<Message> reply;
+  try {
+    process_->send(request);
+    // Each candidate has already run within the watchdog once; together they get as many.
+    reply = process_->receive(timeout_s_ * static_cast<double>(candidates.size()), &timed_out);
+  } catch (const Interrupted&) {
+    process_.reset();
+    throw;
+  }
+  if (!reply || reply->header.contains("error")) {
+    const std::string why = reply ? reply->header["error"].get<std::string>()
+                                  : timed_out ? "no answer in time" : process_->exit_description();
+    process_.reset();
+    ++restarts_;
+    throw Error("re-timing the finalists: " + why);
+  }
+  std::vector<Timing> timings;
+  for (const json& t : reply->header.at("timings")) {
+    Timing one;
+    one.median_ms = t.at("median_ms");
+    one.min_ms = t.at("min_ms");
+    one.spread = t.at("spread");
+    one.repetitions = t.at("repetitions");
+    timings.push_back(one);
+  }
+  if (timings.size() != candidates.size()) throw Error("re-timing the finalists: a timing is missing");
+  return timings;
+}
+
+namespace {
+
+// The worker's side of GpuWorker::retime: loads and verifies each candidate, then times them
+// together.
+Message retime_reply(const json& h, const std::string& payload, std::unique_ptr<Workbench>& bench,
+                     const DeviceTarget& device) {
+  const Family& family = find_family(h.at("family"));
+  const Problem problem = h.at("problem").get<Problem>();
+  if (!bench || bench->problem().key() != problem.key()) {
+    bench.reset();
+    bench = std::make_unique<Workbench>(family, problem, device);
+  }
+  std::vector<driver::ReadyKernel> kernels;
+  std::vector<Config> configs;
+  std::size_t offset = 0;
+  for (const json& listed : h.at("retime")) {
+    CompiledKernel compiled;
+    compiled.lowered_names = listed.at("lowered_names").get<std::vector<std::string>>();
+    compiled.arch = listed.at("arch");
+    compiled.source_hash = listed.at("source_hash");
+    const std::size_t bytes = listed.at("bytes");
+    if (offset + bytes > payload.size()) throw Error("re-timing: the cubins are cut short");
+    compiled.cubin.bytes.assign(payload.begin() + offset, payload.begin() + offset + bytes);
+    offset += bytes;
+    configs.push_back(Config::parse(listed.at("config")));
+    kernels.push_back(driver::load_kernel(compiled, bench->plan(configs.back()),
+                                          family.name() + " [" + configs.back().text() + "]"));
+    bench->refresh_inputs(h.at("seed").get<std::uint64_t>());
+    const Verification verification = bench->verify(kernels.back(), configs.back());
+    if (!verification.passed)
+      throw Error("finalist " + configs.back().text() + " failed verification: " + verification.detail);
+  }
+  TimingOptions options;
+  options.precision = h.at("timing").at("precision");
+  options.min_repetitions = h.at("timing").at("min_repetitions");
+  options.max_repetitions = h.at("timing").at("max_repetitions");
+  std::vector<const driver::ReadyKernel*> pointers;
+  for (const driver::ReadyKernel& kernel : kernels) pointers.push_back(&kernel);
+  json timings = json::array();
+  for (const Timing& t : bench->time_together(pointers, configs, options))
+    timings.push_back({{"median_ms", t.median_ms}, {"min_ms", t.min_ms}, {"spread", t.spread},
+                       {"repetitions", t.repetitions}});
+  return Message{{{"timings", timings}}, ""};
+}
+
+}  // namespace
+
 void GpuWorker::start() {
   process_ = std::make_unique<WorkerProcess>("gpu", std::to_string(device_ordinal_));
   bool timed_out = false;
@@ -182,6 +282,17 @@ int gpu_worker_main(const WorkerArgs& args) {
       into += std::chrono::duration<double>(now - clock).count();
       clock = now;
     };
+    if (h.contains("retime")) {
+      try {
+        reply = retime_reply(h, request->payload, bench, device);
+      } catch (const std::exception& error) {
+        fatal = context_is_dead();
+        reply = Message{{{"error", error.what()}}, ""};
+      }
+      write_message(args.out_fd, reply);
+      if (fatal) return 3;
+      continue;
+    }
     try {
       const Family& family = find_family(h.at("family"));
       Problem problem = h.at("problem").get<Problem>();

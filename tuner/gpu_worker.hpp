@@ -51,6 +51,12 @@ class GpuWorker {
   GpuTrialResult evaluate(const Family& family, const Problem& problem, const Config& config,
                           const CompiledKernel& kernel, std::uint64_t seed,
                           const TimingOptions& timing);
+  // Verifies and times verified candidates again, together and interleaved
+  // (Workbench::time_together): their timings in order, or an Error saying why not (the worker
+  // is then restarted for the next call).
+  std::vector<Timing> retime(const Family& family, const Problem& problem,
+                             const std::vector<std::pair<Config, CompiledKernel>>& candidates,
+                             std::uint64_t seed, const TimingOptions& timing);
 
  private:
   void start();

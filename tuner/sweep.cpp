@@ -25,6 +25,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The configs within SweepOptions::finalist_margin of the best at the end of a sweep, up to
+// kFinalists, are timed again together; verified configs within a little more of the best so
+// far are kept (with their kernels) until then.
+constexpr std::size_t kFinalists = 4;
+constexpr double kContenderSlack = 0.02;
+
 cache::Trial trial_from(const Config& config, const CompiledKernel* kernel,
                         const cache::Toolchain& toolchain) {
   cache::Trial trial;
@@ -306,9 +312,16 @@ SweepReport run_sweep(const Family& family, const Problem& problem, cache::Datab
   };
 
   std::int64_t running_trial = 0;  // started on the GPU, not yet finished (ids start at 1)
-  // The fastest verified kernel so far: a cubin budget (Database::put_cubin) may have evicted
-  // its stored copy before it won, so the winner's cubin is stored again at the end.
-  std::optional<CompiledKernel> best_kernel;
+  // This sweep's verified kernels near its best so far (kContenderSlack): the finalists
+  // come from them, and so does the winner's cubin, stored again at the end (a cubin budget,
+  // Database::put_cubin, may have evicted its stored copy before it won).
+  struct Contender {
+    Config config;
+    CompiledKernel kernel;
+    std::int64_t trial_id;
+    cache::Trial trial;
+  };
+  std::vector<Contender> contenders;
   try {
     refill();
     while (!in_flight.empty()) {
@@ -370,11 +383,14 @@ SweepReport run_sweep(const Family& family, const Problem& problem, cache::Datab
           in_database([&] { return (database.finish_trial(*id, trial), 0); });
           running_trial = 0;
           strategy->observe(config, trial);
-          if (trial.status == cache::TrialStatus::ok &&
-              (progress.best_ms == 0 || trial.median_ms < progress.best_ms)) {
-            progress.best_ms = trial.median_ms;
-            progress.best_config = config.text();
-            best_kernel = *outcome.kernel;
+          if (trial.status == cache::TrialStatus::ok) {
+            if (progress.best_ms == 0 || trial.median_ms < progress.best_ms) {
+              progress.best_ms = trial.median_ms;
+              progress.best_config = config.text();
+            }
+            const double bar = progress.best_ms * (1 + options.finalist_margin + kContenderSlack);
+            if (trial.median_ms <= bar) contenders.push_back({config, *outcome.kernel, *id, trial});
+            std::erase_if(contenders, [&](const Contender& c) { return c.trial.median_ms > bar; });
           }
         }
       }
@@ -387,11 +403,50 @@ SweepReport run_sweep(const Family& family, const Problem& problem, cache::Datab
     report.interrupted_by = interrupted.signal();
   }
 
+  // The finalists: the configs within options.finalist_margin of the best, timed again together and
+  // interleaved, so that noise between their first timings cannot pick the winner.
+  std::sort(contenders.begin(), contenders.end(),
+            [](const Contender& a, const Contender& b) { return a.trial.median_ms < b.trial.median_ms; });
+  std::vector<Contender*> finalists;
+  for (Contender& c : contenders)
+    if (finalists.size() < kFinalists &&
+        c.trial.median_ms <= contenders.front().trial.median_ms * (1 + options.finalist_margin))
+      finalists.push_back(&c);
+  if (report.timed && !report.interrupted_by && finalists.size() >= 2) {
+    std::vector<std::pair<Config, CompiledKernel>> together;
+    for (const Contender* c : finalists) together.emplace_back(c->config, c->kernel);
+    TimingOptions timing;
+    timing.precision = options.timing_precision / 2;  // finer than the first pass: they are close
+    timing.min_repetitions = 20;
+    timing.max_repetitions = 100;
+    try {
+      const std::vector<Timing> timings =
+          gpu.retime(family, problem, together, options.seed * 1000003, timing);
+      for (std::size_t i = 0; i < finalists.size(); ++i) {
+        cache::Trial& trial = finalists[i]->trial;
+        report.finalists.push_back({finalists[i]->config.text(), trial.median_ms, timings[i].median_ms,
+                                    timings[i].repetitions});
+        trial.median_ms = timings[i].median_ms;
+        trial.min_ms = timings[i].min_ms;
+        trial.spread = timings[i].spread;
+        trial.repetitions = timings[i].repetitions;
+        in_database([&] { return (database.finish_trial(finalists[i]->trial_id, trial), 0); });
+      }
+    } catch (const Interrupted& interrupted) {
+      report.interrupted_by = interrupted.signal();
+    } catch (const Error& error) {
+      report.finalists_error = error.what();
+    }
+  }
+
   report.resources.wall_seconds = seconds_spent();
   if (report.timed) {
     report.winner = database.refresh_winner(key);
-    if (report.winner && best_kernel && report.winner->source_hash == best_kernel->source_hash)
-      database.put_cubin(*best_kernel);
+    for (const Contender& c : contenders)
+      if (report.winner && report.winner->source_hash == c.kernel.source_hash) {
+        database.put_cubin(c.kernel);
+        break;
+      }
     if (report.winner && report.winner->median_ms > 0) {
       report.winner_tflops = family.work(problem).flops / (report.winner->median_ms * 1e-3) / 1e12;
       if (auto peak = tensor_peak_tflops(device)) report.peak_fraction = report.winner_tflops / *peak;

@@ -29,6 +29,10 @@ struct SweepOptions {
   // How precisely a candidate's median is timed before the next (TimingOptions::precision);
   // 0: a fixed amount of timed calls per candidate.
   double timing_precision = 0.01;
+  // Configs whose first median lies within this of the best are the finalists, timed again
+  // together before the winner is decided (3% covers a first timing's spread under an L2 flush
+  // per call, 1-3%).
+  double finalist_margin = 0.03;
   // This process's part of the space, for sweeps split over hosts (a Slurm job array, a
   // Kubernetes Indexed Job): the configs at positions p of the family's enumeration with
   // p % shard_count == shard_index. Deterministic and the same on every host, so the shards are
@@ -67,6 +71,14 @@ struct ResourceSummary {
   double database_seconds = 0;  // claiming and recording trials, storing and finding cubins
 };
 
+// A config near the best at the end of a sweep, timed again together with the others
+// (Workbench::time_together): its median before and after.
+struct Finalist {
+  std::string config;
+  double before_ms = 0, after_ms = 0;
+  int rounds = 0;
+};
+
 struct SweepReport {
   Problem problem;
   std::string gpu_model;       // empty in offline mode
@@ -84,6 +96,11 @@ struct SweepReport {
   int interrupted_by = 0;           // SIGINT or SIGTERM when the sweep stopped early, else 0
   Progress progress;
   ResourceSummary resources;
+  // This sweep's configs within finalist_margin of its best (at most 4), re-timed together
+  // before the winner is decided; finalists_error says why not when that failed (the first
+  // timings stand).
+  std::vector<Finalist> finalists;
+  std::string finalists_error;
   std::optional<cache::Winner> winner;
   double winner_tflops = 0;
   double peak_fraction = 0;  // of the device's dense tensor peak, when known

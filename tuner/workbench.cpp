@@ -49,6 +49,24 @@ double percentile(std::vector<float> sorted, double q) {
   return sorted[std::min(index, sorted.size() - 1)];
 }
 
+// The median's 95% interval from the order statistics of `sorted`: ranks n/2 -+ 0.98 sqrt(n).
+std::pair<double, double> median_interval(const std::vector<float>& sorted) {
+  const double n = static_cast<double>(sorted.size()), half = 0.98 * std::sqrt(n);
+  const auto rank = [&](double r) { return sorted[static_cast<std::size_t>(std::clamp(r, 0.0, n - 1))]; };
+  return {rank(std::floor(n / 2 - half)), rank(std::ceil(n / 2 + half))};
+}
+
+// Median, minimum, p10, p90 and spread of the samples (sorted here) into `timing`.
+void summarize(std::vector<float>& samples, Timing& timing) {
+  std::sort(samples.begin(), samples.end());
+  timing.repetitions = static_cast<int>(samples.size());
+  timing.median_ms = percentile(samples, 0.5);
+  timing.min_ms = samples.front();
+  timing.p10_ms = percentile(samples, 0.1);
+  timing.p90_ms = percentile(samples, 0.9);
+  timing.spread = timing.median_ms > 0 ? (timing.p90_ms - timing.p10_ms) / timing.median_ms : 0;
+}
+
 }  // namespace
 
 struct Workbench::Kernels {
@@ -209,16 +227,18 @@ Verification Workbench::check_output() {
   return result;
 }
 
+void Workbench::flush_l2(CUstream stream) {
+  struct {  // FlushParams in support_kernels.cuh
+    std::uint64_t data, count, sink;
+  } params{l2_flush_.address(), l2_flush_.bytes() / 16, l2_flush_.address()};
+  kernels_->read_flush.first().launch(grid_stride(params.count), KernelArgs::of(params), stream);
+}
+
 Timing Workbench::time(const driver::ReadyKernel& kernel, const Config& config,
                        const TimingOptions& options) {
   const LaunchPlan call = plan(config);
   CUstream stream = stream_.get();
-  struct {  // FlushParams in support_kernels.cuh
-    std::uint64_t data, count, sink;
-  } flush_params{l2_flush_.address(), l2_flush_.bytes() / 16, l2_flush_.address()};
-  const KernelArgs flush_args = KernelArgs::of(flush_params);
-  const LaunchGeometry flush_geometry = grid_stride(flush_params.count);
-  auto flush = [&] { kernels_->read_flush.first().launch(flush_geometry, flush_args, stream); };
+  auto flush = [&] { flush_l2(stream); };
   for (int i = 0; i < options.warmup; ++i) kernel.run(call, stream);
   // One timed launch sizes the run: enough repetitions for ~target_ms of kernel time.
   driver::Event probe_start, probe_stop;
@@ -244,14 +264,6 @@ Timing Workbench::time(const driver::ReadyKernel& kernel, const Config& config,
     for (int i = from; i < to; ++i) samples.push_back(stops[i].since(starts[i]));
     for (int i = from; i < to; ++i) timing.kernel_ms += samples[i];
   };
-  // The median's 95% interval from the order statistics: ranks n/2 -+ 0.98 sqrt(n).
-  auto interval = [](const std::vector<float>& sorted) {
-    const double n = static_cast<double>(sorted.size()), half = 0.98 * std::sqrt(n);
-    const auto rank = [&](double r) {
-      return sorted[static_cast<std::size_t>(std::clamp(r, 0.0, n - 1))];
-    };
-    return std::pair<double, double>(rank(std::floor(n / 2 - half)), rank(std::ceil(n / 2 + half)));
-  };
   int done = std::min(5, repetitions);
   enqueue(0, done);
   std::vector<float> sorted = samples;
@@ -267,7 +279,7 @@ Timing Workbench::time(const driver::ReadyKernel& kernel, const Config& config,
       if (options.precision <= 0) continue;
       sorted = samples;
       std::sort(sorted.begin(), sorted.end());
-      const auto [low, high] = interval(sorted);
+      const auto [low, high] = median_interval(sorted);
       const double median = percentile(sorted, 0.5);
       if (options.best_ms > 0 && low > options.best_ms * (1 + options.precision)) {
         timing.cannot_win = true;
@@ -276,14 +288,51 @@ Timing Workbench::time(const driver::ReadyKernel& kernel, const Config& config,
       if ((high - low) / 2 <= options.precision * median) break;
     }
   }
-  std::sort(samples.begin(), samples.end());
-  timing.repetitions = static_cast<int>(samples.size());
-  timing.median_ms = percentile(samples, 0.5);
-  timing.min_ms = samples.front();
-  timing.p10_ms = percentile(samples, 0.1);
-  timing.p90_ms = percentile(samples, 0.9);
-  timing.spread = timing.median_ms > 0 ? (timing.p90_ms - timing.p10_ms) / timing.median_ms : 0;
+  summarize(samples, timing);
   return timing;
+}
+
+std::vector<Timing> Workbench::time_together(const std::vector<const driver::ReadyKernel*>& kernels,
+                                             const std::vector<Config>& configs,
+                                             const TimingOptions& options) {
+  CUstream stream = stream_.get();
+  std::vector<LaunchPlan> calls;
+  for (const Config& config : configs) calls.push_back(plan(config));
+  for (std::size_t c = 0; c < kernels.size(); ++c)
+    for (int i = 0; i < options.warmup; ++i) kernels[c]->run(calls[c], stream);
+  const std::size_t count = kernels.size();
+  std::vector<std::vector<float>> samples(count);
+  std::vector<Timing> timings(count);
+  int rounds = 0;
+  while (rounds < options.max_repetitions) {
+    const int batch = std::min(10, options.max_repetitions - rounds);
+    std::vector<driver::Event> starts(batch * count), stops(batch * count);
+    for (int r = 0; r < batch; ++r)
+      for (std::size_t c = 0; c < count; ++c) {
+        flush_l2(stream);
+        starts[r * count + c].record(stream);
+        kernels[c]->run(calls[c], stream);
+        stops[r * count + c].record(stream);
+      }
+    for (int r = 0; r < batch; ++r)
+      for (std::size_t c = 0; c < count; ++c) {
+        const float ms = stops[r * count + c].since(starts[r * count + c]);
+        samples[c].push_back(ms);
+        timings[c].kernel_ms += ms;
+      }
+    rounds += batch;
+    if (rounds < options.min_repetitions || options.precision <= 0) continue;
+    bool precise = true;
+    for (std::size_t c = 0; c < count && precise; ++c) {
+      std::vector<float> sorted = samples[c];
+      std::sort(sorted.begin(), sorted.end());
+      const auto [low, high] = median_interval(sorted);
+      precise = (high - low) / 2 <= options.precision * percentile(sorted, 0.5);
+    }
+    if (precise) break;
+  }
+  for (std::size_t c = 0; c < count; ++c) summarize(samples[c], timings[c]);
+  return timings;
 }
 
 std::vector<float> Workbench::reference_output() {

@@ -81,6 +81,12 @@ class Workbench {
   // twice the L2's size, as the benchmarks flush), warm-up, median of repetitions.
   Timing time(const driver::ReadyKernel& kernel, const Config& config,
               const TimingOptions& options);
+  // Times several candidates together, one call of each in turn per round (L2 flushed before
+  // every call), so a drift of the clocks or the memory moves them alike and cannot reorder
+  // them: rounds in batches of 10 until every median is known to options.precision or
+  // options.max_repetitions rounds ran. The tuner's finalists.
+  std::vector<Timing> time_together(const std::vector<const driver::ReadyKernel*>& kernels,
+                                    const std::vector<Config>& configs, const TimingOptions& options);
 
   // The reference outputs (fp32) of the current inputs, each output tensor's in turn, for tests.
   std::vector<float> reference_output();
@@ -89,6 +95,8 @@ class Workbench {
 
  private:
   void run_reference();
+  // Evicts L2 by reading a buffer twice its size, as the benchmarks do.
+  void flush_l2(CUstream stream);
 
   const Family& family_;
   Problem problem_;

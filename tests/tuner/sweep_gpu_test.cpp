@@ -2,6 +2,7 @@
 // real matmul sweep stores verified winners the runtime then uses; sweeps resume.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 
 #include "support/probe_family.hpp"
@@ -53,6 +54,36 @@ TEST(GpuSweep, FaultingAndHangingCandidatesAreRecordedAndTheSweepCompletes) {
   }
   ASSERT_TRUE(report.winner);
   EXPECT_EQ(report.winner->config.at("behavior"), kCorrect);
+}
+
+// Configs near the best are timed again together, interleaved, and the winner is decided by
+// those timings: two copy kernels that differ only in their block size (the margin is widened:
+// the first of them, timed right after start-up, may come out a few percent slower).
+TEST(GpuSweep, ConfigsNearTheBestAreTimedAgainTogetherBeforeTheWinnerIsDecided) {
+  TILESMITH_REQUIRE_GPU();
+  TempDir dir;
+  cache::Database db(dir.file("tune.db"));
+  const Family& family = find_family("probe");
+  Problem problem{"probe", DType::f32, DType::f32, {1 << 24}};  // 128 MB moved: a steady time
+  tuner::SweepOptions options;
+  options.compile_processes = 2;
+  options.only = Config{{{"behavior", testing::kCorrect}}};
+  options.finalist_margin = 0.5;
+  const tuner::SweepReport report = tuner::run_sweep(family, problem, db, options);
+  ASSERT_EQ(report.progress.ok, 2);
+  ASSERT_TRUE(report.finalists_error.empty()) << report.finalists_error;
+  ASSERT_EQ(report.finalists.size(), 2u);
+  ASSERT_TRUE(report.winner);
+  cache::TrialKey key{report.gpu_model, problem, template_hash(family)};
+  double fastest = 1e30;
+  for (const tuner::Finalist& f : report.finalists) {
+    EXPECT_GT(f.after_ms, 0);
+    EXPECT_GE(f.rounds, 20);
+    fastest = std::min(fastest, f.after_ms);
+    for (const cache::Trial& trial : db.trials(key))
+      if (trial.config.text() == f.config) EXPECT_EQ(trial.median_ms, f.after_ms) << f.config;
+  }
+  EXPECT_EQ(report.winner->median_ms, fastest);
 }
 
 TEST(GpuSweep, MatmulWinnerIsStoredAndUsedByTheRuntimeWithoutNvrtc) {
