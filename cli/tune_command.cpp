@@ -432,8 +432,9 @@ int run_tune(const std::vector<std::string>& args) {
     }
     print_trial_counts(database, {report.gpu_model, problem, template_hash(family)});
     for (const tuner::Finalist& f : report.finalists)
-      std::cout << "  finalist  " << fixed(f.before_ms, 4) << " -> " << fixed(f.after_ms, 4)
-                << " ms (timed together, " << f.rounds << " rounds)  " << f.config << "\n";
+      std::cout << "  finalist  " << fixed(f.before_ms, 4) << " ms, together " << fixed(f.together_ms, 4)
+                << " (" << f.rounds << " rounds), recorded " << fixed(f.recorded_ms, 4) << "  "
+                << f.config << "\n";
     if (!report.finalists_error.empty())
       std::cout << "  finalists not re-timed: " << report.finalists_error << "\n";
     if (report.winner && gpu.device) {

@@ -72,10 +72,12 @@ struct ResourceSummary {
 };
 
 // A config near the best at the end of a sweep, timed again together with the others
-// (Workbench::time_together): its median before and after.
+// (Workbench::time_together): its first median, its median timed together, and the median its
+// trial records (timed together, scaled by the drift since the first pass that the first
+// pass's best showed: see run_sweep).
 struct Finalist {
   std::string config;
-  double before_ms = 0, after_ms = 0;
+  double before_ms = 0, together_ms = 0, recorded_ms = 0;
   int rounds = 0;
 };
 
