@@ -64,10 +64,9 @@ CUresult encode_tensor_map(const TensorMapSpec& spec, std::byte* bytes) {
       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
 
-// The driver's launch configuration of `geometry` on `stream`; `attribute` receives the cluster
-// shape, which the configuration points to.
-// The launch's attributes go into `attributes` (the config points at them): the cluster shape
-// where there is one, programmatic stream serialization for an early start.
+// The driver's launch configuration of `geometry` on `stream`. Its attributes go into
+// `attributes`, which the configuration points to: the cluster shape where there is one,
+// programmatic stream serialization for an early start.
 CUlaunchConfig launch_config(const LaunchGeometry& geometry, CUstream stream,
                              CUlaunchAttribute (&attributes)[2]) {
   unsigned count = 0;

@@ -275,13 +275,6 @@ int gpu_worker_main(const WorkerArgs& args) {
     Timing timing;
     Message reply;
     bool fatal = false;
-    TrialSeconds seconds;
-    auto clock = std::chrono::steady_clock::now();
-    auto lap = [&](double& into) {  // the time since the last lap, into one phase
-      const auto now = std::chrono::steady_clock::now();
-      into += std::chrono::duration<double>(now - clock).count();
-      clock = now;
-    };
     if (h.contains("retime")) {
       try {
         reply = retime_reply(h, request->payload, bench, device);
@@ -293,6 +286,13 @@ int gpu_worker_main(const WorkerArgs& args) {
       if (fatal) return 3;
       continue;
     }
+    TrialSeconds seconds;
+    auto clock = std::chrono::steady_clock::now();
+    auto lap = [&](double& into) {  // the time since the last lap, into one phase
+      const auto now = std::chrono::steady_clock::now();
+      into += std::chrono::duration<double>(now - clock).count();
+      clock = now;
+    };
     try {
       const Family& family = find_family(h.at("family"));
       Problem problem = h.at("problem").get<Problem>();

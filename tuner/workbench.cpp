@@ -296,6 +296,9 @@ std::vector<Timing> Workbench::time_together(const std::vector<const driver::Rea
                                              const std::vector<Config>& configs,
                                              const TimingOptions& options) {
   CUstream stream = stream_.get();
+  // plan() grows the one workspace to what a config needs, moving it: the plans are made once
+  // it holds the largest.
+  for (const Config& config : configs) plan(config);
   std::vector<LaunchPlan> calls;
   for (const Config& config : configs) calls.push_back(plan(config));
   for (std::size_t c = 0; c < kernels.size(); ++c)
