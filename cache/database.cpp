@@ -1040,10 +1040,13 @@ std::optional<std::int64_t> Database::claim_trial(const TrialKey& key, const Tri
   Transaction transaction(db_, "claiming a trial");
   const std::int64_t problem_id = ensure_problem_id(db_, key.problem);
   const std::int64_t gpu_id = require_gpu_id(db_, key.gpu_model);
+  // Taken: tried (or being tried) after `after_trial_id` with this trial's toolchain; a trial
+  // of another NVRTC or driver measured something else and does not count.
   Statement taken(db_, R"sql(
 SELECT 1 FROM trials
  WHERE gpu_id = :gpu_id AND problem_id = :problem_id AND template_hash = :template_hash
    AND config = :config AND id > :after
+   AND nvrtc_version = :nvrtc_version AND driver_version = :driver_version
  LIMIT 1
 )sql",
                   "checking whether a config is taken");
@@ -1051,7 +1054,9 @@ SELECT 1 FROM trials
       .bind(":problem_id", problem_id)
       .bind(":template_hash", key.template_hash)
       .bind(":config", config_json(trial.config))
-      .bind(":after", after_trial_id);
+      .bind(":after", after_trial_id)
+      .bind(":nvrtc_version", trial.toolchain.nvrtc_version)
+      .bind(":driver_version", trial.toolchain.driver_version);
   if (taken.step()) return std::nullopt;  // rolls back the problem row if it was new
   const std::int64_t id = insert_trial(db_, key, trial, trial.status, sweep_id);
   transaction.commit();
@@ -1156,12 +1161,23 @@ std::optional<Winner> refresh_winner_in(sqlite3* db_, const TrialKey& key) {
   const auto problem_id = find_problem_id(db_, key.problem);
   if (!gpu_id || !problem_id) return std::nullopt;  // nothing was ever tried under this key
 
+  // Among the trials timed with the toolchain (NVRTC and driver) of the key's latest ok trial:
+  // after an upgrade, a trial timed with the old one measured a kernel the runtime no longer
+  // builds, or under other driver code, so it no longer competes once the new one has results.
   Statement best(db_, R"sql(
-SELECT id, config, source_hash, median_ms, spread
-  FROM trials
- WHERE gpu_id = :gpu_id AND problem_id = :problem_id AND template_hash = :template_hash
-   AND status = 'ok' AND median_ms IS NOT NULL
- ORDER BY median_ms, id
+WITH latest AS (
+  SELECT nvrtc_version, driver_version
+    FROM trials
+   WHERE gpu_id = :gpu_id AND problem_id = :problem_id AND template_hash = :template_hash
+     AND status = 'ok' AND median_ms IS NOT NULL
+   ORDER BY id DESC
+   LIMIT 1)
+SELECT t.id, t.config, t.source_hash, t.median_ms, t.spread
+  FROM trials t, latest l
+ WHERE t.gpu_id = :gpu_id AND t.problem_id = :problem_id AND t.template_hash = :template_hash
+   AND t.status = 'ok' AND t.median_ms IS NOT NULL
+   AND t.nvrtc_version = l.nvrtc_version AND t.driver_version = l.driver_version
+ ORDER BY t.median_ms, t.id
  LIMIT 1
 )sql",
                  "finding the fastest ok trial");

@@ -150,9 +150,9 @@ class Database {
   // Records a finished trial in one step (compile failures, pruned configs).
   std::int64_t record_trial(const TrialKey& key, const Trial& trial);
   // For sweep `sweep_id`: records `trial` (running, or already finished) unless the key holds a
-  // trial of the same config with an id above `after_trial_id` (0: any trial), in one
-  // transaction, so that two sweeps of one problem never run one config twice. Nothing when the
-  // config is taken.
+  // trial of the same config and toolchain with an id above `after_trial_id` (0: any trial), in
+  // one transaction, so that two sweeps of one problem never run one config twice. Nothing when
+  // the config is taken.
   std::optional<std::int64_t> claim_trial(const TrialKey& key, const Trial& trial,
                                           std::int64_t sweep_id, std::int64_t after_trial_id);
   // Removes a trial that was interrupted before it finished (Ctrl-C), so the next sweep runs it
@@ -169,8 +169,9 @@ class Database {
   std::vector<TrialKey> trial_keys() const;             // every key with trials, in key order
   std::vector<Trial> top_trials(const TrialKey& key, int limit) const;
 
-  // Recomputes the winner for the key from its ok trials (fastest median) and stores it; a
-  // stored winner also clears the key's miss, in the same transaction.
+  // Recomputes the winner for the key from its ok trials (fastest median among those timed
+  // with the toolchain of the key's latest ok trial) and stores it; a stored winner also
+  // clears the key's miss, in the same transaction.
   std::optional<Winner> refresh_winner(const TrialKey& key);
   std::optional<Winner> winner(const TrialKey& key) const;
   // All winners, optionally restricted to one GPU model; ordered by gpu, op, problem key.

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <set>
 
 #include "cache/database.hpp"
 #include "driver/cuda_driver.hpp"
+#include "generator/compiled_kernel.hpp"
 #include "generator/rendered_source.hpp"
 #include "templates/registry.hpp"
 
@@ -196,6 +198,38 @@ std::string template_age(const std::string& op, const std::string& template_hash
   std::optional<std::string> current = current_template_hash(op);
   if (!current) return "unknown op";
   return *current == template_hash ? "current" : "old";
+}
+
+LocalToolchain local_toolchain() {
+  std::string why_no_gpu;
+  return {nvrtc_version(),
+          driver::gpu_available(&why_no_gpu) ? driver::driver_version() : std::string("none")};
+}
+
+std::vector<JudgedWinner> judge_winners(const std::vector<cache::Winner>& winners) {
+  const LocalToolchain here = local_toolchain();
+  auto stale_reason = [&](const cache::Winner& winner) -> std::string {
+    if (current_template_hash(winner.problem.op) != winner.template_hash)
+      return "older templates: the runtime no longer uses it";
+    if (winner.toolchain.nvrtc_version != here.nvrtc)
+      return "compiled by NVRTC " + winner.toolchain.nvrtc_version + " (this is " + here.nvrtc +
+             "): the runtime compiles its config again, untimed";
+    if (here.driver != "none" && winner.toolchain.driver_version != here.driver)
+      return "timed under driver " + winner.toolchain.driver_version + " (this is " + here.driver + ")";
+    return "";
+  };
+  // (GPU model, problem) pairs that have a winner of the current templates.
+  std::set<std::pair<std::string, std::string>> current;
+  for (const cache::Winner& winner : winners)
+    if (current_template_hash(winner.problem.op) == winner.template_hash)
+      current.insert({winner.gpu_model, winner.problem.key()});
+  std::vector<JudgedWinner> judged;
+  for (const cache::Winner& winner : winners) {
+    const bool replaced = current_template_hash(winner.problem.op) != winner.template_hash &&
+                          current.count({winner.gpu_model, winner.problem.key()});
+    if (!replaced) judged.push_back({winner, stale_reason(winner)});
+  }
+  return judged;
 }
 
 std::string fixed(double value, int decimals) {

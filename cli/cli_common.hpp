@@ -9,12 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "cache/database.hpp"
 #include "templates/family.hpp"
 #include "templates/problem.hpp"
-
-namespace tilesmith::cache {
-class Database;
-}
 
 namespace tilesmith::cli {
 
@@ -99,6 +96,23 @@ std::optional<std::string> current_template_hash(const std::string& op);
 // Whether a result keyed by `template_hash` is for this build's template of `op`: "current",
 // "old" (the runtime never uses it), or "unknown op".
 std::string template_age(const std::string& op, const std::string& template_hash);
+
+// A winner judged against this machine: why it no longer vouches for what the runtime would run
+// here ("" when it does). Older templates: the runtime never finds it. Another NVRTC: the
+// runtime compiles its config again, into a kernel that was never timed. Another driver: it was
+// timed under other code (compared only where there is a GPU).
+struct JudgedWinner {
+  cache::Winner winner;
+  std::string stale_reason;
+};
+// `winners` judged one by one (one stale entry never discredits the others), leaving out the
+// winners of older templates that a current one replaced.
+std::vector<JudgedWinner> judge_winners(const std::vector<cache::Winner>& winners);
+// This machine's NVRTC, and its driver or "none" without a GPU.
+struct LocalToolchain {
+  std::string nvrtc, driver;
+};
+LocalToolchain local_toolchain();
 
 // printf-style "%.<decimals>f"; "-" for a missing value.
 std::string fixed(double value, int decimals);

@@ -280,11 +280,36 @@ void add_missed_problems(const cache::Database& database, const LocalGpu& gpu,
               << "; timing needs a GPU, so they stay misses until tuned on one\n";
 }
 
+// The problems `tune --stale` adds to `problems`: the shapes whose winner no longer vouches for
+// what this machine would run (judge_winners, as `tilesmith status` lists them), on the local
+// GPU's model, or without a GPU on every model (compiled for --arch; nothing can be timed). A
+// sweep of one tries its configs again with this toolchain (configs tried with another do not
+// count as done) and with this build's templates, and the winner then comes from those trials.
+void add_stale_problems(const cache::Database& database, const LocalGpu& gpu,
+                        std::vector<Problem>& problems) {
+  const std::optional<std::string> model =
+      gpu.device ? std::optional(gpu.device->model_key()) : std::nullopt;
+  std::set<std::string> seen;
+  for (const Problem& problem : problems) seen.insert(problem.key());
+  int stale = 0;
+  for (const JudgedWinner& judged : judge_winners(database.winners(model))) {
+    if (judged.stale_reason.empty()) continue;
+    ++stale;
+    const Problem& problem = judged.winner.problem;
+    if (!current_template_hash(problem.op)) continue;  // an op this build does not have
+    std::cout << "stale: " << problem.key() << " on " << judged.winner.gpu_model << ": "
+              << judged.stale_reason << "\n";
+    if (seen.insert(problem.key()).second) problems.push_back(problem);
+  }
+  if (stale == 0)
+    std::cout << "stale: no stale winners " << (model ? "on " + *model : "on any GPU model") << "\n";
+}
+
 }  // namespace
 
 int run_tune(const std::vector<std::string>& args) {
   const CommandHelp help{
-      "tune", "[--op OP --dtype T --shape SHAPE [--shape ...]] [--misses] [options]",
+      "tune", "[--op OP --dtype T --shape SHAPE [--shape ...]] [--misses] [--stale] [options]",
       "Tunes each shape on the local GPU: enumerates the family's configs, prunes them by its\n"
       "constraints, compiles the rest with NVRTC in a pool of processes, verifies every candidate\n"
       "against the reference, times it, and stores every trial and the winner in the database.\n"
@@ -294,7 +319,10 @@ int run_tune(const std::vector<std::string>& args) {
       "says that timing needs a GPU.\n"
       "--misses adds every shape the runtime missed on the local GPU's model with the current\n"
       "templates (see 'tilesmith misses'), each swept like a --shape; a winner clears its miss.\n"
-      "Without a GPU it takes the misses of every GPU model and compiles them for --arch.",
+      "Without a GPU it takes the misses of every GPU model and compiles them for --arch.\n"
+      "--stale adds every shape whose winner is stale here (see 'tilesmith status'). A config\n"
+      "counts as done only when tried with this NVRTC and driver, and a winner comes from the\n"
+      "trials timed with the toolchain of the key's latest one.",
       "  tilesmith tune --op matmul --dtype bf16 --shape 4096x4096x4096\n"
       "  tilesmith tune --op matmul --dtype f16 --out-dtype f32 --shape 1024x1024x1024 \\\n"
       "                 --shape 16x4096x4096 --strategy random --budget 60s\n"
@@ -304,11 +332,14 @@ int run_tune(const std::vector<std::string>& args) {
   std::string database_flag, budget, seed, shard, only;
   po::options_description options("options", 100);
   add_problem_options(options, problem_args, /*many_shapes=*/true, /*required=*/false);
-  bool misses = false;
+  bool misses = false, stale = false;
   // clang-format off
   options.add_options()
       ("misses", po::bool_switch(&misses),
        "also tune every shape the runtime missed (see 'tilesmith misses'); --shape is then optional")
+      ("stale", po::bool_switch(&stale),
+       "also tune every shape whose winner is stale here (see 'tilesmith status'): its configs "
+       "are tried again with this NVRTC and driver; --shape is then optional")
       ("strategy", po::value(&sweep.strategy)->default_value(sweep.strategy)->value_name("NAME"),
        "exhaustive, random, annealing, genetic or model (the last three learn from the results; "
        "model also from the database's trials of other shapes of the op)")
@@ -342,7 +373,7 @@ int run_tune(const std::vector<std::string>& args) {
   if (!parse_arguments(help, options, args, values)) return 0;
 
   if (problem_args.shapes.empty()) {
-    if (!misses) throw po::error("give --shape SHAPE (repeatable), --misses, or both");
+    if (!misses && !stale) throw po::error("give --shape SHAPE (repeatable), --misses or --stale");
     if (values.count("op") || values.count("dtype") || values.count("out-dtype"))
       throw po::error(
           "--op, --dtype and --out-dtype describe the --shape problems; each miss brings its own");
@@ -386,10 +417,9 @@ int run_tune(const std::vector<std::string>& args) {
   cache::Database database(problems.empty() ? existing_database_path(database_flag)
                                             : database_path(database_flag));
   std::cout << "database: " << database.path().string() << "\n";
-  if (misses) {
-    add_missed_problems(database, gpu, sweep.offline_arch, problems);
-    if (problems.empty()) return 0;
-  }
+  if (misses) add_missed_problems(database, gpu, sweep.offline_arch, problems);
+  if (stale) add_stale_problems(database, gpu, problems);
+  if ((misses || stale) && problems.empty()) return 0;
 
   // Ctrl-C or SIGTERM stop the sweep between two database writes (tuner/interrupt.hpp).
   tuner::InterruptScope interrupts;

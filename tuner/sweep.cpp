@@ -206,8 +206,13 @@ SweepReport run_sweep(const Family& family, const Problem& problem, cache::Datab
     if (options.retune) {
       claim_after = database.last_trial_id();
     } else {
+      // Done: tried with this toolchain. After an NVRTC or driver upgrade the configs are tried
+      // again, and the winner comes from the new trials (Database::refresh_winner).
       std::set<std::string> done;
-      for (const cache::Trial& trial : database.trials(key)) done.insert(trial.config.text());
+      for (const cache::Trial& trial : database.trials(key))
+        if (trial.toolchain.nvrtc_version == toolchain.nvrtc_version &&
+            trial.toolchain.driver_version == toolchain.driver_version)
+          done.insert(trial.config.text());
       auto before = candidates.size();
       std::erase_if(candidates, [&](const Config& c) { return done.count(c.text()) > 0; });
       report.skipped_done = static_cast<int>(before - candidates.size());

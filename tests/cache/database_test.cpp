@@ -1030,6 +1030,40 @@ TEST_F(DatabaseTest, ClaimTrialGivesEachConfigToOneSweep) {
   // Another key is another problem: the same config is free there.
   EXPECT_TRUE(db.claim_trial(key_for(h100(), matmul(512, 256, 256)), running, first, 0));
   EXPECT_EQ(db.trials(key).size(), 3u);
+  // Under another NVRTC the config measures another kernel: free again, once.
+  Trial upgraded = running;
+  upgraded.toolchain.nvrtc_version = "13.1";
+  db.record_gpu(h100(), upgraded.toolchain);
+  ASSERT_TRUE(db.claim_trial(key, upgraded, first, 0).has_value());
+  EXPECT_FALSE(db.claim_trial(key, upgraded, second, 0).has_value());
+}
+
+// After a toolchain upgrade the winner comes from the trials timed with the new one, once it has
+// any: an older trial measured a kernel the runtime no longer builds. Until then the older
+// trials keep their winner.
+TEST_F(DatabaseTest, TheWinnerComesFromTheLatestToolchainsTrials) {
+  Database db(db_path());
+  db.record_gpu(h100(), toolchain());
+  const TrialKey key = key_for(h100(), matmul(256, 256, 256));
+  db.record_trial(key, trial_with(TrialStatus::ok, config(64, 64), 1.0));
+  db.record_trial(key, trial_with(TrialStatus::ok, config(128, 64), 2.0));
+  EXPECT_EQ(db.refresh_winner(key)->config, config(64, 64));
+
+  Toolchain upgraded = toolchain();
+  upgraded.nvrtc_version = "13.1";
+  db.record_gpu(h100(), upgraded);
+  Trial failed = trial_with(TrialStatus::compile_failed, config(64, 64), 0);
+  failed.toolchain = upgraded;
+  db.record_trial(key, failed);
+  EXPECT_EQ(db.refresh_winner(key)->config, config(64, 64));  // no new ok trial yet
+  Trial retimed = trial_with(TrialStatus::ok, config(128, 64), 1.5);
+  retimed.toolchain = upgraded;
+  db.record_trial(key, retimed);
+  const std::optional<Winner> winner = db.refresh_winner(key);
+  ASSERT_TRUE(winner);
+  EXPECT_EQ(winner->config, config(128, 64));  // slower than the old 1.0, but measured now
+  EXPECT_EQ(winner->median_ms, 1.5);
+  EXPECT_EQ(winner->toolchain.nvrtc_version, "13.1");
 }
 
 TEST_F(DatabaseTest, AbandonOrphanedLeavesTheTrialsOfLiveSweepsAlone) {

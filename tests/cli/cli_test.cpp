@@ -431,6 +431,22 @@ TEST_F(CliDatabase, StatusSaysWhichWinnersAreStaleAndWhy) {
       << status.out;
   EXPECT_FALSE(contains(status.out, kSecond.text())) << "a replaced winner is not listed";
   EXPECT_TRUE(contains(status.out, "1 of 3 winners current, 2 stale")) << status.out;
+
+  // `tune --stale` takes the two stale shapes (without a GPU: every model's, compiled for
+  // --arch), not the current one; with a GPU, only its own model's, which has none here.
+  CliRun stale = run({"tune", "--stale", "--budget", "2", "--db", path.string()});
+  ASSERT_EQ(stale.status, 0) << stale.err << stale.out;
+  if (have_gpu()) {
+    EXPECT_TRUE(contains(stale.out, "stale: no stale winners on")) << stale.out;
+  } else {
+    EXPECT_TRUE(contains(stale.out, "stale: " + recompiled.key() + " on " + test_gpu().model_key() +
+                                        ": compiled by NVRTC 11.8"))
+        << stale.out;
+    EXPECT_TRUE(contains(stale.out, "stale: " + old.key())) << stale.out;
+    EXPECT_FALSE(contains(stale.out, "stale: " + fresh.key())) << stale.out;
+    EXPECT_TRUE(contains(stale.out, recompiled.key() + ", no GPU: compiling for sm_90a")) << stale.out;
+    EXPECT_TRUE(contains(stale.out, old.key() + ", no GPU: compiling for sm_90a")) << stale.out;
+  }
 }
 
 // A bundle: one GPU model's current winners, each with its winning trial and its cubin (none of
