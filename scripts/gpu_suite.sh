@@ -11,6 +11,7 @@
 #   TEST_FILTER='GpuRow*' SUITE_STEPS=tests scripts/gpu_suite.sh
 #   SUITE_STEPS="attention" ATTENTION_ARGS="--cases b4h16s4096d128 --tune-budget 20s" scripts/gpu_suite.sh
 #   SUITE_STEPS="attention_backward" ATTENTION_BACKWARD_ARGS="--cases b4h16s4096d128" scripts/gpu_suite.sh
+#   SUITE_STEPS="tuner replay" scripts/gpu_suite.sh     # the tuner's speed and its strategies
 #
 # Build here (scripts/setup.sh) and carry the build folder: the GPU machine has no Boost or
 # sqlite3.h, and the binaries link both statically.
@@ -18,7 +19,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-$(mktemp -d)}
 BUILD=${BUILD_DIR:-build}
-STEPS=${SUITE_STEPS:-"tests tune sass bench suite rows attention attention_backward"}
+STEPS=${SUITE_STEPS:-"tests tune sass bench suite rows attention attention_backward tuner replay"}
 TEST_FILTER=${TEST_FILTER:-'Gpu*'}
 # The row ops beside torch eager and torch.compile (bench/reductions_bench.py).
 ROWS_ARGS=${ROWS_ARGS:-"--tune-budget 6s"}
@@ -137,6 +138,34 @@ if has_step attention_backward; then
   summary+=("attention_backward exit status: $?")
 fi
 
+# The tuner itself (issue 15): a cold random sweep of 200 configs at 4096^3 on a fresh database,
+# timed end to end, with the sweep's own account of where the time went.
+if has_step tuner; then
+  echo "== tuner: 200 random configs at 4096^3, cold"
+  tuner_db="$OUT/tuner_cold.db"
+  rm -f "$tuner_db"
+  start=$(date +%s%N)
+  "$BUILD/tilesmith" tune --op matmul --dtype bf16 --shape 4096x4096x4096 --strategy random \
+    --budget 200 --db "$tuner_db" > "$OUT/tuner.log" 2>&1
+  status=$?
+  stop=$(date +%s%N)
+  summary+=("tuner: exit status $status, $(( (stop - start) / 1000000 )) ms end to end;$(grep -E '^  time ' "$OUT/tuner.log" | sed 's/^  time//')")
+  rm -f "$tuner_db"
+fi
+
+# The search strategies replayed on exhaustive sweeps of the sm_90a template's space at three
+# shapes (build/strategy_replay: proposals to reach 2% of the best, per strategy).
+if has_step replay; then
+  echo "== strategies: exhaustive sweeps of three shapes, then the replay"
+  replay_db="$OUT/replay.db"
+  for shape in 2048x2048x2048 4096x4096x4096 4096x14336x4096; do
+    "$BUILD/tilesmith" tune --op matmul --dtype bf16 --shape "$shape" --only variant=1 \
+      --db "$replay_db" >> "$OUT/replay_tune.log" 2>&1
+  done
+  "$BUILD/strategy_replay" --db "$replay_db" > "$OUT/replay.log" 2>&1
+  summary+=("replay exit status: $?")
+fi
+
 echo
 echo "================ summary ================"
 for line in "${summary[@]}"; do echo "$line"; done
@@ -146,3 +175,4 @@ if has_step suite; then echo; tail -n 45 "$OUT/suite.log"; fi
 if has_step rows; then echo; sed -n '/^GB\/s:/,$p' "$OUT/rows.log"; tail -n 3 "$OUT/rows.log"; fi
 if has_step attention; then echo; sed -n '/^TFLOP\/s:/,$p' "$OUT/attention.log"; fi
 if has_step attention_backward; then echo; sed -n '/^TFLOP\/s:/,$p' "$OUT/attention_backward.log"; fi
+if has_step replay; then echo; cat "$OUT/replay.log"; fi
