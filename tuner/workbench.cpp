@@ -49,13 +49,6 @@ double percentile(std::vector<float> sorted, double q) {
   return sorted[std::min(index, sorted.size() - 1)];
 }
 
-// The median's 95% interval from the order statistics of `sorted`: ranks n/2 -+ 0.98 sqrt(n).
-std::pair<double, double> median_interval(const std::vector<float>& sorted) {
-  const double n = static_cast<double>(sorted.size()), half = 0.98 * std::sqrt(n);
-  const auto rank = [&](double r) { return sorted[static_cast<std::size_t>(std::clamp(r, 0.0, n - 1))]; };
-  return {rank(std::floor(n / 2 - half)), rank(std::ceil(n / 2 + half))};
-}
-
 // Median, minimum, p10, p90 and spread of the samples (sorted here) into `timing`.
 void summarize(std::vector<float>& samples, Timing& timing) {
   std::sort(samples.begin(), samples.end());
@@ -68,6 +61,18 @@ void summarize(std::vector<float>& samples, Timing& timing) {
 }
 
 }  // namespace
+
+TimingVerdict judge_samples(std::vector<float> samples, const TimingOptions& options) {
+  if (options.precision <= 0 || samples.empty()) return TimingVerdict::more;
+  std::sort(samples.begin(), samples.end());
+  const double n = static_cast<double>(samples.size()), half = 0.98 * std::sqrt(n);
+  const auto rank = [&](double r) { return samples[static_cast<std::size_t>(std::clamp(r, 0.0, n - 1))]; };
+  const double low = rank(std::floor(n / 2 - half)), high = rank(std::ceil(n / 2 + half));
+  if (options.best_ms > 0 && low > options.best_ms * (1 + options.precision))
+    return TimingVerdict::cannot_win;
+  if ((high - low) / 2 <= options.precision * percentile(samples, 0.5)) return TimingVerdict::precise;
+  return TimingVerdict::more;
+}
 
 struct Workbench::Kernels {
   driver::ReadyKernel reference;
@@ -276,16 +281,9 @@ Timing Workbench::time(const driver::ReadyKernel& kernel, const Config& config,
       const int next = std::min(repetitions, std::max(done + 10, options.min_repetitions));
       enqueue(done, next);
       done = next;
-      if (options.precision <= 0) continue;
-      sorted = samples;
-      std::sort(sorted.begin(), sorted.end());
-      const auto [low, high] = median_interval(sorted);
-      const double median = percentile(sorted, 0.5);
-      if (options.best_ms > 0 && low > options.best_ms * (1 + options.precision)) {
-        timing.cannot_win = true;
-        break;
-      }
-      if ((high - low) / 2 <= options.precision * median) break;
+      const TimingVerdict verdict = judge_samples(samples, options);
+      timing.cannot_win = verdict == TimingVerdict::cannot_win;
+      if (verdict != TimingVerdict::more) break;
     }
   }
   summarize(samples, timing);
@@ -324,14 +322,10 @@ std::vector<Timing> Workbench::time_together(const std::vector<const driver::Rea
         timings[c].kernel_ms += ms;
       }
     rounds += batch;
-    if (rounds < options.min_repetitions || options.precision <= 0) continue;
+    if (rounds < options.min_repetitions) continue;
     bool precise = true;
-    for (std::size_t c = 0; c < count && precise; ++c) {
-      std::vector<float> sorted = samples[c];
-      std::sort(sorted.begin(), sorted.end());
-      const auto [low, high] = median_interval(sorted);
-      precise = (high - low) / 2 <= options.precision * percentile(sorted, 0.5);
-    }
+    for (std::size_t c = 0; c < count && precise; ++c)
+      precise = judge_samples(samples[c], options) == TimingVerdict::precise;
     if (precise) break;
   }
   for (std::size_t c = 0; c < count; ++c) summarize(samples[c], timings[c]);

@@ -39,6 +39,14 @@ struct TimingOptions {
   double give_up_factor = 0;  // 0: never
 };
 
+// What the repetitions so far decide under `options`: time more; stop, the median being known to
+// options.precision (the half-width of its 95% interval from the order statistics, ranks
+// n/2 -+ 0.98 sqrt(n), over the median); or stop, the candidate being unable to beat
+// options.best_ms (the interval's lower end above best_ms x (1 + precision)). With a precision
+// of 0: always more.
+enum class TimingVerdict { more, precise, cannot_win };
+TimingVerdict judge_samples(std::vector<float> samples, const TimingOptions& options);
+
 struct Timing {
   double median_ms = 0, min_ms = 0, p10_ms = 0, p90_ms = 0;
   double spread = 0;  // (p90 - p10) / median
