@@ -64,13 +64,17 @@ CUresult encode_tensor_map(const TensorMapSpec& spec, std::byte* bytes) {
       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
 
+unsigned cluster_size(const LaunchGeometry& geometry) {
+  return geometry.cluster[0] * geometry.cluster[1] * geometry.cluster[2];
+}
+
 // The driver's launch configuration of `geometry` on `stream`. Its attributes go into
 // `attributes`, which the configuration points to: the cluster shape where there is one,
 // programmatic stream serialization for an early start.
 CUlaunchConfig launch_config(const LaunchGeometry& geometry, CUstream stream,
                              CUlaunchAttribute (&attributes)[2]) {
   unsigned count = 0;
-  if (geometry.cluster[0] * geometry.cluster[1] * geometry.cluster[2] > 1) {
+  if (cluster_size(geometry) > 1) {
     attributes[count] = CUlaunchAttribute{};
     attributes[count].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
     attributes[count].value.clusterDim.x = geometry.cluster[0];
@@ -96,10 +100,6 @@ CUlaunchConfig launch_config(const LaunchGeometry& geometry, CUstream stream,
   config.attrs = attributes;
   config.numAttrs = count;
   return config;
-}
-
-unsigned cluster_size(const LaunchGeometry& geometry) {
-  return geometry.cluster[0] * geometry.cluster[1] * geometry.cluster[2];
 }
 
 }  // namespace

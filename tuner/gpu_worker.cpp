@@ -39,18 +39,31 @@ DeviceTarget device_from_json(const json& j) {
   return d;
 }
 
+// A timing as the worker sends it (the fields the tuner records), and back.
+json timing_json(const Timing& timing) {
+  return {{"median_ms", timing.median_ms},
+          {"min_ms", timing.min_ms},
+          {"spread", timing.spread},
+          {"repetitions", timing.repetitions}};
+}
+Timing timing_from_json(const json& j) {
+  Timing timing;
+  timing.median_ms = j.at("median_ms");
+  timing.min_ms = j.at("min_ms");
+  timing.spread = j.at("spread");
+  timing.repetitions = j.at("repetitions");
+  return timing;
+}
+
 // What the worker sends back for one candidate. `fatal` means its context is unusable.
 Message trial_reply(cache::TrialStatus status, const std::string& detail,
                     const Verification& verification, const Timing& timing) {
   Message reply;
-  reply.header = {{"status", cache::status_name(status)},
-                  {"detail", detail},
-                  {"rel_error", verification.rel_error},
-                  {"nonfinite", verification.nonfinite},
-                  {"median_ms", timing.median_ms},
-                  {"min_ms", timing.min_ms},
-                  {"spread", timing.spread},
-                  {"repetitions", timing.repetitions}};
+  reply.header = timing_json(timing);
+  reply.header["status"] = cache::status_name(status);
+  reply.header["detail"] = detail;
+  reply.header["rel_error"] = verification.rel_error;
+  reply.header["nonfinite"] = verification.nonfinite;
   return reply;
 }
 
@@ -111,14 +124,7 @@ std::vector<Timing> GpuWorker::retime(const Family& family, const Problem& probl
     throw Error("re-timing the finalists: " + why);
   }
   std::vector<Timing> timings;
-  for (const json& t : reply->header.at("timings")) {
-    Timing one;
-    one.median_ms = t.at("median_ms");
-    one.min_ms = t.at("min_ms");
-    one.spread = t.at("spread");
-    one.repetitions = t.at("repetitions");
-    timings.push_back(one);
-  }
+  for (const json& t : reply->header.at("timings")) timings.push_back(timing_from_json(t));
   if (timings.size() != candidates.size()) throw Error("re-timing the finalists: a timing is missing");
   return timings;
 }
@@ -163,8 +169,7 @@ Message retime_reply(const json& h, const std::string& payload, std::unique_ptr<
   for (const driver::ReadyKernel& kernel : kernels) pointers.push_back(&kernel);
   json timings = json::array();
   for (const Timing& t : bench->time_together(pointers, configs, options))
-    timings.push_back({{"median_ms", t.median_ms}, {"min_ms", t.min_ms}, {"spread", t.spread},
-                       {"repetitions", t.repetitions}});
+    timings.push_back(timing_json(t));
   return Message{{{"timings", timings}}, ""};
 }
 
@@ -239,10 +244,7 @@ GpuTrialResult GpuWorker::evaluate(const Family& family, const Problem& problem,
   result.detail = h.at("detail");
   result.verification.rel_error = h.at("rel_error");
   result.verification.nonfinite = h.at("nonfinite");
-  result.timing.median_ms = h.at("median_ms");
-  result.timing.min_ms = h.at("min_ms");
-  result.timing.spread = h.at("spread");
-  result.timing.repetitions = h.at("repetitions");
+  result.timing = timing_from_json(h);
   if (h.contains("seconds")) {
     const json& s = h.at("seconds");
     result.seconds = {s.at("load"), s.at("verify"), s.at("timing"), s.at("kernels")};

@@ -316,6 +316,9 @@ SweepReport run_sweep(const Family& family, const Problem& problem, cache::Datab
     }
   };
 
+  // One input seed per problem: the GPU worker computes the reference once and every candidate
+  // (and the finalists again) is checked against the same inputs.
+  const std::uint64_t input_seed = options.seed * 1000003;
   std::int64_t running_trial = 0;  // started on the GPU, not yet finished (ids start at 1)
   // This sweep's verified kernels near its best so far (kContenderSlack): the finalists
   // come from them, and so does the winner's cubin, stored again at the end (a cubin budget,
@@ -368,10 +371,8 @@ SweepReport run_sweep(const Family& family, const Problem& problem, cache::Datab
           timing.best_ms = progress.best_ms;
           timing.give_up_factor = options.give_up_factor;
           timing.precision = options.timing_precision;
-          // One seed per problem: the worker computes the reference once and every candidate
-          // is checked against the same inputs.
           GpuTrialResult result =
-              gpu.evaluate(family, problem, config, *outcome.kernel, options.seed * 1000003, timing);
+              gpu.evaluate(family, problem, config, *outcome.kernel, input_seed, timing);
           ResourceSummary& r = report.resources;
           ++r.trials_timed;
           r.gpu_load_seconds += result.seconds.load;
@@ -426,7 +427,7 @@ SweepReport run_sweep(const Family& family, const Problem& problem, cache::Datab
     timing.max_repetitions = 100;
     try {
       const std::vector<Timing> timings =
-          gpu.retime(family, problem, together, options.seed * 1000003, timing);
+          gpu.retime(family, problem, together, input_seed, timing);
       // The GPU's clocks may have drifted since the first pass (a long sweep heats it: 10% was
       // seen after the fixed protocol's 24 s of timing), and the trials that were not re-timed
       // keep first-pass times. So the finalists' trials take their interleaved medians scaled

@@ -243,11 +243,10 @@ Timing Workbench::time(const driver::ReadyKernel& kernel, const Config& config,
                        const TimingOptions& options) {
   const LaunchPlan call = plan(config);
   CUstream stream = stream_.get();
-  auto flush = [&] { flush_l2(stream); };
   for (int i = 0; i < options.warmup; ++i) kernel.run(call, stream);
   // One timed launch sizes the run: enough repetitions for ~target_ms of kernel time.
   driver::Event probe_start, probe_stop;
-  flush();
+  flush_l2(stream);
   probe_start.record(stream);
   kernel.run(call, stream);
   probe_stop.record(stream);
@@ -261,7 +260,7 @@ Timing Workbench::time(const driver::ReadyKernel& kernel, const Config& config,
   timing.kernel_ms = probe_ms;
   auto enqueue = [&](int from, int to) {
     for (int i = from; i < to; ++i) {
-      flush();
+      flush_l2(stream);
       starts[i].record(stream);
       kernel.run(call, stream);
       stops[i].record(stream);
