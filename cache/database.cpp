@@ -901,6 +901,15 @@ void Database::open_for_reading() {
 
 Database::~Database() { sqlite3_close_v2(db_); }
 
+std::string toolchain_mismatch(const Toolchain& timed, const Toolchain& here) {
+  if (timed.nvrtc_version != here.nvrtc_version)
+    return "compiled by NVRTC " + timed.nvrtc_version + " (this is " + here.nvrtc_version +
+           "): compiled here, its config would be a kernel nobody timed";
+  if (here.driver_version != "none" && timed.driver_version != here.driver_version)
+    return "timed under driver " + timed.driver_version + " (this is " + here.driver_version + ")";
+  return "";
+}
+
 void Database::record_gpu(const DeviceTarget& device, const Toolchain& toolchain) {
   std::lock_guard lock(mutex_);
   Transaction transaction(db_, "recording a GPU");

@@ -28,6 +28,13 @@ struct Toolchain {
   std::string nvrtc_version;   // "13.0"
 };
 
+// Why a result obtained with toolchain `timed` no longer vouches for what a machine with `here`
+// would run ("" when it does). Another NVRTC: the config is compiled again, into a kernel that
+// was never timed. Another driver: it was timed under other code (compared only where `here`
+// has a GPU, i.e. its driver is not "none"). The one rule of the runtime, `status` and `tune
+// --stale`.
+std::string toolchain_mismatch(const Toolchain& timed, const Toolchain& here);
+
 // What a trial ended as. Only `ok` trials can win.
 enum class TrialStatus {
   running,         // written before the GPU worker starts it; left behind by a crash

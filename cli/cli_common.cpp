@@ -200,23 +200,18 @@ std::string template_age(const std::string& op, const std::string& template_hash
   return *current == template_hash ? "current" : "old";
 }
 
-LocalToolchain local_toolchain() {
+cache::Toolchain local_toolchain() {
   std::string why_no_gpu;
-  return {nvrtc_version(),
-          driver::gpu_available(&why_no_gpu) ? driver::driver_version() : std::string("none")};
+  return {driver::gpu_available(&why_no_gpu) ? driver::driver_version() : std::string("none"),
+          nvrtc_version()};
 }
 
 std::vector<JudgedWinner> judge_winners(const std::vector<cache::Winner>& winners) {
-  const LocalToolchain here = local_toolchain();
+  const cache::Toolchain here = local_toolchain();
   auto stale_reason = [&](const cache::Winner& winner) -> std::string {
     if (current_template_hash(winner.problem.op) != winner.template_hash)
       return "older templates: the runtime no longer uses it";
-    if (winner.toolchain.nvrtc_version != here.nvrtc)
-      return "compiled by NVRTC " + winner.toolchain.nvrtc_version + " (this is " + here.nvrtc +
-             "): the runtime compiles its config again, untimed";
-    if (here.driver != "none" && winner.toolchain.driver_version != here.driver)
-      return "timed under driver " + winner.toolchain.driver_version + " (this is " + here.driver + ")";
-    return "";
+    return cache::toolchain_mismatch(winner.toolchain, here);
   };
   // (GPU model, problem) pairs that have a winner of the current templates.
   std::set<std::pair<std::string, std::string>> current;

@@ -98,9 +98,8 @@ std::optional<std::string> current_template_hash(const std::string& op);
 std::string template_age(const std::string& op, const std::string& template_hash);
 
 // A winner judged against this machine: why it no longer vouches for what the runtime would run
-// here ("" when it does). Older templates: the runtime never finds it. Another NVRTC: the
-// runtime compiles its config again, into a kernel that was never timed. Another driver: it was
-// timed under other code (compared only where there is a GPU).
+// here ("" when it does). Older templates: the runtime never finds it. Another NVRTC or driver
+// (cache::toolchain_mismatch): the runtime refuses it and falls through to its next lookup.
 struct JudgedWinner {
   cache::Winner winner;
   std::string stale_reason;
@@ -108,11 +107,8 @@ struct JudgedWinner {
 // `winners` judged one by one (one stale entry never discredits the others), leaving out the
 // winners of older templates that a current one replaced.
 std::vector<JudgedWinner> judge_winners(const std::vector<cache::Winner>& winners);
-// This machine's NVRTC, and its driver or "none" without a GPU.
-struct LocalToolchain {
-  std::string nvrtc, driver;
-};
-LocalToolchain local_toolchain();
+// This machine's driver ("none" without a GPU) and NVRTC.
+cache::Toolchain local_toolchain();
 
 // printf-style "%.<decimals>f"; "-" for a missing value.
 std::string fixed(double value, int decimals);

@@ -32,9 +32,10 @@ int run_status(const std::vector<std::string>& args) {
     print_nothing_listed("no tuned results", *listing);
     return 0;
   }
-  const LocalToolchain here = local_toolchain();
-  std::cout << "this machine: NVRTC " << here.nvrtc << ", "
-            << (here.driver == "none" ? "no GPU (drivers not compared)" : "driver " + here.driver)
+  const cache::Toolchain here = local_toolchain();
+  std::cout << "this machine: NVRTC " << here.nvrtc_version << ", "
+            << (here.driver_version == "none" ? "no GPU (drivers not compared)"
+                                              : "driver " + here.driver_version)
             << "\n\n";
   Table table({{"GPU model"}, {"problem"}, {"config"}, {"NVRTC"}, {"driver"}, {"state"}});
   int listed = 0, stale = 0;

@@ -111,7 +111,8 @@ struct Runtime::Impl {
   RuntimeOptions options;
   CUcontext context = nullptr;  // the device's primary context, made current on every call
   DeviceTarget device;
-  std::string arch, nvrtc;
+  std::string arch;
+  cache::Toolchain toolchain;  // this process's driver and NVRTC: a winner timed under others is refused
   bool jit = true;  // RuntimeOptions::jit, resolved
   std::unique_ptr<cache::Database> database;
   const Family& matmul_family = find_family("matmul");
@@ -170,7 +171,7 @@ struct Runtime::Impl {
   void record_miss(const cache::TrialKey& key) {
     write_to_cache("the miss", key.problem, "'tilesmith misses' will not list it", [&] {
       if (!gpu_recorded) {
-        database->record_gpu(device, {driver::driver_version(), nvrtc});
+        database->record_gpu(device, toolchain);
         gpu_recorded = true;
       }
       database->record_miss(key);
@@ -190,41 +191,52 @@ struct Runtime::Impl {
     std::optional<cache::Winner> winner = database->winner(key);
     // Recorded before compiling, so a shape whose fallback kernel fails to build still shows up
     // to be tuned. A stored winner that this device rejects is not counted: a sweep picks the
-    // winner from the key's trials again, so that miss would never clear.
+    // winner from the key's trials again, so that miss would never clear. Nor is a stale one:
+    // `tune --stale` takes those.
     if (!winner) record_miss(key);
+    // A winner vouches only for the kernel its sweep timed: one tuned with another NVRTC or
+    // driver is refused, each entry on its own, and the lookup goes on as if it were missing.
+    std::string refused;
+    if (winner) refused = cache::toolchain_mismatch(winner->toolchain, toolchain);
+    if (!refused.empty()) winner.reset();
     // Takes `config` where its cubin is stored, or with the JIT on where it can be compiled.
     std::optional<CompiledKernel> compiled;
     std::optional<RenderedSource> source;
     auto take = [&](const Config& config, DispatchInfo info) {
       source = render(family, config, problem);
-      compiled = database->cubin(source->hash, arch, nvrtc);
+      compiled = database->cubin(source->hash, arch, toolchain.nvrtc_version);
       if (!compiled && !jit) return false;
       entry->config = config;
       entry->info = std::move(info);
+      entry->info.refused_winner = refused;
       return true;
     };
     bool taken = winner && !family.reject(winner->config, problem, device) &&
                  take(winner->config, {KernelSource::database_winner, winner->config.text(), true,
                                        problem.key()});
-    if (!taken)
-      if (auto near = nearest_winner(database->winners(device.model_key()), family, problem,
-                                     device, templates))
+    if (!taken) {
+      std::vector<cache::Winner> usable;  // the nearest shape's winner must not be stale either
+      for (cache::Winner& other : database->winners(device.model_key()))
+        if (cache::toolchain_mismatch(other.toolchain, toolchain).empty())
+          usable.push_back(std::move(other));
+      if (auto near = nearest_winner(usable, family, problem, device, templates))
         taken = take(near->config, {KernelSource::nearest_winner, near->config.text(), false,
                                     near->problem.key()});
+    }
     if (!taken) {
       const Config fallback = family.default_config(problem, device);
       taken = take(fallback, {KernelSource::default_cached, fallback.text(), false, ""});
     }
     if (!taken)
       throw Error(family.name() + " " + problem.key() + ": the database holds no kernel for it on " +
-                  device.model_key() + " with NVRTC " + nvrtc +
+                  device.model_key() + " with NVRTC " + toolchain.nvrtc_version +
                   " (not its winner's, the nearest tuned shape's or the default config's), and "
                   "TILESMITH_JIT=off forbids compiling one: tune the shape ('tilesmith tune "
                   "--misses' takes it from the misses) or run it once with the JIT on");
     if (compiled) {
       // Used now: a cubin budget evicts it last.
       write_to_cache("the cubin's use", problem, "a cubin budget may evict it sooner",
-                     [&] { database->touch_cubin(compiled->source_hash, arch, nvrtc); });
+                     [&] { database->touch_cubin(compiled->source_hash, arch, toolchain.nvrtc_version); });
     } else {
       // A new NVRTC version or an untuned shape: compile once, keep the cubin for next time.
       database_lock.unlock();
@@ -330,7 +342,7 @@ Runtime::Runtime(RuntimeOptions options) : impl_(std::make_unique<Impl>()) {
   driver::make_current(impl_->context);
   impl_->device = driver::describe_device(options.device_ordinal);
   impl_->arch = impl_->device.arch();
-  impl_->nvrtc = nvrtc_version();
+  impl_->toolchain = {driver::driver_version(), nvrtc_version()};
   impl_->jit = options.jit ? *options.jit : jit_from_environment();
   impl_->database = std::make_unique<cache::Database>(
       options.database.empty() ? cache::Database::default_path() : options.database);

@@ -54,14 +54,20 @@ MatmulArgs args_for(const tuner::Workbench& bench, const Problem& problem) {
 }
 
 // Stores `config` as the winner for `problem` on `device`, as a sweep with one ok trial would.
+// This process's driver and NVRTC: what the runtime requires of a winner.
+cache::Toolchain this_toolchain() { return {driver::driver_version(), nvrtc_version()}; }
+
+// Stores `config` as `problem`'s winner, timed with `toolchain` (default: this one).
 void store_winner(const std::filesystem::path& path, const DeviceTarget& device,
-                  const Problem& problem, const Config& config) {
+                  const Problem& problem, const Config& config,
+                  const cache::Toolchain& toolchain = this_toolchain()) {
   const Family& family = find_family(problem.op);
   cache::Database db(path);
-  db.record_gpu(device, {driver::driver_version(), nvrtc_version()});
+  db.record_gpu(device, toolchain);
   const cache::TrialKey key{device.model_key(), problem, template_hash(family)};
   cache::Trial trial;
   trial.config = config;
+  trial.toolchain = toolchain;
   trial.source_hash = render(family, config, problem).hash;
   trial.status = cache::TrialStatus::ok;
   trial.median_ms = trial.min_ms = 0.05;
@@ -294,6 +300,50 @@ TEST(GpuRuntime, UntunedShapeUsesTheNearestTunedShapesWinner) {
     missed.push_back(miss.problem.key());
   std::sort(missed.begin(), missed.end());
   EXPECT_EQ(missed, (std::vector<std::string>{untuned.key(), "matmul f16->f16 1000x1000x1032"}));
+}
+
+// Each winner vouches only for the kernel its sweep timed: one tuned with another NVRTC or driver
+// is refused on its own (the call falls through to the nearest current winner, else the
+// default, and says why), while the winners of the current toolchain go on being used.
+TEST(GpuRuntime, AStaleWinnerIsRefusedAndTheOthersStillServe) {
+  TILESMITH_REQUIRE_GPU();
+  TempDir dir;
+  const DeviceTarget device = driver::describe_device(0);
+  const Problem current{"matmul", DType::bf16, DType::bf16, {1024, 1024, 1024}};
+  const Problem old_nvrtc{"matmul", DType::bf16, DType::bf16, {1000, 1000, 1032}};
+  const Problem old_driver{"matmul", DType::bf16, DType::bf16, {512, 512, 512}};
+  const Config current_config = testing::tile_config(64, 128, 32, 2, 2, 3, 1);
+  const Config stale_config = testing::tile_config(128, 64, 32, 2, 2, 4, 8);
+  ASSERT_NE(current_config, stale_config);
+  const cache::Toolchain here = this_toolchain();
+  store_winner(dir.file("runtime.db"), device, current, current_config);
+  store_winner(dir.file("runtime.db"), device, old_nvrtc, stale_config, {here.driver_version, "12.8"});
+  store_winner(dir.file("runtime.db"), device, old_driver, stale_config, {"12.9", here.nvrtc_version});
+  if (HasFatalFailure()) return;
+  Runtime runtime({.database = dir.file("runtime.db")});
+  auto describe = [&](const Problem& problem) {
+    tuner::Workbench bench(find_family("matmul"), problem, device);
+    return runtime.describe_matmul(args_for(bench, problem));
+  };
+  const DispatchInfo fresh = describe(current);
+  EXPECT_EQ(fresh.source, KernelSource::database_winner);
+  EXPECT_EQ(fresh.config, current_config.text());
+  EXPECT_EQ(fresh.refused_winner, "");
+  // The stale shapes borrow the current winner of the nearest shape, never a stale one.
+  for (const Problem& problem : {old_nvrtc, old_driver}) {
+    const DispatchInfo info = describe(problem);
+    EXPECT_EQ(info.source, KernelSource::nearest_winner) << problem.key();
+    EXPECT_EQ(info.config, current_config.text()) << problem.key();
+    EXPECT_EQ(info.tuned_for, current.key()) << problem.key();
+    EXPECT_FALSE(info.tuned);
+  }
+  EXPECT_NE(describe(old_nvrtc).refused_winner.find("NVRTC 12.8"), std::string::npos)
+      << describe(old_nvrtc).refused_winner;
+  EXPECT_NE(describe(old_driver).refused_winner.find("driver 12.9"), std::string::npos)
+      << describe(old_driver).refused_winner;
+  // And what runs is right.
+  expect_correct_matmul(runtime, old_nvrtc, 11);
+  expect_correct_matmul(runtime, current, 12);
 }
 
 // The loop of misses: a shape without a winner is counted once per Runtime that resolves it, so a

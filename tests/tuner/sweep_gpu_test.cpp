@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <map>
 
+#include "driver/cuda_driver.hpp"
+#include "generator/compiled_kernel.hpp"
 #include "support/probe_family.hpp"
 #include "support/test_support.hpp"
 #include "templates/registry.hpp"
@@ -146,6 +148,9 @@ TEST(GpuSweep, ResumeSkipsFinishedTrialsAndNeverRetriesOneThatDiedRunning) {
     if (!family.reject(config, problem, driver::describe_device(0))) remaining.push_back(config);
   ASSERT_FALSE(remaining.empty());
   crashed.config = remaining.back();
+  // It died with this machine's toolchain: a trial counts as done only for the toolchain that
+  // ran it, and the sweep's own trials carry theirs.
+  crashed.toolchain = {driver::driver_version(), nvrtc_version()};
   db.start_trial(key, crashed);
 
   tuner::SweepReport second = tuner::run_sweep(family, problem, db, options);

@@ -202,6 +202,9 @@ struct DispatchInfo {
   std::string config;     // "block_k=32,block_m=128,..."
   bool tuned;             // a sweep's winner for this exact shape
   std::string tuned_for;  // the problem the config was tuned for; empty for the default
+  // Why this shape's winner was not used: it was tuned with another NVRTC or driver (`tilesmith
+  // status` lists it, `tilesmith tune --stale` tunes it again). Empty when none was refused.
+  std::string refused_winner;
 };
 
 class Runtime {
