@@ -115,6 +115,9 @@ struct Runtime::Impl {
   cache::Toolchain toolchain;  // this process's driver and NVRTC: a winner timed under others is refused
   bool jit = true;  // RuntimeOptions::jit, resolved
   std::unique_ptr<cache::Database> database;
+  // RuntimeOptions::system_database, opened read-only; null when there is none. Read under
+  // database_mutex like the user's, never written.
+  std::unique_ptr<cache::Database> system_database;
   const Family& matmul_family = find_family("matmul");
   const Family& multi_sum_family = find_family("multi_sum");
   const Family& attention_family = find_family("attention");
@@ -167,6 +170,13 @@ struct Runtime::Impl {
     }
   }
 
+  // The databases a lookup reads, in the order their entries win: the user's, then the system's.
+  std::vector<const cache::Database*> databases() const {
+    std::vector<const cache::Database*> sources = {database.get()};
+    if (system_database) sources.push_back(system_database.get());
+    return sources;
+  }
+
   // Counts an untuned shape in the table of misses, for `tilesmith tune --misses`.
   void record_miss(const cache::TrialKey& key) {
     write_to_cache("the miss", key.problem, "'tilesmith misses' will not list it", [&] {
@@ -188,23 +198,41 @@ struct Runtime::Impl {
     const std::string templates = template_hash(family);
     const cache::TrialKey key{device.model_key(), problem, templates};
     std::unique_lock database_lock(database_mutex);
-    std::optional<cache::Winner> winner = database->winner(key);
+    // This shape's own winner: the user's, else the system database's. A winner vouches only for
+    // the kernel its sweep timed: one tuned with another NVRTC or driver is refused, each entry
+    // on its own, and the lookup goes on as if it were missing.
+    std::optional<cache::Winner> winner;
+    KernelSource winner_source = KernelSource::database_winner;
+    std::string refused;
+    bool has_winner = false;
+    for (const cache::Database* source : databases()) {
+      std::optional<cache::Winner> found = source->winner(key);
+      if (!found) continue;
+      has_winner = true;
+      if (std::string why = cache::toolchain_mismatch(found->toolchain, toolchain); !why.empty()) {
+        if (refused.empty()) refused = std::move(why);
+        continue;
+      }
+      winner = std::move(found);
+      if (source != database.get()) winner_source = KernelSource::system_winner;
+      break;
+    }
     // Recorded before compiling, so a shape whose fallback kernel fails to build still shows up
     // to be tuned. A stored winner that this device rejects is not counted: a sweep picks the
     // winner from the key's trials again, so that miss would never clear. Nor is a stale one:
     // `tune --stale` takes those.
-    if (!winner) record_miss(key);
-    // A winner vouches only for the kernel its sweep timed: one tuned with another NVRTC or
-    // driver is refused, each entry on its own, and the lookup goes on as if it were missing.
-    std::string refused;
-    if (winner) refused = cache::toolchain_mismatch(winner->toolchain, toolchain);
-    if (!refused.empty()) winner.reset();
-    // Takes `config` where its cubin is stored, or with the JIT on where it can be compiled.
+    if (!has_winner) record_miss(key);
+    // Takes `config` where its cubin is stored (the user's database first), or with the JIT on
+    // where it can be compiled.
     std::optional<CompiledKernel> compiled;
     std::optional<RenderedSource> source;
+    bool cubin_is_users = false;
     auto take = [&](const Config& config, DispatchInfo info) {
       source = render(family, config, problem);
       compiled = database->cubin(source->hash, arch, toolchain.nvrtc_version);
+      cubin_is_users = compiled.has_value();
+      if (!compiled && system_database)
+        compiled = system_database->cubin(source->hash, arch, toolchain.nvrtc_version);
       if (!compiled && !jit) return false;
       entry->config = config;
       entry->info = std::move(info);
@@ -212,13 +240,13 @@ struct Runtime::Impl {
       return true;
     };
     bool taken = winner && !family.reject(winner->config, problem, device) &&
-                 take(winner->config, {KernelSource::database_winner, winner->config.text(), true,
-                                       problem.key()});
+                 take(winner->config, {winner_source, winner->config.text(), true, problem.key()});
     if (!taken) {
       std::vector<cache::Winner> usable;  // the nearest shape's winner must not be stale either
-      for (cache::Winner& other : database->winners(device.model_key()))
-        if (cache::toolchain_mismatch(other.toolchain, toolchain).empty())
-          usable.push_back(std::move(other));
+      for (const cache::Database* source : databases())
+        for (cache::Winner& other : source->winners(device.model_key()))
+          if (cache::toolchain_mismatch(other.toolchain, toolchain).empty())
+            usable.push_back(std::move(other));
       if (auto near = nearest_winner(usable, family, problem, device, templates))
         taken = take(near->config, {KernelSource::nearest_winner, near->config.text(), false,
                                     near->problem.key()});
@@ -228,15 +256,19 @@ struct Runtime::Impl {
       taken = take(fallback, {KernelSource::default_cached, fallback.text(), false, ""});
     }
     if (!taken)
-      throw Error(family.name() + " " + problem.key() + ": the database holds no kernel for it on " +
+      throw Error(family.name() + " " + problem.key() + ": " +
+                  (system_database ? "neither database holds" : "the database holds no") +
+                  " kernel for it on " +
                   device.model_key() + " with NVRTC " + toolchain.nvrtc_version +
                   " (not its winner's, the nearest tuned shape's or the default config's), and "
                   "TILESMITH_JIT=off forbids compiling one: tune the shape ('tilesmith tune "
                   "--misses' takes it from the misses) or run it once with the JIT on");
     if (compiled) {
-      // Used now: a cubin budget evicts it last.
-      write_to_cache("the cubin's use", problem, "a cubin budget may evict it sooner",
-                     [&] { database->touch_cubin(compiled->source_hash, arch, toolchain.nvrtc_version); });
+      // Used now: a cubin budget evicts it last (the system database is never written).
+      if (cubin_is_users)
+        write_to_cache("the cubin's use", problem, "a cubin budget may evict it sooner", [&] {
+          database->touch_cubin(compiled->source_hash, arch, toolchain.nvrtc_version);
+        });
     } else {
       // A new NVRTC version or an untuned shape: compile once, keep the cubin for next time.
       database_lock.unlock();
@@ -346,6 +378,18 @@ Runtime::Runtime(RuntimeOptions options) : impl_(std::make_unique<Impl>()) {
   impl_->jit = options.jit ? *options.jit : jit_from_environment();
   impl_->database = std::make_unique<cache::Database>(
       options.database.empty() ? cache::Database::default_path() : options.database);
+  std::filesystem::path system = options.system_database;
+  if (const char* from_environment = std::getenv("TILESMITH_SYSTEM_DB");
+      system.empty() && from_environment && *from_environment)
+    system = from_environment;
+  if (!system.empty()) {
+    try {
+      impl_->system_database = std::make_unique<cache::Database>(system, cache::Access::read_only);
+    } catch (const Error& error) {
+      throw Error(std::string("the system database (RuntimeOptions::system_database or "
+                              "TILESMITH_SYSTEM_DB): ") + error.what());
+    }
+  }
 }
 
 Runtime::~Runtime() = default;

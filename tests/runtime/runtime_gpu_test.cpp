@@ -7,10 +7,12 @@
 #include <chrono>
 #include <cstdlib>
 #include <exception>
+#include <fstream>
 #include <thread>
 
 #include "cache/database.hpp"
 #include "generator/compiled_kernel.hpp"
+#include "support/cli_runner.hpp"
 #include "support/matmul_configs.hpp"
 #include "support/test_support.hpp"
 #include "templates/registry.hpp"
@@ -344,6 +346,74 @@ TEST(GpuRuntime, AStaleWinnerIsRefusedAndTheOthersStillServe) {
   // And what runs is right.
   expect_correct_matmul(runtime, old_nvrtc, 11);
   expect_correct_matmul(runtime, current, 12);
+}
+
+// Shipped results under the user's: a bundle of one database's winners (what `tilesmith export
+// --format bundle` writes), the system database beside a fresh user database, dispatches its
+// winner and lends it to the nearest shapes with no NVRTC call; a winner in the user's database
+// wins over the system's; the system file is never written; and a system database that is not
+// tilesmith's is an error naming it.
+TEST(GpuRuntime, ABundleServesAsTheSystemDatabaseWithoutNvrtc) {
+  TILESMITH_REQUIRE_GPU();
+  TempDir dir;
+  const DeviceTarget device = driver::describe_device(0);
+  const Problem tuned{"matmul", DType::bf16, DType::bf16, {1024, 1024, 1024}};
+  const Config shipped = testing::tile_config(64, 128, 32, 2, 2, 3, 1);
+  const Config users = testing::tile_config(128, 64, 32, 2, 2, 4, 8);
+  store_winner(dir.file("tuned.db"), device, tuned, shipped);
+  if (HasFatalFailure()) return;
+  {
+    Runtime tuning({.database = dir.file("tuned.db"), .jit = true});  // compiles, stores the cubin
+    expect_correct_matmul(tuning, tuned, 21);
+  }
+  {
+    cache::Database source(dir.file("tuned.db"), cache::Access::read_only);
+    cache::Database bundle(dir.file("bundle.db"));
+    const cache::MergeCounts counts = bundle.merge_winners_from(
+        source, device.model_key(), {{"matmul", template_hash(find_family("matmul"))}});
+    EXPECT_EQ(counts.cubins_added, 1);
+  }
+  const std::string bundle_bytes = testing::read_bytes(dir.file("bundle.db"));
+  const Problem untuned{"matmul", DType::bf16, DType::bf16, {1000, 1000, 1032}};
+  auto describe = [&](Runtime& runtime, const Problem& problem) {
+    tuner::Workbench bench(find_family("matmul"), problem, device);
+    return runtime.describe_matmul(args_for(bench, problem));
+  };
+  {
+    Runtime production({.database = dir.file("user.db"), .jit = false,
+                        .system_database = dir.file("bundle.db")});
+    const DispatchInfo own = describe(production, tuned);
+    EXPECT_EQ(own.source, KernelSource::system_winner);
+    EXPECT_EQ(own.config, shipped.text());
+    EXPECT_TRUE(own.tuned);
+    const DispatchInfo near = describe(production, untuned);
+    EXPECT_EQ(near.source, KernelSource::nearest_winner);
+    EXPECT_EQ(near.config, shipped.text());
+    expect_correct_matmul(production, tuned, 22);
+    expect_correct_matmul(production, untuned, 23);
+    EXPECT_EQ(production.compilations(), 0);
+  }
+  store_winner(dir.file("user.db"), device, tuned, users);
+  if (HasFatalFailure()) return;
+  {
+    Runtime mine({.database = dir.file("user.db"), .jit = true,
+                  .system_database = dir.file("bundle.db")});
+    const DispatchInfo own = describe(mine, tuned);
+    EXPECT_EQ(own.source, KernelSource::database_winner);
+    EXPECT_EQ(own.config, users.text());
+    expect_correct_matmul(mine, tuned, 24);
+  }
+  EXPECT_EQ(testing::read_bytes(dir.file("bundle.db")), bundle_bytes) << "the system database was written";
+  {
+    std::ofstream(dir.file("foreign.db")) << "not a database, not even SQLite";
+  }
+  try {
+    Runtime refused({.database = dir.file("user.db"), .system_database = dir.file("foreign.db")});
+    ADD_FAILURE() << "a system database that is not tilesmith's must be refused";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("system database"), std::string::npos) << error.what();
+    EXPECT_NE(std::string(error.what()).find("foreign.db"), std::string::npos) << error.what();
+  }
 }
 
 // The loop of misses: a shape without a winner is counted once per Runtime that resolves it, so a

@@ -32,6 +32,12 @@ struct RuntimeOptions {
   // default config whose cubin the database holds, and a shape with none of them stored is an
   // Error naming it, not a compile. Unset: $TILESMITH_JIT ("off"/"0" or "on"/"1"), else on.
   std::optional<bool> jit = std::nullopt;
+  // Shipped results under the user's: a database read and never written (a bundle of `tilesmith
+  // export --format bundle`, or any tilesmith database). A shape's own winner in `database`
+  // wins; else the system's own winner for it; the nearest tuned shape is sought in both; and a
+  // stored cubin is taken from either. Empty: $TILESMITH_SYSTEM_DB, else none. A path that is
+  // not a readable tilesmith database is an Error when the Runtime is made.
+  std::filesystem::path system_database;
 };
 
 enum class Layout { row_major, column_major };
@@ -195,6 +201,7 @@ enum class KernelSource {
   nearest_winner,    // tuned for the nearest tuned shape (tuned_for)
   default_compiled,  // the family's default config, compiled by this call
   default_cached,    // the family's default config, its cubin from the database
+  system_winner,     // tuned for this exact shape, from the system database
 };
 
 struct DispatchInfo {
@@ -204,6 +211,7 @@ struct DispatchInfo {
   std::string tuned_for;  // the problem the config was tuned for; empty for the default
   // Why this shape's winner was not used: it was tuned with another NVRTC or driver (`tilesmith
   // status` lists it, `tilesmith tune --stale` tunes it again). Empty when none was refused.
+  // The user's database is judged first, then the system's: the first refusal is named.
   std::string refused_winner;
 };
 
