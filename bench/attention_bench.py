@@ -78,43 +78,7 @@ def flops(case):
 BACKWARD_FLOPS = 2.5  # the backward's FLOPs over the forward's
 
 
-class AttentionDesc(ctypes.Structure):  # tilesmith_attention_desc in tilesmith.h
-    _fields_ = [("q", ctypes.c_void_p), ("k", ctypes.c_void_p), ("v", ctypes.c_void_p),
-                ("o", ctypes.c_void_p), ("lse", ctypes.c_void_p),
-                ("batch", ctypes.c_int64), ("heads", ctypes.c_int64),
-                ("kv_heads", ctypes.c_int64), ("seq_q", ctypes.c_int64),
-                ("seq_k", ctypes.c_int64), ("head_dim", ctypes.c_int64),
-                ("dtype", ctypes.c_int), ("causal", ctypes.c_int), ("layout", ctypes.c_int),
-                ("scale", ctypes.c_double),
-                ("q_strides", ctypes.c_int64 * 3), ("k_strides", ctypes.c_int64 * 3),
-                ("v_strides", ctypes.c_int64 * 3), ("o_strides", ctypes.c_int64 * 3)]
-
-
-class AttentionBackwardDesc(ctypes.Structure):  # tilesmith_attention_backward_desc
-    _fields_ = [("forward", AttentionDesc), ("d_o", ctypes.c_void_p), ("dq", ctypes.c_void_p),
-                ("dk", ctypes.c_void_p), ("dv", ctypes.c_void_p),
-                ("do_strides", ctypes.c_int64 * 3), ("dq_strides", ctypes.c_int64 * 3),
-                ("dk_strides", ctypes.c_int64 * 3), ("dv_strides", ctypes.c_int64 * 3)]
-
-
-def declare_attention(lib):
-    try:
-        lib.tilesmith_attention_backward.argtypes = [
-            ctypes.c_void_p, ctypes.POINTER(AttentionBackwardDesc), ctypes.c_void_p]
-        lib.tilesmith_attention_backward.restype = ctypes.c_int
-        lib.tilesmith_attention_backward_config.argtypes = [
-            ctypes.c_void_p, ctypes.POINTER(AttentionBackwardDesc), ctypes.c_char_p,
-            ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
-        lib.tilesmith_attention_backward_config.restype = ctypes.c_int
-        lib.tilesmith_attention.argtypes = [ctypes.c_void_p, ctypes.POINTER(AttentionDesc),
-                                            ctypes.c_void_p]
-        lib.tilesmith_attention.restype = ctypes.c_int
-        lib.tilesmith_attention_config.argtypes = [ctypes.c_void_p, ctypes.POINTER(AttentionDesc),
-                                                   ctypes.c_char_p, ctypes.c_int,
-                                                   ctypes.POINTER(ctypes.c_int)]
-        lib.tilesmith_attention_config.restype = ctypes.c_int
-    except AttributeError as error:
-        mb.setup_error(f"the library lacks tilesmith_attention: {error}")
+AttentionDesc, AttentionBackwardDesc = mb._capi.AttentionDesc, mb._capi.AttentionBackwardDesc
 
 
 def parse_args(argv=None):
@@ -405,7 +369,6 @@ def main(argv=None):
         mb.setup_error(f"{args.tilesmith} not found (build it, pass --tilesmith, or "
                        "--tune-budget none)")
     lib = mb.load_lib(args.lib)
-    declare_attention(lib)
     try:
         rt = mb.create_runtime(lib, args.db)
     except RuntimeError as error:

@@ -11,7 +11,10 @@ reference), then timed. Exit status: 0 all verified, 1 a verification failure, 2
 import argparse, ctypes, csv, json, math, os, subprocess, sys, time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DTYPE_CODES = {"f16": 0, "bf16": 1, "f32": 2}  # enum tilesmith_dtype in tilesmith.h
+sys.path.insert(0, os.path.join(REPO, "python", "tilesmith"))
+import _capi  # noqa: E402  (the C ABI through ctypes; no torch needed to import it)
+
+DTYPE_CODES = _capi.DTYPE
 TOLERANCE = {"bf16": 1e-2, "f16": 2e-3, "f32": 5e-4}  # by the output dtype's precision
 PROG = "matmul_bench"  # the name setup errors carry; a script importing this module sets its own
 
@@ -22,43 +25,21 @@ def setup_error(message):
 
 
 def load_lib(path):
-    """Loads libtilesmith and declares every C signature: without argtypes ctypes would pass
-    Python ints as 32-bit C ints, silently truncating 64-bit device pointers and sizes."""
+    """Loads libtilesmith with every C signature declared (python/tilesmith/_capi.py, shared with
+    the Python package); a setup error when it cannot."""
     if not os.path.isfile(path):
         setup_error(f"{path} not found (build it, or pass --lib)")
     try:
-        lib = ctypes.CDLL(path)
-    except OSError as error:
-        setup_error(f"cannot load {path}: {error}")
-    vp, i64, c_int = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
-    try:
-        lib.tilesmith_runtime_create.argtypes = [ctypes.c_char_p, c_int, ctypes.POINTER(vp)]
-        lib.tilesmith_runtime_create.restype = c_int
-        lib.tilesmith_runtime_destroy.argtypes = [vp]
-        lib.tilesmith_runtime_destroy.restype = None
-        lib.tilesmith_matmul.argtypes = [vp, vp, vp, vp, i64, i64, i64, c_int, c_int, vp]
-        lib.tilesmith_matmul.restype = c_int
-        lib.tilesmith_matmul_config.argtypes = [vp, i64, i64, i64, c_int, c_int, ctypes.c_char_p,
-                                                c_int, ctypes.POINTER(c_int)]
-        lib.tilesmith_matmul_config.restype = c_int
-        lib.tilesmith_last_error.argtypes = []
-        lib.tilesmith_last_error.restype = ctypes.c_char_p
-    except AttributeError as error:  # another library, or an older tilesmith
-        setup_error(f"{path} lacks a function of tilesmith's C ABI: {error}")
-    return lib
+        return _capi.load(path)
+    except _capi.TilesmithError as error:
+        setup_error(str(error))
 
 
-def check(lib, status, what):
-    if status != 0:
-        message = (lib.tilesmith_last_error() or b"").decode(errors="replace")
-        raise RuntimeError(f"{what} failed (status {status}): {message}")
+check = _capi.check  # raises for a non-zero status, with the library's message
 
 
 def create_runtime(lib, db):
-    handle = ctypes.c_void_p()
-    check(lib, lib.tilesmith_runtime_create(db.encode() if db else None, 0, ctypes.byref(handle)),
-          "tilesmith_runtime_create")
-    return handle
+    return _capi.create_runtime(lib, db)
 
 
 def tune_with_cli(args, op, dtype, shape, options, log):

@@ -27,34 +27,7 @@ FLOOR_MAX_M = 16  # rows at or below this M get the memory-floor ratio (they are
 TF32_TOLERANCE = 5e-3  # the matmul family's for fp32 inputs
 
 
-class MatmulDesc(ctypes.Structure):
-    """struct tilesmith_matmul_desc, field by field (ctypes lays it out with natural alignment,
-    as the C compiler does: 168 bytes on x86-64). Zero strides are the packed ones."""
-    _fields_ = [("a", ctypes.c_void_p), ("b", ctypes.c_void_p), ("c", ctypes.c_void_p),
-                ("batch", ctypes.c_int64), ("m", ctypes.c_int64), ("n", ctypes.c_int64),
-                ("k", ctypes.c_int64),
-                ("dtype", ctypes.c_int), ("out_dtype", ctypes.c_int),
-                ("a_layout", ctypes.c_int), ("b_layout", ctypes.c_int),
-                ("bias", ctypes.c_void_p), ("residual", ctypes.c_void_p),
-                ("activation", ctypes.c_int),
-                ("lda", ctypes.c_int64), ("ldb", ctypes.c_int64), ("ldc", ctypes.c_int64),
-                ("ld_residual", ctypes.c_int64), ("strided_batches", ctypes.c_int),
-                ("batch_stride_a", ctypes.c_int64), ("batch_stride_b", ctypes.c_int64),
-                ("batch_stride_c", ctypes.c_int64), ("batch_stride_residual", ctypes.c_int64)]
-
-
-def declare_ex(lib):
-    """Declares tilesmith_matmul_ex and tilesmith_matmul_ex_config (load_lib declares the rest)."""
-    vp, c_int, desc_p = ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(MatmulDesc)
-    try:
-        lib.tilesmith_matmul_ex.argtypes = [vp, desc_p, vp]
-        lib.tilesmith_matmul_ex.restype = c_int
-        lib.tilesmith_matmul_ex_config.argtypes = [vp, desc_p, ctypes.c_char_p, c_int,
-                                                   ctypes.POINTER(c_int)]
-        lib.tilesmith_matmul_ex_config.restype = c_int
-    except AttributeError as error:
-        mb.setup_error(f"the library lacks tilesmith_matmul_ex or tilesmith_matmul_ex_config, "
-                       f"which this suite needs (rebuild it): {error}")
+MatmulDesc = mb._capi.MatmulDesc  # zero strides are the packed ones
 
 
 # ---------------------------------------------------------------------------------------------
@@ -517,7 +490,6 @@ def main(argv=None):
     if not torch.cuda.is_available():
         mb.setup_error("torch sees no CUDA device")
     lib = mb.load_lib(args.lib)
-    declare_ex(lib)
     if not args.no_tune and not os.access(args.tilesmith, os.X_OK):
         mb.setup_error(f"{args.tilesmith} not found or not executable (pass --tilesmith, or "
                        "--no-tune)")

@@ -31,44 +31,7 @@ SHAPES = "65536x256,131072x1024,32768x4096,8192x8192,4096x32768,1024x131072"
 TOLERANCE = {"bf16": 1e-2, "f16": 2e-3, "f32": 5e-4}
 
 
-class RowsDesc(ctypes.Structure):  # tilesmith_rows_desc in tilesmith.h
-    _fields_ = [("op", ctypes.c_int), ("x", ctypes.c_void_p), ("y", ctypes.c_void_p),
-                ("rows", ctypes.c_int64), ("cols", ctypes.c_int64), ("dtype", ctypes.c_int),
-                ("out_dtype", ctypes.c_int), ("weight", ctypes.c_void_p),
-                ("bias", ctypes.c_void_p), ("residual", ctypes.c_void_p),
-                ("mean", ctypes.c_void_p), ("rstd", ctypes.c_void_p),
-                ("activation", ctypes.c_int), ("epsilon", ctypes.c_double),
-                ("x_stride", ctypes.c_int64), ("y_stride", ctypes.c_int64),
-                ("residual_stride", ctypes.c_int64)]
-
-
-class RowsBackwardDesc(ctypes.Structure):  # tilesmith_rows_backward_desc in tilesmith.h
-    _fields_ = [("op", ctypes.c_int), ("x", ctypes.c_void_p), ("dy", ctypes.c_void_p),
-                ("dx", ctypes.c_void_p), ("rows", ctypes.c_int64), ("cols", ctypes.c_int64),
-                ("dtype", ctypes.c_int), ("out_dtype", ctypes.c_int),
-                ("weight", ctypes.c_void_p), ("mean", ctypes.c_void_p),
-                ("rstd", ctypes.c_void_p), ("dweight", ctypes.c_void_p),
-                ("dbias", ctypes.c_void_p), ("x_stride", ctypes.c_int64),
-                ("dy_stride", ctypes.c_int64), ("dx_stride", ctypes.c_int64)]
-
-
-def declare_rows(lib):
-    try:
-        lib.tilesmith_rows.argtypes = [ctypes.c_void_p, ctypes.POINTER(RowsDesc), ctypes.c_void_p]
-        lib.tilesmith_rows.restype = ctypes.c_int
-        lib.tilesmith_rows_config.argtypes = [ctypes.c_void_p, ctypes.POINTER(RowsDesc),
-                                              ctypes.c_char_p, ctypes.c_int,
-                                              ctypes.POINTER(ctypes.c_int)]
-        lib.tilesmith_rows_config.restype = ctypes.c_int
-        lib.tilesmith_rows_backward.argtypes = [ctypes.c_void_p, ctypes.POINTER(RowsBackwardDesc),
-                                                ctypes.c_void_p]
-        lib.tilesmith_rows_backward.restype = ctypes.c_int
-        lib.tilesmith_rows_backward_config.argtypes = [
-            ctypes.c_void_p, ctypes.POINTER(RowsBackwardDesc), ctypes.c_char_p, ctypes.c_int,
-            ctypes.POINTER(ctypes.c_int)]
-        lib.tilesmith_rows_backward_config.restype = ctypes.c_int
-    except AttributeError as error:
-        mb.setup_error(f"the library lacks tilesmith_rows: {error}")
+RowsDesc, RowsBackwardDesc = mb._capi.RowsDesc, mb._capi.RowsBackwardDesc
 
 
 def parse_args(argv=None):
@@ -211,10 +174,6 @@ def multi_sum_case(spec, lib, rt, stream, bench, args, torch, log):
     table = torch.tensor([v for t in tensors for v in (t.data_ptr(), t.numel())],
                          dtype=torch.int64, device="cuda")
     out = torch.full((count,), float("nan"), device="cuda")
-    lib.tilesmith_multi_sum.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
-                                        ctypes.c_int64, ctypes.c_int, ctypes.c_int,
-                                        ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
-    lib.tilesmith_multi_sum.restype = ctypes.c_int
 
     def ts():
         mb.check(lib, lib.tilesmith_multi_sum(rt, table.data_ptr(), count, total,
@@ -244,7 +203,6 @@ def main(argv=None):
     if not torch.cuda.is_available():
         mb.setup_error("torch sees no CUDA device")
     lib = mb.load_lib(args.lib)
-    declare_rows(lib)
     try:
         rt = mb.create_runtime(lib, args.db)
     except RuntimeError as error:

@@ -12,6 +12,7 @@
 #   SUITE_STEPS="attention" ATTENTION_ARGS="--cases b4h16s4096d128 --tune-budget 20s" scripts/gpu_suite.sh
 #   SUITE_STEPS="attention_backward" ATTENTION_BACKWARD_ARGS="--cases b4h16s4096d128" scripts/gpu_suite.sh
 #   SUITE_STEPS="tuner replay" scripts/gpu_suite.sh     # the tuner's speed and its strategies
+#   SUITE_STEPS="python" scripts/gpu_suite.sh           # the Python package's ops on torch tensors
 #
 # Build here (scripts/setup.sh) and carry the build folder: the GPU machine has no Boost or
 # sqlite3.h, and the binaries link both statically.
@@ -19,7 +20,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-$(mktemp -d)}
 BUILD=${BUILD_DIR:-build}
-STEPS=${SUITE_STEPS:-"tests tune sass bench suite rows attention attention_backward tuner replay"}
+STEPS=${SUITE_STEPS:-"tests python tune sass bench suite rows attention attention_backward tuner replay"}
 TEST_FILTER=${TEST_FILTER:-'Gpu*'}
 # The row ops beside torch eager and torch.compile (bench/reductions_bench.py).
 ROWS_ARGS=${ROWS_ARGS:-"--tune-budget 6s"}
@@ -61,6 +62,13 @@ tune() {  # shape budget
   echo "== tune $1 (${2})"
   "$BUILD/tilesmith" tune --op matmul --dtype bf16 --shape "$1" "${budget[@]}" 2>&1 | tee -a "$OUT/tune.log" | grep -vE '^\[ *[0-9]+/' | tail -12
 }
+if has_step python; then
+  echo "== Python package (tests/python/ops_gpu_test.py on the staged build/python)"
+  PYTHONPATH="$BUILD/python" TILESMITH_LIB= TILESMITH_CLI= python3 tests/python/ops_gpu_test.py \
+    > "$OUT/python.log" 2>&1
+  summary+=("python package: exit status $?, $(tail -n 1 "$OUT/python.log")")
+fi
+
 if has_step tune; then
   tune 4096x4096x4096 "$TUNE_4096"
   tune 8192x8192x8192 "$TUNE_8192"
@@ -176,3 +184,4 @@ if has_step rows; then echo; sed -n '/^GB\/s:/,$p' "$OUT/rows.log"; tail -n 3 "$
 if has_step attention; then echo; sed -n '/^TFLOP\/s:/,$p' "$OUT/attention.log"; fi
 if has_step attention_backward; then echo; sed -n '/^TFLOP\/s:/,$p' "$OUT/attention_backward.log"; fi
 if has_step replay; then echo; cat "$OUT/replay.log"; fi
+if has_step python; then echo; grep -E '^FAIL|^host time' "$OUT/python.log"; fi

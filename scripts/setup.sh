@@ -45,3 +45,19 @@ export CUDAToolkit_ROOT=$CUDA_HOME
 
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build "$BUILD_DIR" -j"$(nproc)"
+
+# The Python package (python/): staged with the library and the CLI inside it, then installed
+# into this Python with pip (without its torch dependency, which the user's environment brings:
+# a torch for their CUDA). Where pip may not install here (no pip, or an externally managed
+# system Python), the staged copy is still usable and this says how to install it.
+stage=$BUILD_DIR/python
+rm -rf "$stage" && mkdir -p "$stage/tilesmith/lib" "$stage/tilesmith/bin"
+cp python/pyproject.toml "$stage/" && cp python/tilesmith/*.py "$stage/tilesmith/"
+cp "$BUILD_DIR/libtilesmith.so.0" "$stage/tilesmith/lib/" && cp "$BUILD_DIR/tilesmith" "$stage/tilesmith/bin/"
+if python3 -m pip --version >/dev/null 2>&1 &&
+   python3 -m pip install --quiet --no-deps --upgrade "$stage" > "$BUILD_DIR/python-install.log" 2>&1; then
+  echo "setup: Python package installed ($(python3 -c 'import sys; print(sys.executable)')): import tilesmith (needs torch)"
+else
+  echo "setup: Python package staged in $stage but not installed into $(command -v python3) (see $BUILD_DIR/python-install.log):"
+  echo "setup:   pip install --no-deps $stage   (in your torch environment), or PYTHONPATH=$stage"
+fi

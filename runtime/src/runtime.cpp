@@ -21,6 +21,7 @@
 #include "driver/gpu_objects.hpp"
 #include "generator/compiled_kernel.hpp"
 #include "nearest_winner.hpp"
+#include "templates/attention/attention_shape.hpp"
 #include "templates/registry.hpp"
 
 namespace tilesmith {
@@ -726,6 +727,7 @@ void check_attention(const char* op, const AttentionArgs& args,
                             ", seq_q " + std::to_string(args.seq_q) + ", seq_k " +
                             std::to_string(args.seq_k) + ", head_dim " + std::to_string(args.head_dim) +
                             ": each must be positive (kv_heads and seq_k may be 0: as heads and seq_q)");
+  require_supported_head_dim(op, args.head_dim);
   auto check_strides = [&](const AttentionArgs::Strides& strides) {
     if ((strides.batch | strides.head | strides.row) % 8 || strides.batch < 0 || strides.head < 0 ||
         strides.row < 0)

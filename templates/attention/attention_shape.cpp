@@ -50,6 +50,12 @@ double AttentionShape::visible_pairs() const {
   return pairs;
 }
 
+void require_supported_head_dim(const std::string& op, std::int64_t head_dim) {
+  if (head_dim % 8 || head_dim > kMaxHeadDim)
+    throw InvalidArgument(op + ": head dim " + std::to_string(head_dim) +
+                          " is not supported (multiples of 8 up to 256)");
+}
+
 void validate_attention(const std::string& op, const OptionTable& options, const Problem& problem,
                         const std::string& shape_form) {
   if (problem.op != op) throw InvalidArgument(op + ": asked for op " + quote_input(problem.op));
@@ -74,9 +80,7 @@ void validate_attention(const std::string& op, const OptionTable& options, const
   if (s.heads % s.kv_heads)
     throw InvalidArgument(op + ": " + std::to_string(s.kv_heads) + " kv heads do not divide " +
                           std::to_string(s.heads) + " query heads");
-  if (s.head_dim % 8 || s.head_dim > kMaxHeadDim)
-    throw InvalidArgument(op + ": head dim " + std::to_string(s.head_dim) +
-                          " is not supported (multiples of 8 up to 256)");
+  require_supported_head_dim(op, s.head_dim);
   if (s.batch * s.heads > std::numeric_limits<int>::max())
     throw InvalidArgument(op + ": shape " + shape + " is too large");
 }

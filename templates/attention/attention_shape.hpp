@@ -41,6 +41,11 @@ struct AttentionShape {
   double visible_pairs() const;
 };
 
+// Throws InvalidArgument, naming `op`, for a head dim no attention kernel takes (not a
+// multiple of 8 up to 256): checked before anything else about the tensors, since it decides
+// what their strides can be.
+void require_supported_head_dim(const std::string& op, std::int64_t head_dim);
+
 // Throws InvalidArgument, naming `op`, for a problem neither attention op can run: options,
 // dtypes, a shape of another form, kv heads that do not divide the heads, a head dim that is
 // not a multiple of 8 up to 256, or self-attention written in the 6-dim form.
