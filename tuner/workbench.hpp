@@ -105,6 +105,11 @@ class Workbench {
   void run_reference();
   // Evicts L2 by reading a buffer twice its size, as the benchmarks do.
   void flush_l2(CUstream stream);
+  // Keeps the GPU busy for ~100 ms of its own time before this workbench's first timing: a GPU
+  // at rest runs its SMs at a low clock (345 MHz on the H100 here) and takes milliseconds to
+  // ramp up, and the first candidate timed would otherwise come out slower than the rest.
+  void bring_clocks_up(CUstream stream);
+  bool clocks_up_ = false;
 
   const Family& family_;
   Problem problem_;

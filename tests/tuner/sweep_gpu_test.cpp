@@ -59,8 +59,9 @@ TEST(GpuSweep, FaultingAndHangingCandidatesAreRecordedAndTheSweepCompletes) {
 }
 
 // Configs near the best are timed again together, interleaved, and the winner is decided by
-// those timings: two copy kernels that differ only in their block size (the margin is widened:
-// the first of them, timed right after start-up, may come out a few percent slower).
+// those timings: two copy kernels that differ only in their block size. The margin is widened
+// to take both whatever their distance: on the H100 the 128-thread block measures about 1.5x
+// the 256-thread one's 0.055 ms (1.51x when a margin of 50% left it out).
 TEST(GpuSweep, ConfigsNearTheBestAreTimedAgainTogetherBeforeTheWinnerIsDecided) {
   TILESMITH_REQUIRE_GPU();
   TempDir dir;
@@ -70,11 +71,15 @@ TEST(GpuSweep, ConfigsNearTheBestAreTimedAgainTogetherBeforeTheWinnerIsDecided) 
   tuner::SweepOptions options;
   options.compile_processes = 2;
   options.only = Config{{{"behavior", testing::kCorrect}}};
-  options.finalist_margin = 0.5;
+  options.finalist_margin = 3.0;
   const tuner::SweepReport report = tuner::run_sweep(family, problem, db, options);
   ASSERT_EQ(report.progress.ok, 2);
   ASSERT_TRUE(report.finalists_error.empty()) << report.finalists_error;
-  ASSERT_EQ(report.finalists.size(), 2u);
+  cache::TrialKey trials_key{report.gpu_model, problem, template_hash(family)};
+  std::string first_pass;
+  for (const cache::Trial& trial : db.trials(trials_key))
+    first_pass += " " + trial.config.text() + ": " + std::to_string(trial.median_ms) + " ms;";
+  ASSERT_EQ(report.finalists.size(), 2u) << "first pass:" << first_pass;
   ASSERT_TRUE(report.winner);
   cache::TrialKey key{report.gpu_model, problem, template_hash(family)};
   // The first pass's best keeps its median; the other finalist is placed by the ratio of the
