@@ -189,12 +189,30 @@ def _check_matmul(a, b, bias, residual, activation, out_dtype):
     return out
 
 
+# Descriptors by everything but the pointers, for operands read in place: filling in a
+# Structure field by field costs ~10 us, more than the launch; a copy with new pointers ~1 us.
+_matmul_descs = {}
+
+
 def _matmul_impl(a, b, bias, residual, activation, out_dtype):
     device = a.device
     c = torch.empty(_matmul_out_shape(a, b), dtype=out_dtype, device=device)
     bias = _packed(bias) if bias is not None else None
     residual = _packed(residual) if residual is not None else None
-    desc, keep = _matmul_desc(a, b, c, out_dtype, bias, residual, activation)
+    key = (a.shape, a.stride(), b.shape, b.stride(), a.dtype, out_dtype, bias is None,
+           None if residual is None else residual.shape, activation)
+    template = _matmul_descs.get(key)
+    if template is not None and a.data_ptr() % 16 == 0 and b.data_ptr() % 16 == 0:
+        desc = _capi.MatmulDesc.from_buffer_copy(template)
+        desc.a, desc.b, desc.c = a.data_ptr(), b.data_ptr(), c.data_ptr()
+        desc.bias, desc.residual = _ptr(bias), _ptr(residual)
+        keep = None
+    else:
+        desc, keep = _matmul_desc(a, b, c, out_dtype, bias, residual, activation)
+        if keep[0] is a and keep[1] is b:  # read in place: the layout depends on strides alone
+            if len(_matmul_descs) >= 4096:  # a program sweeping shapes: start over
+                _matmul_descs.clear()
+            _matmul_descs[key] = _capi.MatmulDesc.from_buffer_copy(desc)
     lib = library()
     _capi.check(lib, lib.tilesmith_matmul_ex(_runtime(device), ctypes.byref(desc), _stream(device)),
                 "tilesmith.matmul")
