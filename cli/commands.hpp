@@ -16,5 +16,6 @@ int run_export(const std::vector<std::string>& args);
 int run_source(const std::vector<std::string>& args);
 int run_merge(const std::vector<std::string>& args);
 int run_status(const std::vector<std::string>& args);
+int run_verify(const std::vector<std::string>& args);
 
 }  // namespace tilesmith::cli

@@ -34,6 +34,8 @@ constexpr Command kCommands[] = {
      tilesmith::cli::run_merge},
     {"status", "say which winners still vouch for what this machine would run, and why not",
      tilesmith::cli::run_status},
+    {"verify", "check every winner again on this GPU: still correct, no slower than recorded",
+     tilesmith::cli::run_verify},
     {"source", "print the CUDA source or PTX of one config (no GPU needed)",
      tilesmith::cli::run_source},
 };

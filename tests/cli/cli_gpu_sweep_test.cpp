@@ -135,5 +135,34 @@ TEST(GpuCliSweep, TwoSweepsOfOneProblemAtOnceShareTheWorkAndBothFinish) {
       << first.out << second.out;
 }
 
+// `tilesmith verify` checks the winners again on this GPU: a fresh winner passes; one whose
+// recorded time is made a third of what it measured (as if the driver or clocks had since made
+// it slower) fails, with exit status 1; the database is not written.
+TEST(GpuCliSweep, VerifyPassesAFreshWinnerAndFlagsOneSlowerThanRecorded) {
+  TILESMITH_REQUIRE_GPU();
+  testing::TempDir dir;
+  const fs::path db = dir.file("verify.db");
+  const CliRun tuned = testing::run_cli({"tune", "--op", "matmul", "--dtype", "bf16", "--shape",
+                                         "512x512x512", "--budget", "4", "--db", db.string()},
+                                        dir.path());
+  ASSERT_EQ(tuned.status, 0) << tuned.out << tuned.err;
+  const CliRun fresh = testing::run_cli({"verify", "--db", db.string()}, dir.path());
+  EXPECT_EQ(fresh.status, 0) << fresh.out << fresh.err;
+  EXPECT_TRUE(contains(fresh.out, "1 of 1 winners passed")) << fresh.out;
+  EXPECT_TRUE(contains(fresh.out, " ok")) << fresh.out;
+
+  sqlite3* connection = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &connection), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(connection, "UPDATE winners SET median_ms = median_ms / 3, spread = 0",
+                         nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(connection);
+  const std::string before = one(db, "SELECT group_concat(median_ms) FROM winners");
+  const CliRun slower = testing::run_cli({"verify", "--db", db.string()}, dir.path());
+  EXPECT_EQ(slower.status, 1) << slower.out << slower.err;
+  EXPECT_TRUE(contains(slower.out, "slower")) << slower.out;
+  EXPECT_TRUE(contains(slower.out, "0 of 1 winners passed; 1 failed")) << slower.out;
+  EXPECT_EQ(one(db, "SELECT group_concat(median_ms) FROM winners"), before);
+}
+
 }  // namespace
 }  // namespace tilesmith

@@ -80,6 +80,7 @@ TEST_F(CliHelp, ListsEveryCommandAndEachCommandsMainOptions) {
       {"show", {"--op", "--dtype", "--shape", "--gpu", "--top", "--db"}},
       {"export", {"--format", "--out", "--include-old", "--db"}},
       {"status", {"--gpu", "--db"}},
+      {"verify", {"--op", "--tolerance", "--device", "--seed", "--db"}},
       {"source", {"--op", "--dtype", "--shape", "--config", "--arch", "--emit"}}};
   CliRun top = run({"--help"});
   EXPECT_EQ(top.status, 0);
@@ -100,7 +101,7 @@ TEST_F(CliHelp, ListsEveryCommandAndEachCommandsMainOptions) {
 TEST_F(CliHelp, BadCommandLinesFailWithOneErrorLine) {
   CliRun unknown = run({"frobnicate"});
   expect_error_line(unknown, "unknown command 'frobnicate'");
-  EXPECT_TRUE(contains(unknown.err, "devices, tune, list, misses, show, export, merge, status, source"));
+  EXPECT_TRUE(contains(unknown.err, "devices, tune, list, misses, show, export, merge, status, verify, source"));
   expect_error_line(run({"list", "--frobnicate"}), "frobnicate");
   expect_error_line(run({"list", "stray"}), "list: ");
   expect_error_line(run({"source", "--op", "matmul", "--shape", "8x8x8"}), "--dtype");
@@ -741,6 +742,25 @@ TEST_F(CliBrokenDatabase, ForeignSqliteDatabaseIsRefusedAndLeftUntouched) {
 
 // ---------------------------------------------------------------------------------------------
 // devices and tune: what they print depends on whether this machine has a GPU
+
+// verify needs the GPU it checks the winners on: without one it says so and fails; with one, a
+// database without winners is said to have none. A missing database is an error either way.
+TEST_F(CliDatabase, VerifySaysWhatItNeedsAndWhatItFound) {
+  const fs::path path = dir_.file("empty.db");
+  { cache::Database created(path); }
+  CliRun verify = run({"verify", "--db", path.string()});
+  if (!have_gpu()) {
+    EXPECT_EQ(verify.status, 1);
+    expect_error_line(verify, "verify: needs a GPU: no CUDA driver/GPU found");
+  } else {
+    EXPECT_EQ(verify.status, 0) << verify.err;
+    EXPECT_TRUE(contains(verify.out, "no winners for " + driver::describe_device(0).model_key()))
+        << verify.out;
+  }
+  CliRun missing = run({"verify", "--db", dir_.file("nowhere.db").string()});
+  EXPECT_NE(missing.status, 0);
+  EXPECT_FALSE(fs::exists(dir_.file("nowhere.db")));
+}
 
 TEST_F(CliDevices, SaysWhyThereIsNoGpuOrListsEachOne) {
   CliRun count = run({"devices", "--count"});
