@@ -17,5 +17,6 @@ int run_source(const std::vector<std::string>& args);
 int run_merge(const std::vector<std::string>& args);
 int run_status(const std::vector<std::string>& args);
 int run_verify(const std::vector<std::string>& args);
+int run_plot(const std::vector<std::string>& args);
 
 }  // namespace tilesmith::cli

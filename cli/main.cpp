@@ -36,6 +36,7 @@ constexpr Command kCommands[] = {
      tilesmith::cli::run_status},
     {"verify", "check every winner again on this GPU: still correct, no slower than recorded",
      tilesmith::cli::run_verify},
+    {"plot", "draw a sweep's landscape or the winners' roofline as SVG", tilesmith::cli::run_plot},
     {"source", "print the CUDA source or PTX of one config (no GPU needed)",
      tilesmith::cli::run_source},
 };

@@ -81,6 +81,7 @@ TEST_F(CliHelp, ListsEveryCommandAndEachCommandsMainOptions) {
       {"export", {"--format", "--out", "--include-old", "--db"}},
       {"status", {"--gpu", "--db"}},
       {"verify", {"--op", "--tolerance", "--device", "--seed", "--db"}},
+      {"plot", {"--x", "--y", "--gpu", "--out", "--db"}},
       {"source", {"--op", "--dtype", "--shape", "--config", "--arch", "--emit"}}};
   CliRun top = run({"--help"});
   EXPECT_EQ(top.status, 0);
@@ -101,7 +102,7 @@ TEST_F(CliHelp, ListsEveryCommandAndEachCommandsMainOptions) {
 TEST_F(CliHelp, BadCommandLinesFailWithOneErrorLine) {
   CliRun unknown = run({"frobnicate"});
   expect_error_line(unknown, "unknown command 'frobnicate'");
-  EXPECT_TRUE(contains(unknown.err, "devices, tune, list, misses, show, export, merge, status, verify, source"));
+  EXPECT_TRUE(contains(unknown.err, "devices, tune, list, misses, show, export, merge, status, verify, plot, source"));
   expect_error_line(run({"list", "--frobnicate"}), "frobnicate");
   expect_error_line(run({"list", "stray"}), "list: ");
   expect_error_line(run({"source", "--op", "matmul", "--shape", "8x8x8"}), "--dtype");
@@ -742,6 +743,52 @@ TEST_F(CliBrokenDatabase, ForeignSqliteDatabaseIsRefusedAndLeftUntouched) {
 
 // ---------------------------------------------------------------------------------------------
 // devices and tune: what they print depends on whether this machine has a GPU
+
+// plot: a sweep's landscape over two parameters (the fastest verified trial per cell, a wrong
+// one never shown, the winner outlined) and a roofline of the winners of a GPU model whose roofs
+// are known; unknown roofs and parameters are errors naming them.
+TEST_F(CliDatabase, PlotDrawsALandscapeAndARoofline) {
+  const fs::path path = dir_.file("plot.db");
+  seed(path);
+  const std::string model = test_gpu().model_key();
+  const fs::path landscape = dir_.file("landscape.svg");
+  CliRun drawn = run({"plot", "landscape", "--op", "matmul", "--dtype", "bf16", "--shape", "512x256x128",
+                      "--x", "block_m", "--y", "block_n", "--gpu", model, "--out", landscape.string(),
+                      "--db", path.string()});
+  ASSERT_EQ(drawn.status, 0) << drawn.err;
+  const std::string svg = testing::read_bytes(landscape);
+  EXPECT_EQ(svg.rfind("<svg ", 0), 0u);
+  for (const char* time : {">0.2500<", ">0.3000<", ">0.4000<"}) EXPECT_TRUE(contains(svg, time)) << time;
+  EXPECT_FALSE(contains(svg, ">0.1000<")) << "a wrong trial was drawn";
+  EXPECT_TRUE(contains(svg, "stroke-width=\"3\"")) << "no winner outlined";
+  CliRun bad_param = run({"plot", "landscape", "--op", "matmul", "--dtype", "bf16", "--shape",
+                          "512x256x128", "--x", "block_q", "--y", "block_n", "--gpu", model,
+                          "--out", dir_.file("x.svg").string(), "--db", path.string()});
+  EXPECT_NE(bad_param.status, 0);
+  expect_error_line(bad_param, "no parameter block_q");
+  CliRun unknown_roofs = run({"plot", "roofline", "--gpu", model, "--out",
+                              dir_.file("r.svg").string(), "--db", path.string()});
+  EXPECT_NE(unknown_roofs.status, 0);
+  expect_error_line(unknown_roofs, "the roofs of tilesmith test GPU are not known");
+
+  DeviceTarget h100 = test_gpu();  // a name with known roofs, an SM count no real one has
+  h100.name = "NVIDIA H100 80GB HBM3";
+  {
+    cache::Database db(path);
+    db.record_gpu(h100, {"13.0", "13.0"});
+    const cache::TrialKey key{h100.model_key(), kSeeded, template_hash(find_family("matmul"))};
+    db.record_trial(key, trial(cache::TrialStatus::ok, kWinner, 0.25));
+    ASSERT_TRUE(db.refresh_winner(key));
+  }
+  const fs::path roofline = dir_.file("roofline.svg");
+  CliRun roofs = run({"plot", "roofline", "--gpu", h100.model_key(), "--out", roofline.string(),
+                      "--db", path.string()});
+  ASSERT_EQ(roofs.status, 0) << roofs.err;
+  const std::string roof_svg = testing::read_bytes(roofline);
+  EXPECT_TRUE(contains(roof_svg, "989 TFLOP/s dense tensor peak, 3350 GB/s")) << roof_svg.substr(0, 600);
+  EXPECT_TRUE(contains(roof_svg, ">matmul<"));
+  EXPECT_TRUE(contains(roof_svg, "<circle")) << "no winner drawn";
+}
 
 // verify needs the GPU it checks the winners on: without one it says so and fails; with one, a
 // database without winners is said to have none. A missing database is an error either way.
