@@ -16,7 +16,7 @@ cmake --install "$BUILD_DIR" --prefix "$prefix" > /dev/null
 cmake -S examples -B "$BUILD_DIR/examples" -G Ninja -DCMAKE_BUILD_TYPE=Release \
       -DCMAKE_PREFIX_PATH="$prefix" -DCUDAToolkit_ROOT="$CUDA_HOME" > /dev/null
 cmake --build "$BUILD_DIR/examples"
-for program in matmul_c runtime_cpp; do  # their own database: never the user's cache
+for program in matmul_c every_op_c runtime_cpp; do  # their own database: never the user's cache
   "$BUILD_DIR/examples/$program" "$BUILD_DIR/examples/examples.db"
 done
 echo "examples: built against the package installed in $prefix; each ran"
