@@ -139,6 +139,16 @@ CUresult LaunchableKernel::resident_ctas(const LaunchGeometry& geometry, unsigne
   return CUDA_SUCCESS;
 }
 
+void encode_tensor_maps(LaunchPlan& plan) {
+  for (int step = 0; step < plan.step_count; ++step) {
+    KernelArgs& args = plan.steps[static_cast<std::size_t>(step)].args;
+    for (int i = 0; i < args.tensor_map_count; ++i)
+      TILESMITH_CU(encode_tensor_map(args.tensor_maps[static_cast<std::size_t>(i)], args.bytes.data()),
+                   "encoding tensor map " + std::to_string(i) + " of launch " + std::to_string(step));
+    args.tensor_map_count = 0;
+  }
+}
+
 CUresult LaunchableKernel::try_launch(const LaunchGeometry& requested, const KernelArgs& args,
                                       CUstream stream) const {
   const KernelArgs* launched = &args;

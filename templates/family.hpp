@@ -180,6 +180,7 @@ struct CallScalars {
   std::array<std::int64_t, kMaxTensors> head_strides{};
   double epsilon = 1e-5;  // the norms' floor under the variance
   std::optional<double> softmax_scale;  // attention's; nothing: 1 / sqrt(head dim)
+  bool operator==(const CallScalars&) const = default;
 };
 
 struct Work {

@@ -59,6 +59,14 @@ struct Entry {
   std::mutex workspace_mutex;
   std::unordered_map<CUstream, driver::DeviceBuffer> workspaces;
   DispatchInfo info;
+  // The last call's plan, its tensor maps encoded, and what it was built from: loops that call
+  // with the same buffers (most do) skip building it and encoding its maps.
+  std::mutex plan_mutex;
+  bool has_plan = false;
+  std::array<std::uint64_t, CallScalars::kMaxTensors> plan_addresses{};
+  std::uint64_t plan_workspace = 0;
+  CallScalars plan_scalars;
+  LaunchPlan plan;
 
   std::uint64_t workspace_for(CUstream stream) {
     if (workspace_bytes == 0) return 0;
@@ -353,10 +361,30 @@ struct Runtime::Impl {
     driver::make_current(context);
     Entry& entry = lookup(key, make_problem, nullptr);
     const CUstream on = static_cast<CUstream>(stream);
-    entry.kernel.run(key.family->plan(entry.config, entry.problem, device,
-                                      std::span<const std::uint64_t>(tensors.addresses.data(), tensors.count),
-                                      entry.workspace_for(on), tensors.scalars),
-                     on);
+    const std::uint64_t workspace = entry.workspace_for(on);
+    LaunchPlan plan;
+    bool built = false;
+    {
+      std::lock_guard guard(entry.plan_mutex);
+      if (entry.has_plan && entry.plan_addresses == tensors.addresses &&
+          entry.plan_workspace == workspace && entry.plan_scalars == tensors.scalars) {
+        plan = entry.plan;
+        built = true;
+      }
+    }
+    if (!built) {
+      plan = key.family->plan(entry.config, entry.problem, device,
+                              std::span<const std::uint64_t>(tensors.addresses.data(), tensors.count),
+                              workspace, tensors.scalars);
+      driver::encode_tensor_maps(plan);
+      std::lock_guard guard(entry.plan_mutex);
+      entry.plan = plan;
+      entry.plan_addresses = tensors.addresses;
+      entry.plan_workspace = workspace;
+      entry.plan_scalars = tensors.scalars;
+      entry.has_plan = true;
+    }
+    entry.kernel.run(plan, on);
   }
 
   // What a call with `key` resolves to (loads it if needed).
