@@ -683,7 +683,7 @@ def describe(op, *args, **kwargs):
         x = args[0]
         y_dtype = kwargs.get("residual", x).dtype if "residual" in kwargs else x.dtype
         x2, stride = _rows(op, x)
-        present = lambda name: 1 if kwargs.get(name) is not None else None
+        present = lambda name: 16 if kwargs.get(name) is not None else None  # non-null, aligned: present
         desc = _capi.RowsDesc(op=_capi.ROW_OP[op], rows=x2.shape[0], cols=x2.shape[1],
                               dtype=_dtype(x, op), out_dtype=_capi.DTYPE[_TORCH_DTYPE[y_dtype]],
                               weight=present("weight"), bias=present("bias"),

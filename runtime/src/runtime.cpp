@@ -266,7 +266,7 @@ struct Runtime::Impl {
     }
     if (!taken)
       throw Error(family.name() + " " + problem.key() + ": " +
-                  (system_database ? "neither database holds" : "the database holds no") +
+                  (system_database ? "neither database holds a" : "the database holds no") +
                   " kernel for it on " +
                   device.model_key() + " with NVRTC " + toolchain.nvrtc_version +
                   " (not its winner's, the nearest tuned shape's or the default config's), and "
