@@ -36,10 +36,7 @@ def load_lib(path):
 
 
 check = _capi.check  # raises for a non-zero status, with the library's message
-
-
-def create_runtime(lib, db):
-    return _capi.create_runtime(lib, db)
+create_runtime = _capi.create_runtime  # (lib, database path or None)
 
 
 def tune_with_cli(args, op, dtype, shape, options, log):

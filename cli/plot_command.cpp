@@ -151,18 +151,6 @@ std::string landscape_svg(const Problem& problem, const std::string& gpu_model,
   return svg.str();
 }
 
-// Datasheet memory bandwidths in GB/s, beside tuner::tensor_peak_tflops's compute peaks.
-std::optional<double> memory_peak_gbps(const std::string& name) {
-  auto has = [&](const char* part) { return name.find(part) != std::string::npos; };
-  if (has("H100") && (has("PCIe") || has("PCIE"))) return 2000;
-  if (has("H100")) return 3350;
-  if (has("H200") || has("GH200")) return 4800;
-  if (has("A100")) return has("40GB") ? 1555 : 2039;
-  if (has("L40S")) return 864;
-  if (has("B200")) return 8000;
-  return std::nullopt;
-}
-
 std::string roofline_svg(const std::string& gpu_model, const std::vector<cache::Winner>& winners, double peak_tflops,
                          double bandwidth_gbps) {
   const int width = 760, height = 540, left = 80, right = 200, top = 70, bottom = 60;
@@ -280,7 +268,7 @@ int run_plot(const std::vector<std::string>& args) {
     DeviceTarget device;
     device.name = name;
     const std::optional<double> peak = tuner::tensor_peak_tflops(device);
-    const std::optional<double> bandwidth = memory_peak_gbps(name);
+    const std::optional<double> bandwidth = tuner::memory_peak_gbps(device);
     if (!peak || !bandwidth) throw Error("plot: the roofs of " + name + " are not known to this build");
     write_svg(out, roofline_svg(gpu_model, winners, *peak, *bandwidth), database.path());
     return 0;

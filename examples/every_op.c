@@ -16,17 +16,8 @@
 
 #include <tilesmith/tilesmith.h>
 
-static uint16_t to_bf16(float value) { /* round to nearest even */
-  uint32_t bits;
-  memcpy(&bits, &value, 4);
-  return (uint16_t)((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
-}
-static double from_bf16(uint16_t half) {
-  uint32_t bits = (uint32_t)half << 16;
-  float value;
-  memcpy(&value, &bits, 4);
-  return value;
-}
+#include "bf16.h"
+
 static double uniform(double low, double high) { return low + (high - low) * rand() / RAND_MAX; }
 
 static int failed_calls = 0;

@@ -13,19 +13,10 @@
 
 #include <tilesmith/tilesmith.h>
 
+#include "bf16.h"
+
 enum { M = 16, N = 1000, K = 4096 };
 
-static uint16_t to_bf16(float value) { /* round to nearest even */
-  uint32_t bits;
-  memcpy(&bits, &value, 4);
-  return (uint16_t)((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
-}
-static double from_bf16(uint16_t half) {
-  uint32_t bits = (uint32_t)half << 16;
-  float value;
-  memcpy(&value, &bits, 4);
-  return value;
-}
 
 static int cuda_failed(cudaError_t status, const char* what) {
   if (status == cudaSuccess) return 0;

@@ -23,19 +23,9 @@
 
 #include <tilesmith/runtime.hpp>
 
-namespace {
+#include "bf16.h"
 
-std::uint16_t to_bf16(float value) {  // round to nearest even
-  std::uint32_t bits;
-  std::memcpy(&bits, &value, 4);
-  return static_cast<std::uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
-}
-double from_bf16(std::uint16_t half) {
-  const std::uint32_t bits = static_cast<std::uint32_t>(half) << 16;
-  float value;
-  std::memcpy(&value, &bits, 4);
-  return value;
-}
+namespace {
 
 void check(cudaError_t status, const char* what) {
   if (status != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(status));

@@ -121,17 +121,31 @@ class SweepLease {
   std::thread beat_;
 };
 
+// Whether a device's name holds `part` ("H100", "PCIe"): how the datasheet figures are keyed.
+bool name_has(const DeviceTarget& device, const char* part) {
+  return device.name.find(part) != std::string::npos;
+}
 }  // namespace
 
 std::optional<double> tensor_peak_tflops(const DeviceTarget& device) {
   // Dense fp16/bf16 tensor-core peaks from NVIDIA's datasheets.
-  const std::string& name = device.name;
-  auto has = [&](const char* part) { return name.find(part) != std::string::npos; };
+  auto has = [&](const char* part) { return name_has(device, part); };
   if (has("H100") && (has("PCIe") || has("PCIE"))) return 756;
   if (has("H100") || has("H200") || has("GH200")) return 989;
   if (has("A100")) return 312;
   if (has("L40S")) return 362;
   if (has("B200")) return 2250;
+  return std::nullopt;
+}
+
+std::optional<double> memory_peak_gbps(const DeviceTarget& device) {
+  auto has = [&](const char* part) { return name_has(device, part); };
+  if (has("H100") && (has("PCIe") || has("PCIE"))) return 2000;
+  if (has("H100")) return 3350;
+  if (has("H200") || has("GH200")) return 4800;
+  if (has("A100")) return has("40GB") ? 1555 : 2039;
+  if (has("L40S")) return 864;
+  if (has("B200")) return 8000;
   return std::nullopt;
 }
 

@@ -127,5 +127,7 @@ bool run_worker_if_requested(int argc, char** argv);
 
 // Dense bf16/f16 tensor-core peak of a device in TFLOP/s, when known (H100 SXM: 989).
 std::optional<double> tensor_peak_tflops(const DeviceTarget& device);
+// Its memory bandwidth in GB/s from the datasheet, when known (H100 SXM: 3350).
+std::optional<double> memory_peak_gbps(const DeviceTarget& device);
 
 }  // namespace tilesmith::tuner

@@ -42,8 +42,12 @@ def library():
         return _lib
 
 
+def _index(device):
+    return device.index if device.index is not None else torch.cuda.current_device()
+
+
 def _runtime(device):
-    index = device.index if device.index is not None else torch.cuda.current_device()
+    index = _index(device)
     runtime = _runtimes.get(index)  # the warm path takes no lock
     if runtime is not None:
         return runtime
@@ -57,9 +61,8 @@ def _runtime(device):
 def _stream(device):
     """torch's current stream on `device`, as a CUstream: the raw getter where this torch has
     it (a Stream object costs ~5 us to make, more than the launch)."""
-    index = device.index if device.index is not None else torch.cuda.current_device()
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    return ctypes.c_void_p(raw(index) if raw else torch.cuda.current_stream(device).cuda_stream)
+    return ctypes.c_void_p(raw(_index(device)) if raw else torch.cuda.current_stream(device).cuda_stream)
 
 
 def _dtype(tensor, op, allowed=("f16", "bf16", "f32")):
@@ -128,9 +131,8 @@ def _matrix_layout(op, name, t):
     elif s_row == 1 and (s_col >= rows or cols == 1):
         layout, ld = _capi.COLUMN_MAJOR, max(s_col, rows)
     else:
-        t = _packed(t)
-        layout, ld = _capi.ROW_MAJOR, cols
-    if t.data_ptr() % 16:
+        layout = None  # strides the kernels cannot read in place
+    if layout is None or t.data_ptr() % 16:
         t = _packed(t)
         layout, ld = _capi.ROW_MAJOR, cols
     batch_stride = t.stride(0) if t.dim() == 3 else 0
