@@ -3,7 +3,8 @@
 // batches of 500 (below the launch queue's depth, so the host never waits on the GPU) with the
 // host clock around each batch's enqueueing only. "raw" is the driver stage's launch of the
 // plan the runtime would build (ReadyKernel::run: cuLaunchKernel(Ex) per step), built once with
-// its tensor maps encoded.
+// its tensor maps encoded. "runtime, new output" writes to one of 16 outputs in turn, as a
+// program whose allocator hands out a fresh buffer per call does: the plan is rebuilt each call.
 //
 //   dispatch_overhead [DATABASE]
 //
@@ -66,11 +67,41 @@ int main(int argc, char** argv) {
       return batches[batches.size() / 2];  // the median batch
     };
     const double through_runtime = per_call_us([&] { runtime.matmul(args, stream.get()); });
+    std::vector<driver::DeviceBuffer> outputs;
+    for (int i = 0; i < 16; ++i) outputs.emplace_back(16 * 16 * 2, "a rotating output");
+    int turn = 0;
+    const double new_output = per_call_us([&] {
+      MatmulArgs moved = args;
+      moved.c = reinterpret_cast<void*>(outputs[static_cast<std::size_t>(turn++ % 16)].address());
+      runtime.matmul(moved, stream.get());
+    });
     const double direct = per_call_us([&] { raw.run(plan, stream.get()); });
     std::printf("config %s\n", info.config.c_str());
     std::printf("host us per call (median of %d batches of %d): runtime %.2f, raw launch %.2f, "
                 "the runtime's own %.2f\n",
                 kBatches, kBatch, through_runtime, direct, through_runtime - direct);
+    std::printf("with a new output address every call: runtime %.2f, the runtime's own %.2f\n",
+                new_output, new_output - direct);
+    // Where a rebuilt plan's time goes: the family's plan() and the driver's tensor map encoding
+    // (host work only, no launch).
+    auto host_us = [](auto&& work) {
+      constexpr int kCalls = 20000;
+      const auto start = std::chrono::steady_clock::now();
+      for (int i = 0; i < kCalls; ++i) work();
+      return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / kCalls;
+    };
+    int maps = 0;
+    for (const LaunchStep& step : bench.plan(config).all()) maps += step.args.tensor_map_count;
+    volatile int sink = 0;
+    const double planning = host_us([&] { sink = sink + bench.plan(config).step_count; });
+    const LaunchPlan recipe = bench.plan(config);
+    const double encoding = host_us([&] {
+      LaunchPlan encoded = recipe;
+      driver::encode_tensor_maps(encoded);
+      sink = sink + encoded.step_count;
+    });
+    std::printf("a rebuilt plan: the family's plan() %.2f us, copying and encoding its %d tensor "
+                "maps %.2f us\n", planning, maps, encoding);
     return 0;
   } catch (const std::exception& error) {
     std::fprintf(stderr, "dispatch_overhead: %s\n", error.what());

@@ -67,6 +67,12 @@ if has_step python; then
   PYTHONPATH="$BUILD/python" TILESMITH_LIB= TILESMITH_CLI= python3 tests/python/ops_gpu_test.py \
     > "$OUT/python.log" 2>&1
   summary+=("python package: exit status $?, $(tail -n 1 "$OUT/python.log")")
+  echo "== host overhead of a warm call (bench/dispatch_overhead.cpp, bench/python_overhead.py)"
+  "$BUILD/dispatch_overhead" "$OUT/dispatch_overhead.db" 2>&1 | tee "$OUT/overhead.txt"
+  PYTHONPATH="$BUILD/python" TILESMITH_LIB= TILESMITH_CLI= python3 bench/python_overhead.py 2>&1 \
+    | tee -a "$OUT/overhead.txt"
+  summary+=("$(grep -E "the runtime's own" "$OUT/overhead.txt" | head -2 | tr '\n' ' ')")
+  summary+=("python, tiny matmul: $(tail -n 1 "$OUT/overhead.txt")")
 fi
 
 if has_step tune; then

@@ -51,9 +51,9 @@ std::string Problem::options_text() const {
   return text;
 }
 
-std::string Problem::option(const std::string& name, const std::string& fallback) const {
+std::string Problem::option(std::string_view name, std::string_view fallback) const {
   auto it = options.find(name);
-  return it == options.end() ? fallback : it->second;
+  return it == options.end() ? std::string(fallback) : it->second;
 }
 
 std::string Problem::key() const {
@@ -63,13 +63,13 @@ std::string Problem::key() const {
   return key;
 }
 
-std::map<std::string, std::string> parse_options(const std::string& text) {
+ProblemOptions parse_options(const std::string& text) {
   auto is_word = [](std::string_view word) {
     return !word.empty() && std::all_of(word.begin(), word.end(), [](unsigned char c) {
       return std::isalnum(c) || c == '_' || c == '-' || c == '.';
     });
   };
-  std::map<std::string, std::string> options;
+  ProblemOptions options;
   std::stringstream stream(text);
   std::string item;
   while (std::getline(stream, item, ',')) {
@@ -111,9 +111,10 @@ std::vector<std::int64_t> parse_shape(const std::string& text) {
   return dims;
 }
 
-int Config::at(const std::string& name) const {
+int Config::at(std::string_view name) const {
   auto it = values.find(name);
-  if (it == values.end()) throw Error("config '" + text() + "' has no parameter '" + name + "'");
+  if (it == values.end())
+    throw Error("config '" + text() + "' has no parameter '" + std::string(name) + "'");
   return it->second;
 }
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -12,13 +13,18 @@
 
 namespace tilesmith {
 
+// Maps by name that look names up as string views (no std::string made per lookup: the runtime
+// builds a launch plan from a config and a problem on every call whose tensors moved).
+using ProblemOptions = std::map<std::string, std::string, std::less<>>;
+using ConfigValues = std::map<std::string, int, std::less<>>;
+
 // One operation instance. `shape` is the family's own dimension list (matmul: M, N, K).
 // `options` are what else changes the kernel (a layout, an activation, a bias present), by name;
 // values that do not change it (an epsilon, a softmax scale) are call arguments, not options.
 struct Problem {
   Problem() = default;
   Problem(std::string op_name, DType in, DType out, std::vector<std::int64_t> dims,
-          std::map<std::string, std::string> kernel_options = {})
+          ProblemOptions kernel_options = {})
       : op(std::move(op_name)),
         dtype(in),
         out_dtype(out),
@@ -29,7 +35,7 @@ struct Problem {
   DType dtype = DType::bf16;      // input element type
   DType out_dtype = DType::bf16;  // output element type
   std::vector<std::int64_t> shape;
-  std::map<std::string, std::string> options;
+  ProblemOptions options;
 
   // Canonical, stable text used as the database key: "matmul bf16->bf16 4096x4096x4096", and
   // with options "softmax bf16->bf16 32768x4096 [act=gelu,weight=1]". A problem without options
@@ -38,13 +44,13 @@ struct Problem {
   std::string shape_text() const;    // "4096x4096x4096"
   std::string options_text() const;  // "act=gelu,weight=1"; "" when there are none
   // The value of option `name`, or `fallback` (its default) when the problem leaves it out.
-  std::string option(const std::string& name, const std::string& fallback = "") const;
+  std::string option(std::string_view name, std::string_view fallback = "") const;
   bool operator==(const Problem&) const = default;
 };
 
 // "name=value,..." (names and values of letters, digits, '_', '-' and '.') -> options; throws
 // InvalidArgument for a malformed item or a name given twice.
-std::map<std::string, std::string> parse_options(const std::string& text);
+ProblemOptions parse_options(const std::string& text);
 
 std::vector<std::int64_t> parse_shape(const std::string& text);  // "MxNxK" -> {M,N,K}; throws
 
@@ -57,9 +63,9 @@ int element_kind(DType dtype);
 
 // A point of a family's parameter space. Ordered by name so its text form is canonical.
 struct Config {
-  std::map<std::string, int> values;
+  ConfigValues values;
 
-  int at(const std::string& name) const;  // throws Error naming the missing parameter
+  int at(std::string_view name) const;  // throws Error naming the missing parameter
   std::string text() const;               // "block_k=32,block_m=128,..."
   static Config parse(const std::string& text);  // inverse of text(); throws Error
   bool operator==(const Config&) const = default;

@@ -16,7 +16,7 @@ void from_json(const nlohmann::json& json, Problem& problem) {
     problem.dtype = parse_dtype(json.at("dtype").get<std::string>());
     problem.out_dtype = parse_dtype(json.at("out_dtype").get<std::string>());
     problem.shape = json.at("shape").get<std::vector<std::int64_t>>();
-    problem.options = json.value("options", std::map<std::string, std::string>());
+    problem.options = json.value("options", ProblemOptions());
   } catch (const nlohmann::json::exception& error) {
     throw Error("a problem in JSON is malformed: " + std::string(error.what()));
   }

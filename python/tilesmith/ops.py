@@ -9,6 +9,7 @@ What the kernels cannot take is refused with a ValueError naming it (a CPU tenso
 does not have, a last dimension that is not contiguous); what they can take after a copy is
 copied (other strides, a pointer off 16-byte alignment)."""
 import ctypes
+import functools
 import threading
 
 import torch
@@ -58,11 +59,15 @@ def _runtime(device):
         return _runtimes[index]
 
 
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
 def _stream(device):
     """torch's current stream on `device`, as a CUstream: the raw getter where this torch has
     it (a Stream object costs ~5 us to make, more than the launch)."""
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    return ctypes.c_void_p(raw(_index(device)) if raw else torch.cuda.current_stream(device).cuda_stream)
+    if _raw_stream is not None:
+        return _raw_stream(_index(device))
+    return torch.cuda.current_stream(device).cuda_stream
 
 
 def _dtype(tensor, op, allowed=("f16", "bf16", "f32")):
@@ -191,33 +196,73 @@ def _check_matmul(a, b, bias, residual, activation, out_dtype):
     return out
 
 
-# Descriptors by everything but the pointers, for operands read in place: filling in a
-# Structure field by field costs ~10 us, more than the launch; a copy with new pointers ~1 us.
-_matmul_descs = {}
+# Calls by everything the checks and the descriptor depend on but the pointers (shapes,
+# strides, devices, dtypes, epilogue), for operands read in place: a call seen before skips both
+# (filling in a Structure field by field costs ~10 us, more than the launch; a copy with new
+# pointers ~1 us) and costs about what torch.matmul does. Each Python call on this path costs
+# ~0.2 us, so it makes few.
+_matmul_plans = {}
+
+
+class _MatmulPlan:
+    __slots__ = ("desc", "out_shape", "out_dtype", "device", "runtime", "launch", "stream")
+
+    def __init__(self, desc, out_shape, out_dtype, device):
+        self.desc = _capi.MatmulDesc.from_buffer_copy(desc)
+        self.out_shape, self.out_dtype, self.device = out_shape, out_dtype, device
+        self.runtime, self.launch = _runtime(device), library().tilesmith_matmul_ex
+        self.stream = (functools.partial(_raw_stream, _index(device)) if _raw_stream is not None
+                       else functools.partial(_stream, device))
+
+
+def _matmul_key(a, b, bias, residual, activation, out_dtype):
+    return (a.shape, a.stride(), a.get_device(), b.shape, b.stride(), b.get_device(), a.dtype,
+            b.dtype, out_dtype, activation,
+            bias is not None and (bias.shape, bias.stride(), bias.dtype, bias.get_device()),
+            residual is not None and (residual.shape, residual.stride(), residual.dtype,
+                                      residual.get_device()))
+
+
+def _planned_matmul(a, b, bias, residual, activation, out_dtype):
+    """c = a @ b (with the epilogue) by the plan of a call like this one; None where there is
+    none yet, or where a pointer is off 16 bytes (a view starting mid-row), which the full path
+    copies."""
+    plan = _matmul_plans.get(_matmul_key(a, b, bias, residual, activation, out_dtype))
+    if plan is None:
+        return None
+    pa, pb = a.data_ptr(), b.data_ptr()
+    p_bias = bias.data_ptr() if bias is not None else 0
+    p_residual = residual.data_ptr() if residual is not None else 0
+    if (pa | pb | p_bias | p_residual) & 15:
+        return None
+    c = torch.empty(*plan.out_shape, dtype=plan.out_dtype, device=plan.device)
+    desc = _capi.MatmulDesc.from_buffer_copy(plan.desc)
+    desc.a, desc.b, desc.c = pa, pb, c.data_ptr()
+    if p_bias or p_residual:
+        desc.bias, desc.residual = p_bias, p_residual
+    status = plan.launch(plan.runtime, desc, plan.stream())
+    if status:
+        _capi.check(library(), status, "tilesmith.matmul")
+    return c
 
 
 def _matmul_impl(a, b, bias, residual, activation, out_dtype):
+    c = _planned_matmul(a, b, bias, residual, activation, out_dtype)
+    if c is not None:
+        return c
     device = a.device
     c = torch.empty(_matmul_out_shape(a, b), dtype=out_dtype, device=device)
-    bias = _packed(bias) if bias is not None else None
-    residual = _packed(residual) if residual is not None else None
-    key = (a.shape, a.stride(), b.shape, b.stride(), a.dtype, out_dtype, bias is None,
-           None if residual is None else residual.shape, activation)
-    template = _matmul_descs.get(key)
-    if template is not None and a.data_ptr() % 16 == 0 and b.data_ptr() % 16 == 0:
-        desc = _capi.MatmulDesc.from_buffer_copy(template)
-        desc.a, desc.b, desc.c = a.data_ptr(), b.data_ptr(), c.data_ptr()
-        desc.bias, desc.residual = _ptr(bias), _ptr(residual)
-        keep = None
-    else:
-        desc, keep = _matmul_desc(a, b, c, out_dtype, bias, residual, activation)
-        if keep[0] is a and keep[1] is b:  # read in place: the layout depends on strides alone
-            if len(_matmul_descs) >= 4096:  # a program sweeping shapes: start over
-                _matmul_descs.clear()
-            _matmul_descs[key] = _capi.MatmulDesc.from_buffer_copy(desc)
+    bias_read = _packed(bias) if bias is not None else None
+    residual_read = _packed(residual) if residual is not None else None
+    desc, keep = _matmul_desc(a, b, c, out_dtype, bias_read, residual_read, activation)
     lib = library()
     _capi.check(lib, lib.tilesmith_matmul_ex(_runtime(device), ctypes.byref(desc), _stream(device)),
                 "tilesmith.matmul")
+    if keep[0] is a and keep[1] is b and bias_read is bias and residual_read is residual:
+        if len(_matmul_plans) >= 4096:  # a program sweeping shapes: start over
+            _matmul_plans.clear()
+        key = _matmul_key(a, b, bias, residual, activation, out_dtype)
+        _matmul_plans[key] = _MatmulPlan(desc, tuple(c.shape), out_dtype, device)
     del keep
     return c
 
@@ -228,7 +273,7 @@ def _matmul_op(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None,
     return _matmul_impl(a, b, bias, residual, activation, out_dtype)
 
 
-def _direct(*tensors):
+def _direct(a, b, bias, residual):
     """Whether a call may skip torch's dispatcher (~15 us a call for a custom op, more than a
     small kernel's launch) and run the implementation itself: outside torch.compile's tracing,
     on plain tensors (no fake or functional subclasses), with no gradient to record. Anything
@@ -236,7 +281,7 @@ def _direct(*tensors):
     if torch.compiler.is_compiling():
         return False
     grad = torch.is_grad_enabled()
-    for t in tensors:
+    for t in (a, b) if bias is None and residual is None else (a, b, bias, residual):
         if t is not None and (type(t) is not torch.Tensor or (grad and t.requires_grad)):
             return False
     return True
@@ -281,9 +326,14 @@ def matmul(a, b, *, bias=None, residual=None, activation=None, out_dtype=None):
     (f32 in runs as tf32 on sm_90a); out_dtype: a's dtype (default) or torch.float32; bias: (N,)
     and residual: like the output, of the output's dtype; activation: None, "relu", "gelu" (the
     erf form) or "silu"."""
-    out = _check_matmul(a, b, bias, residual, activation, out_dtype)
     if _direct(a, b, bias, residual):
+        # Operands like these passed the checks before: their plan runs unchecked.
+        c = _planned_matmul(a, b, bias, residual, activation or "none", out_dtype or a.dtype)
+        if c is not None:
+            return c
+        out = _check_matmul(a, b, bias, residual, activation, out_dtype)
         return _matmul_impl(a, b, bias, residual, activation or "none", out)
+    out = _check_matmul(a, b, bias, residual, activation, out_dtype)
     return _matmul_op(a, b, bias, residual, activation or "none", out)
 
 

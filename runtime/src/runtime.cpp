@@ -12,6 +12,7 @@
 #include <shared_mutex>
 #include <span>
 #include <initializer_list>
+#include <memory>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
@@ -60,13 +61,16 @@ struct Entry {
   std::unordered_map<CUstream, driver::DeviceBuffer> workspaces;
   DispatchInfo info;
   // The last call's plan, its tensor maps encoded, and what it was built from: loops that call
-  // with the same buffers (most do) skip building it and encoding its maps.
+  // with the same buffers (most do) skip building it and encoding its maps. Shared and never
+  // changed once made, so a warm call copies a pointer under the lock, not the plan's ~6 KB.
+  struct BuiltPlan {
+    std::array<std::uint64_t, CallScalars::kMaxTensors> addresses{};
+    std::uint64_t workspace = 0;
+    CallScalars scalars;
+    LaunchPlan plan;
+  };
   std::mutex plan_mutex;
-  bool has_plan = false;
-  std::array<std::uint64_t, CallScalars::kMaxTensors> plan_addresses{};
-  std::uint64_t plan_workspace = 0;
-  CallScalars plan_scalars;
-  LaunchPlan plan;
+  std::shared_ptr<const BuiltPlan> last_plan;
 
   std::uint64_t workspace_for(CUstream stream) {
     if (workspace_bytes == 0) return 0;
@@ -362,29 +366,26 @@ struct Runtime::Impl {
     Entry& entry = lookup(key, make_problem, nullptr);
     const CUstream on = static_cast<CUstream>(stream);
     const std::uint64_t workspace = entry.workspace_for(on);
-    LaunchPlan plan;
-    bool built = false;
+    std::shared_ptr<const Entry::BuiltPlan> built;
     {
       std::lock_guard guard(entry.plan_mutex);
-      if (entry.has_plan && entry.plan_addresses == tensors.addresses &&
-          entry.plan_workspace == workspace && entry.plan_scalars == tensors.scalars) {
-        plan = entry.plan;
-        built = true;
-      }
+      built = entry.last_plan;
     }
-    if (!built) {
-      plan = key.family->plan(entry.config, entry.problem, device,
-                              std::span<const std::uint64_t>(tensors.addresses.data(), tensors.count),
-                              workspace, tensors.scalars);
-      driver::encode_tensor_maps(plan);
+    if (!built || built->addresses != tensors.addresses || built->workspace != workspace ||
+        !(built->scalars == tensors.scalars)) {
+      auto fresh = std::make_shared<Entry::BuiltPlan>();
+      fresh->addresses = tensors.addresses;
+      fresh->workspace = workspace;
+      fresh->scalars = tensors.scalars;
+      fresh->plan = key.family->plan(entry.config, entry.problem, device,
+                                     std::span<const std::uint64_t>(tensors.addresses.data(), tensors.count),
+                                     workspace, tensors.scalars);
+      driver::encode_tensor_maps(fresh->plan);
+      built = std::move(fresh);
       std::lock_guard guard(entry.plan_mutex);
-      entry.plan = plan;
-      entry.plan_addresses = tensors.addresses;
-      entry.plan_workspace = workspace;
-      entry.plan_scalars = tensors.scalars;
-      entry.has_plan = true;
+      entry.last_plan = built;
     }
-    entry.kernel.run(plan, on);
+    entry.kernel.run(built->plan, on);
   }
 
   // What a call with `key` resolves to (loads it if needed).

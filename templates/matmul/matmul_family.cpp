@@ -497,7 +497,7 @@ class MatmulFamily final : public Family {
           std::to_string(w.group_m) + "," + kinds + "," + std::to_string(ks.layout()) + "," +
           std::to_string(s.epilogue) + "," + std::to_string(w.swap_ab) + "," +
           std::to_string(w.cluster_k()) + ">"};
-      const WgmmaKernels index(config, problem);
+      const WgmmaKernels index(w, s);
       const std::string element = std::to_string(s.in_bytes);
       if (index.copy >= 0) kernels.push_back("tilesmith::copy_rows<" + element + ">");
       if (index.transpose >= 0) kernels.push_back("tilesmith::transpose_rows<" + element + ">");
@@ -520,7 +520,7 @@ class MatmulFamily final : public Family {
                               const DeviceTarget&) const override {
     if (config.at("variant") == kDecode) return decode_partials_bytes(DecodeConfig(config), MatmulShape(problem));
     if (config.at("variant") != kWgmma) return 0;
-    return Workspace(config, problem, 0).bytes;
+    return Workspace(WgmmaConfig(config), MatmulShape(problem), 0).bytes;
   }
 
   LaunchPlan plan(const Config& config, const Problem& problem, const DeviceTarget& device,
@@ -530,7 +530,8 @@ class MatmulFamily final : public Family {
     const MatmulShape s(problem);
     const Operands operands(s, addresses);
     const MatmulStrides strides = MatmulStrides::of_call(s, scalars);
-    if (config.at("variant") == kDecode) {
+    const int variant = config.at("variant");
+    if (variant == kDecode) {
       const DecodeConfig c(config);
       LaunchGeometry geometry;
       geometry.grid[0] = static_cast<unsigned>(ceil_div(s.n, c.block_n));
@@ -545,7 +546,7 @@ class MatmulFamily final : public Family {
                                            workspace, operands.c, c.split_k);
       return plan;
     }
-    if (config.at("variant") != kWgmma) {
+    if (variant != kWgmma) {
       const TileConfig t(config);
       LaunchGeometry geometry;
       geometry.grid[0] = static_cast<unsigned>(ceil_div(s.m, t.block_m) * ceil_div(s.n, t.block_n));
@@ -555,8 +556,9 @@ class MatmulFamily final : public Family {
       plan.add(0, geometry, KernelArgs::of(params(s, strides, operands, operands.c)));
       return plan;
     }
-    const WgmmaKernels index(config, problem);
-    const Workspace space(config, problem, workspace);
+    const WgmmaConfig w(config);
+    const WgmmaKernels index(w, s);
+    const Workspace space(w, s, workspace);
     // Each operand as the kernel reads it: its base, rows, batch stride and whether one matrix
     // serves every batch (a batch stride of 0).
     struct Operand {
@@ -588,7 +590,6 @@ class MatmulFamily final : public Family {
     };
     prepare(a, s.transposes_a(), space.a, s.a_rows(), s.a_row_length(), space.lda);
     prepare(b, s.transposes_b(), space.b, s.b_rows(), s.b_row_length(), space.ldb);
-    const WgmmaConfig w(config);
     // The product as the kernel computes it (swap_ab: C^T = B^T A^T, the operands exchanged),
     // after any transposes.
     const MatmulShape ks = w.swap_ab ? s.as_read().swapped() : s.as_read();
@@ -814,12 +815,11 @@ class MatmulFamily final : public Family {
   // (tf32's MN-major operands), split-K's reduction; -1 where not used.
   struct WgmmaKernels {
     int copy = -1, transpose = -1, reduce = -1;
-    WgmmaKernels(const Config& config, const Problem& problem) {
-      const MatmulShape s(problem);
+    WgmmaKernels(const WgmmaConfig& w, const MatmulShape& s) {
       int next = 1;
       if (!s.aligned() && !(s.transposes_a() && s.transposes_b())) copy = next++;
       if (s.transposes_a() || s.transposes_b()) transpose = next++;
-      if (WgmmaConfig(config).workspace_splits() > 1) reduce = next++;
+      if (w.workspace_splits() > 1) reduce = next++;
     }
   };
 
@@ -831,8 +831,7 @@ class MatmulFamily final : public Family {
     long long lda = 0, ldb = 0;
     std::uint64_t a = 0, b = 0, partials = 0;
     std::size_t bytes = 0;
-    Workspace(const Config& config, const Problem& problem, std::uint64_t base) {
-      const MatmulShape s(problem);
+    Workspace(const WgmmaConfig& w, const MatmulShape& s, std::uint64_t base) {
       auto take = [&](std::size_t size) {
         const std::uint64_t at = base + bytes;
         bytes += (size + 255) / 256 * 256;
@@ -848,7 +847,7 @@ class MatmulFamily final : public Family {
       };
       a = copy(s.transposes_a(), s.a_rows(), s.a_row_length(), lda);
       b = copy(s.transposes_b(), s.b_rows(), s.b_row_length(), ldb);
-      const int splits = WgmmaConfig(config).workspace_splits();
+      const int splits = w.workspace_splits();
       if (splits > 1) partials = take(static_cast<std::size_t>(splits * s.batch * s.m * s.n) * 4);
     }
   };

@@ -4,11 +4,11 @@
 elements), gradients through tilesmith's backward kernels, clear errors for what the ops cannot
 take, torch.compile and a CUDA graph around the custom ops, and the loop of misses closed from
 Python: an unseen shape recorded, `tune --misses`, the next process served the winner without
-compiling. Prints the host overhead of a tiny matmul beside torch.matmul's.
+compiling. (The host overhead of a tiny matmul is bench/python_overhead.py's.)
 
 usage: PYTHONPATH=python python3 tests/python/ops_gpu_test.py   (skips without torch or a GPU)
 Exit status 0 when every check passed."""
-import os, subprocess, sys, tempfile, time
+import os, subprocess, sys, tempfile
 
 try:
     import torch
@@ -63,6 +63,19 @@ close("matmul fp32 out", tilesmith.matmul(a, b, out_dtype=torch.float32), a.floa
 if torch.cuda.get_device_capability() >= (9, 0):
     af, bf = random(300, 136, dtype=torch.float32), random(136, 200, dtype=torch.float32)
     close("matmul fp32 in (tf32)", tilesmith.matmul(af, bf), af.double() @ bf.double(), 5e-3)
+# The warm path (a key seen before: the descriptor reused with new pointers) on new operands,
+# on a view off 16 bytes with the same shape and strides (a copy, through the full path), and
+# with the epilogue's operands new too.
+for turn in range(3):
+    a, b = random(257, 517), random(517, 1031)
+    close(f"matmul warm call {turn} on new operands", tilesmith.matmul(a, b), a.float() @ b.float(), 1e-2)
+off = random(257 * 517 + 1)[1:].view(257, 517)  # strides (517, 1) as a's, 2 bytes off 16
+close("matmul warm key, pointer off 16 bytes", tilesmith.matmul(off, b), off.float() @ b.float(), 1e-2)
+for turn in range(2):
+    bias, residual = random(136), random(3, 100, 136)
+    expected = torch.nn.functional.gelu(a3.float() @ b2.float() + bias.float()) + residual.float()
+    close(f"matmul bias + gelu + residual, warm call {turn}",
+          tilesmith.matmul(a3, b2, bias=bias, residual=residual, activation="gelu"), expected, 1e-2)
 ga, gb = random(64, 96).requires_grad_(), random(96, 80).requires_grad_()
 dc = random(64, 80)
 tilesmith.matmul(ga, gb).backward(dc)
@@ -220,21 +233,6 @@ probe = subprocess.run([sys.executable, "-c", (
     "c, t = tilesmith.describe('matmul', a, b); print(t)")], capture_output=True, text=True, env=os.environ)
 check("after tune --misses the next process hits the tuned winner", probe.stdout.strip() == "True",
       probe.stdout.strip() + probe.stderr.strip()[-300:])
-
-# -- host overhead of a tiny matmul, beside torch.matmul (a measurement, reported).
-ta, tb = random(16, 16), random(16, 16)
-def host_us(fn, calls=3000):
-    for _ in range(200):
-        fn()
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    elapsed = time.perf_counter() - start
-    torch.cuda.synchronize()
-    return elapsed / calls * 1e6
-ours, theirs = host_us(lambda: tilesmith.matmul(ta, tb)), host_us(lambda: torch.matmul(ta, tb))
-print(f"host time per call, 16x16x16 bf16: tilesmith.matmul {ours:.1f} us, torch.matmul {theirs:.1f} us")
 
 print(f"\n{len(failures)} failures" + (": " + ", ".join(failures) if failures else ""))
 sys.exit(1 if failures else 0)

@@ -11,13 +11,13 @@ namespace tilesmith::testing {
 
 // `shape`: BxHxSxD or BxHQxHKVxSQxSKxD.
 inline Problem attention(std::vector<std::int64_t> shape,
-                         std::map<std::string, std::string> options = {},
+                         ProblemOptions options = {},
                          DType dtype = DType::bf16) {
   return Problem{"attention", dtype, dtype, std::move(shape), std::move(options)};
 }
 
 inline Problem attention_backward(std::vector<std::int64_t> shape,
-                                  std::map<std::string, std::string> options = {},
+                                  ProblemOptions options = {},
                                   DType dtype = DType::bf16) {
   return Problem{"attention_backward", dtype, dtype, std::move(shape), std::move(options)};
 }

@@ -11,7 +11,7 @@
 namespace tilesmith::testing {
 
 inline Problem rows(const std::string& op, std::int64_t r, std::int64_t c,
-                    std::map<std::string, std::string> options = {}, DType in = DType::bf16,
+                    ProblemOptions options = {}, DType in = DType::bf16,
                     DType out = DType::bf16) {
   return Problem{op, in, out, {r, c}, std::move(options)};
 }

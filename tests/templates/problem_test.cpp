@@ -241,9 +241,9 @@ TEST(ProblemOptionsTest, KeyNamesOptionsAndIsUnchangedWithoutThem) {
 }
 
 TEST(ProblemOptionsTest, ParseAcceptsNameValueItemsAndRejectsTheRest) {
-  EXPECT_EQ(parse_options(""), (std::map<std::string, std::string>{}));
+  EXPECT_EQ(parse_options(""), (ProblemOptions{}));
   EXPECT_EQ(parse_options("act=gelu,weight=1"),
-            (std::map<std::string, std::string>{{"act", "gelu"}, {"weight", "1"}}));
+            (ProblemOptions{{"act", "gelu"}, {"weight", "1"}}));
   for (const char* bad : {"act", "=gelu", "act=", "act=ge lu", "a=b=c", "act=gelu,,w=1"}) {
     std::string message = error_message_of([&] { parse_options(bad); });
     EXPECT_NE(message.find("bad option"), std::string::npos) << bad << ": " << message;
@@ -253,7 +253,7 @@ TEST(ProblemOptionsTest, ParseAcceptsNameValueItemsAndRejectsTheRest) {
   // Options round-trip through their text, the database's column.
   EXPECT_EQ(parse_options(Problem{"x", DType::f32, DType::f32, {1}, {{"b", "2"}, {"a", "1"}}}
                               .options_text()),
-            (std::map<std::string, std::string>{{"a", "1"}, {"b", "2"}}));
+            (ProblemOptions{{"a", "1"}, {"b", "2"}}));
 }
 
 TEST(ProblemJsonTest, RoundTripsEveryFieldAndReadsMessagesWithoutOptions) {

@@ -67,7 +67,7 @@ TEST(AttentionFamily, EveryHeadDimHasAValidDefaultOnEveryArch) {
     const DeviceTarget device = DeviceTarget::assumed_for_arch(arch);
     for (int d = 8; d <= 256; d += 8)
       for (const char* causal : {"0", "1"}) {
-        std::map<std::string, std::string> options;
+        ProblemOptions options;
         if (std::string(causal) == "1") options["causal"] = "1";
         const Problem problem = attention({2, 4, 333, d}, options);
         const Config config = family().default_config(problem, device);

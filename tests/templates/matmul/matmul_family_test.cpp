@@ -591,7 +591,7 @@ TEST(MatmulKernelExpressionTest, AlignedOnlyWhenKAndNAreMultiplesOfEight) {
   // What must be a multiple of 8 is each stored row: column-major A has rows of M (K is then
   // free, as M is for row-major A), column-major B rows of K.
   auto aligned_with = [&](std::int64_t m, std::int64_t n, std::int64_t k,
-                          std::map<std::string, std::string> options) {
+                          ProblemOptions options) {
     Problem problem = matmul_problem(m, n, k);
     problem.options = std::move(options);
     return alignment_and_dtypes(config, problem).at(0);
@@ -1108,7 +1108,7 @@ TEST(MatmulDecodeTest, IsForFewRowsTimesAColumnMajorWeight) {
   const DeviceTarget ampere = DeviceTarget::assumed_for_arch("sm_80");
   const Config config = testing::decode_config(32, 8, 2);
   auto col = [](std::vector<std::int64_t> shape, DType in = DType::bf16,
-                std::map<std::string, std::string> options = {}) {
+                ProblemOptions options = {}) {
     options["b"] = "col";
     return Problem{"matmul", in, DType::bf16, shape, options};
   };

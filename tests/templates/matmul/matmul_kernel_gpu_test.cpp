@@ -133,11 +133,11 @@ TEST_F(GpuMatmul, SampledConfigsMatchReferenceOnOddShapes) {
 // Every layout of A and B, batches and the fused epilogue, on each template: a deterministic
 // sample of each variant's valid configs per problem (odd and unaligned shapes included).
 TEST_F(GpuMatmul, EveryLayoutBatchAndEpilogueMatchesTheReference) {
-  const std::vector<std::map<std::string, std::string>> layouts = {
+  const std::vector<ProblemOptions> layouts = {
       {}, {{"a", "col"}}, {{"b", "col"}}, {{"a", "col"}, {"b", "col"}}};
   std::vector<Problem> problems;
   for (const auto& layout : layouts) {
-    auto with = [&](std::map<std::string, std::string> options) {
+    auto with = [&](ProblemOptions options) {
       options.insert(layout.begin(), layout.end());
       return options;
     };
@@ -251,7 +251,7 @@ TEST_F(GpuMatmul, WgmmaSplitKAndPaddedPlansMatchTheReference) {
 // multiple of 8 is an aligned problem (x @ W^T): the other templates run these shapes too.
 TEST_F(GpuMatmul, DecodeKernelMatchesTheReference) {
   auto col = [](DType in, DType out, std::vector<std::int64_t> shape,
-                std::map<std::string, std::string> options = {}) {
+                ProblemOptions options = {}) {
     options["b"] = "col";
     return Problem{"matmul", in, out, shape, options};
   };

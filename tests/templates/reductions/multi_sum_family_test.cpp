@@ -12,7 +12,7 @@ namespace tilesmith {
 namespace {
 
 Problem sums(std::int64_t count, std::int64_t length, DType in = DType::f32, DType out = DType::f32,
-             std::map<std::string, std::string> options = {}) {
+             ProblemOptions options = {}) {
   return Problem{"multi_sum", in, out, {count, length}, std::move(options)};
 }
 

@@ -177,8 +177,8 @@ TEST(RowNormBackwardFamily, CpuReferenceIsTheForwardsGradient) {
   const std::vector<double> x = fresh(r * c), dy = fresh(r * c), weight = fresh(c), bias = fresh(c);
   for (const std::string norm : {"softmax", "layernorm", "rmsnorm"}) {
     const bool softmax = norm == "softmax", layernorm = norm == "layernorm";
-    const Problem forward = rows(norm, r, c, softmax ? std::map<std::string, std::string>{}
-                                                     : std::map<std::string, std::string>{{"stats", "1"}});
+    const Problem forward = rows(norm, r, c, softmax ? ProblemOptions{}
+                                                     : ProblemOptions{{"stats", "1"}});
     const Family& forward_family = find_family(norm);
     auto run_forward = [&](const std::vector<double>& in, const std::vector<double>& w,
                            const std::vector<double>& b) {
