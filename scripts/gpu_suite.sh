@@ -190,4 +190,4 @@ if has_step rows; then echo; sed -n '/^GB\/s:/,$p' "$OUT/rows.log"; tail -n 3 "$
 if has_step attention; then echo; sed -n '/^TFLOP\/s:/,$p' "$OUT/attention.log"; fi
 if has_step attention_backward; then echo; sed -n '/^TFLOP\/s:/,$p' "$OUT/attention_backward.log"; fi
 if has_step replay; then echo; cat "$OUT/replay.log"; fi
-if has_step python; then echo; grep -E '^FAIL|^host time' "$OUT/python.log"; fi
+if has_step python; then echo; grep -E '^FAIL' "$OUT/python.log"; cat "$OUT/overhead.txt"; fi
