@@ -396,15 +396,16 @@ TEST_F(CliDatabase, ShowSaysWhichTrialsAreWithinTheWinnersNoise) {
                         "timing noise"));
 }
 
-// `status` judges each winner alone: current with this build's templates and this NVRTC (no GPU
-// here: drivers are not compared); stale with older templates, unless a current winner replaced
-// it (then not listed), or with another NVRTC.
+// `status` judges each winner alone: current with this build's templates, this NVRTC and, with a
+// GPU, this driver (without one, drivers are not compared); stale with older templates, unless
+// a current winner replaced it (then not listed), or with another NVRTC.
 TEST_F(CliDatabase, StatusSaysWhichWinnersAreStaleAndWhy) {
   const fs::path path = dir_.file("status.db");
   const std::string current = template_hash(find_family("matmul"));
   const Problem fresh{"matmul", DType::bf16, DType::bf16, {64, 64, 64}};
   const Problem recompiled{"matmul", DType::bf16, DType::bf16, {128, 128, 128}};
   const Problem old{"matmul", DType::bf16, DType::bf16, {1024, 1024, 1024}};
+  const std::string driver = have_gpu() ? driver::driver_version() : "12.9";
   {
     cache::Database db(path);
     db.record_gpu(test_gpu(), {"13.0", nvrtc_version()});
@@ -412,7 +413,7 @@ TEST_F(CliDatabase, StatusSaysWhichWinnersAreStaleAndWhy) {
                    const Config& config) {
       const cache::TrialKey key{test_gpu().model_key(), problem, templates};
       cache::Trial t = trial(cache::TrialStatus::ok, config, 0.1);
-      t.toolchain = {"12.9", nvrtc};
+      t.toolchain = {driver, nvrtc};
       db.record_trial(key, t);
       ASSERT_TRUE(db.refresh_winner(key));
     };
