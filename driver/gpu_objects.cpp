@@ -72,7 +72,7 @@ unsigned cluster_size(const LaunchGeometry& geometry) {
 // `attributes`, which the configuration points to: the cluster shape where there is one,
 // programmatic stream serialization for an early start.
 CUlaunchConfig launch_config(const LaunchGeometry& geometry, CUstream stream,
-                             CUlaunchAttribute (&attributes)[2]) {
+                             CUlaunchAttribute (&attributes)[3]) {
   unsigned count = 0;
   if (cluster_size(geometry) > 1) {
     attributes[count] = CUlaunchAttribute{};
@@ -86,6 +86,12 @@ CUlaunchConfig launch_config(const LaunchGeometry& geometry, CUstream stream,
     attributes[count] = CUlaunchAttribute{};
     attributes[count].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
     attributes[count].value.programmaticStreamSerializationAllowed = 1;
+    ++count;
+  }
+  if (geometry.waiting_group > 1) {
+    attributes[count] = CUlaunchAttribute{};
+    attributes[count].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+    attributes[count].value.cooperative = 1;
     ++count;
   }
   CUlaunchConfig config{};
@@ -128,7 +134,7 @@ CUresult LaunchableKernel::resident_ctas(const LaunchGeometry& geometry, unsigne
       return r;
     count = per_sm * sms;
   } else {
-    CUlaunchAttribute attributes[2];
+    CUlaunchAttribute attributes[3];
     const CUlaunchConfig config = launch_config(geometry, nullptr, attributes);
     if (CUresult r = api().cuOccupancyMaxActiveClusters(&count, function_, &config); r != CUDA_SUCCESS)
       return r;
@@ -167,13 +173,14 @@ CUresult LaunchableKernel::try_launch(const LaunchGeometry& requested, const Ker
     if (CUresult result = resident_ctas(geometry, &resident); result != CUDA_SUCCESS) return result;
     // None resident: the launch itself reports why (too much shared memory, ...).
     if (resident > 0) geometry.grid[0] = std::min(geometry.grid[0], resident);
+    geometry.grid[0] -= geometry.grid[0] % std::max(geometry.waiting_group, 1u);
   }
   void* params[] = {const_cast<std::byte*>(launched->bytes.data())};  // one Params struct
-  if (cluster_size(geometry) == 1 && !geometry.early_start)
+  if (cluster_size(geometry) == 1 && !geometry.early_start && geometry.waiting_group <= 1)
     return api().cuLaunchKernel(function_, geometry.grid[0], geometry.grid[1], geometry.grid[2],
                                 geometry.block[0], geometry.block[1], geometry.block[2],
                                 geometry.dynamic_smem_bytes, stream, params, nullptr);
-  CUlaunchAttribute attributes[2];
+  CUlaunchAttribute attributes[3];
   const CUlaunchConfig config = launch_config(geometry, stream, attributes);
   return api().cuLaunchKernelEx(&config, function_, params, nullptr);
 }
@@ -247,6 +254,12 @@ void Stream::synchronize(const std::string& what) const {
 
 void ReadyKernel::run(const LaunchPlan& plan, CUstream stream) const {
   for (const LaunchStep& step : plan.all()) {
+    if (step.kernel == LaunchStep::kZeroFill) {
+      TILESMITH_CU(api().cuMemsetD32Async(step.zero_address, 0, step.zero_bytes / 4, stream),
+                   "clearing " + std::to_string(step.zero_bytes) + " bytes of workspace for " +
+                       first().description());
+      continue;
+    }
     if (step.kernel < 0 || static_cast<std::size_t>(step.kernel) >= kernels.size())
       throw Error("a launch plan names kernel " + std::to_string(step.kernel) + " of " +
                   std::to_string(kernels.size()) + " (" + first().description() + ")");

@@ -74,6 +74,11 @@ struct LaunchGeometry {
   // launch latency and CTA start-up hide behind the other's tail. The kernel must call
   // wait_for_previous_launch() before it reads anything the previous launch writes.
   bool early_start = false;
+  // CTAs that wait on each other through global memory, in groups of this many consecutive
+  // blockIdx.x (a row shared by CTAs without a cluster): every CTA of a group must run at once,
+  // so the launch is cooperative (the driver refuses it rather than leave a CTA waiting for one
+  // that cannot start) and a persistent grid shrinks to whole groups. 1: none.
+  unsigned waiting_group = 1;
 };
 
 // A TMA descriptor (CUtensorMap) that the driver stage encodes on the host, with
@@ -127,11 +132,14 @@ struct KernelArgs {
 };
 
 // One launch of a call: which of the config's kernels (an index into kernel_expressions), where,
-// with what.
+// with what; or, kernel kZeroFill, `zero_bytes` (a multiple of 4) from `zero_address` cleared
+// (a workspace whose counters a kernel needs at zero: the stream orders it before the next step).
 struct LaunchStep {
+  static constexpr int kZeroFill = -1;
   int kernel = 0;
   LaunchGeometry geometry;
   KernelArgs args;
+  std::uint64_t zero_address = 0, zero_bytes = 0;
 };
 
 // Everything one call of a config runs, in order, on one stream: the main kernel, and where a
@@ -149,6 +157,12 @@ struct LaunchPlan {
     step.geometry = geometry;
     step.args = args;
     return step;
+  }
+  void add_zero_fill(std::uint64_t address, std::uint64_t bytes) {
+    if (bytes % 4) throw Error("a zero fill of " + std::to_string(bytes) + " bytes (not whole words)");
+    LaunchStep& step = add(LaunchStep::kZeroFill, LaunchGeometry{}, KernelArgs{});
+    step.zero_address = address;
+    step.zero_bytes = bytes;
   }
   std::span<const LaunchStep> all() const { return {steps.data(), static_cast<std::size_t>(step_count)}; }
 };

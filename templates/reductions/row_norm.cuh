@@ -6,7 +6,9 @@
 //   VEC          elements per vector access (16, 8 or 4 bytes)
 //   THREADS_ROW  threads sharing a row;  ROWS_BLOCK: rows per CTA
 //   ITEMS        vectors each thread holds (the row stays in registers from read to write)
-//   CLUSTER      CTAs sharing a row (sm_90), reducing through distributed shared memory
+//   CLUSTER      CTAs sharing a row
+//   EXCHANGE     how they exchange their partials (RowExchange): through distributed shared
+//                memory in a cluster (sm_90), or through global memory (a persistent grid)
 //   STAGES       0: a grid of every row group, each CTA loading its rows straight into registers;
 //                N: a persistent grid, each CTA keeping its next N row groups in flight into a
 //                shared-memory ring (cp.async) while it reduces and writes the current one
@@ -143,40 +145,6 @@ struct RowShared {
   T warp[ROWS_BLOCK][WARPS_ROW];
 };
 
-// Where the CTAs of a cluster send each other their partial of a row: every CTA stores its
-// partial into every CTA's slot for it (st.async through distributed shared memory), and the
-// store itself counts on the receiver's mbarrier, which completes when all CLUSTER partials have
-// landed. No cluster barrier per row: its release would wait for every store the CTA issued
-// before it (the previous row's y), which ncu showed as the largest stall of the long rows.
-// Two sets, alternating by exchange: a CTA sends exchange k + 2 only after it received
-// exchange k + 1 from everyone, so after everyone finished reading exchange k.
-template <int CLUSTER>
-struct ClusterMailbox {
-  float4 slot[2][CLUSTER];        // by exchange parity, then by sender rank
-  unsigned long long arrived[2];  // by exchange parity
-
-  // Every thread of the CTA, before the first exchange: the barriers are set up and seen by
-  // the cluster before any CTA sends.
-  __device__ __forceinline__ void open() {
-    if constexpr (CLUSTER > 1) {
-      if (threadIdx.x == 0) {
-        mbarrier_init(smem_address(&arrived[0]), 1);
-        mbarrier_init(smem_address(&arrived[1]), 1);
-        fence_mbarrier_init();
-      }
-      cluster_sync();
-    }
-  }
-  // Every thread of the CTA, after the last exchange: no CTA exits while a store it sent may
-  // still be on its way.
-  __device__ __forceinline__ void close() {
-    if constexpr (CLUSTER > 1) {
-      cluster_arrive_relaxed();
-      cluster_wait();
-    }
-  }
-};
-
 template <class T>
 __device__ __forceinline__ float4 as_float4(const T& value) {
   static_assert(sizeof(T) <= sizeof(float4), "a partial fits one 16-byte slot");
@@ -191,12 +159,124 @@ __device__ __forceinline__ T from_float4(const float4& packed) {
   return value;
 }
 
+// Where the CTAs of a cluster send each other their partial of a row: every CTA stores its
+// partial into every CTA's slot for it (st.async through distributed shared memory), and the
+// store itself counts on the receiver's mbarrier, which completes when all CLUSTER partials have
+// landed. No cluster barrier per row: its release would wait for every store the CTA issued
+// before it (the previous row's y), which ncu showed as the largest stall of the long rows.
+// Two sets, alternating by exchange: a CTA sends exchange k + 2 only after it received
+// exchange k + 1 from everyone, so after everyone finished reading exchange k.
+template <int CLUSTER>
+struct ClusterMailbox {
+  float4 slot[2][CLUSTER];        // by exchange parity, then by sender rank
+  unsigned long long arrived[2];  // by exchange parity
+
+  __device__ __forceinline__ static int rank() {
+    if constexpr (CLUSTER > 1) return static_cast<int>(cluster_cta_rank());
+    return 0;
+  }
+  // Every thread of the CTA, before the first exchange: the barriers are set up and seen by
+  // the cluster before any CTA sends.
+  __device__ __forceinline__ void open(void*) {
+    if constexpr (CLUSTER > 1) {
+      if (threadIdx.x == 0) {
+        mbarrier_init(smem_address(&arrived[0]), 1);
+        mbarrier_init(smem_address(&arrived[1]), 1);
+        fence_mbarrier_init();
+      }
+      cluster_sync();
+    }
+  }
+  // Every thread of the CTA, exchange `exchange` (counted from 0): the CTA's partial merged
+  // with the cluster's, in rank order, so every CTA holds the same result.
+  template <class T>
+  __device__ __forceinline__ T share(T value, int exchange) {
+    const int set = exchange & 1;
+    const unsigned arrived_at = smem_address(&arrived[set]);
+    if (threadIdx.x == 0) {
+      mbarrier_arrive_expect_tx(arrived_at, CLUSTER * sizeof(float4));
+      const unsigned me = cluster_cta_rank();
+      const float4 packed = as_float4(value);
+#pragma unroll
+      for (unsigned to = 0; to < CLUSTER; ++to)
+        store_async_cluster(map_to_cta(smem_address(&slot[set][me]), to), packed,
+                            map_to_cta(arrived_at, to));
+    }
+    mbarrier_wait_cluster(arrived_at, (exchange >> 1) & 1);
+    value = from_float4<T>(slot[set][0]);
+#pragma unroll
+    for (int from = 1; from < CLUSTER; ++from) value = merge(value, from_float4<T>(slot[set][from]));
+    return value;
+  }
+  // Every thread of the CTA, after the last exchange: no CTA exits while a store it sent may
+  // still be on its way.
+  __device__ __forceinline__ void close() {
+    if constexpr (CLUSTER > 1) {
+      cluster_arrive_relaxed();
+      cluster_wait();
+    }
+  }
+};
+
+// The same exchange for GROUP consecutive CTAs that are not a cluster, through a board in
+// global memory (row_board_bytes; the launch plan zeroes the boards first, and launches every
+// CTA at once, cooperatively): thread 0 stores the CTA's partial into its slot, counts itself
+// in (a fence first, so the partial is visible before the count), waits until the count says
+// every CTA of the group sent this exchange, and merges the slots read through L2 in rank
+// order. The sets alternate as the cluster's do, for the same reason.
+template <int GROUP>
+struct GlobalMailbox {
+  float4 merged[2];  // by exchange parity: the group's result, for the CTA's other threads
+  char* board;
+
+  __device__ __forceinline__ static int rank() { return static_cast<int>(blockIdx.x % GROUP); }
+  __device__ __forceinline__ void open(void* boards) {
+    if (threadIdx.x == 0) board = static_cast<char*>(boards) + blockIdx.x / GROUP * row_board_bytes(GROUP);
+    __syncthreads();
+  }
+  template <class T>
+  __device__ __forceinline__ T share(T value, int exchange) {
+    const int set = exchange & 1;
+    if (threadIdx.x == 0) {
+      float4* slots = reinterpret_cast<float4*>(board) + set * GROUP;
+      unsigned* count = reinterpret_cast<unsigned*>(board + 2 * GROUP * sizeof(float4)) + set;
+      __stcg(slots + rank(), as_float4(value));
+      __threadfence();
+      atomicAdd(count, 1u);
+      const unsigned everyone = GROUP * static_cast<unsigned>((exchange >> 1) + 1);
+      unsigned seen;
+      do {
+        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(seen) : "l"(count) : "memory");
+      } while (seen < everyone);
+      T whole = from_float4<T>(__ldcg(slots));
+#pragma unroll
+      for (int from = 1; from < GROUP; ++from) whole = merge(whole, from_float4<T>(__ldcg(slots + from)));
+      merged[set] = as_float4(whole);
+    }
+    __syncthreads();
+    return from_float4<T>(merged[set]);
+  }
+  __device__ __forceinline__ void close() {}
+};
+
+// The mailbox of the EXCHANGE kind (RowExchange) for CTAs sharing a row.
+template <int CLUSTER, int EXCHANGE>
+struct RowMailboxOf {
+  using type = ClusterMailbox<CLUSTER>;
+};
+template <int CLUSTER>
+struct RowMailboxOf<CLUSTER, kRowExchangeGlobal> {
+  using type = GlobalMailbox<CLUSTER>;
+};
+template <int CLUSTER, int EXCHANGE>
+using RowMailbox = typename RowMailboxOf<CLUSTER, EXCHANGE>::type;
+
 // `value` merged over the row: its threads (shuffles, then shared memory across warps), then
-// the CTAs of the cluster (through `mailbox`, in rank order, so every CTA holds the same
-// result). Every thread of the CTA calls it once per row group; `exchange` counts the calls.
-template <int THREADS_ROW, int CLUSTER, class T, class Shared>
-__device__ __forceinline__ T reduce_row(T value, Shared& shared, ClusterMailbox<CLUSTER>& mailbox,
-                                        int row_in_block, int lane_row, int exchange) {
+// the CTAs sharing it (through `mailbox`). Every thread of the CTA calls it once per row group;
+// `exchange` counts the calls.
+template <int THREADS_ROW, int CLUSTER, class T, class Shared, class Mailbox>
+__device__ __forceinline__ T reduce_row(T value, Shared& shared, Mailbox& mailbox, int row_in_block,
+                                        int lane_row, int exchange) {
   constexpr int WIDTH = THREADS_ROW < 32 ? THREADS_ROW : 32;
 #pragma unroll
   for (int offset = WIDTH / 2; offset > 0; offset /= 2) value = merge(value, shuffle_xor(value, offset));
@@ -207,23 +287,7 @@ __device__ __forceinline__ T reduce_row(T value, Shared& shared, ClusterMailbox<
 #pragma unroll
     for (int w = 1; w < THREADS_ROW / 32; ++w) value = merge(value, shared.warp[row_in_block][w]);
   }
-  if constexpr (CLUSTER > 1) {  // one row per CTA
-    const int set = exchange & 1;
-    const unsigned arrived = smem_address(&mailbox.arrived[set]);
-    if (threadIdx.x == 0) {
-      mbarrier_arrive_expect_tx(arrived, CLUSTER * sizeof(float4));
-      const unsigned rank = cluster_cta_rank();
-      const float4 packed = as_float4(value);
-#pragma unroll
-      for (unsigned to = 0; to < CLUSTER; ++to)
-        store_async_cluster(map_to_cta(smem_address(&mailbox.slot[set][rank]), to), packed,
-                            map_to_cta(arrived, to));
-    }
-    mbarrier_wait_cluster(arrived, (exchange >> 1) & 1);
-    value = from_float4<T>(mailbox.slot[set][0]);
-#pragma unroll
-    for (int rank = 1; rank < CLUSTER; ++rank) value = merge(value, from_float4<T>(mailbox.slot[set][rank]));
-  }
+  if constexpr (CLUSTER > 1) value = mailbox.share(value, exchange);  // one row per CTA
   return value;
 }
 
@@ -344,7 +408,7 @@ __device__ __forceinline__ void copy_vector_async(unsigned smem_dst, const char*
 }
 
 template <int OP, int KIND_IN, int KIND_OUT, int FLAGS, int VEC, int THREADS_ROW, int ROWS_BLOCK,
-          int ITEMS, int CLUSTER, int STAGES>
+          int ITEMS, int CLUSTER, int EXCHANGE, int STAGES>
 __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm(const RowParams p) {
   constexpr int IN_BYTES = ElementBytes<KIND_IN>::value;
   constexpr int VEC_BYTES = VEC * IN_BYTES;
@@ -356,7 +420,7 @@ __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm(const RowPar
   // Two sets, alternating by row group: a warp may write the next group's partials while another
   // still reads this one's (one barrier per exchange separates them).
   __shared__ RowShared<Partial, ROWS_BLOCK, (THREADS_ROW > 32 ? THREADS_ROW / 32 : 1)> shared[2];
-  __shared__ ClusterMailbox<CLUSTER> mailbox;
+  __shared__ RowMailbox<CLUSTER, EXCHANGE> mailbox;
   // STAGES > 0: the ring of row groups in flight, [stage][row of the CTA][item][thread] vectors,
   // then the thread's columns of weight and bias (those present) in the same layout, copied once:
   // a persistent CTA reads them from there for every row instead of from L2; then the residual's
@@ -369,7 +433,7 @@ __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm(const RowPar
 
   const int lane_row = threadIdx.x % THREADS_ROW;
   const int row_in_block = threadIdx.x / THREADS_ROW;
-  const int rank = CLUSTER > 1 ? static_cast<int>(cluster_cta_rank()) : 0;
+  const int rank = RowMailbox<CLUSTER, EXCHANGE>::rank();
   const int cols = p.cols;
   // Row groups of ROWS_BLOCK rows, one per CTA (cluster) at a time, strided by the grid: a
   // grid of every group runs each once; a persistent grid (STAGES > 0) loops.
@@ -413,7 +477,7 @@ __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm(const RowPar
     }
     cp_async_commit();
   };
-  mailbox.open();
+  mailbox.open(p.boards);
   long long group = blockIdx.x / CLUSTER;
   // The weight and bias columns staged for rows that start where this CTA's first row does
   // (every row, when rows are packed and aligned); rows that start elsewhere read global memory.

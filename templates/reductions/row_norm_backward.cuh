@@ -72,7 +72,7 @@ struct BackwardShape {
 };
 
 template <int OP, int KIND_IN, int KIND_OUT, int FLAGS, int VEC, int THREADS_ROW, int ROWS_BLOCK,
-          int ITEMS, int CLUSTER, int STAGES>
+          int ITEMS, int CLUSTER, int EXCHANGE, int STAGES>
 __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm_backward(const RowBackwardParams p) {
   constexpr int KIND_X = OP == kRowSoftmax ? KIND_OUT : KIND_IN;  // softmax reads y
   constexpr int X_BYTES = VEC * ElementBytes<KIND_X>::value, DY_BYTES = VEC * ElementBytes<KIND_OUT>::value;
@@ -90,7 +90,7 @@ __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm_backward(con
   constexpr int SLOT_ROWS = REGISTER_SUMS ? 0 : ROWS_BLOCK;
   using Partial = typename BackwardPartial<OP>::type;
   __shared__ RowShared<Partial, ROWS_BLOCK, (THREADS_ROW > 32 ? THREADS_ROW / 32 : 1)> shared;
-  __shared__ ClusterMailbox<CLUSTER> mailbox;
+  __shared__ RowMailbox<CLUSTER, EXCHANGE> mailbox;
   // [Shape::sums][SLOT_ROWS][SLOTS]; then, with STAGES > 0, the ring of row groups in flight
   // (as row_norm's, with x's vectors and dy's: [stage][row of the CTA][item][thread] each),
   // then the weight's vectors [row of the CTA][item][thread], copied once.
@@ -102,7 +102,7 @@ __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm_backward(con
 
   const int lane_row = threadIdx.x % THREADS_ROW;
   const int row_in_block = threadIdx.x / THREADS_ROW;
-  const int rank = CLUSTER > 1 ? static_cast<int>(cluster_cta_rank()) : 0;
+  const int rank = RowMailbox<CLUSTER, EXCHANGE>::rank();
   const int cols = p.cols;
   const int vectors = cols / VEC;
   const int extras = cols - vectors * VEC;
@@ -137,7 +137,7 @@ __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm_backward(con
     for (int slot = 0; slot < EXTRA; ++slot) extra_dweight[slot] = extra_dbias[slot] = 0.f;
   }
 
-  mailbox.open();
+  mailbox.open(p.boards);
   const long long groups = gridDim.x / CLUSTER;
   if (p.groups_ran != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *p.groups_ran = static_cast<int>(groups);
   // A row's x and dy, where both start on 16-byte (vector) boundaries, go through the ring;

@@ -136,7 +136,8 @@ class RowNormBackwardFamily final : public Family {
         "tilesmith::row_norm_backward<" + op_arguments(problem, s) + "," +
         std::to_string(c.vec(problem.dtype)) + "," + std::to_string(c.threads_per_row) + "," +
         std::to_string(c.rows_per_block) + "," + std::to_string(c.items(s.cols, problem.dtype)) +
-        "," + std::to_string(c.cluster) + "," + std::to_string(config.at("stages")) + ">"};
+        "," + std::to_string(c.cluster) + "," + std::to_string(c.exchange) + "," +
+        std::to_string(config.at("stages")) + ">"};
     if (s.sums() > 0)
       kernels.push_back("tilesmith::column_sums<" + std::to_string(element_kind(problem.dtype)) + ">");
     return kernels;
@@ -162,14 +163,11 @@ class RowNormBackwardFamily final : public Family {
   }
 
   // The count of groups that ran (kGroupsRanBytes), then the column sums' partial rows for the
-  // most groups the plan launches.
+  // most groups the plan launches, then the boards of a global exchange.
   std::size_t workspace_bytes(const Config& config, const Problem& problem,
                               const DeviceTarget& device) const override {
-    const BackwardShape s(info_, problem);
-    if (s.sums() == 0) return 0;
-    return kGroupsRanBytes + static_cast<std::size_t>(s.sums()) *
-                                 static_cast<std::size_t>(groups(config, problem, device)) *
-                                 static_cast<std::size_t>(s.cols) * sizeof(float);
+    return boards_offset(config, problem, device) +
+           row_boards_bytes(RowSplit(config), problem.shape.at(0), device);
   }
 
   LaunchPlan plan(const Config& config, const Problem& problem, const DeviceTarget& device,
@@ -181,7 +179,6 @@ class RowNormBackwardFamily final : public Family {
     LaunchGeometry rows;
     rows.grid[0] = static_cast<unsigned>(group_count * c.cluster);
     rows.block[0] = static_cast<unsigned>(c.threads());
-    rows.cluster[0] = static_cast<unsigned>(c.cluster);
     rows.dynamic_smem_bytes = static_cast<unsigned>(dynamic_smem_bytes(config, problem, device));
     // Groups past what the GPU holds at once would wait for a second wave: the launcher trims
     // them, and the kernel records how many ran for column_sums.
@@ -193,6 +190,14 @@ class RowNormBackwardFamily final : public Family {
       p.partials = reinterpret_cast<float*>(workspace + kGroupsRanBytes);
     }
     LaunchPlan plan;
+    if (c.exchange == kRowExchangeGlobal) {
+      const std::uint64_t boards = workspace + boards_offset(config, problem, device);
+      rows.waiting_group = static_cast<unsigned>(c.cluster);
+      p.boards = reinterpret_cast<void*>(boards);
+      plan.add_zero_fill(boards, row_boards_bytes(c, s.rows, device));
+    } else {
+      rows.cluster[0] = static_cast<unsigned>(c.cluster);
+    }
     plan.add(0, rows, KernelArgs::of(p));
     if (s.sums() > 0) {
       ColumnSumParams sums{};
@@ -291,6 +296,17 @@ class RowNormBackwardFamily final : public Family {
   std::string op_arguments(const Problem& problem, const BackwardShape& s) const {
     return std::to_string(info_.op) + "," + std::to_string(element_kind(problem.dtype)) + "," +
            std::to_string(element_kind(problem.out_dtype)) + "," + std::to_string(s.flags);
+  }
+
+  // The workspace: how many groups ran and the column sums' partials (those with sums), then
+  // the boards of a global exchange, from this offset (16-byte aligned).
+  std::size_t boards_offset(const Config& config, const Problem& problem, const DeviceTarget& device) const {
+    const BackwardShape s(info_, problem);
+    if (s.sums() == 0) return 0;
+    const std::size_t sums = kGroupsRanBytes + static_cast<std::size_t>(s.sums()) *
+                                                   static_cast<std::size_t>(groups(config, problem, device)) *
+                                                   static_cast<std::size_t>(s.cols) * sizeof(float);
+    return (sums + 15) / 16 * 16;
   }
 
   // Groups of CTAs the persistent grid asks for: ctas_per_sm on every SM, no more than the rows

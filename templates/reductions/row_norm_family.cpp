@@ -112,6 +112,8 @@ class RowNormFamily final : public Family {
     if (auto wrong = reject_row_split(split, s.rows, s.cols, problem.dtype, 1, device)) return wrong;
     const int stages = config.at("stages");
     if (stages < 0 || stages > 4) return "stages from 0 to 4";
+    // CTAs waiting on each other must all run at once: a persistent grid.
+    if (stages == 0 && split.exchange == kRowExchangeGlobal) return "a global exchange needs the ring (stages > 0)";
     if (stages == 0) return std::nullopt;
     const std::size_t ring = ring_bytes(config, problem, s.flags);
     if (static_cast<long long>(ring + kStaticRowSmem) > device.max_smem_per_block_optin)
@@ -149,7 +151,14 @@ class RowNormFamily final : public Family {
     return {"tilesmith::row_norm<" + op_arguments(problem, s) + "," +
             std::to_string(c.vec(problem.dtype)) + "," + std::to_string(c.threads_per_row) + "," +
             std::to_string(c.rows_per_block) + "," + std::to_string(c.items(s.cols, problem.dtype)) +
-            "," + std::to_string(c.cluster) + "," + std::to_string(config.at("stages")) + ">"};
+            "," + std::to_string(c.cluster) + "," + std::to_string(c.exchange) + "," +
+            std::to_string(config.at("stages")) + ">"};
+  }
+
+  // The boards of a global exchange (row_split.hpp).
+  std::size_t workspace_bytes(const Config& config, const Problem& problem,
+                              const DeviceTarget& device) const override {
+    return row_boards_bytes(RowSplit(config), problem.shape.at(0), device);
   }
 
   // x, then the inputs the options ask for, then y, then the statistics.
@@ -168,8 +177,8 @@ class RowNormFamily final : public Family {
     return specs;
   }
 
-  LaunchPlan plan(const Config& config, const Problem& problem, const DeviceTarget&,
-                  std::span<const std::uint64_t> addresses, std::uint64_t,
+  LaunchPlan plan(const Config& config, const Problem& problem, const DeviceTarget& device,
+                  std::span<const std::uint64_t> addresses, std::uint64_t workspace,
                   const CallScalars& scalars) const override {
     const RowShape s(info_, problem);
     const RowSplit c(config);
@@ -177,13 +186,20 @@ class RowNormFamily final : public Family {
     geometry.grid[0] = static_cast<unsigned>((s.rows + c.rows_per_block - 1) / c.rows_per_block *
                                              c.cluster);
     geometry.block[0] = static_cast<unsigned>(c.threads());
-    geometry.cluster[0] = static_cast<unsigned>(c.cluster);
     if (config.at("stages") > 0) {
       geometry.dynamic_smem_bytes = static_cast<unsigned>(ring_bytes(config, problem, s.flags));
       geometry.persistent = true;
     }
+    RowParams p = params(s, addresses, scalars, 0);
     LaunchPlan plan;
-    plan.add(0, geometry, KernelArgs::of(params(s, addresses, scalars, 0)));
+    if (c.exchange == kRowExchangeGlobal) {
+      geometry.waiting_group = static_cast<unsigned>(c.cluster);
+      p.boards = reinterpret_cast<void*>(workspace);
+      plan.add_zero_fill(workspace, workspace_bytes(config, problem, device));
+    } else {
+      geometry.cluster[0] = static_cast<unsigned>(c.cluster);
+    }
+    plan.add(0, geometry, KernelArgs::of(p));
     return plan;
   }
 

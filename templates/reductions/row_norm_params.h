@@ -37,6 +37,9 @@ struct RowParams {
   long long x_stride, y_stride, residual_stride;  // elements from one row to the next
   int cols;
   float epsilon;
+  // CTAs sharing a row without a cluster (EXCHANGE = kRowExchangeGlobal): their mailboxes, one
+  // RowBoard per group, zeroed by the launch plan before the kernel; else null.
+  void* boards;
 };
 
 // The backward ops: dx from the forward's input (x; softmax: its output y) and dy, the row's
@@ -65,7 +68,23 @@ struct RowBackwardParams {
   long long rows;
   long long x_stride, dy_stride, dx_stride;  // elements from one row to the next
   int cols;
+  void* boards;  // as RowParams::boards
 };
+
+// EXCHANGE template argument: how the CTAs sharing a row (CLUSTER > 1) send each other their
+// partials. Through distributed shared memory in a thread-block cluster (sm_90), or through
+// global memory: any GPU, and groups of CTAs need not fit a GPC, so every SM takes part (on the
+// H100, clusters of 4 occupy 120 of 132 SMs, clusters of 16 112).
+enum RowExchange {
+  kRowExchangeCluster = 0,
+  kRowExchangeGlobal = 1,
+};
+
+// The mailbox in global memory of a group of GROUP CTAs sharing rows: a partial per CTA and an
+// arrival count, two sets used by alternate exchanges. Bytes per group, for the workspace.
+TILESMITH_HOST_DEVICE constexpr long long row_board_bytes(int group) {
+  return 2LL * group * 16 + 16;
+}
 
 // Whether a backward row kernel keeps its column sums (dweight, dbias) in registers across the
 // rows it visits, rather than in shared-memory slots read and written for every row: for a CTA

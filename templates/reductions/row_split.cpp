@@ -2,13 +2,17 @@
 
 #include <algorithm>
 
+#include "templates/reductions/row_norm_params.h"
+
 namespace tilesmith {
 
 RowSplit::RowSplit(const Config& config)
     : vector_bytes(config.at("vector_bytes")),
       threads_per_row(config.at("threads_per_row")),
       rows_per_block(config.at("rows_per_block")),
-      cluster(config.at("cluster")) {}
+      cluster(config.at("cluster")),
+      // Configs stored before the parameter existed exchanged through clusters.
+      exchange(config.values.count("exchange") ? config.at("exchange") : kRowExchangeCluster) {}
 
 int RowSplit::vec(DType in) const {
   return std::max(1, vector_bytes / static_cast<int>(dtype_size(in)));
@@ -24,7 +28,8 @@ std::vector<ParamSpec> row_split_space() {
   return {{"vector_bytes", {4, 8, 16}},
           {"threads_per_row", {4, 8, 16, 32, 64, 128, 256, 512, 1024}},
           {"rows_per_block", {1, 2, 4, 8, 16}},
-          {"cluster", {1, 2, 4, 8, 16}}};
+          {"cluster", {1, 2, 4, 8, 16}},
+          {"exchange", {kRowExchangeCluster, kRowExchangeGlobal}}};
 }
 
 std::optional<std::string> reject_row_split(const RowSplit& c, long long rows, long long cols,
@@ -36,9 +41,13 @@ std::optional<std::string> reject_row_split(const RowSplit& c, long long rows, l
     return "threads_per_row, rows_per_block and cluster are powers of two";
   if (c.threads() < 32 || c.threads() > std::min(1024, device.max_threads_per_block))
     return "a CTA of " + std::to_string(c.threads()) + " threads (32 to 1024)";
+  if (c.exchange != kRowExchangeCluster && c.exchange != kRowExchangeGlobal)
+    return "exchange is 0 (a cluster) or 1 (global memory)";
+  if (c.exchange == kRowExchangeGlobal && c.cluster == 1)
+    return "a global exchange is for CTAs sharing a row (cluster > 1)";
   if (c.cluster > 1) {
-    if (device.cc_major < 9) return "clusters need sm_90";
-    if (c.cluster > 16) return "clusters of at most 16 CTAs";
+    if (c.exchange == kRowExchangeCluster && device.cc_major < 9) return "clusters need sm_90";
+    if (c.cluster > 16) return "at most 16 CTAs share a row";
     if (c.rows_per_block != 1) return "a cluster shares one row per CTA";
     // Below ~2K elements per CTA the exchange through distributed shared memory costs more
     // than the CTA's share of the row.
@@ -72,6 +81,7 @@ std::optional<std::string> reject_row_split(const RowSplit& c, long long rows, l
 
 Config default_row_split(const std::vector<Config>& extras, long long cols, DType in, int row_arrays,
                          const std::function<bool(const Config&)>& rejected) {
+  for (int exchange : {kRowExchangeCluster, kRowExchangeGlobal})
   for (const Config& extra : extras)
     for (int limit : {16, kMaxRowElementsPerThread / row_arrays})
       for (int vector_bytes : {16, 8, 4})
@@ -82,6 +92,7 @@ Config default_row_split(const std::vector<Config>& extras, long long cols, DTyp
             config.values["threads_per_row"] = threads;
             config.values["rows_per_block"] = std::max(1, 128 / threads);
             config.values["cluster"] = cluster;
+            config.values["exchange"] = exchange;
             while (config.values["rows_per_block"] > 1 && rejected(config))
               config.values["rows_per_block"] /= 2;
             const RowSplit c(config);
@@ -91,6 +102,14 @@ Config default_row_split(const std::vector<Config>& extras, long long cols, DTyp
   Config fallback = extras.back();
   for (const ParamSpec& param : row_split_space()) fallback.values[param.name] = param.values.front();
   return fallback;
+}
+
+std::size_t row_boards_bytes(const RowSplit& split, long long rows, const DeviceTarget& device) {
+  if (split.exchange != kRowExchangeGlobal) return 0;
+  const long long resident = static_cast<long long>(std::max(device.sm_count, 1)) *
+                             std::max(1, kThreadsPerSm / split.threads()) / split.cluster;
+  const long long groups = std::min((rows + split.rows_per_block - 1) / split.rows_per_block, resident);
+  return static_cast<std::size_t>(std::max(groups, 1ll) * row_board_bytes(split.cluster));
 }
 
 void validate_row_shape(const std::string& op, const Problem& problem, long long max_cols) {

@@ -19,7 +19,9 @@ constexpr int kMaxRowElementsPerThread = 64;
 constexpr int kThreadsPerSm = 2048;
 
 struct RowSplit {
-  int vector_bytes, threads_per_row, rows_per_block, cluster;
+  // cluster: CTAs sharing a row; exchange: how they send each other their partials
+  // (RowExchange: a thread-block cluster, or global memory with every SM taking part).
+  int vector_bytes, threads_per_row, rows_per_block, cluster, exchange;
   explicit RowSplit(const Config& config);
   int threads() const { return threads_per_row * rows_per_block; }
   int vec(DType in) const;
@@ -28,20 +30,26 @@ struct RowSplit {
   int items(long long cols, DType in) const;
 };
 
-// vector_bytes, threads_per_row, rows_per_block, cluster.
+// vector_bytes, threads_per_row, rows_per_block, cluster, exchange.
 std::vector<ParamSpec> row_split_space();
 
 // Why this split cannot run `rows` x `cols` of `in` on `device` when each thread keeps
-// `row_arrays` arrays of its slice in registers; nothing when it can.
+// `row_arrays` arrays of its slice in registers; nothing when it can. A global exchange needs a
+// persistent grid: the family says whether its config has one.
 std::optional<std::string> reject_row_split(const RowSplit& split, long long rows, long long cols,
                                             DType in, int row_arrays, const DeviceTarget& device);
 
 // 16-byte vectors, the fewest threads per row that hold it in at most 16 (then all allowed)
-// elements per array, 128 threads per CTA for short rows, a cluster only where one CTA cannot
-// hold the row. `extras` hold the family's other parameters in order of preference: the first
+// elements per array, 128 threads per CTA for short rows, CTAs sharing a row only where one CTA
+// cannot hold it (a cluster first, then a global exchange: no cluster on this GPU). `extras` hold the family's other parameters in order of preference: the first
 // that leaves a config `rejected` (the family's rule) accepts is used.
 Config default_row_split(const std::vector<Config>& extras, long long cols, DType in, int row_arrays,
                          const std::function<bool(const Config&)>& rejected);
+
+// Workspace bytes of the boards a global exchange needs (row_board_bytes per group of CTAs
+// sharing rows), for the most groups a persistent grid of this split holds on `device`; 0 for
+// an exchange through a cluster.
+std::size_t row_boards_bytes(const RowSplit& split, long long rows, const DeviceTarget& device);
 
 // Shape checks common to every row op: ROWSxCOLS, each at least 1, at most `max_cols` columns.
 void validate_row_shape(const std::string& op, const Problem& problem, long long max_cols);

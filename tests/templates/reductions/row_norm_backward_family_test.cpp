@@ -79,7 +79,7 @@ TEST(RowNormBackwardFamily, PruningKeepsAConfigForEveryShape) {
   // More threads than an SM holds.
   const Family& family = find_family("layernorm_backward");
   EXPECT_TRUE(family.reject(Config{{{"vector_bytes", 16}, {"threads_per_row", 256}, {"rows_per_block", 1},
-                                    {"cluster", 1}, {"ctas_per_sm", 16}, {"stages", 0}}},
+                                    {"cluster", 1}, {"exchange", 0}, {"ctas_per_sm", 16}, {"stages", 0}}},
                             rows("layernorm_backward", 64, 2048), hopper));
 }
 
@@ -88,7 +88,7 @@ TEST(RowNormBackwardFamily, ColumnSumsAreASecondLaunchOverTheGroupsPartials) {
   const Problem problem = rows("layernorm_backward", 100000, 1000);
   const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
   const Config config{{{"vector_bytes", 16}, {"threads_per_row", 128}, {"rows_per_block", 2},
-                       {"cluster", 1}, {"ctas_per_sm", 4}, {"stages", 2}}};
+                       {"cluster", 1}, {"exchange", 0}, {"ctas_per_sm", 4}, {"stages", 2}}};
   ASSERT_FALSE(family.reject(config, problem, hopper));
   const std::vector<std::uint64_t> addresses = {0x1000, 0x2000, 0x3000, 0x4000,
                                                 0x5000, 0x6000, 0x7000, 0x8000};
@@ -106,7 +106,7 @@ TEST(RowNormBackwardFamily, ColumnSumsAreASecondLaunchOverTheGroupsPartials) {
   EXPECT_FALSE(row_column_sums_in_registers(9, 2, 256, 2));
   EXPECT_EQ(plan.steps[0].geometry.dynamic_smem_bytes,
             2u * 2u * 9u * 128u * 4u + 2u * 256u * 8u * (2u + 2u) + 256u * 8u * 2u);
-  EXPECT_NE(family.kernel_expressions(config, problem).at(0).find(",1,1,2>"), std::string::npos)
+  EXPECT_NE(family.kernel_expressions(config, problem).at(0).find(",1,1,0,2>"), std::string::npos)
       << family.kernel_expressions(config, problem).at(0);
   // One row group per CTA: nothing to fetch ahead.
   EXPECT_NE(family.reject(config, rows("layernorm_backward", 2 * groups, 1000), hopper).value_or(""), "");
@@ -141,7 +141,7 @@ TEST(RowNormBackwardFamily, ColumnSumsAreASecondLaunchOverTheGroupsPartials) {
   // and dy), 128 KB of column sums in shared memory and a 64 KB ring stage.
   const Problem longest = rows("layernorm_backward", 1024, 131072);
   const Config wide{{{"vector_bytes", 16}, {"threads_per_row", 512}, {"rows_per_block", 1},
-                     {"cluster", 8}, {"ctas_per_sm", 1}, {"stages", 1}}};
+                     {"cluster", 8}, {"exchange", 0}, {"ctas_per_sm", 1}, {"stages", 1}}};
   ASSERT_FALSE(family.reject(wide, longest, hopper));
   const LaunchPlan unstaged = family.plan(wide, longest, hopper, addresses, 0x90000, {});
   std::memcpy(&p, unstaged.steps[0].args.bytes.data(), sizeof p);
@@ -150,7 +150,7 @@ TEST(RowNormBackwardFamily, ColumnSumsAreASecondLaunchOverTheGroupsPartials) {
   EXPECT_EQ(unstaged.steps[0].geometry.dynamic_smem_bytes, 2u * (32u + 1u) * 512u * 4u + 16384u * (2u + 2u));
   // A cluster of 16 halves the row a CTA holds: the sums fit in registers beside x and dy.
   const Config wider{{{"vector_bytes", 16}, {"threads_per_row", 512}, {"rows_per_block", 1},
-                      {"cluster", 16}, {"ctas_per_sm", 1}, {"stages", 2}}};
+                      {"cluster", 16}, {"exchange", 0}, {"ctas_per_sm", 1}, {"stages", 2}}};
   ASSERT_FALSE(family.reject(wider, longest, hopper));
   EXPECT_TRUE(row_column_sums_in_registers(17, 2, 512, 1));
   const LaunchPlan in_registers = family.plan(wider, longest, hopper, addresses, 0x90000, {});

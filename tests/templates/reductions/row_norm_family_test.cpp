@@ -86,7 +86,9 @@ TEST(RowNormFamily, PruningKeepsAConfigForEveryShapeAndRejectsWhatCannotRun) {
           if (!family.reject(config, problem, hopper)) {
             ++valid;
             clustered += config.at("cluster") > 1;
-            EXPECT_FALSE(config.at("cluster") > 1 && !family.reject(config, problem, ampere));
+            // Clusters need sm_90; a global exchange runs anywhere.
+            EXPECT_FALSE(config.at("cluster") > 1 && config.at("exchange") == 0 &&
+                         !family.reject(config, problem, ampere));
           }
         EXPECT_GT(valid, 0) << problem.key();
         EXPECT_FALSE(family.reject(family.default_config(problem, hopper), problem, hopper))
@@ -100,7 +102,7 @@ TEST(RowNormFamily, PruningKeepsAConfigForEveryShapeAndRejectsWhatCannotRun) {
   const Family& softmax = find_family("softmax");
   const Problem problem = rows("softmax", 8, 4096);
   EXPECT_TRUE(softmax.reject(Config{{{"vector_bytes", 16}, {"threads_per_row", 32}, {"rows_per_block", 64},
-                                     {"cluster", 1}, {"stages", 0}}},
+                                     {"cluster", 1}, {"exchange", 0}, {"stages", 0}}},
                              problem, hopper));
   EXPECT_TRUE(softmax.reject(Config{{{"vector_bytes", 16}, {"threads_per_row", 32}, {"rows_per_block", 1}}},
                              problem, hopper));
@@ -111,7 +113,7 @@ TEST(RowNormFamily, PlanPacksAddressesStridesAndTheClusterLaunch) {
   const Problem problem = rows("layernorm_act_residual", 5, 262144, {{"stats", "1"}});
   const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
   const Config config{{{"vector_bytes", 16}, {"threads_per_row", 512}, {"rows_per_block", 1},
-                       {"cluster", 8}, {"stages", 0}}};
+                       {"cluster", 8}, {"exchange", 0}, {"stages", 0}}};
   ASSERT_FALSE(family.reject(config, problem, hopper));
   const std::vector<std::uint64_t> addresses = {0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000};
   CallScalars scalars;
@@ -152,7 +154,7 @@ TEST(RowNormFamily, StagedConfigsPlanAPersistentGridWithTheirRing) {
   const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
   const Problem problem = rows("rmsnorm", 8192, 8192);  // bf16: 1024 vectors of 16 bytes a row
   Config config{{{"vector_bytes", 16}, {"threads_per_row", 256}, {"rows_per_block", 1},
-                 {"cluster", 1}, {"stages", 4}}};
+                 {"cluster", 1}, {"exchange", 0}, {"stages", 4}}};
   ASSERT_FALSE(family.reject(config, problem, hopper));
   const std::vector<std::uint64_t> addresses = {0x1000, 0x2000, 0x3000};
   const LaunchGeometry g = family.plan(config, problem, hopper, addresses, 0, CallScalars{}).steps[0].geometry;
@@ -160,7 +162,7 @@ TEST(RowNormFamily, StagedConfigsPlanAPersistentGridWithTheirRing) {
   EXPECT_EQ(g.grid[0], 8192u);
   // (4 stages + the weight) x threads x items x 16 bytes
   EXPECT_EQ(g.dynamic_smem_bytes, 5u * 256u * 4u * 16u);
-  EXPECT_NE(family.kernel_expressions(config, problem).at(0).find(",1,4,1,4>"), std::string::npos)
+  EXPECT_NE(family.kernel_expressions(config, problem).at(0).find(",1,4,1,0,4>"), std::string::npos)
       << family.kernel_expressions(config, problem).at(0);
 
   // 512 threads x 4 stages x 64 fp32 elements: 512 KB of ring.
@@ -175,10 +177,55 @@ TEST(RowNormFamily, StagedConfigsPlanAPersistentGridWithTheirRing) {
   EXPECT_NE(family.reject(config, rows("rmsnorm", 132, 8192), hopper).value_or(""), "");
   EXPECT_FALSE(family.reject(config, rows("rmsnorm", 133, 8192), hopper));
   EXPECT_NE(family.reject(Config{{{"vector_bytes", 16}, {"threads_per_row", 256}, {"rows_per_block", 1},
-                                  {"cluster", 1}, {"stages", 5}}},
+                                  {"cluster", 1}, {"exchange", 0}, {"stages", 5}}},
                           problem, hopper)
                 .value_or(""),
             "");
+}
+
+// CTAs sharing a row through global memory: no cluster launch, groups that wait on each other
+// (a cooperative, persistent grid of whole groups), and the boards in the workspace, zeroed by
+// a step before the kernel. Allowed without clusters (sm_80), only with the ring's persistent
+// grid, only where CTAs share a row.
+TEST(RowNormFamily, GlobalExchangePlansZeroedBoardsAndWaitingGroups) {
+  const Family& family = find_family("layernorm");
+  const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
+  const DeviceTarget ampere = DeviceTarget::assumed_for_arch("sm_80");
+  const Problem problem = rows("layernorm", 1024, 131072);
+  Config config{{{"vector_bytes", 16}, {"threads_per_row", 512}, {"rows_per_block", 1},
+                 {"cluster", 4}, {"exchange", 1}, {"stages", 1}}};
+  ASSERT_FALSE(family.reject(config, problem, hopper));
+  const std::size_t boards = family.workspace_bytes(config, problem, hopper);
+  // At most 4 CTAs of 512 threads an SM: 132 x 4 / 4 groups of 2 x 4 slots + 2 counts.
+  EXPECT_EQ(boards, 132u * 4u / 4u * static_cast<std::size_t>(row_board_bytes(4)));
+  const std::vector<std::uint64_t> addresses = {0x1000, 0x2000, 0x3000, 0x4000};
+  const LaunchPlan plan = family.plan(config, problem, hopper, addresses, 0x90000, CallScalars{});
+  ASSERT_EQ(plan.step_count, 2);
+  EXPECT_EQ(plan.steps[0].kernel, LaunchStep::kZeroFill);
+  EXPECT_EQ(plan.steps[0].zero_address, 0x90000u);
+  EXPECT_EQ(plan.steps[0].zero_bytes, boards);
+  const LaunchGeometry& g = plan.steps[1].geometry;
+  EXPECT_EQ(g.cluster[0], 1u);
+  EXPECT_EQ(g.waiting_group, 4u);
+  EXPECT_TRUE(g.persistent);
+  EXPECT_EQ(g.grid[0], 1024u * 4u);
+  RowParams p;
+  std::memcpy(&p, plan.steps[1].args.bytes.data(), sizeof p);
+  EXPECT_EQ(reinterpret_cast<std::uint64_t>(p.boards), 0x90000u);
+  EXPECT_NE(family.kernel_expressions(config, problem).at(0).find(",4,1,1>"), std::string::npos)
+      << family.kernel_expressions(config, problem).at(0);
+
+  EXPECT_FALSE(family.reject(config, rows("layernorm", 1024, 65536), ampere))
+      << "no cluster: any GPU (whose shared memory holds the ring)";
+  config.values["stages"] = 0;
+  EXPECT_NE(family.reject(config, problem, hopper).value_or(""), "") << "CTAs that wait need a persistent grid";
+  const Problem short_rows = rows("layernorm", 4096, 1024);
+  Config alone{{{"vector_bytes", 16}, {"threads_per_row", 128}, {"rows_per_block", 1},
+                {"cluster", 1}, {"exchange", 1}, {"stages", 1}}};
+  EXPECT_NE(family.reject(alone, short_rows, hopper).value_or(""), "") << "no CTAs share a row";
+  alone.values["exchange"] = 0;
+  EXPECT_FALSE(family.reject(alone, short_rows, hopper));
+  EXPECT_EQ(family.workspace_bytes(alone, short_rows, hopper), 0u);
 }
 
 TEST(RowNormFamily, CpuReferenceComputesEachOp) {

@@ -26,10 +26,11 @@ class GpuRowNorm : public ::testing::Test {
   };
   // For each problem, about `parts` of its valid configs that `keep` selects, evenly spaced
   // (the offset moving with the count so far), each verified against the reference on fresh
-  // inputs seeded from `seed` + the count: passed, nothing unwritten. A problem without such a
-  // config is a fatal failure (the caller checks HasFatalFailure()).
+  // inputs seeded from `seed` + the count, `runs` times (the workspace reused, as the runtime
+  // reuses it): passed, nothing unwritten. A problem without such a config is a fatal failure
+  // (the caller checks HasFatalFailure()).
   void verify_sample(const std::vector<Problem>& problems, const std::function<bool(const Config&)>& keep,
-                     std::size_t parts, int seed, SampleCount& count) {
+                     std::size_t parts, int seed, SampleCount& count, int runs = 1) {
     for (const Problem& problem : problems) {
       const Family& family = find_family(problem.op);
       tuner::Workbench bench(family, problem, device_);
@@ -43,10 +44,13 @@ class GpuRowNorm : public ::testing::Test {
         RenderedSource source = render(family, config, problem);
         driver::ReadyKernel ready =
             driver::load_kernel(compile(source, device_.arch()), bench.plan(config), source.describe());
-        bench.refresh_inputs(seed + count.checked);
-        tuner::Verification result = bench.verify(ready, config);
-        EXPECT_TRUE(result.passed) << problem.key() << " [" << config.text() << "]: " << result.detail;
-        EXPECT_EQ(result.nonfinite, 0u) << problem.key() << " [" << config.text() << "]";
+        for (int run = 0; run < runs; ++run) {
+          bench.refresh_inputs(seed + count.checked + 7919 * run);
+          tuner::Verification result = bench.verify(ready, config);
+          EXPECT_TRUE(result.passed) << problem.key() << " [" << config.text() << "] run " << run
+                                     << ": " << result.detail;
+          EXPECT_EQ(result.nonfinite, 0u) << problem.key() << " [" << config.text() << "]";
+        }
         ++count.checked;
         count.clustered += config.at("cluster") > 1;
       }
@@ -129,6 +133,25 @@ TEST_F(GpuRowNorm, StagedConfigsMatchTheReferenceWhereEachCtaLoops) {
   if (HasFatalFailure()) return;
   EXPECT_GE(count.checked, 50);
   if (device_.cc_major >= 9) EXPECT_GE(count.clustered, 5);
+}
+
+// CTAs sharing rows through global memory (exchange 1: no cluster, every SM), forward and
+// backward, each CTA exchanging row after row: odd columns, rows past what the persistent grid
+// takes at once, f32 and half types, and every config run twice on one workspace (the plan
+// zeroes the boards before each launch; a board left counting would hang or mix rows).
+TEST_F(GpuRowNorm, GlobalExchangeConfigsMatchTheReferenceRunAfterRun) {
+  const std::vector<Problem> problems = {
+      rows("layernorm", 700, 32771, {{"stats", "1"}}), rows("softmax", 300, 131072, {}, DType::f32, DType::f32),
+      rows("rmsnorm_act_residual", 500, 16384, {{"act", "gelu"}}, DType::f16, DType::f16),
+      rows("layernorm_backward", 400, 65537, {}, DType::bf16, DType::bf16),
+      rows("rmsnorm_backward", 300, 131072, {}, DType::f32, DType::f32),
+      rows("softmax_backward", 600, 32768, {}, DType::bf16, DType::f32)};
+  SampleCount count;
+  verify_sample(problems, [](const Config& config) { return config.at("exchange") == 1; }, 4, 1300,
+                count, 2);
+  if (HasFatalFailure()) return;
+  EXPECT_GE(count.checked, 20);
+  EXPECT_EQ(count.clustered, count.checked);
 }
 
 // A kernel that writes only part of y, or a wrong statistic, fails verification: the checks
