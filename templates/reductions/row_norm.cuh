@@ -223,7 +223,9 @@ struct ClusterMailbox {
 // CTA at once, cooperatively): thread 0 stores the CTA's partial into its slot, counts itself
 // in (a fence first, so the partial is visible before the count), waits until the count says
 // every CTA of the group sent this exchange, and merges the slots read through L2 in rank
-// order. The sets alternate as the cluster's do, for the same reason.
+// order. The sets alternate as the cluster's do, for the same reason. A round trip through L2
+// under a full memory stream costs microseconds where distributed shared memory costs hundreds
+// of nanoseconds: on the H100 the cluster wins (docs/perf/reductions.md, v7).
 template <int GROUP>
 struct GlobalMailbox {
   float4 merged[2];  // by exchange parity: the group's result, for the CTA's other threads
