@@ -309,34 +309,43 @@ struct RowPartial<kRowLayerNorm> {
 // y = act((x - shift) * scale * weight + bias) + residual for N elements from column `col`.
 // `staged`: the weight's (then the bias's) N elements already in shared memory, `stride` bytes
 // apart, vector-aligned; `staged_residual` the residual's; nullptr: read them from global memory.
+// all_staged: the caller knows both are in shared memory (where the op has them); passed as a
+// constant, no pointer is tested: the test of a shared address against nullptr costs a dozen
+// instructions per vector, and a merge of the two sources keeps the compiler from converting
+// 16-bit values in one step.
 template <int KIND_IN, int KIND_OUT, int FLAGS, int N>
 __device__ __forceinline__ void row_epilogue(const RowParams& p, float (&values)[N], int col,
                                              long long residual_row, float shift, float scale,
                                              const char* staged = nullptr, int stride = 0,
-                                             const char* staged_residual = nullptr) {
+                                             const char* staged_residual = nullptr,
+                                             const bool all_staged = false) {
   float weight[N], bias[N], residual[N];
   if constexpr ((FLAGS & kRowWeight) != 0) {
-    if (staged)
+    if (all_staged || staged)
       load_elements<KIND_IN, N, true>(staged, 0, weight);
     else
       load_elements<KIND_IN, N>(p.weight, col, weight);
   }
   if constexpr ((FLAGS & kRowBias) != 0) {
     const char* staged_bias = staged + ((FLAGS & kRowWeight) != 0 ? stride : 0);
-    if (staged)
+    if (all_staged || staged)
       load_elements<KIND_IN, N, true>(staged_bias, 0, bias);
     else
       load_elements<KIND_IN, N>(p.bias, col, bias);
   }
   if constexpr ((FLAGS & kRowResidual) != 0) {
-    if (staged_residual)
+    if (all_staged || staged_residual)
       load_elements<KIND_OUT, N, true>(staged_residual, 0, residual);
     else
       load_elements<KIND_OUT, N>(p.residual, residual_row + col, residual);
   }
+  // Rounded to 16 bits, (x - shift) * scale may be one FMA: x * scale - shift * scale differs
+  // from it by shift * scale's rounding, 2^-24 of |shift| / std, far below a 16-bit ulp
+  // unless the mean is 2^15 standard deviations away. fp32 outputs keep the exact form.
+  const float shifted = -shift * scale;
 #pragma unroll
   for (int k = 0; k < N; ++k) {
-    float y = (values[k] - shift) * scale;
+    float y = KIND_OUT != kF32 ? fmaf(values[k], scale, shifted) : (values[k] - shift) * scale;
     if constexpr ((FLAGS & kRowWeight) != 0 && (FLAGS & kRowBias) != 0)
       y = fmaf(y, weight[k], bias[k]);
     else if constexpr ((FLAGS & kRowWeight) != 0)
@@ -594,22 +603,37 @@ __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm(const RowPar
     const long long y_row = (active ? row : 0) * p.y_stride;
     const long long residual_row = (active ? row : 0) * p.residual_stride;
     constexpr int RING_STAGES = STAGES > 0 ? STAGES : 1;
+    const bool staged_params = STAGED_PARAMS > 0 && span.head == staged_head;
     const bool from_ring_residual = residual_staged(span);
     constexpr int PARAM_STRIDE = ROWS_BLOCK * ITEMS * THREADS_ROW * VEC_BYTES;  // weight to bias
+    // The row's vectors through the epilogue and out; all_staged: every operand the op stages
+    // is in the ring for this row (every row, when rows are packed and aligned).
+    // Called with a constant in each branch, so each inlined copy tests no pointer.
+    auto write_vectors = [&](const bool all_staged) {
+      // y's index of the thread's first vector: the others are constant strides from it, which
+      // the compiler folds into the stores' addresses.
+      const long long y_first = y_row + span.head + static_cast<long long>(span.vector_at(0)) * VEC;
 #pragma unroll
-    for (int item = 0; item < ITEMS; ++item)
-      if (span.holds(item)) {
-        const int col = span.head + span.vector_at(item) * VEC;
-        const char* staged = STAGED_PARAMS > 0 && span.head == staged_head
-                                 ? reinterpret_cast<const char*>(ring) + slot_offset(STAGES, item)
-                                 : nullptr;
-        const char* staged_residual =
-            from_ring_residual ? reinterpret_cast<const char*>(ring) + residual_slot(k % RING_STAGES, item)
-                               : nullptr;
-        row_epilogue<KIND_IN, KIND_OUT, FLAGS>(p, v[item], col, residual_row, shift, scale, staged,
-                                               PARAM_STRIDE, staged_residual);
-        store_elements<KIND_OUT, VEC>(p.y, y_row + col, v[item]);
-      }
+      for (int item = 0; item < ITEMS; ++item)
+        if (span.holds(item)) {
+          const int col = span.head + span.vector_at(item) * VEC;
+          const char* staged = all_staged || staged_params
+                                   ? reinterpret_cast<const char*>(ring) + slot_offset(STAGES, item)
+                                   : nullptr;
+          const char* staged_residual =
+              all_staged || from_ring_residual
+                  ? reinterpret_cast<const char*>(ring) + residual_slot(k % RING_STAGES, item)
+                  : nullptr;
+          row_epilogue<KIND_IN, KIND_OUT, FLAGS, VEC>(p, v[item], col, residual_row, shift, scale, staged,
+                                                      PARAM_STRIDE, staged_residual, all_staged);
+          store_elements<KIND_OUT, VEC>(p.y, y_first + item * THREADS_ROW * VEC, v[item]);
+        }
+    };
+    if ((STAGED_PARAMS > 0 || STAGED_RESIDUAL) && (STAGED_PARAMS == 0 || staged_params) &&
+        (!STAGED_RESIDUAL || from_ring_residual))
+      write_vectors(true);
+    else
+      write_vectors(false);
 #pragma unroll
     for (int slot = 0; slot < EXTRA; ++slot)
       if (span.holds_extra(slot)) {

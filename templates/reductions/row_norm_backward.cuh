@@ -254,9 +254,11 @@ __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm_backward(con
     }
   };
   // One element: x becomes xhat, dy becomes g; its column sums take dy * xhat and dy.
+  // With 16-bit x, xhat is one FMA (row_epilogue says why that is exact enough); fp32 keeps
+  // the exact form.
   auto prepare = [&](const Visit& v, float& x, float& dy, float weight, float& dweight, float& dbias) {
     if constexpr (OP == kRowSoftmax) return;  // y and dy are used as they are
-    x = (x - v.shift) * v.scale;
+    x = KIND_X != kF32 ? fmaf(x, v.scale, -v.shift * v.scale) : (x - v.shift) * v.scale;
     if constexpr (Shape::bias) dbias += dy;
     if constexpr (Shape::weight) {
       dweight += dy * x;
@@ -327,11 +329,19 @@ __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm_backward(con
   };
 
   // Second pass: dx from the row's sums.
+  // The norms' dx = scale * g - (scale * mean(g) + xhat * scale * mean(g * xhat)): two FMAs an
+  // element, the row's constants multiplied out once.
   auto second_pass = [&](const Visit& v, const Partial& sums) {
+    float per_xhat = 0.f, constant = 0.f;
+    if constexpr (OP == kRowRmsNorm) {
+      per_xhat = -v.scale * (sums / cols);
+    } else if constexpr (OP == kRowLayerNorm) {
+      per_xhat = -v.scale * (sums.b / cols);
+      constant = -v.scale * (sums.a / cols);
+    }
     auto gradient = [&](float xhat, float g) {
       if constexpr (OP == kRowSoftmax) return xhat * (g - sums);  // y * (dy - sum(y * dy))
-      else if constexpr (OP == kRowRmsNorm) return v.scale * (g - xhat * (sums / cols));
-      else return v.scale * (g - sums.a / cols - xhat * (sums.b / cols));
+      else return fmaf(g, v.scale, fmaf(xhat, per_xhat, constant));
     };
     if (v.active) {
       const long long dx_row = v.row * p.dx_stride;
