@@ -10,12 +10,16 @@
 #include <cstdint>
 #include <cstdio>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
+#include <thread>
 
 #include "cli/cli_common.hpp"
 #include "cli/commands.hpp"
+#include "cli/gpu_fanout.hpp"
+#include "driver/cuda_driver.hpp"
 #include "generator/rendered_source.hpp"
 #include "templates/registry.hpp"
 #include "tuner/interrupt.hpp"
@@ -305,6 +309,77 @@ void add_stale_problems(const cache::Database& database, const LocalGpu& gpu,
     std::cout << "stale: no stale winners " << (model ? "on " + *model : "on any GPU model") << "\n";
 }
 
+// --gpus: a child sweep per GPU (cli/gpu_fanout.hpp), each given its GPU, its shard of its
+// model's space (a --shard i/N of the whole command is split further), its share of the compile
+// jobs and of a budget in candidates; the rest of the command line passes through as written.
+// Afterwards the winners of the --shape problems, decided over every GPU's trials.
+int tune_on_gpus(const std::vector<int>& gpus, const std::vector<std::string>& args,
+                 po::options_description& options, const tuner::SweepOptions& sweep,
+                 const std::string& budget, const std::vector<Problem>& problems,
+                 const std::string& database_flag) {
+  const std::set<std::string> own = {"gpus", "device", "shard", "jobs", "budget"};
+  std::vector<std::string> passed;
+  for (const po::option& option : po::command_line_parser(args).options(options).run().options)
+    if (!own.count(option.string_key))
+      passed.insert(passed.end(), option.original_tokens.begin(), option.original_tokens.end());
+
+  std::map<std::string, std::vector<int>> by_model;  // the database keys results by model
+  std::map<std::string, DeviceTarget> devices;
+  for (int ordinal : gpus) {
+    DeviceTarget device = driver::describe_device(ordinal);
+    by_model[device.model_key()].push_back(ordinal);
+    devices.emplace(device.model_key(), device);
+  }
+  const int all_jobs = sweep.compile_processes > 0
+                           ? sweep.compile_processes
+                           : std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 16);
+  const int jobs = std::max(1, all_jobs / static_cast<int>(gpus.size()));
+  std::vector<GpuChild> children;
+  for (const auto& [model, members] : by_model) {
+    const int group = static_cast<int>(members.size());
+    for (int j = 0; j < group; ++j) {
+      GpuChild child{members[j], {"tune"}};
+      child.args.insert(child.args.end(), passed.begin(), passed.end());
+      child.args.insert(child.args.end(),
+                        {"--device", std::to_string(members[j]), "--jobs", std::to_string(jobs)});
+      const int shards = sweep.shard_count * group;
+      const int shard = sweep.shard_index + sweep.shard_count * j;
+      if (shards > 1)
+        child.args.insert(child.args.end(),
+                          {"--shard", std::to_string(shard) + "/" + std::to_string(shards)});
+      if (sweep.max_candidates) {
+        const int share = *sweep.max_candidates / group + (j < *sweep.max_candidates % group ? 1 : 0);
+        if (share == 0) continue;
+        child.args.insert(child.args.end(), {"--budget", std::to_string(share)});
+      } else if (sweep.max_seconds) {
+        child.args.insert(child.args.end(), {"--budget", budget});
+      }
+      std::cout << "gpu " << members[j] << ": " << model << ", "
+                << (shards > 1 ? "shard " + std::to_string(shard) + "/" + std::to_string(shards) +
+                                     " of the space"
+                               : std::string("the whole space"))
+                << ", " << jobs << " compile jobs\n";
+      children.push_back(std::move(child));
+    }
+  }
+  std::cout << std::flush;
+  const int status = run_children(children);
+  if (status != 0 || problems.empty()) return status;
+
+  cache::Database database(database_path(database_flag));
+  std::cout << "\nwinners over the trials of every GPU:\n";
+  for (const Problem& problem : problems)
+    for (const auto& [model, device] : devices) {
+      std::cout << problem.key() << " on " << model << "\n";
+      const Family& family = find_family(problem.op);
+      if (std::optional<cache::Winner> winner = database.winner({model, problem, template_hash(family)}))
+        print_winner(*winner, problem, device);
+      else
+        std::cout << "  winner    none: no config passed verification\n";
+    }
+  return 0;
+}
+
 }  // namespace
 
 int run_tune(const std::vector<std::string>& args) {
@@ -329,7 +404,7 @@ int run_tune(const std::vector<std::string>& args) {
       "  tilesmith tune --misses --budget 120s\n"};
   tuner::SweepOptions sweep;
   ProblemArgs problem_args;
-  std::string database_flag, budget, seed, shard, only;
+  std::string database_flag, budget, seed, shard, only, gpu_list;
   po::options_description options("options", 100);
   add_problem_options(options, problem_args, /*many_shapes=*/true, /*required=*/false);
   bool misses = false, stale = false;
@@ -360,6 +435,9 @@ int run_tune(const std::vector<std::string>& args) {
       ("device", po::value(&sweep.device_ordinal)->default_value(sweep.device_ordinal)
                      ->value_name("N"),
        "GPU ordinal to tune on")
+      ("gpus", po::value(&gpu_list)->value_name("all|N,..."),
+       "tune on several GPUs at once, one sweep process each: the GPUs of one model split its "
+       "space, each model is tuned for itself, all into one database")
       ("arch", po::value(&sweep.offline_arch)->default_value(sweep.offline_arch)->value_name("ARCH"),
        "architecture to compile for when there is no GPU (sm_80, sm_90a, ...)")
       ("retune", po::bool_switch(&sweep.retune), "try configs again even if the database has them")
@@ -409,6 +487,17 @@ int run_tune(const std::vector<std::string>& args) {
   for (const std::string& shape : problem_args.shapes)
     problems.push_back(make_problem(problem_args, shape));
 
+  if (values.count("gpus")) {
+    if (!values["device"].defaulted())
+      throw InvalidArgument("--gpus and --device both choose GPUs: give one of them");
+    std::string no_gpu;
+    if (driver::gpu_available(&no_gpu))
+      return tune_on_gpus(parse_gpu_list(gpu_list, driver::device_count()), args, options, sweep,
+                          budget, problems, database_flag);
+    if (gpu_list != "all") parse_gpu_list(gpu_list, std::numeric_limits<int>::max());  // its form
+    std::cerr << "tilesmith: note: --gpus: no GPU here (" << no_gpu << "); one process compiles the "
+              << "space for " << sweep.offline_arch << "\n";
+  }
   LocalGpu gpu = local_gpu(sweep.device_ordinal);
   if (gpu.device && !values["arch"].defaulted() && sweep.offline_arch != gpu.device->arch())
     std::cerr << "tilesmith: note: --arch is used only without a GPU; tuning for the local "

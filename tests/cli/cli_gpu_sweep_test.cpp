@@ -135,6 +135,47 @@ TEST(GpuCliSweep, TwoSweepsOfOneProblemAtOnceShareTheWorkAndBothFinish) {
       << first.out << second.out;
 }
 
+// --gpus all: every GPU of the host takes part in one sweep (the GPUs of a model split its space
+// into shards), and a SIGTERM to the command stops every GPU's sweep, each as a single sweep
+// stops; what the children did is kept, and the same command resumes.
+TEST(GpuCliSweep, GpusAllSpreadsOneSweepAndStopsWithEveryGpusPart) {
+  TILESMITH_REQUIRE_GPU();
+  testing::TempDir dir;
+  const fs::path db = dir.file("sweep.db");
+  std::vector<std::string> args = kTune;
+  args.insert(args.end(), {"--db", db.string(), "--gpus", "all"});
+  const CliRun spread = testing::run_cli(args, dir.path());
+  ASSERT_EQ(spread.status, 0) << spread.out << spread.err;
+  expect_whole(db);
+  EXPECT_EQ(one(db, "SELECT count(*) FROM trials"), "40") << "the budget is split, not multiplied";
+  for (int ordinal = 0; ordinal < driver::device_count(); ++ordinal)
+    EXPECT_TRUE(contains(spread.out, "[gpu " + std::to_string(ordinal) + "] ")) << spread.out;
+  EXPECT_EQ(one(db, "SELECT count(DISTINCT sweep_id) FROM trials"), std::to_string(driver::device_count()));
+  EXPECT_TRUE(contains(spread.out, "winners over the trials of every GPU:")) << spread.out;
+
+  std::vector<std::string> whole(args.begin(), args.end());
+  whole.erase(whole.begin() + 9, whole.begin() + 11);  // no --budget 40: the whole space
+  const fs::path other = dir.file("other.db");
+  whole[whole.size() - 3] = other.string();
+  CliProcess sweep(whole, dir.path());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (std::chrono::steady_clock::now() < deadline &&
+         std::stoi("0" + one(other, "SELECT count(*) FROM trials WHERE status = 'ok'")) < 3)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  kill(sweep.pid(), SIGTERM);
+  const CliRun stopped = sweep.wait();
+  EXPECT_EQ(stopped.status, 128 + SIGTERM) << stopped.out << stopped.err;
+  EXPECT_TRUE(contains(stopped.out, "[gpu 0]   stopped   interrupted by SIGTERM")) << stopped.out;
+  expect_whole(other);
+  std::vector<std::string> resume = whole;
+  resume.insert(resume.end(), {"--budget", "10"});
+  const CliRun rerun = testing::run_cli(resume, dir.path());
+  ASSERT_EQ(rerun.status, 0) << rerun.out << rerun.err;
+  EXPECT_TRUE(contains(rerun.out, " already in the database")) << rerun.out;
+  expect_whole(other);
+  EXPECT_EQ(one(other, "SELECT count(*) - count(DISTINCT config) FROM trials"), "0");
+}
+
 // `tilesmith verify` checks the winners again on this GPU: a fresh winner passes; one whose
 // recorded time is made a third of what it measured (as if the driver or clocks had since made
 // it slower) fails, with exit status 1; the database is not written.
