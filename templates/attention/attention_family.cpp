@@ -55,8 +55,9 @@ constexpr int kMmaSync = 0, kWgmma = 1;
 // a TMA ring of `stages`, and
 // FlashAttention-3's overlaps: `pipeline` (a block's softmax under the previous block's P V) and
 // `pingpong` (two consumers taking turns at the tensor cores), and `persistent` (a CTA per SM
-// slot taking query blocks in turn, the next one's loads under the current one's end). Both: the
-// order of the query blocks (tile_order).
+// slot taking query blocks in turn, the next one's loads under the current one's end: 1, every
+// gridDim.x-th block; 2, causal only, each next block claimed from a counter in the workspace, so
+// the CTAs that drew short blocks take more). Both: the order of the query blocks (tile_order).
 VariantSpaces variants() {
   return {{{{"block_m", {64, 128}},
             {"block_n", {32, 64, 128}},
@@ -70,7 +71,7 @@ VariantSpaces variants() {
             {"tile_order", {0, 1}},
             {"pipeline", {0, 1}},
             {"pingpong", {0, 1}},
-            {"persistent", {0, 1}}}}};
+            {"persistent", {0, 1, 2}}}}};
 }
 
 // A config of the wgmma kernel (attention_sm90.cuh).
@@ -86,15 +87,16 @@ struct WgmmaTile {
         persistent(c.at("persistent")) {}
   int block_m() const { return 64 * consumers; }
   int threads() const { return 128 * (consumers + 1); }
-  // 1024 of alignment slack, Q, the K and V rings (64-column panels of 128-byte rows), and
-  // 2 + 3 x stages mbarriers.
+  bool claims_blocks() const { return persistent == 2; }
+  // 1024 of alignment slack, Q, the K and V rings (64-column panels of 128-byte rows),
+  // 2 + 3 x stages mbarriers, and with claimed blocks the two handed-over block numbers.
   std::size_t smem_bytes(int head_dim) const {
     const std::size_t panels = static_cast<std::size_t>((head_dim + 63) / 64);
     return 1024 +
            panels * 128 *
                (64 * static_cast<std::size_t>(consumers) +
                 2 * static_cast<std::size_t>(stages * block_n)) +
-           8 * (2 + 3 * static_cast<std::size_t>(stages));
+           8 * (2 + 3 * static_cast<std::size_t>(stages)) + (claims_blocks() ? 8 : 0);
   }
 };
 
@@ -159,8 +161,9 @@ class AttentionFamily final : public Family {
     if (device.cc_major >= 9) {
       // The exhaustive sweeps' best (docs/perf/attention.md, v7): up to head dim 128, three
       // consumer warpgroups, no overlap, 2 stages, persistent (its short blocks' start-up
-      // hidden) but for causal past head dim 64; 192 keys a step at head dim 64 over long
-      // rows, else 128. Past 128, two consumers with each block's softmax under the previous
+      // hidden); 192 keys a step at head dim 64 over long rows, else 128. Causal past head dim
+      // 64, the CTAs claim their blocks (v8), longest first from 4096 queries on, head by head
+      // below. Past 128, two consumers with each block's softmax under the previous
       // block's P V over 64 keys (the accumulators allow no more), 3 stages where they fit.
       const int head_dim = wgmma_head_dim(s.head_dim);
       const bool wide_head = head_dim > 128;
@@ -171,10 +174,10 @@ class AttentionFamily final : public Family {
                               {"block_n", block_n},
                               {"consumers", wide_head ? 2 : 3},
                               {"stages", stages},
-                              {"tile_order", head_dim <= 64 && s.causal ? 1 : 0},
+                              {"tile_order", s.causal && (head_dim <= 64 || s.seq_q >= 4096) ? 1 : 0},
                               {"pipeline", pipeline},
                               {"pingpong", 0},
-                              {"persistent", !wide_head && (head_dim <= 64 || !s.causal) ? 1 : 0}}};
+                              {"persistent", wide_head ? 0 : s.causal && head_dim > 64 ? 2 : 1}}};
           if (!reject(wgmma, problem, device)) return wgmma;
         }
     }
@@ -209,7 +212,8 @@ class AttentionFamily final : public Family {
               "," + std::to_string(wgmma_head_dim(s.head_dim)) + "," + std::to_string(t.block_n) +
               "," + std::to_string(t.consumers) + "," + std::to_string(t.stages) + "," +
               std::to_string(int{s.causal}) + "," + std::to_string(t.tile_order) + "," +
-              std::to_string(t.pipeline) + "," + std::to_string(t.pingpong) + ">"};
+              std::to_string(t.pipeline) + "," + std::to_string(t.pingpong) + "," +
+              std::to_string(int{t.claims_blocks()}) + ">"};
     }
     const ForwardTile t(config);
     return {"tilesmith::attention_forward<" + std::to_string(element_kind(problem.dtype)) + "," +
@@ -228,8 +232,13 @@ class AttentionFamily final : public Family {
             {"lse", DType::f32, static_cast<std::size_t>(s.batch * s.heads * s.seq_q), true}};
   }
 
+  // The claimed blocks' counter (persistent = 2).
+  std::size_t workspace_bytes(const Config& config, const Problem&, const DeviceTarget&) const override {
+    return config.at("variant") == kWgmma && WgmmaTile(config).claims_blocks() ? 16 : 0;
+  }
+
   LaunchPlan plan(const Config& config, const Problem& problem, const DeviceTarget& device,
-                  std::span<const std::uint64_t> addresses, std::uint64_t,
+                  std::span<const std::uint64_t> addresses, std::uint64_t workspace,
                   const CallScalars& scalars) const override {
     const AttentionShape s(problem);
     const bool wgmma = config.at("variant") == kWgmma;
@@ -260,6 +269,10 @@ class AttentionFamily final : public Family {
         static_cast<unsigned>(tile.smem_bytes(wgmma_head_dim(s.head_dim)));
     AttentionSm90Params wide{};
     wide.p = p;
+    if (tile.claims_blocks()) {
+      wide.claimed = reinterpret_cast<int*>(workspace);
+      plan.add_zero_fill(workspace, 4);
+    }
     KernelArgs args = KernelArgs::of(wide);
     const DType t = problem.dtype;
     args.request_tensor_map(wide, wide.q_map,
@@ -349,7 +362,13 @@ class AttentionFamily final : public Family {
                                           const DeviceTarget& device) const {
     if (device.cc_major < 9) return "the wgmma template needs sm_90a";
     if (tile.pingpong && tile.consumers != 2) return "ping-pong takes two consumer warpgroups";
+    // Non-causal blocks are all as long: the stride already balances them.
+    if (tile.claims_blocks() && !s.causal) return "claimed blocks (persistent=2) are for causal grids";
     const int head_dim = wgmma_head_dim(s.head_dim);
+    // The block handed over is one more value through the consumers' loop; ptxas spills it where
+    // three consumers hold 192 keys of scores beside a 64-wide O (every other tile has room).
+    if (tile.claims_blocks() && tile.consumers == 3 && tile.block_n == 192 && head_dim <= 64)
+      return "claimed blocks spill with three consumers of 192 keys at head dim 64";
     // O and S, and with the pipeline P waiting for its P V.
     const int accumulators =
         head_dim / 2 + tile.block_n / 2 + (tile.pipeline ? tile.block_n / 4 : 0);

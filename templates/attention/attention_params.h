@@ -52,10 +52,13 @@ TILESMITH_HOST_DEVICE constexpr int attention_sm90_consumer_registers(int consum
                         : consumers == 2 ? 240 : 160;
 }
 
-// The wgmma kernel's argument (attention_sm90.cuh): Q, K and V also as TMA tensor maps.
+// The wgmma kernel's argument (attention_sm90.cuh): Q, K and V also as TMA tensor maps; a
+// persistent grid that claims its query blocks counts the claims in `claimed` (zeroed before
+// each launch).
 struct AttentionSm90Params {
   TensorMap q_map, k_map, v_map;
   AttentionParams p;
+  int* claimed;
 };
 
 // dQ, dK and dV of O = softmax(Q K^T * scale + mask) V by recomputation (FlashAttention-2), in

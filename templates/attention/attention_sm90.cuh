@@ -14,11 +14,18 @@
 // the producer loads the next block's Q (once the consumers' last Q K^T is done) and first keys
 // while the consumers finish the current one, so a short block's start-up latency hides under
 // its predecessor's last steps.
+// CLAIM (persistent): after its first block, blockIdx.x, a CTA claims the next one from a
+// counter (gridDim.x + the claims before it), so a CTA that drew short causal blocks takes more
+// of them and, longest first (tile_order 1), the grid ends together. The producer claims a block
+// once it has issued the current one's loads and hands it to the consumers with Q: it writes the block's
+// number into shared memory before its arrival on q_full, whose release the consumers' wait
+// acquires; past the last block, the arrival alone says there is none.
 //
 // Shared memory, 1024-byte aligned, every tile in 64-column panels of 128-byte rows (the 128-byte
 // swizzle TMA writes and wgmma reads; a head dim past 64 is several panels):
 //   Q: CONSUMERS x PANELS x [64 rows][128 B];  K, V: STAGES x PANELS x [BLOCK_N rows][128 B];
-//   mbarriers: q_full, k_full[STAGES], v_full[STAGES], kv_empty[STAGES], q_empty.
+//   mbarriers: q_full, k_full[STAGES], v_full[STAGES], kv_empty[STAGES], q_empty; CLAIM: the
+//   handed-over block numbers, int[2].
 // Tensor maps (4D {head_dim, seq, heads, batch}, strides of a row, a head and a batch, in any
 // order in memory (BSHD and BHSD alike); swizzle 128B; boxes {64, rows, 1, 1}: 64 rows for Q,
 // BLOCK_N for K and V): attention_family.cpp.
@@ -30,7 +37,7 @@
 namespace tilesmith {
 
 template <int KIND, int HEAD_DIM, int BLOCK_N, int CONSUMERS, int STAGES, int CAUSAL,
-          int TILE_ORDER, int PIPELINE, int PINGPONG>
+          int TILE_ORDER, int PIPELINE, int PINGPONG, int CLAIM>
 __global__ void __launch_bounds__((CONSUMERS + 1) * 128,
                                   attention_sm90_two_ctas_an_sm(CONSUMERS, HEAD_DIM) ? 2 : 1)
     attention_forward_sm90(const __grid_constant__ AttentionSm90Params params) {
@@ -69,6 +76,12 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128,
   auto block_of = [&](int tile) {
     return query_block<BLOCK_M, BLOCK_N, CAUSAL, TILE_ORDER>(p, tile);
   };
+  // CLAIM: the blocks the producer hands over, after the barriers, by the parity of their count
+  // (q_phase on both sides): a slot is written again only after the consumers' last Q K^T of
+  // the block after it, long after they read it.
+  // A shared-memory address from q_empty, which the consumers hold anyway: a pointer of its own
+  // would be one more register through their loop, the one that spills at 160.
+  auto handed = [&](unsigned parity) { return q_empty + 8u + 4u * parity; };
 
   if (threadIdx.x == 0) {
     mbarrier_init(q_full, 1);
@@ -92,9 +105,16 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128,
     if (threadIdx.x == 0) {
       int stage = 0;
       unsigned phase = 0, q_phase = 0;
-      for (int tile = first_tile; tile < tiles; tile = next_tile(tile)) {
-        const QueryBlock block = block_of(tile);
+      for (int tile = first_tile; CLAIM || tile < tiles;) {
         mbarrier_wait(q_empty, q_phase ^ 1u);  // the previous block's Q read
+        if (CLAIM) {
+          store_shared_u32(handed(q_phase), tile < tiles ? tile : -1);  // q_phase: the count's parity
+          if (tile >= tiles) {
+            mbarrier_arrive(q_full);  // no more blocks
+            break;
+          }
+        }
+        const QueryBlock block = block_of(tile);
         mbarrier_arrive_expect_tx(q_full, Q_BYTES);
 #pragma unroll
         for (int c = 0; c < CONSUMERS; ++c)
@@ -120,6 +140,9 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128,
             phase ^= 1u;
           }
         }
+        // The next block, claimed once this one's loads are issued: the ring holds the consumers
+        // STAGES key blocks away from needing it, time for the atomic's round trip.
+        tile = CLAIM ? static_cast<int>(gridDim.x) + atomicAdd(params.claimed, 1) : next_tile(tile);
       }
     }
     return;
@@ -196,7 +219,16 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128,
   float s[N_TILES][4];
   float(&s_flat)[BLOCK_N / 2] = reinterpret_cast<float(&)[BLOCK_N / 2]>(s);
   float rescale[2];
-  for (int tile = first_tile; tile < tiles; tile = next_tile(tile)) {
+  // CLAIM: the next block comes with its Q; it is taken at the end of the block before (and
+  // here for the first), so that the loop's body is the strided one's: with the wait and the
+  // read at its top, ptxas keeps one more register through it and spills at three consumers.
+  auto take_block = [&] {
+    mbarrier_wait(q_full, q_phase);
+    return static_cast<int>(load_shared_u32(handed(q_phase)));  // -1: no more blocks
+  };
+  int claimed = CLAIM ? take_block() : 0;
+  for (int tile = CLAIM ? claimed : first_tile; CLAIM ? tile >= 0 : tile < tiles;
+       tile = CLAIM ? claimed : next_tile(tile)) {
     // The query block in hand, and this thread's first row of it (and first_row() + 8), derived
     // from threadIdx where it is used: held across the loop, it is the register that spills
     // when the accumulators take all but 32 (three consumers, 192 keys at head dim 64).
@@ -234,7 +266,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128,
       row_max[r] = negative_infinity();
       row_sum[r] = 0.f;
     }
-    mbarrier_wait(q_full, q_phase);  // also when no key block runs: no copy may outlive the CTA
+    if (!CLAIM) mbarrier_wait(q_full, q_phase);  // also when no key block runs: no copy may outlive the CTA
     q_phase ^= 1u;
     if (n_blocks == 0 && tid == 0) mbarrier_arrive(q_empty);
     if (PINGPONG && c == 1) named_barrier_arrive(1, 256);
@@ -300,6 +332,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128,
               pack2<KIND>(o_acc[4 * dt + 2 * r] * inverse, o_acc[4 * dt + 2 * r + 1] * inverse);
       }
     }
+    if (CLAIM) claimed = take_block();
   }
 }
 

@@ -226,6 +226,40 @@ TEST(AttentionFamily, WgmmaPlanAsksForTensorMapsOfQKAndV) {
   EXPECT_TRUE(family().reject(foreign, problem, device).has_value());
 }
 
+// persistent = 2: causal grids whose CTAs claim their next query block from a counter in the
+// workspace, zeroed by the plan's first step; the grid is the persistent one.
+TEST(AttentionFamily, ClaimedBlocksCountInAZeroedWorkspace) {
+  const DeviceTarget device = DeviceTarget::assumed_for_arch("sm_90a");
+  const std::vector<std::uint64_t> addresses = {0x1000, 0x2000, 0x3000, 0x4000, 0x5000};
+  const Problem causal = attention({4, 16, 1, 4096, 4096, 128}, {{"causal", "1"}});
+  const Config claimed{{{"variant", 1}, {"block_n", 128}, {"consumers", 3}, {"stages", 2},
+                        {"tile_order", 1}, {"pipeline", 0}, {"pingpong", 0}, {"persistent", 2}}};
+  ASSERT_FALSE(family().reject(claimed, causal, device).has_value());
+  EXPECT_EQ(family().workspace_bytes(claimed, causal, device), 16u);
+  const LaunchPlan plan = family().plan(claimed, causal, device, addresses, 0x9000, CallScalars{});
+  ASSERT_EQ(plan.step_count, 2);
+  EXPECT_EQ(plan.steps[0].kernel, LaunchStep::kZeroFill);
+  EXPECT_EQ(plan.steps[0].zero_address, 0x9000u);
+  EXPECT_EQ(plan.steps[0].zero_bytes, 4u);
+  EXPECT_EQ(plan.steps[1].geometry.grid[0], 132u);
+  AttentionSm90Params wide;
+  ASSERT_EQ(plan.steps[1].args.size, sizeof wide);
+  std::memcpy(&wide, plan.steps[1].args.bytes.data(), sizeof wide);
+  EXPECT_EQ(reinterpret_cast<std::uint64_t>(wide.claimed), 0x9000u);
+  const std::vector<std::string> kernel = family().kernel_expressions(claimed, causal);
+  EXPECT_TRUE(kernel[0].ends_with(",0,0,1>")) << kernel[0];
+  Config strided = claimed;
+  strided.values["persistent"] = 1;
+  EXPECT_EQ(family().workspace_bytes(strided, causal, device), 0u);
+  EXPECT_EQ(family().plan(strided, causal, device, addresses, 0, CallScalars{}).step_count, 1);
+  // Non-causal blocks are all as long; one tile leaves no register for the block handed over.
+  EXPECT_TRUE(family().reject(claimed, attention({4, 16, 4096, 128}), device).has_value());
+  Config tight = claimed;
+  tight.values["block_n"] = 192;
+  EXPECT_TRUE(family().reject(tight, attention({4, 16, 1, 4096, 4096, 64}, {{"causal", "1"}}), device)
+                  .has_value());
+}
+
 TEST(AttentionFamily, CpuReferenceAveragesValuesAndEmptiesRowsThatSeeNoKey) {
   // One batch, one head, 3 queries, 2 keys, head dim 8, causal: query 0 sees no key (0 + 2 - 3
   // < 0), query 1 sees key 0, query 2 both.

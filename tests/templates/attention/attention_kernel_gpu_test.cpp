@@ -126,10 +126,10 @@ TEST_F(GpuAttention, SampledConfigsMatchTheReferenceOnOddShapes) {
     const std::size_t step = std::max<std::size_t>(1, valid.size() / 6);
     for (std::size_t i = p % step; i < valid.size(); i += step)
       verify(bench, valid[i], 200 + checked_);
-    // Each consumer count of the wgmma kernel, persistent or not, on every shape, whatever the
-    // sample took.
+    // Each consumer count of the wgmma kernel, persistent (strided or claiming, causal) or not,
+    // on every shape, whatever the sample took.
     for (int consumers = 1; consumers <= 3; ++consumers)
-      for (int persistent = 0; persistent <= 1; ++persistent) {
+      for (int persistent = 0; persistent <= 2; ++persistent) {
         const auto first = std::find_if(valid.begin(), valid.end(), [&](const Config& c) {
           return c.at("variant") == 1 && c.at("consumers") == consumers &&
                  c.at("pipeline") == consumers % 2 && c.at("persistent") == persistent;
@@ -170,6 +170,37 @@ TEST_F(GpuAttention, PersistentCtasCarryTheirPipelineAcrossQueryBlocks) {
     }
   }
   EXPECT_GE(persistent_checked, 25);
+}
+
+// Persistent CTAs that claim their query blocks from a counter (causal), on a GPU that pretends
+// to have 3 SMs: every block is taken once (one left out would stay poisoned, one taken twice
+// could not be seen, but its CTA would claim past the end), and each config runs twice on the
+// same workspace, so a counter left from the run before would show.
+TEST_F(GpuAttention, ClaimingCtasTakeEveryQueryBlockOnceRunAfterRun) {
+  if (device_.cc_major < 9) GTEST_SKIP() << "the wgmma kernel needs sm_90a";
+  DeviceTarget three_sms = device_;
+  three_sms.sm_count = 3;
+  const std::vector<Problem> problems = {
+      attention({2, 4, 2, 700, 530, 64}, {{"causal", "1"}}),
+      attention({1, 3, 1000, 128}, {{"causal", "1"}, {"layout", "bhsd"}}),
+      attention({2, 2, 1, 300, 1000, 96}, {{"causal", "1"}}, DType::f16),
+      attention({1, 2, 1, 3000, 3000, 256}, {{"causal", "1"}})};
+  const Family& family = find_family("attention");
+  int claimed_checked = 0;
+  for (std::size_t p = 0; p < problems.size(); ++p) {
+    const Problem& problem = problems[p];
+    tuner::Workbench bench(family, problem, three_sms);
+    std::size_t index = p;  // a tenth of the claiming configs, a different one per problem
+    for (const Config& config : family.enumerate()) {
+      if (config.at("variant") != 1 || config.at("persistent") != 2 ||
+          family.reject(config, problem, three_sms) || index++ % 10 != 0)
+        continue;
+      verify(bench, config, 500 + checked_);
+      verify(bench, config, 600 + checked_);
+      ++claimed_checked;
+    }
+  }
+  EXPECT_GE(claimed_checked, 12);
 }
 
 // A scale that is not positive takes the softmax's detour (scaled in place, not in the exponent's
