@@ -56,7 +56,7 @@ namespace {
 struct Running {
   int ordinal = 0;
   pid_t pid = -1;
-  int fds[2] = {-1, -1};  // stdout, stderr
+  int fds[2] = {-1, -1};   // stdout, stderr
   std::string partial[2];  // a line not yet ended
 };
 
@@ -64,7 +64,8 @@ Running start(const GpuChild& child) {
   Running running;
   running.ordinal = child.ordinal;
   int out[2], err[2];
-  if (::pipe2(out, O_CLOEXEC) != 0) throw Error(std::string("creating a pipe: ") + std::strerror(errno));
+  if (::pipe2(out, O_CLOEXEC) != 0)
+    throw Error(std::string("creating a pipe: ") + std::strerror(errno));
   if (::pipe2(err, O_CLOEXEC) != 0) {
     ::close(out[0]);
     ::close(out[1]);
@@ -83,7 +84,8 @@ Running start(const GpuChild& child) {
   std::vector<char*> argv = {const_cast<char*>("tilesmith")};
   for (const std::string& arg : child.args) argv.push_back(const_cast<char*>(arg.c_str()));
   argv.push_back(nullptr);
-  const int result = posix_spawn(&running.pid, "/proc/self/exe", &actions, &attributes, argv.data(), environ);
+  const int result =
+      posix_spawn(&running.pid, "/proc/self/exe", &actions, &attributes, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attributes);
   ::close(out[1]);
@@ -106,7 +108,8 @@ void pass_lines(Running& child, int stream, const char* text, std::size_t size) 
   std::ostream& to = stream == 0 ? std::cout : std::cerr;
   std::size_t begin = 0, end;
   while ((end = partial.find('\n', begin)) != std::string::npos) {
-    to << "[gpu " << child.ordinal << "] " << std::string_view(partial).substr(begin, end - begin + 1);
+    to << "[gpu " << child.ordinal << "] "
+       << std::string_view(partial).substr(begin, end - begin + 1);
     begin = end + 1;
   }
   partial.erase(0, begin);

@@ -330,9 +330,10 @@ int tune_on_gpus(const std::vector<int>& gpus, const std::vector<std::string>& a
     by_model[device.model_key()].push_back(ordinal);
     devices.emplace(device.model_key(), device);
   }
-  const int all_jobs = sweep.compile_processes > 0
-                           ? sweep.compile_processes
-                           : std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 16);
+  const int all_jobs =
+      sweep.compile_processes > 0
+          ? sweep.compile_processes
+          : std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 16);
   const int jobs = std::max(1, all_jobs / static_cast<int>(gpus.size()));
   std::vector<GpuChild> children;
   for (const auto& [model, members] : by_model) {
@@ -348,7 +349,8 @@ int tune_on_gpus(const std::vector<int>& gpus, const std::vector<std::string>& a
         child.args.insert(child.args.end(),
                           {"--shard", std::to_string(shard) + "/" + std::to_string(shards)});
       if (sweep.max_candidates) {
-        const int share = *sweep.max_candidates / group + (j < *sweep.max_candidates % group ? 1 : 0);
+        const int share =
+            *sweep.max_candidates / group + (j < *sweep.max_candidates % group ? 1 : 0);
         if (share == 0) continue;
         child.args.insert(child.args.end(), {"--budget", std::to_string(share)});
       } else if (sweep.max_seconds) {
@@ -372,7 +374,8 @@ int tune_on_gpus(const std::vector<int>& gpus, const std::vector<std::string>& a
     for (const auto& [model, device] : devices) {
       std::cout << problem.key() << " on " << model << "\n";
       const Family& family = find_family(problem.op);
-      if (std::optional<cache::Winner> winner = database.winner({model, problem, template_hash(family)}))
+      if (std::optional<cache::Winner> winner =
+              database.winner({model, problem, template_hash(family)}))
         print_winner(*winner, problem, device);
       else
         std::cout << "  winner    none: no config passed verification\n";
@@ -495,7 +498,8 @@ int run_tune(const std::vector<std::string>& args) {
       return tune_on_gpus(parse_gpu_list(gpu_list, driver::device_count()), args, options, sweep,
                           budget, problems, database_flag);
     if (gpu_list != "all") parse_gpu_list(gpu_list, std::numeric_limits<int>::max());  // its form
-    std::cerr << "tilesmith: note: --gpus: no GPU here (" << no_gpu << "); one process compiles the "
+    std::cerr << "tilesmith: note: --gpus: no GPU here (" << no_gpu
+              << "); one process compiles the "
               << "space for " << sweep.offline_arch << "\n";
   }
   LocalGpu gpu = local_gpu(sweep.device_ordinal);

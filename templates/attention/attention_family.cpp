@@ -170,14 +170,17 @@ class AttentionFamily final : public Family {
       const int block_n = wide_head ? 64 : head_dim <= 64 && s.seq_k >= 1024 ? 192 : 128;
       for (int stages : {wide_head ? 3 : 2, 2})
         for (int pipeline : {wide_head ? 1 : 0, 0}) {
-          const Config wgmma{{{"variant", kWgmma},
-                              {"block_n", block_n},
-                              {"consumers", wide_head ? 2 : 3},
-                              {"stages", stages},
-                              {"tile_order", s.causal && (head_dim <= 64 || s.seq_q >= 4096) ? 1 : 0},
-                              {"pipeline", pipeline},
-                              {"pingpong", 0},
-                              {"persistent", wide_head ? 0 : s.causal && head_dim > 64 ? 2 : 1}}};
+          const Config wgmma{
+              {{"variant", kWgmma},
+               {"block_n", block_n},
+               {"consumers", wide_head ? 2 : 3},
+               {"stages", stages},
+               {"tile_order", s.causal && (head_dim <= 64 || s.seq_q >= 4096) ? 1 : 0},
+               {"pipeline", pipeline},
+               {"pingpong", 0},
+               {"persistent", wide_head                   ? 0
+                              : s.causal && head_dim > 64 ? 2
+                                                          : 1}}};
           if (!reject(wgmma, problem, device)) return wgmma;
         }
     }
@@ -233,7 +236,8 @@ class AttentionFamily final : public Family {
   }
 
   // The claimed blocks' counter (persistent = 2).
-  std::size_t workspace_bytes(const Config& config, const Problem&, const DeviceTarget&) const override {
+  std::size_t workspace_bytes(const Config& config, const Problem&,
+                              const DeviceTarget&) const override {
     return config.at("variant") == kWgmma && WgmmaTile(config).claims_blocks() ? 16 : 0;
   }
 
@@ -363,7 +367,8 @@ class AttentionFamily final : public Family {
     if (device.cc_major < 9) return "the wgmma template needs sm_90a";
     if (tile.pingpong && tile.consumers != 2) return "ping-pong takes two consumer warpgroups";
     // Non-causal blocks are all as long: the stride already balances them.
-    if (tile.claims_blocks() && !s.causal) return "claimed blocks (persistent=2) are for causal grids";
+    if (tile.claims_blocks() && !s.causal)
+      return "claimed blocks (persistent=2) are for causal grids";
     const int head_dim = wgmma_head_dim(s.head_dim);
     // The block handed over is one more value through the consumers' loop; ptxas spills it where
     // three consumers hold 192 keys of scores beside a 64-wide O (every other tile has room).

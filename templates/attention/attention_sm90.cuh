@@ -16,10 +16,10 @@
 // its predecessor's last steps.
 // CLAIM (persistent): after its first block, blockIdx.x, a CTA claims the next one from a
 // counter (gridDim.x + the claims before it), so a CTA that drew short causal blocks takes more
-// of them and, longest first (tile_order 1), the grid ends together. The producer claims a block
-// once it has issued the current one's loads and hands it to the consumers with Q: it writes the block's
-// number into shared memory before its arrival on q_full, whose release the consumers' wait
-// acquires; past the last block, the arrival alone says there is none.
+// of them and, longest first (tile_order 1), the grid ends together. The producer claims a
+// block once it has issued the current one's loads, and hands it to the consumers with Q: it
+// writes the block's number into shared memory before its arrival on q_full, whose release the
+// consumers' wait acquires; past the last block it writes -1.
 //
 // Shared memory, 1024-byte aligned, every tile in 64-column panels of 128-byte rows (the 128-byte
 // swizzle TMA writes and wgmma reads; a head dim past 64 is several panels):
@@ -76,11 +76,10 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128,
   auto block_of = [&](int tile) {
     return query_block<BLOCK_M, BLOCK_N, CAUSAL, TILE_ORDER>(p, tile);
   };
-  // CLAIM: the blocks the producer hands over, after the barriers, by the parity of their count
-  // (q_phase on both sides): a slot is written again only after the consumers' last Q K^T of
-  // the block after it, long after they read it.
-  // A shared-memory address from q_empty, which the consumers hold anyway: a pointer of its own
-  // would be one more register through their loop, the one that spills at 160.
+  // CLAIM: the slot of a handed-over block, after the barriers, by the parity of the blocks'
+  // count (q_phase on both sides): a slot is written again only after the consumers' last Q K^T
+  // of the block after it, long after they read it. An address from q_empty, which the
+  // consumers hold anyway, not a pointer of its own: one more register through their loop.
   auto handed = [&](unsigned parity) { return q_empty + 8u + 4u * parity; };
 
   if (threadIdx.x == 0) {
@@ -108,9 +107,9 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128,
       for (int tile = first_tile; CLAIM || tile < tiles;) {
         mbarrier_wait(q_empty, q_phase ^ 1u);  // the previous block's Q read
         if (CLAIM) {
-          store_shared_u32(handed(q_phase), tile < tiles ? tile : -1);  // q_phase: the count's parity
+          store_shared_u32(handed(q_phase), tile < tiles ? tile : -1);
           if (tile >= tiles) {
-            mbarrier_arrive(q_full);  // no more blocks
+            mbarrier_arrive(q_full);  // with -1: no more blocks
             break;
           }
         }
@@ -266,7 +265,8 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128,
       row_max[r] = negative_infinity();
       row_sum[r] = 0.f;
     }
-    if (!CLAIM) mbarrier_wait(q_full, q_phase);  // also when no key block runs: no copy may outlive the CTA
+    // Also when no key block runs: no copy may outlive the CTA (CLAIM: waited in take_block).
+    if (!CLAIM) mbarrier_wait(q_full, q_phase);
     q_phase ^= 1u;
     if (n_blocks == 0 && tid == 0) mbarrier_arrive(q_empty);
     if (PINGPONG && c == 1) named_barrier_arrive(1, 256);

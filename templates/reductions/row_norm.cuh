@@ -624,8 +624,9 @@ __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm(const RowPar
               all_staged || from_ring_residual
                   ? reinterpret_cast<const char*>(ring) + residual_slot(k % RING_STAGES, item)
                   : nullptr;
-          row_epilogue<KIND_IN, KIND_OUT, FLAGS, VEC>(p, v[item], col, residual_row, shift, scale, staged,
-                                                      PARAM_STRIDE, staged_residual, all_staged);
+          row_epilogue<KIND_IN, KIND_OUT, FLAGS, VEC>(p, v[item], col, residual_row, shift, scale,
+                                                      staged, PARAM_STRIDE, staged_residual,
+                                                      all_staged);
           store_elements<KIND_OUT, VEC>(p.y, y_first + item * THREADS_ROW * VEC, v[item]);
         }
     };

@@ -340,8 +340,11 @@ __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm_backward(con
       constant = -v.scale * (sums.a / cols);
     }
     auto gradient = [&](float xhat, float g) {
-      if constexpr (OP == kRowSoftmax) return xhat * (g - sums);  // y * (dy - sum(y * dy))
-      else return fmaf(g, v.scale, fmaf(xhat, per_xhat, constant));
+      if constexpr (OP == kRowSoftmax) {
+        return xhat * (g - sums);  // y * (dy - sum(y * dy))
+      } else {
+        return fmaf(g, v.scale, fmaf(xhat, per_xhat, constant));
+      }
     };
     if (v.active) {
       const long long dx_row = v.row * p.dx_stride;

@@ -150,7 +150,8 @@ TEST(GpuCliSweep, GpusAllSpreadsOneSweepAndStopsWithEveryGpusPart) {
   EXPECT_EQ(one(db, "SELECT count(*) FROM trials"), "40") << "the budget is split, not multiplied";
   for (int ordinal = 0; ordinal < driver::device_count(); ++ordinal)
     EXPECT_TRUE(contains(spread.out, "[gpu " + std::to_string(ordinal) + "] ")) << spread.out;
-  EXPECT_EQ(one(db, "SELECT count(DISTINCT sweep_id) FROM trials"), std::to_string(driver::device_count()));
+  EXPECT_EQ(one(db, "SELECT count(DISTINCT sweep_id) FROM trials"),
+            std::to_string(driver::device_count()));
   EXPECT_TRUE(contains(spread.out, "winners over the trials of every GPU:")) << spread.out;
 
   std::vector<std::string> whole(args.begin(), args.end());

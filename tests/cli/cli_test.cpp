@@ -859,15 +859,16 @@ TEST_F(CliTune, SmallRandomSweepCompilesOrFindsAWinner) {
 // --gpus: a sweep process per GPU, each line of theirs led by its GPU, then the winners over
 // every GPU's trials; without a GPU, one process compiles the space as `tune` does.
 TEST_F(CliTune, GpusSpreadsTheSweepOverTheGpusOrWithoutOneCompilesOnce) {
-  const std::vector<std::string> tune = {"tune",     "--op",     "matmul", "--dtype", "bf16",
-                                         "--shape",  "64x64x64", "--budget", "4", "--strategy",
-                                         "random",   "--db",     dir_.file("gpus.db").string()};
+  const std::vector<std::string> tune = {
+      "tune", "--op", "matmul", "--dtype", "bf16", "--shape", "64x64x64", "--budget", "4",
+      "--strategy", "random", "--db", dir_.file("gpus.db").string()};
   auto with = [&](std::vector<std::string> extra) {
     std::vector<std::string> args = tune;
     args.insert(args.end(), extra.begin(), extra.end());
     return run(args);
   };
-  testing::expect_error_line(with({"--gpus", "x"}), "bad --gpus 'x': expected 'all' or GPU ordinals");
+  testing::expect_error_line(with({"--gpus", "x"}),
+                             "bad --gpus 'x': expected 'all' or GPU ordinals");
   testing::expect_error_line(with({"--gpus", "0,0"}), "--gpus names GPU 0 twice");
   testing::expect_error_line(with({"--gpus", "0,"}), "bad --gpus '0,'");
   testing::expect_error_line(with({"--gpus", "all", "--device", "0"}),
@@ -886,8 +887,9 @@ TEST_F(CliTune, GpusSpreadsTheSweepOverTheGpusOrWithoutOneCompilesOnce) {
   EXPECT_TRUE(contains(spread.out, "gpu 0: " + model + ", ")) << spread.out;
   EXPECT_TRUE(contains(spread.out, "[gpu 0] database: ")) << spread.out;
   EXPECT_TRUE(contains(spread.out, "[gpu 0]   winner    ")) << spread.out;
-  EXPECT_TRUE(contains(spread.out, "winners over the trials of every GPU:\nmatmul bf16->bf16 64x64x64 on " +
-                                       model + "\n  winner    "))
+  EXPECT_TRUE(
+      contains(spread.out, "winners over the trials of every GPU:\nmatmul bf16->bf16 64x64x64 on " +
+                               model + "\n  winner    "))
       << spread.out;
 }
 

@@ -232,8 +232,14 @@ TEST(AttentionFamily, ClaimedBlocksCountInAZeroedWorkspace) {
   const DeviceTarget device = DeviceTarget::assumed_for_arch("sm_90a");
   const std::vector<std::uint64_t> addresses = {0x1000, 0x2000, 0x3000, 0x4000, 0x5000};
   const Problem causal = attention({4, 16, 1, 4096, 4096, 128}, {{"causal", "1"}});
-  const Config claimed{{{"variant", 1}, {"block_n", 128}, {"consumers", 3}, {"stages", 2},
-                        {"tile_order", 1}, {"pipeline", 0}, {"pingpong", 0}, {"persistent", 2}}};
+  const Config claimed{{{"variant", 1},
+                        {"block_n", 128},
+                        {"consumers", 3},
+                        {"stages", 2},
+                        {"tile_order", 1},
+                        {"pipeline", 0},
+                        {"pingpong", 0},
+                        {"persistent", 2}}};
   ASSERT_FALSE(family().reject(claimed, causal, device).has_value());
   EXPECT_EQ(family().workspace_bytes(claimed, causal, device), 16u);
   const LaunchPlan plan = family().plan(claimed, causal, device, addresses, 0x9000, CallScalars{});
@@ -256,7 +262,8 @@ TEST(AttentionFamily, ClaimedBlocksCountInAZeroedWorkspace) {
   EXPECT_TRUE(family().reject(claimed, attention({4, 16, 4096, 128}), device).has_value());
   Config tight = claimed;
   tight.values["block_n"] = 192;
-  EXPECT_TRUE(family().reject(tight, attention({4, 16, 1, 4096, 4096, 64}, {{"causal", "1"}}), device)
+  EXPECT_TRUE(family()
+                  .reject(tight, attention({4, 16, 1, 4096, 4096, 64}, {{"causal", "1"}}), device)
                   .has_value());
 }
 
