@@ -11,9 +11,11 @@
 #include <charconv>
 #include <cstring>
 #include <iostream>
+#include <map>
 #include <set>
 
-#include "cli/cli_common.hpp"
+#include "templates/problem.hpp"
+#include "tilesmith/types.hpp"
 #include "tuner/interrupt.hpp"
 
 extern char** environ;
@@ -48,6 +50,43 @@ std::vector<int> parse_gpu_list(const std::string& text, int visible) {
     begin = end + 1;
   }
   return gpus;
+}
+
+std::vector<GpuChild> split_over_gpus(const std::vector<GpuOnHost>& gpus,
+                                      const std::vector<std::string>& passed,
+                                      const SharedSweep& shared) {
+  std::map<std::string, std::vector<int>> by_model;  // the database keys results by model
+  for (const GpuOnHost& gpu : gpus) by_model[gpu.model].push_back(gpu.ordinal);
+  const int jobs = std::max(1, shared.compile_jobs / std::max(1, static_cast<int>(gpus.size())));
+  std::vector<GpuChild> children;
+  for (const auto& [model, members] : by_model) {
+    const int group = static_cast<int>(members.size());
+    for (int j = 0; j < group; ++j) {
+      GpuChild child;
+      child.ordinal = members[j];
+      child.model = model;
+      child.jobs = jobs;
+      child.shards = shared.shard_count * group;
+      child.shard = shared.shard_index + shared.shard_count * j;
+      child.args = {"tune"};
+      child.args.insert(child.args.end(), passed.begin(), passed.end());
+      child.args.insert(child.args.end(), {"--device", std::to_string(child.ordinal), "--jobs",
+                                           std::to_string(jobs)});
+      if (child.shards > 1)
+        child.args.insert(child.args.end(), {"--shard", std::to_string(child.shard) + "/" +
+                                                            std::to_string(child.shards)});
+      if (shared.max_candidates) {
+        const int share =
+            *shared.max_candidates / group + (j < *shared.max_candidates % group ? 1 : 0);
+        if (share == 0) continue;
+        child.args.insert(child.args.end(), {"--budget", std::to_string(share)});
+      } else if (!shared.seconds_budget.empty()) {
+        child.args.insert(child.args.end(), {"--budget", shared.seconds_budget});
+      }
+      children.push_back(std::move(child));
+    }
+  }
+  return children;
 }
 
 namespace {

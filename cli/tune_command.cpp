@@ -309,10 +309,9 @@ void add_stale_problems(const cache::Database& database, const LocalGpu& gpu,
     std::cout << "stale: no stale winners " << (model ? "on " + *model : "on any GPU model") << "\n";
 }
 
-// --gpus: a child sweep per GPU (cli/gpu_fanout.hpp), each given its GPU, its shard of its
-// model's space (a --shard i/N of the whole command is split further), its share of the compile
-// jobs and of a budget in candidates; the rest of the command line passes through as written.
-// Afterwards the winners of the --shape problems, decided over every GPU's trials.
+// --gpus: a child sweep per GPU, split as split_over_gpus says (cli/gpu_fanout.hpp), with the
+// rest of the command line as written; afterwards the winners of the --shape problems, decided
+// over every GPU's trials.
 int tune_on_gpus(const std::vector<int>& gpus, const std::vector<std::string>& args,
                  po::options_description& options, const tuner::SweepOptions& sweep,
                  const std::string& budget, const std::vector<Problem>& problems,
@@ -323,47 +322,29 @@ int tune_on_gpus(const std::vector<int>& gpus, const std::vector<std::string>& a
     if (!own.count(option.string_key))
       passed.insert(passed.end(), option.original_tokens.begin(), option.original_tokens.end());
 
-  std::map<std::string, std::vector<int>> by_model;  // the database keys results by model
+  std::vector<GpuOnHost> hosted;
   std::map<std::string, DeviceTarget> devices;
   for (int ordinal : gpus) {
     DeviceTarget device = driver::describe_device(ordinal);
-    by_model[device.model_key()].push_back(ordinal);
+    hosted.push_back({ordinal, device.model_key()});
     devices.emplace(device.model_key(), device);
   }
-  const int all_jobs =
+  SharedSweep shared;
+  shared.shard_index = sweep.shard_index;
+  shared.shard_count = sweep.shard_count;
+  shared.compile_jobs =
       sweep.compile_processes > 0
           ? sweep.compile_processes
           : std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 16);
-  const int jobs = std::max(1, all_jobs / static_cast<int>(gpus.size()));
-  std::vector<GpuChild> children;
-  for (const auto& [model, members] : by_model) {
-    const int group = static_cast<int>(members.size());
-    for (int j = 0; j < group; ++j) {
-      GpuChild child{members[j], {"tune"}};
-      child.args.insert(child.args.end(), passed.begin(), passed.end());
-      child.args.insert(child.args.end(),
-                        {"--device", std::to_string(members[j]), "--jobs", std::to_string(jobs)});
-      const int shards = sweep.shard_count * group;
-      const int shard = sweep.shard_index + sweep.shard_count * j;
-      if (shards > 1)
-        child.args.insert(child.args.end(),
-                          {"--shard", std::to_string(shard) + "/" + std::to_string(shards)});
-      if (sweep.max_candidates) {
-        const int share =
-            *sweep.max_candidates / group + (j < *sweep.max_candidates % group ? 1 : 0);
-        if (share == 0) continue;
-        child.args.insert(child.args.end(), {"--budget", std::to_string(share)});
-      } else if (sweep.max_seconds) {
-        child.args.insert(child.args.end(), {"--budget", budget});
-      }
-      std::cout << "gpu " << members[j] << ": " << model << ", "
-                << (shards > 1 ? "shard " + std::to_string(shard) + "/" + std::to_string(shards) +
-                                     " of the space"
-                               : std::string("the whole space"))
-                << ", " << jobs << " compile jobs\n";
-      children.push_back(std::move(child));
-    }
-  }
+  shared.max_candidates = sweep.max_candidates;
+  if (sweep.max_seconds) shared.seconds_budget = budget;
+  const std::vector<GpuChild> children = split_over_gpus(hosted, passed, shared);
+  for (const GpuChild& child : children)
+    std::cout << "gpu " << child.ordinal << ": " << child.model << ", "
+              << (child.shards > 1 ? "shard " + std::to_string(child.shard) + "/" +
+                                         std::to_string(child.shards) + " of the space"
+                                   : std::string("the whole space"))
+              << ", " << child.jobs << " compile jobs\n";
   std::cout << std::flush;
   const int status = run_children(children);
   if (status != 0 || problems.empty()) return status;
