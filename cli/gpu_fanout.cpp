@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,8 +16,7 @@
 #include "templates/problem.hpp"
 #include "tilesmith/types.hpp"
 #include "tuner/interrupt.hpp"
-
-extern char** environ;
+#include "tuner/worker_process.hpp"
 
 namespace tilesmith::cli {
 
@@ -110,23 +108,12 @@ Running start(const GpuChild& child) {
     ::close(out[1]);
     throw Error(std::string("creating a pipe: ") + std::strerror(errno));
   }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, err[1], STDERR_FILENO);
-  // A process group of its own: a terminal's Ctrl-C reaches this process alone, which passes it
-  // on to each child once.
-  posix_spawnattr_t attributes;
-  posix_spawnattr_init(&attributes);
-  posix_spawnattr_setpgroup(&attributes, 0);
-  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
-  std::vector<char*> argv = {const_cast<char*>("tilesmith")};
-  for (const std::string& arg : child.args) argv.push_back(const_cast<char*>(arg.c_str()));
-  argv.push_back(nullptr);
+  // A terminal's Ctrl-C reaches this process alone (spawn_self), which passes it on to each
+  // child once.
+  std::vector<std::string> argv = {"tilesmith"};
+  argv.insert(argv.end(), child.args.begin(), child.args.end());
   const int result =
-      posix_spawn(&running.pid, "/proc/self/exe", &actions, &attributes, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attributes);
+      tuner::spawn_self(argv, {{out[1], STDOUT_FILENO}, {err[1], STDERR_FILENO}}, &running.pid);
   ::close(out[1]);
   ::close(err[1]);
   running.fds[0] = out[0];

@@ -14,7 +14,6 @@
 #include <map>
 #include <optional>
 #include <set>
-#include <thread>
 
 #include "cli/cli_common.hpp"
 #include "cli/commands.hpp"
@@ -22,6 +21,7 @@
 #include "driver/cuda_driver.hpp"
 #include "generator/rendered_source.hpp"
 #include "templates/registry.hpp"
+#include "tuner/compile_pool.hpp"
 #include "tuner/interrupt.hpp"
 #include "tuner/search_strategy.hpp"
 #include "tuner/sweep.hpp"
@@ -333,9 +333,7 @@ int tune_on_gpus(const std::vector<int>& gpus, const std::vector<std::string>& a
   shared.shard_index = sweep.shard_index;
   shared.shard_count = sweep.shard_count;
   shared.compile_jobs =
-      sweep.compile_processes > 0
-          ? sweep.compile_processes
-          : std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 16);
+      sweep.compile_processes > 0 ? sweep.compile_processes : tuner::default_compile_processes();
   shared.max_candidates = sweep.max_candidates;
   if (sweep.max_seconds) shared.seconds_budget = budget;
   const std::vector<GpuChild> children = split_over_gpus(hosted, passed, shared);

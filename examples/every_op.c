@@ -131,7 +131,6 @@ static int row_ops(tilesmith_runtime* runtime) {
                                   "layernorm_act_residual gelu", "rmsnorm_act_residual silu"};
     ok &= agrees(names[op], dout, 0, expected, n, 1e-2);
     if (op == TILESMITH_SOFTMAX) { /* its backward reads this output */
-      memset(&desc, 0, sizeof desc);
       tilesmith_rows_backward_desc back;
       memset(&back, 0, sizeof back);
       back.op = TILESMITH_SOFTMAX_BACKWARD;

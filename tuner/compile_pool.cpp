@@ -75,9 +75,12 @@ CompiledKernel kernel_from_reply(const Message& m) {
 
 }  // namespace
 
+int default_compile_processes() {
+  return std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 16);
+}
+
 CompilePool::CompilePool(int processes) {
-  if (processes <= 0)
-    processes = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 16);
+  if (processes <= 0) processes = default_compile_processes();
   try {
     for (int i = 0; i < processes; ++i) threads_.emplace_back([this] { serve(); });
   } catch (const std::system_error& error) {

@@ -29,9 +29,12 @@ struct CompileOutcome {
   std::string error;                     // the NVRTC log and context
 };
 
+// What `processes` 0 means: one per core, at most 16.
+int default_compile_processes();
+
 class CompilePool {
  public:
-  // `processes` 0: one per core, at most 16.
+  // `processes` 0: default_compile_processes().
   explicit CompilePool(int processes);
   ~CompilePool();
   CompilePool(const CompilePool&) = delete;

@@ -83,33 +83,36 @@ bool wait_readable(int fd, double seconds) {
   }
 }
 
+int spawn_self(const std::vector<std::string>& argv, const std::vector<std::pair<int, int>>& dup2s,
+               pid_t* pid) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  for (const auto& [from, to] : dup2s) posix_spawn_file_actions_adddup2(&actions, from, to);
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  posix_spawnattr_setpgroup(&attributes, 0);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
+  std::vector<char*> words;
+  for (const std::string& word : argv) words.push_back(const_cast<char*>(word.c_str()));
+  words.push_back(nullptr);
+  const int result =
+      posix_spawn(pid, "/proc/self/exe", &actions, &attributes, words.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attributes);
+  return result;
+}
+
 WorkerProcess::WorkerProcess(const std::string& role, const std::string& argument) {
   int down[2], up[2];  // parent -> child, child -> parent
   if (::pipe2(down, O_CLOEXEC) != 0 || ::pipe2(up, O_CLOEXEC) != 0)
     throw Error(std::string("creating worker pipes: ") + std::strerror(errno));
   // The child's ends must survive exec: dup them to descriptors without close-on-exec.
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
   const int child_in = 100, child_out = 101;
-  posix_spawn_file_actions_adddup2(&actions, down[0], child_in);
-  posix_spawn_file_actions_adddup2(&actions, up[1], child_out);
-  // A process group of its own: Ctrl-C on a terminal reaches the tuner alone, which stops its
-  // workers itself after recording what they did.
-  posix_spawnattr_t attributes;
-  posix_spawnattr_init(&attributes);
-  posix_spawnattr_setpgroup(&attributes, 0);
-  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
-  std::string in_text = std::to_string(child_in), out_text = std::to_string(child_out);
-  std::vector<char*> argv = {const_cast<char*>("tilesmith-worker"),
-                             const_cast<char*>("--tilesmith-worker"),
-                             const_cast<char*>(role.c_str()),
-                             in_text.data(),
-                             out_text.data(),
-                             const_cast<char*>(argument.c_str()),
-                             nullptr};
-  int result = posix_spawn(&pid_, "/proc/self/exe", &actions, &attributes, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attributes);
+  // Ctrl-C on a terminal reaches the tuner alone, which stops its workers itself after
+  // recording what they did.
+  const int result = spawn_self({"tilesmith-worker", "--tilesmith-worker", role,
+                                 std::to_string(child_in), std::to_string(child_out), argument},
+                                {{down[0], child_in}, {up[1], child_out}}, &pid_);
   ::close(down[0]);
   ::close(up[1]);
   to_child_ = down[1];

@@ -5,10 +5,11 @@
 
 #include <sys/types.h>
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-
-#include <nlohmann/json.hpp>
+#include <utility>
+#include <vector>
 
 namespace tilesmith::tuner {
 
@@ -24,6 +25,13 @@ void write_message(int fd, const Message& message);
 std::optional<Message> read_message(int fd);
 // Waits up to `seconds` for `fd` to become readable; false on timeout.
 bool wait_readable(int fd, double seconds);
+
+// Starts /proc/self/exe with `argv` (argv[0] included) in a process group of its own, so a
+// terminal's Ctrl-C reaches the caller alone, which decides what its children do; each pair of
+// `dup2s` makes the child's descriptor `second` a copy of the caller's `first`. Returns
+// posix_spawn's error number (0: started, the child's id in `pid`).
+int spawn_self(const std::vector<std::string>& argv, const std::vector<std::pair<int, int>>& dup2s,
+               pid_t* pid);
 
 class WorkerProcess {
  public:
