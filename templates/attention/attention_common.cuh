@@ -34,13 +34,26 @@ struct QueryBlock {
 // The query blocks in the order CTAs take them, `tile` 0 first. TILE_ORDER 0: the query blocks
 // of one head in a row (they share its keys in L2). TILE_ORDER 1: the last query block of every
 // head, then the one before, so the blocks that see the most keys (causal) start first and the
-// short ones fill the tail.
+// short ones fill the tail. TILE_ORDER 2: the heads in groups of p.order_heads (as many as
+// have their keys and values in half the L2), each group longest first: the tail of 1 with the
+// L2 reuse of 0 (with every head at once, each block reads its keys from DRAM).
 template <int BLOCK_M, int BLOCK_N, int CAUSAL, int TILE_ORDER>
 __device__ __forceinline__ QueryBlock query_block(const AttentionParams& p, int tile) {
   const int m_blocks = (p.seq_q + BLOCK_M - 1) / BLOCK_M, batch_heads = p.batch * p.heads;
-  const int m_block = TILE_ORDER == 0 ? tile % m_blocks : m_blocks - 1 - tile / batch_heads;
+  int m_block;
   QueryBlock b;
-  b.batch_head = TILE_ORDER == 0 ? tile / m_blocks : tile % batch_heads;
+  if (TILE_ORDER == 0) {
+    m_block = tile % m_blocks;
+    b.batch_head = tile / m_blocks;
+  } else {
+    const int group_heads = TILE_ORDER == 1 ? batch_heads : p.order_heads;
+    const int group = tile / (group_heads * m_blocks);
+    const int first_head = group * group_heads;
+    const int heads = min(group_heads, batch_heads - first_head);
+    const int in_group = tile - first_head * m_blocks;
+    m_block = m_blocks - 1 - in_group / heads;
+    b.batch_head = first_head + in_group % heads;
+  }
   b.batch = b.batch_head / p.heads;
   b.head = b.batch_head % p.heads;
   b.kv_head = b.head / (p.heads / p.kv_heads);

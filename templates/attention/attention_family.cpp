@@ -57,18 +57,20 @@ constexpr int kMmaSync = 0, kWgmma = 1;
 // `pingpong` (two consumers taking turns at the tensor cores), and `persistent` (a CTA per SM
 // slot taking query blocks in turn, the next one's loads under the current one's end: 1, every
 // gridDim.x-th block; 2, causal only, each next block claimed from a counter in the workspace, so
-// the CTAs that drew short blocks take more). Both: the order of the query blocks (tile_order).
+// the CTAs that drew short blocks take more). Both: the order of the query blocks (tile_order:
+// head by head, longest first over every head, or longest first in groups of heads whose keys
+// and values fit in L2; attention_common.cuh).
 VariantSpaces variants() {
   return {{{{"block_m", {64, 128}},
             {"block_n", {32, 64, 128}},
             {"warps", {4, 8}},
             {"stages", {2, 3}},
             {"q_in_registers", {0, 1}},
-            {"tile_order", {0, 1}}},
+            {"tile_order", {0, 1, 2}}},
            {{"block_n", {64, 128, 192}},
             {"consumers", {1, 2, 3}},
             {"stages", {2, 3, 4}},
-            {"tile_order", {0, 1}},
+            {"tile_order", {0, 1, 2}},
             {"pipeline", {0, 1}},
             {"pingpong", {0, 1}},
             {"persistent", {0, 1, 2}}}}};
@@ -252,7 +254,8 @@ class AttentionFamily final : public Family {
     // A CTA per query block (the kernels take them in query_block's order, attention_common.cuh).
     LaunchGeometry geometry;
     geometry.grid[0] = m_blocks * batch_heads;
-    const AttentionParams p = params(s, addresses, scalars, 0);
+    AttentionParams p = params(s, addresses, scalars, 0);
+    p.order_heads = attention_order_heads(s, problem.dtype, device.l2_bytes);
     LaunchPlan plan;
     if (!wgmma) {
       const ForwardTile tile(config);

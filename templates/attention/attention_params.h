@@ -33,6 +33,7 @@ struct AttentionParams {
   int batch, heads, kv_heads, seq_q, seq_k, head_dim;
   float scale;       // applied to the scores before the softmax
   float scale_log2;  // scale * log2(e): the kernels' exponentials are exp2
+  int order_heads;   // the forward's tile_order 2: heads per group (attention_common.cuh)
 };
 
 // The wgmma forward's registers (attention_sm90.cuh). With one consumer warpgroup and a head

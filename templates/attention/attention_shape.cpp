@@ -105,7 +105,19 @@ AttentionParams attention_sizes(const AttentionShape& s, const CallScalars& scal
   const double scale = scalars.softmax_scale.value_or(1 / std::sqrt(static_cast<double>(s.head_dim)));
   p.scale = static_cast<float>(scale);
   p.scale_log2 = static_cast<float>(scale * 1.4426950408889634);
+  p.order_heads = static_cast<int>(s.batch * s.heads);
   return p;
+}
+
+int attention_order_heads(const AttentionShape& s, DType dtype, std::int64_t l2_bytes) {
+  const long long pairs = s.batch * s.heads;
+  if (l2_bytes <= 0) return static_cast<int>(pairs);
+  const double kv_bytes_per_head = 2.0 * static_cast<double>(s.seq_k) *
+                                   static_cast<double>(s.head_dim) *
+                                   static_cast<double>(dtype_size(dtype)) *
+                                   static_cast<double>(s.kv_heads) / static_cast<double>(s.heads);
+  const double fitting = static_cast<double>(l2_bytes) / 2 / kv_bytes_per_head;
+  return static_cast<int>(std::clamp<double>(std::floor(fitting), 1, static_cast<double>(pairs)));
 }
 
 TensorMapSpec attention_tensor_map(const AttentionShape& s, DType dtype, std::uint64_t address,

@@ -61,6 +61,11 @@ AttentionStrides attention_strides(const AttentionShape& s, const CallScalars& s
 // kernel's argument; the tensors and strides are the op's to fill in.
 AttentionParams attention_sizes(const AttentionShape& s, const CallScalars& scalars);
 
+// The forward's tile_order 2: how many (batch, head) pairs take their query blocks together (at
+// least one): as many as have their keys and values in half of an L2 of `l2_bytes` (query
+// heads of one kv head share theirs). Every pair where the L2's size is unknown (0).
+int attention_order_heads(const AttentionShape& s, DType dtype, std::int64_t l2_bytes);
+
 // A 4D TMA map {head dim, seq, heads, batch} of one tensor (`kv`: shaped as K and V), with its
 // strides, in boxes of 64 columns (one 128-byte swizzled row) by `rows`: the wgmma kernels'.
 TensorMapSpec attention_tensor_map(const AttentionShape& s, DType dtype, std::uint64_t address,

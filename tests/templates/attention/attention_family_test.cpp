@@ -11,6 +11,7 @@
 #include "support/clean_compile.hpp"
 #include "support/row_problems.hpp"
 #include "templates/attention/attention_params.h"
+#include "templates/attention/attention_shape.hpp"
 #include "templates/registry.hpp"
 
 namespace tilesmith {
@@ -144,6 +145,30 @@ TEST(AttentionFamily, PlanPassesPackedStridesTheScaleAndTheGrid) {
   EXPECT_EQ(p.o_strides.batch, 123456);
   EXPECT_FLOAT_EQ(p.scale, 0.5f);
   EXPECT_EQ(plan.steps[0].geometry.grid[0], (100u + 127) / 128 * 16);
+}
+
+// tile_order 2 takes the heads in groups whose keys and values fill at most half the L2.
+TEST(AttentionFamily, GroupsOfHeadsShareHalfTheL2) {
+  DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
+  hopper.l2_bytes = 50 << 20;
+  const std::vector<std::uint64_t> addresses = {0x1000, 0x2000, 0x3000, 0x4000, 0x5000};
+  // 2048 keys of 128 bf16 elements, K and V: 1 MB a head, 25 heads in 25 MB.
+  const Problem mha = attention({8, 32, 2048, 128}, {{"causal", "1"}});
+  Config config = family().default_config(mha, hopper);
+  config.values["tile_order"] = 2;
+  ASSERT_EQ(family().reject(config, mha, hopper), std::nullopt);
+  LaunchPlan plan = family().plan(config, mha, hopper, addresses, 0x9000, CallScalars{});
+  AttentionSm90Params wide;
+  std::memcpy(&wide, plan.steps[plan.step_count - 1].args.bytes.data(), sizeof wide);
+  EXPECT_EQ(wide.p.order_heads, 25);
+  // Four query heads to a kv head: each reads a quarter of its keys' bytes.
+  EXPECT_EQ(attention_order_heads(AttentionShape(attention({8, 32, 8, 2048, 2048, 128})),
+                                  DType::bf16, 50 << 20),
+            100);
+  // Never more than every head, never fewer than one; every head where the L2 is unknown.
+  EXPECT_EQ(attention_order_heads(AttentionShape(attention({1, 4, 2048, 128})), DType::bf16, 50 << 20), 4);
+  EXPECT_EQ(attention_order_heads(AttentionShape(attention({1, 4, 1 << 20, 256})), DType::bf16, 50 << 20), 1);
+  EXPECT_EQ(attention_order_heads(AttentionShape(mha), DType::bf16, 0), 256);
 }
 
 // The wgmma variant: 64 rows per consumer warpgroup plus a producer, and Q, K and V as 4D

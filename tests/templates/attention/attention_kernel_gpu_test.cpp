@@ -189,6 +189,9 @@ TEST_F(GpuAttention, PersistentCtasCarryTheirPipelineAcrossQueryBlocks) {
 TEST_F(GpuAttention, ClaimingCtasTakeEveryQueryBlockOnceRunAfterRun) {
   DeviceTarget three_sms = device_;
   three_sms.sm_count = 3;
+  // And an L2 so small that tile_order 2 groups at most 3 heads: groups of 3, 3 and 2 of the
+  // first problem's 8, one head a group in the others.
+  three_sms.l2_bytes = 420000;
   const std::vector<Problem> problems = {
       attention({2, 4, 2, 700, 530, 64}, {{"causal", "1"}}),
       attention({1, 3, 1000, 128}, {{"causal", "1"}, {"layout", "bhsd"}}),
