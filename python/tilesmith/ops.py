@@ -323,7 +323,7 @@ _matmul_op.register_autograd(_matmul_backward, setup_context=_matmul_setup)
 def matmul(a, b, *, bias=None, residual=None, activation=None, out_dtype=None):
     """act(a @ b + bias) + residual. a: (M, K) or (batch, M, K); b: (K, N) or (batch, K, N) (a
     transposed view, e.g. W.t() of a linear layer's weight, is read in place); bf16 or f16 in
-    (f32 in runs as tf32 on sm_90a); out_dtype: a's dtype (default) or torch.float32; bias: (N,)
+    (f32 in runs as tf32); out_dtype: a's dtype (default) or torch.float32; bias: (N,)
     and residual: like the output, of the output's dtype; activation: None, "relu", "gelu" (the
     erf form) or "silu"."""
     if _direct(a, b, bias, residual):

@@ -113,4 +113,17 @@ __device__ __forceinline__ void mma_16x8x16(float (&d)[4], const unsigned (&a)[4
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// D = A * B + D for one 16x8x8 tile of tf32 (fp32 bits; the MMA ignores the low 13 mantissa
+// bits), fp32 accumulation. The fragments hold one fp32 element per register where a 16x8x16
+// MMA's hold two 16-bit ones: A (m g, k t), (g+8, t), (g, t+4), (g+8, t+4) and B (k t, n g),
+// (t+4, g) for lane 4g+t, which is what ldmatrix gives from K-major rows of fp32.
+__device__ __forceinline__ void mma_16x8x8_tf32(float (&d)[4], const unsigned (&a)[4],
+                                                unsigned b0, unsigned b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
 }  // namespace tilesmith

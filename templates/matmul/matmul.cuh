@@ -1,5 +1,12 @@
-// Matmul, tensor-core version 2 (sm_80+): C[b] = epilogue(A[b] * B[b]), fp16/bf16 in, fp32
-// accumulate, output bf16, fp16 or fp32, any M, N, K and batch count.
+// Matmul, tensor-core version 2 (sm_80+): C[b] = epilogue(A[b] * B[b]), fp16/bf16 in (or fp32,
+// multiplied as tf32), fp32 accumulate, output bf16, fp16 or fp32, any M, N, K and batch count.
+//
+// tf32: the kernel works in 16-bit units throughout, so an fp32 element is two of them and a
+//       k16 step of 16-bit inputs (32 bytes of k) is a k8 step of tf32. ldmatrix hands out a
+//       K-major tf32 fragment exactly as it does a 16-bit one (a lane's 32-bit word is one fp32
+//       element), but its .trans form swaps 16-bit halves, so tf32 reads K-major operands only:
+//       the plan transposes a column-major A or a row-major B into the workspace first, as
+//       for the sm_90a template. The MMA is m16n8k8 tf32 (the low 13 mantissa bits ignored).
 //
 // mainloop: a STAGES-deep ring of shared-memory tiles filled by cp.async (16-byte, zero-filled
 //           past the edges); rows padded by 16 bytes so ldmatrix reads hit 8 distinct bank
@@ -26,9 +33,11 @@
 //          column pairs are stored as one; with column-major B, C is checked at run time.
 // shared memory: STAGES * 2 bytes * (A tile + B tile), each tile its stored rows times their
 //                padded length: A BM x (BK + 8), column-major BK x (BM + 8); B BK x (BN + 8),
-//                column-major BN x (BK + 8) (MatmulTile::kStageBytes per stage).
+//                column-major BN x (BK + 8) (MatmulTile::kStageBytes per stage); with fp32,
+//                BK counts 16-bit units, twice the elements.
 #pragma once
 
+#include "common/copy_rows.cuh"  // tf32's transposing copy of MN-major operands, in the same unit
 #include "common/tile_primitives.cuh"
 #include "matmul/matmul_epilogue.cuh"
 #include "matmul/matmul_params.h"
@@ -130,6 +139,7 @@ struct OperandCopier {
 };
 
 // One thread's share of copying k-tiles of A and B into shared memory, in their stored shapes.
+// Lengths along k, row strides and addresses are in 16-bit units (an fp32 element is two).
 template <class T, int ALIGNED>
 struct TileCopier {
   static constexpr int BK = T::kBlockK;
@@ -141,12 +151,14 @@ struct TileCopier {
   CopierB b;
   int k_left;  // K minus the next tile's first k
 
-  // `a_base`, `b_base`: this batch's A and B.
-  __device__ __forceinline__ TileCopier(const MatmulParams& p, int thread, const half_bits* a_base,
-                                        const half_bits* b_base, int block_row, int block_col)
-      : a(thread, a_base, p.lda, block_row, p.m, 0),
-        b(thread, b_base, p.ldb, block_col, p.n, 2 * T::kRowsA * T::kStrideA),
-        k_left(p.k) {}
+  // `a_base`, `b_base`: this batch's A and B; `units`: 16-bit units per element (2 for fp32,
+  // whose operands are K-major: the lengths scaled are k's and the row strides).
+  __device__ __forceinline__ TileCopier(const MatmulParams& p, int units, int thread,
+                                        const half_bits* a_base, const half_bits* b_base,
+                                        int block_row, int block_col)
+      : a(thread, a_base, p.lda * units, block_row, p.m, 0),
+        b(thread, b_base, p.ldb * units, block_col, p.n, 2 * T::kRowsA * T::kStrideA),
+        k_left(p.k * units) {}
 
   // Starts part `part` of `parts` of the next tile's chunks towards the stage at `stage`, so a
   // tile's copies interleave with the MMAs of the tile being computed. Aligned chunks go by
@@ -261,14 +273,20 @@ struct WarpFragments {
   }
 };
 
+// The MMAs of one 32-byte k step: k16 of bf16 or f16, k8 of tf32.
 template <class T, int IN_KIND>
 __device__ __forceinline__ void mma_step(float (&acc)[T::kMmaM][T::kMmaN][4],
                                          const WarpFragments<T>& f) {
 #pragma unroll
   for (int i = 0; i < T::kMmaM; ++i)
 #pragma unroll
-    for (int j = 0; j < T::kMmaN; ++j)
-      mma_16x8x16<IN_KIND>(acc[i][j], f.a[i], f.b[j / 2][(j % 2) * 2], f.b[j / 2][(j % 2) * 2 + 1]);
+    for (int j = 0; j < T::kMmaN; ++j) {
+      const unsigned b0 = f.b[j / 2][(j % 2) * 2], b1 = f.b[j / 2][(j % 2) * 2 + 1];
+      if (IN_KIND == kF32)
+        mma_16x8x8_tf32(acc[i][j], f.a[i], b0, b1);
+      else
+        mma_16x8x16<IN_KIND>(acc[i][j], f.a[i], b0, b1);
+    }
 }
 
 // Launch: block WM * WN * 32 threads; grid (tiles of C, min(batch, 65535)); dynamic shared
@@ -276,8 +294,11 @@ __device__ __forceinline__ void mma_step(float (&acc)[T::kMmaM][T::kMmaN][4],
 template <int BM, int BN, int BK, int WM, int WN, int STAGES, int GROUP_M, int ALIGNED,
           int IN_KIND, int OUT_KIND, int LAYOUT, int EPI>
 __global__ void __launch_bounds__(WM* WN * 32) matmul_kernel(const MatmulParams p) {
-  typedef MatmulTile<BM, BN, BK, WM, WN, LAYOUT> T;
-  static_assert(IN_KIND == kBF16 || IN_KIND == kF16, "mma.sync m16n8k16 takes 16-bit inputs");
+  // The tile in 16-bit units: BK elements of fp32 are 2 * BK units (see the top of the file).
+  constexpr int kUnits = IN_KIND == kF32 ? 2 : 1;
+  typedef MatmulTile<BM, BN, BK * kUnits, WM, WN, LAYOUT> T;
+  static_assert(IN_KIND == kBF16 || IN_KIND == kF16 || IN_KIND == kF32, "bf16, f16 or fp32 in");
+  static_assert(IN_KIND != kF32 || LAYOUT == kColumnMajorB, "tf32 reads K-major operands only");
   extern __shared__ __align__(128) half_bits smem[];
 
   for (int batch = blockIdx.y; batch < p.batch; batch += gridDim.y) {
@@ -305,9 +326,9 @@ __global__ void __launch_bounds__(WM* WN * 32) matmul_kernel(const MatmulParams 
     const unsigned b_lane = smem_base + WarpFragments<T>::b_lane_offset(lane, warp_col);
     const int k_tiles = (p.k + BK - 1) / BK;
 
-    TileCopier<T, ALIGNED> copier(p, thread,
-                                  static_cast<const half_bits*>(p.a) + batch * p.stride_a,
-                                  static_cast<const half_bits*>(p.b) + batch * p.stride_b,
+    TileCopier<T, ALIGNED> copier(p, kUnits, thread,
+                                  static_cast<const half_bits*>(p.a) + batch * p.stride_a * kUnits,
+                                  static_cast<const half_bits*>(p.b) + batch * p.stride_b * kUnits,
                                   block_row, block_col);
     float acc[T::kMmaM][T::kMmaN][4];
 #pragma unroll

@@ -78,12 +78,22 @@ struct MatmulShape {
     t.b_columns = !a_columns;
     return t;
   }
-  // fp32 inputs are multiplied as tf32, which wgmma reads K-major only: the plan first
-  // transposes a column-major A or a row-major B into the workspace.
+  // fp32 inputs are multiplied as tf32, which both templates read K-major only (wgmma's rule;
+  // ldmatrix's transposing form moves 16-bit halves): the plan first transposes a column-major
+  // A or a row-major B into the workspace, its rows padded to 16 bytes.
   bool tf32() const { return in_bytes == 4; }
   bool transposes_a() const { return tf32() && a_columns; }
   bool transposes_b() const { return tf32() && !b_columns; }
-  // The product as the sm_90a kernel reads it, after those transposes.
+  // Whether the mma.sync kernel may move every row it reads in 16-byte chunks: a transposed
+  // copy's rows are padded; an operand read in place needs its rows and strides aligned.
+  bool reads_aligned() const {
+    const auto in_place_ok = [&](long long row_length) {
+      return row_length % per_16_bytes() == 0 && !strides_unaligned;
+    };
+    return (transposes_a() || in_place_ok(a_row_length())) &&
+           (transposes_b() || in_place_ok(b_row_length()));
+  }
+  // The product as the kernels read it, after those transposes.
   MatmulShape as_read() const {
     MatmulShape t = *this;
     if (tf32()) {
@@ -276,11 +286,15 @@ struct TileConfig {
         stages(config.at("stages")),
         group_m(config.at("group_m")) {}
   int threads() const { return warps_m * warps_n * 32; }
-  // STAGES A and B tiles as stored (A: BM x BK, or BK x BM when column-major; B: BK x BN, or
-  // BN x BK), rows padded by 16 bytes, 2 bytes per element.
+  // block_k in the kernel's 16-bit units: an fp32 (tf32) element is two (matmul.cuh).
+  int k_units(const MatmulShape& s) const { return block_k * static_cast<int>(s.in_bytes / 2); }
+  // STAGES A and B tiles as read (A: BM x BK, or BK x BM when column-major; B: BK x BN, or
+  // BN x BK), rows padded by 16 bytes, in 16-bit units.
   int smem_bytes(const MatmulShape& s) const {
-    const int a = s.a_columns ? block_k * (block_m + 8) : block_m * (block_k + 8);
-    const int b = s.b_columns ? block_n * (block_k + 8) : block_k * (block_n + 8);
+    const MatmulShape r = s.as_read();
+    const int bk = k_units(s);
+    const int a = r.a_columns ? bk * (block_m + 8) : block_m * (bk + 8);
+    const int b = r.b_columns ? block_n * (bk + 8) : bk * (block_n + 8);
     return stages * (a + b) * 2;
   }
 };
@@ -302,7 +316,7 @@ class MatmulFamily final : public Family {
   std::string options_help() const override {
     return "a=col (A stored k x m), b=col (B stored n x k: x @ W^T), bias=1, "
            "act=relu|gelu|silu, residual=1 (C = act(A*B + bias) + residual), aligned=0 (row or "
-           "batch strides off 16-byte boundaries); dtypes: bf16, f16 or f32 (as tf32, sm_90a) in, "
+           "batch strides off 16-byte boundaries); dtypes: bf16, f16 or f32 (as tf32) in, "
            "bf16, f16 or f32 out";
   }
   const FamilySource& source() const override { return source_; }
@@ -315,8 +329,7 @@ class MatmulFamily final : public Family {
     if (auto wrong = variants().check(config)) return wrong;
     if (config.at("variant") == kWgmma) return reject_wgmma(WgmmaConfig(config), problem, device);
     if (config.at("variant") == kDecode) return reject_decode(DecodeConfig(config), problem, device);
-    if (MatmulShape(problem).tf32())
-      return "mma.sync takes bf16 or f16 inputs (fp32 runs as tf32 on the wgmma template)";
+    const MatmulShape s(problem);
     TileConfig tile(config);
     if (tile.block_m <= 0 || tile.block_n <= 0 || tile.block_k <= 0 || tile.warps_m <= 0 ||
         tile.warps_n <= 0 || tile.group_m <= 0)
@@ -328,7 +341,8 @@ class MatmulFamily final : public Family {
     // Fewer than 4 warps leave an SM's four schedulers without enough independent MMA and
     // copy work (and a 1-warp block spills unrolling its copies: seen at 64x64x32).
     if (tile.threads() < 128) return "fewer than 4 warps per block";
-    if (tile.block_k % 16) return "block_k must be a multiple of the MMA's k=16";
+    const int k_units = tile.k_units(s);  // block_k in 16-bit units (fp32: twice)
+    if (k_units % 16) return "block_k must be a multiple of the MMA's 32 bytes of k";
     if (tile.block_m % (tile.warps_m * 16) || tile.block_n % (tile.warps_n * 16))
       return "the warp layout does not divide the tile into 16x16 multiples";
     // Registers: the fp32 accumulators, two k16 steps of A and B fragments (loaded one step
@@ -341,18 +355,18 @@ class MatmulFamily final : public Family {
     const int fragments = 2 * (warp_m / 16 * 4 + warp_n / 8 * 2);
     const int register_cap = std::min(255, device.regs_per_block / tile.threads());
     const int chunks_per_thread =
-        (tile.block_m * tile.block_k + tile.block_k * tile.block_n) / 8 / tile.threads();
-    const int state = 40 + (MatmulShape(problem).aligned() ? 0 : 4 * chunks_per_thread);
+        (tile.block_m * k_units + k_units * tile.block_n) / 8 / tile.threads();
+    const int state = 40 + (s.reads_aligned() ? 0 : 4 * chunks_per_thread);
     if (accumulators + fragments + state > register_cap)
       return "warp tile needs " + std::to_string(accumulators) + " accumulators and " +
              std::to_string(fragments) + " fragment registers per thread; " +
              std::to_string(register_cap) + " registers available";
-    if (tile.block_k < 32) return "block_k must hold at least two k16 steps";
-    if ((tile.block_m * tile.block_k / 8) % tile.threads() ||
-        (tile.block_k * tile.block_n / 8) % tile.threads())
+    if (k_units < 32) return "block_k must hold at least two MMA steps of 32 bytes of k";
+    if ((tile.block_m * k_units / 8) % tile.threads() ||
+        (k_units * tile.block_n / 8) % tile.threads())
       return "threads do not split the tiles into whole 16-byte chunks";
-    if (tile.smem_bytes(MatmulShape(problem)) > device.max_smem_per_block_optin)
-      return "needs " + std::to_string(tile.smem_bytes(MatmulShape(problem))) + " bytes of shared memory, device allows " +
+    if (tile.smem_bytes(s) > device.max_smem_per_block_optin)
+      return "needs " + std::to_string(tile.smem_bytes(s)) + " bytes of shared memory, device allows " +
              std::to_string(device.max_smem_per_block_optin);
     return std::nullopt;
   }
@@ -364,9 +378,6 @@ class MatmulFamily final : public Family {
     // the workspace as far as the SMs and K allow. These are the shapes of the decode and
     // K-heavy winners of the v5 sweeps (docs/perf/matmul.md).
     const MatmulShape s(problem);
-    if (s.tf32() && device.arch() != "sm_90a")
-      throw InvalidArgument("matmul: fp32 inputs are multiplied as tf32 by the wgmma template, "
-                            "which needs sm_90a (this is " + device.arch() + ")");
     // Decode (x @ W^T for a few rows): the weight streamed by the decode template, 16 columns
     // and 8 warps a CTA, K split over CTAs where the column blocks leave SMs without two. The
     // shape of the v7 sweeps' winners (docs/perf/matmul.md). Up to 32 rows where there is no
@@ -440,7 +451,7 @@ class MatmulFamily final : public Family {
     if (s.batch * s.m * s.k >= (1ll << 40) || s.batch * s.k * s.n >= (1ll << 40) ||
         s.batch * s.m * s.n >= (1ll << 40))
       throw InvalidArgument("matmul: shape " + quote_input(problem.shape_text()) + " is too large");
-    // Every dtype goes in (f32 is multiplied as tf32, on sm_90a) and out.
+    // Every dtype goes in (f32 is multiplied as tf32) and out.
     if (s.strides_unaligned && !s.rows_aligned())
       throw InvalidArgument("matmul: shape " + quote_input(problem.shape_text()) +
                             " has unaligned rows already: leave out aligned=0");
@@ -497,30 +508,29 @@ class MatmulFamily final : public Family {
           std::to_string(w.group_m) + "," + kinds + "," + std::to_string(ks.layout()) + "," +
           std::to_string(s.epilogue) + "," + std::to_string(w.swap_ab) + "," +
           std::to_string(w.cluster_k()) + ">"};
-      const WgmmaKernels index(w, s);
-      const std::string element = std::to_string(s.in_bytes);
-      if (index.copy >= 0) kernels.push_back("tilesmith::copy_rows<" + element + ">");
-      if (index.transpose >= 0) kernels.push_back("tilesmith::transpose_rows<" + element + ">");
-      if (index.reduce >= 0) kernels.push_back(splitk_reduce_expression(problem));
+      add_preparation_kernels(kernels, config, problem);
       return kernels;
     }
     TileConfig t(config);
-    return {"tilesmith::matmul_kernel<" + std::to_string(t.block_m) + "," +
-            std::to_string(t.block_n) + "," + std::to_string(t.block_k) + "," +
-            std::to_string(t.warps_m) + "," + std::to_string(t.warps_n) + "," +
-            std::to_string(t.stages) + "," + std::to_string(t.group_m) + "," +
-            (s.aligned() ? "1" : "0") + "," + kinds + "," + std::to_string(s.layout()) + "," +
-            std::to_string(s.epilogue) + ">"};
+    std::vector<std::string> kernels = {
+        "tilesmith::matmul_kernel<" + std::to_string(t.block_m) + "," +
+        std::to_string(t.block_n) + "," + std::to_string(t.block_k) + "," +
+        std::to_string(t.warps_m) + "," + std::to_string(t.warps_n) + "," +
+        std::to_string(t.stages) + "," + std::to_string(t.group_m) + "," +
+        (s.reads_aligned() ? "1" : "0") + "," + kinds + "," + std::to_string(s.as_read().layout()) +
+        "," + std::to_string(s.epilogue) + ">"};
+    add_preparation_kernels(kernels, config, problem);
+    return kernels;
   }
 
-  // The wgmma variant's workspace: A and B with their rows padded to 16 bytes (unaligned
-  // shapes) or transposed (tf32), then the fp32 partial products of the K slices (split_k > 1).
-  // The decode variant's: its K slices' partials.
+  // The tiled templates' workspace: A and B with their rows padded to 16 bytes (wgmma,
+  // unaligned shapes) or transposed (tf32), then the fp32 partial products of the K slices
+  // (split_k > 1). The decode variant's: its K slices' partials.
   std::size_t workspace_bytes(const Config& config, const Problem& problem,
                               const DeviceTarget&) const override {
-    if (config.at("variant") == kDecode) return decode_partials_bytes(DecodeConfig(config), MatmulShape(problem));
-    if (config.at("variant") != kWgmma) return 0;
-    return Workspace(WgmmaConfig(config), MatmulShape(problem), 0).bytes;
+    const MatmulShape s(problem);
+    if (config.at("variant") == kDecode) return decode_partials_bytes(DecodeConfig(config), s);
+    return Workspace(Preparation::of(config, s), s, 0).bytes;
   }
 
   LaunchPlan plan(const Config& config, const Problem& problem, const DeviceTarget& device,
@@ -546,50 +556,33 @@ class MatmulFamily final : public Family {
                                            workspace, operands.c, c.split_k);
       return plan;
     }
-    if (variant != kWgmma) {
+    const Preparation prep = Preparation::of(config, s);
+    const PlanKernels index(prep, s);
+    const Workspace space(prep, s, workspace);
+    Operand a{operands.a, strides.lda, strides.stride_a, strides.stride_a == 0 && s.batch > 1};
+    Operand b{operands.b, strides.ldb, strides.stride_b, strides.stride_b == 0 && s.batch > 1};
+    prepare_operand(plan, index, device, s, a, s.transposes_a(), space.a, s.a_rows(),
+                    s.a_row_length(), space.lda);
+    prepare_operand(plan, index, device, s, b, s.transposes_b(), space.b, s.b_rows(),
+                    s.b_row_length(), space.ldb);
+    if (variant == kMmaSync) {
       const TileConfig t(config);
       LaunchGeometry geometry;
       geometry.grid[0] = static_cast<unsigned>(ceil_div(s.m, t.block_m) * ceil_div(s.n, t.block_n));
       geometry.grid[1] = static_cast<unsigned>(std::min<long long>(s.batch, 65535));
       geometry.block[0] = t.threads();
       geometry.dynamic_smem_bytes = t.smem_bytes(s);
-      plan.add(0, geometry, KernelArgs::of(params(s, strides, operands, operands.c)));
+      MatmulParams p = params(s, strides, operands, operands.c);
+      p.a = reinterpret_cast<const void*>(a.address);
+      p.b = reinterpret_cast<const void*>(b.address);
+      p.lda = static_cast<int>(a.ld);
+      p.ldb = static_cast<int>(b.ld);
+      p.stride_a = a.stride;
+      p.stride_b = b.stride;
+      plan.add(0, geometry, KernelArgs::of(p));
       return plan;
     }
     const WgmmaConfig w(config);
-    const WgmmaKernels index(w, s);
-    const Workspace space(w, s, workspace);
-    // Each operand as the kernel reads it: its base, rows, batch stride and whether one matrix
-    // serves every batch (a batch stride of 0).
-    struct Operand {
-      std::uint64_t address;
-      long long ld, stride;
-      bool shared;
-    };
-    Operand a{operands.a, strides.lda, strides.stride_a, strides.stride_a == 0 && s.batch > 1};
-    Operand b{operands.b, strides.ldb, strides.stride_b, strides.stride_b == 0 && s.batch > 1};
-    // Where the kernel cannot read an operand in place, it is copied into packed rows of the
-    // workspace first, transposed (tf32 takes K-major operands) or with its rows padded to 16
-    // bytes (TMA); the kernel then reads the copy. A shared matrix is copied once.
-    auto prepare = [&](Operand& x, bool transpose, std::uint64_t into, long long rows,
-                       long long row_length, long long padded) {
-      const long long batches = x.shared ? 1 : s.batch;
-      if (transpose) {
-        plan.add(index.transpose, transpose_geometry(rows, row_length, batches),
-                 KernelArgs::of(TransposeParams{reinterpret_cast<const void*>(x.address),
-                                                reinterpret_cast<void*>(into), batches, rows,
-                                                row_length, x.ld, x.stride, padded}));
-        x = {into, padded, row_length * padded, x.shared};
-      } else if (index.copy >= 0) {
-        plan.add(index.copy, copy_geometry(device, batches * rows),
-                 KernelArgs::of(CopyRowsParams{reinterpret_cast<const void*>(x.address),
-                                               reinterpret_cast<void*>(into), batches * rows,
-                                               row_length, x.ld, padded, rows, x.stride}));
-        x = {into, padded, rows * padded, x.shared};
-      }
-    };
-    prepare(a, s.transposes_a(), space.a, s.a_rows(), s.a_row_length(), space.lda);
-    prepare(b, s.transposes_b(), space.b, s.b_rows(), s.b_row_length(), space.ldb);
     // The product as the kernel computes it (swap_ab: C^T = B^T A^T, the operands exchanged),
     // after any transposes.
     const MatmulShape ks = w.swap_ab ? s.as_read().swapped() : s.as_read();
@@ -810,28 +803,41 @@ class MatmulFamily final : public Family {
     return std::nullopt;
   }
 
-  // The kernels of a wgmma config, as numbered in kernel_expressions: the matmul (0), then the
-  // padding copy where rows are unaligned (of an operand not transposed anyway), the transpose
-  // (tf32's MN-major operands), split-K's reduction; -1 where not used.
-  struct WgmmaKernels {
-    int copy = -1, transpose = -1, reduce = -1;
-    WgmmaKernels(const WgmmaConfig& w, const MatmulShape& s) {
-      int next = 1;
-      if (!s.aligned() && !(s.transposes_a() && s.transposes_b())) copy = next++;
-      if (s.transposes_a() || s.transposes_b()) transpose = next++;
-      if (w.workspace_splits() > 1) reduce = next++;
+  // What a tiled template's plan runs around the product, and the workspace it needs.
+  // `pads_rows`: unaligned rows are copied into padded ones first (the wgmma template: TMA);
+  // the mma.sync template gathers them instead. `splits`: K slices summed through the
+  // workspace. Both templates transpose tf32's MN-major operands.
+  struct Preparation {
+    bool pads_rows;
+    int splits;
+    static Preparation of(const Config& config, const MatmulShape& s) {
+      if (config.at("variant") == kWgmma) return {!s.aligned(), WgmmaConfig(config).workspace_splits()};
+      return {false, 1};
     }
   };
 
-  // The wgmma variant's workspace, each part on a 256-byte boundary: copies of A and B with
-  // rows padded to 16 bytes where they are unaligned, or transposed (tf32: each MN-major
-  // operand, its rows of K padded), then split_k slices of m x n fp32 partial products where K
-  // is split.
+  // The kernels of a tiled config, as numbered in kernel_expressions: the product (0), then the
+  // padding copy (of an operand not transposed anyway), the transpose, split-K's reduction; -1
+  // where not used.
+  struct PlanKernels {
+    int copy = -1, transpose = -1, reduce = -1;
+    PlanKernels(const Preparation& prep, const MatmulShape& s) {
+      int next = 1;
+      if (prep.pads_rows && !(s.transposes_a() && s.transposes_b())) copy = next++;
+      if (s.transposes_a() || s.transposes_b()) transpose = next++;
+      if (prep.splits > 1) reduce = next++;
+    }
+  };
+
+  // A tiled config's workspace, each part on a 256-byte boundary: copies of A and B with rows
+  // padded to 16 bytes where they are unaligned and the template pads them, or transposed
+  // (tf32: each MN-major operand, its rows of K padded), then the K slices' m x n fp32 partial
+  // products where K is split.
   struct Workspace {
     long long lda = 0, ldb = 0;
     std::uint64_t a = 0, b = 0, partials = 0;
     std::size_t bytes = 0;
-    Workspace(const WgmmaConfig& w, const MatmulShape& s, std::uint64_t base) {
+    Workspace(const Preparation& prep, const MatmulShape& s, std::uint64_t base) {
       auto take = [&](std::size_t size) {
         const std::uint64_t at = base + bytes;
         bytes += (size + 255) / 256 * 256;
@@ -840,17 +846,61 @@ class MatmulFamily final : public Family {
       // A copy of `rows` stored rows of `length` elements (the transposed: `length` rows of
       // `rows`), rows padded to 16 bytes.
       auto copy = [&](bool transpose, long long rows, long long length, long long& ld) {
-        if (!transpose && s.aligned()) return std::uint64_t{0};
+        if (!transpose && (s.aligned() || !prep.pads_rows)) return std::uint64_t{0};
         if (transpose) std::swap(rows, length);
         ld = (length + s.per_16_bytes() - 1) / s.per_16_bytes() * s.per_16_bytes();
         return take(static_cast<std::size_t>(s.batch * rows * ld * s.in_bytes));
       };
       a = copy(s.transposes_a(), s.a_rows(), s.a_row_length(), lda);
       b = copy(s.transposes_b(), s.b_rows(), s.b_row_length(), ldb);
-      const int splits = w.workspace_splits();
-      if (splits > 1) partials = take(static_cast<std::size_t>(splits * s.batch * s.m * s.n) * 4);
+      if (prep.splits > 1)
+        partials = take(static_cast<std::size_t>(prep.splits * s.batch * s.m * s.n) * 4);
     }
   };
+
+  // The kernels of the preparation and the reduce after a tiled template's product (numbered
+  // as in PlanKernels).
+  static void add_preparation_kernels(std::vector<std::string>& kernels, const Config& config,
+                                      const Problem& problem) {
+    const MatmulShape s(problem);
+    const PlanKernels index(Preparation::of(config, s), s);
+    const std::string element = std::to_string(s.in_bytes);
+    if (index.copy >= 0) kernels.push_back("tilesmith::copy_rows<" + element + ">");
+    if (index.transpose >= 0) kernels.push_back("tilesmith::transpose_rows<" + element + ">");
+    if (index.reduce >= 0) kernels.push_back(splitk_reduce_expression(problem));
+  }
+
+  // An operand as a tiled kernel reads it: its base, rows, batch stride and whether one matrix
+  // serves every batch (a batch stride of 0).
+  struct Operand {
+    std::uint64_t address;
+    long long ld, stride;
+    bool shared;
+  };
+
+  // Where the kernel cannot read operand `x` in place, the plan copies it into packed rows of
+  // the workspace at `into` first, transposed (tf32 takes K-major operands) or with its rows
+  // padded to `padded` elements (TMA); `x` then describes the copy. A shared matrix is copied
+  // once and stays shared (batch stride 0).
+  static void prepare_operand(LaunchPlan& plan, const PlanKernels& index,
+                              const DeviceTarget& device, const MatmulShape& s, Operand& x,
+                              bool transpose, std::uint64_t into, long long rows,
+                              long long row_length, long long padded) {
+    const long long batches = x.shared ? 1 : s.batch;
+    if (transpose) {
+      plan.add(index.transpose, transpose_geometry(rows, row_length, batches),
+               KernelArgs::of(TransposeParams{reinterpret_cast<const void*>(x.address),
+                                              reinterpret_cast<void*>(into), batches, rows,
+                                              row_length, x.ld, x.stride, padded}));
+      x = {into, padded, x.shared ? 0 : row_length * padded, x.shared};
+    } else if (index.copy >= 0) {
+      plan.add(index.copy, copy_geometry(device, batches * rows),
+               KernelArgs::of(CopyRowsParams{reinterpret_cast<const void*>(x.address),
+                                             reinterpret_cast<void*>(into), batches * rows,
+                                             row_length, x.ld, padded, rows, x.stride}));
+      x = {into, padded, x.shared ? 0 : rows * padded, x.shared};
+    }
+  }
 
   // 32 x 32 tiles of rows x cols, a 32 x 8 block each (transpose_rows's launch).
   static LaunchGeometry transpose_geometry(long long rows, long long cols, long long batches) {

@@ -177,6 +177,11 @@ TEST_F(CliSource, PtxTargetsTheAskedArchitectureAndUsesTensorCores) {
   ASSERT_EQ(mma.status, 0) << mma.err;
   EXPECT_TRUE(contains(mma.out, "mma.sync.aligned.m16n8k16"));
   EXPECT_FALSE(contains(mma.out, "wgmma"));
+  // fp32 before Hopper: tf32 on mma.sync (m16n8k8).
+  CliRun tf32 = run({"source", "--op", "matmul", "--dtype", "f32", "--shape", "100x200x300",
+                     "--arch", "sm_80", "--emit", "ptx"});
+  ASSERT_EQ(tf32.status, 0) << tf32.err;
+  EXPECT_TRUE(contains(tf32.out, "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"));
 }
 
 TEST_F(CliSource, RejectsBadConfigsShapesAndTypesNamingTheProblem) {
@@ -190,8 +195,6 @@ TEST_F(CliSource, RejectsBadConfigsShapesAndTypesNamingTheProblem) {
        "sets 'block_m' twice"},
       {{"--dtype", "bf16", "--shape", "0x4x4"}, "bad shape '0x4x4'"},
       {{"--dtype", "bf16", "--shape", "4x4"}, "shape '4x4' must be MxNxK"},
-      {{"--dtype", "f32", "--shape", "64x64x64"}, "fp32 inputs are multiplied as tf32 by the wgmma "
-                                                  "template, which needs sm_90a (this is sm_80)"},
       {{"--dtype", "f8", "--shape", "64x64x64"}, "unknown dtype 'f8'"},
       {{"--dtype", "bf16", "--shape", "64x64x64", "--emit", "sass"}, "unknown --emit 'sass'"}};
   for (const auto& [extra, message] : cases) {

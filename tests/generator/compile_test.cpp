@@ -293,6 +293,11 @@ std::vector<SampleCase> space_sample() {
        Problem{"matmul", DType::f16, DType::f32, {3, 100, 77, 45}, {{"b", "col"}, {"act", "silu"}}}},
       {"128x64x64_w2x2_s3_bf16_colA_relu_bias", tile_config(128, 64, 64, 2, 2, 3, 8),
        Problem{"matmul", DType::bf16, DType::bf16, {1000, 1000, 1000}, {{"a", "col"}, {"act", "relu"}, {"bias", "1"}}}},
+      // fp32 in, as tf32 (B transposed first; A gathered where K is off 16 bytes).
+      {"128x128x32_w2x2_s4_tf32", tile_config(128, 128, 32, 2, 2, 4),
+       matmul_problem(4096, 4096, 4096, DType::f32, DType::f32)},
+      {"64x128x32_w2x2_s3_tf32_colB_bf16_unaligned_epilogue", tile_config(64, 128, 32, 2, 2, 3, 1),
+       Problem{"matmul", DType::f32, DType::bf16, {3, 100, 77, 45}, {{"b", "col"}, {"act", "gelu"}, {"bias", "1"}}}},
       // The decode template (sm_80 and later): each row count, the widest buffers, split K.
       {"decode16_w8_u4_m16_bf16", testing::decode_config(16, 8, 4),
        Problem{"matmul", DType::bf16, DType::bf16, {16, 4096, 4096}, {{"b", "col"}}}},

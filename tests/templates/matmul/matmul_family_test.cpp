@@ -195,8 +195,9 @@ TEST(MatmulValidateTest, RejectsDimensionsOutsideTheKernelsIntRange) {
   EXPECT_NO_THROW(matmul().validate(matmul_problem((1ll << 31) - 1, 1, 1)));
 }
 
-// fp32 inputs are multiplied as tf32 by the wgmma template only, in 32-element k rows.
-TEST(MatmulTf32Test, RunsOnTheWgmmaTemplateOnly) {
+// fp32 inputs are multiplied as tf32 by both tiled templates: by wgmma on Hopper (k rows of 32
+// elements, 128 bytes), by mma.sync everywhere (block_k counts fp32 elements); not by decode.
+TEST(MatmulTf32Test, RunsOnBothTiledTemplates) {
   const Problem problem = matmul_problem(4096, 4096, 4096, DType::f32, DType::f32);
   EXPECT_NO_THROW(matmul().validate(problem));
   const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
@@ -207,13 +208,73 @@ TEST(MatmulTf32Test, RunsOnTheWgmmaTemplateOnly) {
   EXPECT_NE(matmul().reject(testing::wgmma_config(128, 256, 4, 2, 2, 1), problem, hopper), std::nullopt);
   EXPECT_NE(matmul().reject(testing::tf32_config(128, 256, 4, 2, 2, 1), matmul_problem(64, 64, 64), hopper),
             std::nullopt);
-  const std::optional<std::string> mma =
-      matmul().reject(tile_config(128, 128, 32, 2, 2, 4), problem, hopper);
-  ASSERT_TRUE(mma);
-  EXPECT_NE(mma->find("tf32"), std::string::npos) << *mma;
-  const std::string message = error_message_of(
-      [&] { matmul().default_config(problem, DeviceTarget::assumed_for_arch("sm_80")); });
-  EXPECT_NE(message.find("needs sm_90a"), std::string::npos) << message;
+  EXPECT_EQ(matmul().reject(tile_config(128, 128, 32, 2, 2, 4), problem, hopper), std::nullopt);
+
+  const DeviceTarget ampere = DeviceTarget::assumed_for_arch("sm_80");
+  const Config fallback = matmul().default_config(problem, ampere);
+  EXPECT_EQ(fallback.at("variant"), 0);
+  EXPECT_EQ(matmul().reject(fallback, problem, ampere), std::nullopt);
+  // Twice the bytes of a 16-bit tile: four stages of 128x128x64 fp32 (272 KB) fit no GPU.
+  const std::optional<std::string> big = matmul().reject(tile_config(128, 128, 64, 2, 2, 4), problem, ampere);
+  ASSERT_TRUE(big);
+  EXPECT_NE(big->find("shared memory"), std::string::npos) << *big;
+  EXPECT_EQ(matmul().reject(tile_config(128, 128, 64, 2, 2, 4), matmul_problem(4096, 4096, 4096), ampere),
+            std::nullopt);
+  const Problem decode{"matmul", DType::f32, DType::f32, {16, 4096, 4096}, {{"b", "col"}}};
+  EXPECT_NE(matmul().default_config(decode, ampere).at("variant"), 2);
+  EXPECT_TRUE(matmul().reject(testing::decode_config(16, 8, 2), decode, ampere));
+}
+
+// The mma.sync template reads tf32 K-major too: a row-major B is transposed into the workspace
+// (once, when every batch shares it) and the kernel reads the copy as column-major B, A in
+// place. Unaligned rows read in place take the gathering kernel; transposed rows are padded.
+TEST(MatmulTf32Test, MmaSyncReadsTransposedCopiesOfMnMajorOperands) {
+  const DeviceTarget ampere = DeviceTarget::assumed_for_arch("sm_80");
+  const Config config = tile_config(64, 64, 32, 2, 2, 3);
+  const Problem problem{"matmul", DType::f32, DType::f32, {3, 100, 200, 300}, {}};
+  ASSERT_EQ(matmul().reject(config, problem, ampere), std::nullopt);
+  const std::vector<std::string> kernels = matmul().kernel_expressions(config, problem);
+  ASSERT_EQ(kernels.size(), 2u);
+  EXPECT_EQ(kernels[0], "tilesmith::matmul_kernel<64,64,32,2,2,3,8,1,2,2," +
+                            std::to_string(kColumnMajorB) + ",0>");
+  EXPECT_EQ(kernels[1], "tilesmith::transpose_rows<4>");
+  const std::size_t b_bytes = (3u * 200 * 300 * 4 + 255) / 256 * 256;
+  EXPECT_EQ(matmul().workspace_bytes(config, problem, ampere), b_bytes);
+
+  CallScalars shared_b;  // A packed, B one matrix for every batch
+  shared_b.batch_strides[1] = 0;
+  const std::vector<std::uint64_t> addresses = {0x10000, 0x20000, 0x30000};
+  const LaunchPlan plan = matmul().plan(config, problem, ampere, addresses, 0x100000, shared_b);
+  ASSERT_EQ(plan.step_count, 2);
+  EXPECT_EQ(plan.steps[0].kernel, 1);
+  TransposeParams b;
+  std::memcpy(&b, plan.steps[0].args.bytes.data(), sizeof b);
+  EXPECT_EQ(b.batches, 1);  // shared: transposed once
+  EXPECT_EQ(b.rows, 300);   // B stored k x n, written n x k
+  EXPECT_EQ(b.cols, 200);
+  EXPECT_EQ(plan.steps[1].kernel, 0);
+  MatmulParams p;
+  std::memcpy(&p, plan.steps[1].args.bytes.data(), sizeof p);
+  EXPECT_EQ(reinterpret_cast<std::uint64_t>(p.a), 0x10000u);
+  EXPECT_EQ(p.lda, 300);
+  EXPECT_EQ(reinterpret_cast<std::uint64_t>(p.b), 0x100000u);
+  EXPECT_EQ(p.ldb, 300);
+  EXPECT_EQ(p.stride_b, 0);
+  EXPECT_EQ(p.stride_a, 100 * 300);
+
+  // K = 299: A's rows (read in place) are off 16 bytes, so the gathering kernel; a
+  // column-major B needs no transpose and no workspace.
+  const Problem unaligned{"matmul", DType::f32, DType::f32, {100, 200, 299}, {{"b", "col"}}};
+  ASSERT_EQ(matmul().reject(config, unaligned, ampere), std::nullopt);
+  const std::vector<std::string> gathering = matmul().kernel_expressions(config, unaligned);
+  ASSERT_EQ(gathering.size(), 1u);
+  EXPECT_NE(gathering[0].find(",3,8,0,2,2,"), std::string::npos) << gathering[0];
+  EXPECT_EQ(matmul().workspace_bytes(config, unaligned, ampere), 0u);
+  // Both operands transposed into padded rows: aligned however K falls.
+  const Problem both{"matmul", DType::f32, DType::f32, {100, 200, 299}, {{"a", "col"}}};
+  const std::vector<std::string> padded = matmul().kernel_expressions(config, both);
+  ASSERT_EQ(padded.size(), 2u);
+  EXPECT_NE(padded[0].find(",3,8,1,2,2,"), std::string::npos) << padded[0];
 }
 
 // tf32 reads K-major operands: row-major B (and column-major A) are transposed into the

@@ -95,7 +95,11 @@ TEST_F(GpuMatmul, SampledConfigsMatchReferenceOnOddShapes) {
   const std::vector<Problem> problems = {
       matmul(DType::bf16, DType::bf16, 1, 1, 1),      matmul(DType::bf16, DType::bf16, 17, 33, 65),
       matmul(DType::f16, DType::f16, 129, 72, 264),   matmul(DType::bf16, DType::f32, 300, 520, 136),
-      matmul(DType::f16, DType::f32, 1000, 1000, 1000), matmul(DType::bf16, DType::bf16, 257, 1031, 517)};
+      matmul(DType::f16, DType::f32, 1000, 1000, 1000), matmul(DType::bf16, DType::bf16, 257, 1031, 517),
+      // fp32 in, as tf32: row-major B transposed first (A gathered: K off 16 bytes); both
+      // operands transposed, with the epilogue.
+      matmul(DType::f32, DType::f32, 257, 1031, 517),
+      {"matmul", DType::f32, DType::bf16, {2, 300, 520, 136}, {{"a", "col"}, {"act", "relu"}, {"bias", "1"}}}};
   int checked = 0, wgmma_checked = 0;
   for (const Problem& problem : problems) {
     tuner::Workbench bench(family_, problem, device_);
@@ -409,8 +413,9 @@ TEST_F(GpuMatmul, StridedAndSharedBatchesMatchTheReference) {
       {{"matmul", DType::f32, DType::f32, {3, 64, 96, 200}, {}},
        {203, 64 * 203 + 7, 100, 0, 0, 0, 96, 64 * 96},
        true,
-       hopper ? std::vector<Config>{testing::tf32_config(64, 64, 4, 1, 1, 1, 1), testing::tf32_config(128, 64, 4, 2, 1, 1, 8, 2)}
-              : std::vector<Config>{}},
+       hopper ? std::vector<Config>{testing::tf32_config(64, 64, 4, 1, 1, 1, 1), testing::tf32_config(128, 64, 4, 2, 1, 1, 8, 2),
+                                    testing::tile_config(64, 64, 32, 2, 2, 3)}
+              : std::vector<Config>{testing::tile_config(64, 64, 32, 2, 2, 3)}},
   };
   for (const Case& c : cases) {
     const Strides& t = c.strides;
