@@ -340,6 +340,7 @@ TEST(AttentionFamily, SampledConfigsCompileWithoutSpills) {
       {attention({1, 4, 300, 72}), {{"block_m", 64}, {"warps", 4}, {"block_n", 32}, {"q_in_registers", 1}}, 0},
       {attention({3, 2, 17, 8}, {{"causal", "1"}}, DType::f16), {{"block_n", 128}, {"tile_order", 1}}, 0},
       {attention({4, 16, 4096, 128}), {}, 1},
+      {attention({4, 16, 4096, 128}, {{"causal", "1"}}), {}, 1},  // claiming, three consumers
       {attention({4, 16, 4096, 128}, {{"causal", "1"}}),
        {{"consumers", 1}, {"stages", 4}, {"block_n", 64}, {"pingpong", 0}}, 1},
       {attention({2, 8, 2, 100, 3000, 64}, {}, DType::f16), {{"block_n", 64}, {"stages", 3}, {"pipeline", 0}}, 1},
