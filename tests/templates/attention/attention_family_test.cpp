@@ -171,6 +171,21 @@ TEST(AttentionFamily, GroupsOfHeadsShareHalfTheL2) {
   EXPECT_EQ(attention_order_heads(AttentionShape(mha), DType::bf16, 0), 256);
 }
 
+// The causal default's block order on the H100 (132 SMs): longest first over every head from
+// 4096 queries on, or at head dim 64; below, groups of heads where the grid is at most 12 waves
+// of 192-row blocks, else head by head.
+TEST(AttentionFamily, CausalDefaultOrdersBlocksByLengthAndWaves) {
+  const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
+  auto order = [&](std::vector<std::int64_t> dims) {
+    return family().default_config(attention(dims, {{"causal", "1"}}), hopper).at("tile_order");
+  };
+  EXPECT_EQ(order({4, 16, 4096, 128}), 1);
+  EXPECT_EQ(order({8, 16, 2048, 64}), 1);
+  EXPECT_EQ(order({4, 16, 3000, 128}), 2);  // 16 blocks x 64 heads: 7.8 waves
+  EXPECT_EQ(order({8, 32, 2048, 128}), 0);  // 11 blocks x 256 heads: 21.3 waves
+  EXPECT_EQ(family().default_config(attention({8, 32, 2048, 128}), hopper).at("tile_order"), 0);
+}
+
 // The wgmma variant: 64 rows per consumer warpgroup plus a producer, and Q, K and V as 4D
 // tensor maps {head dim, seq, heads, batch} in 64-column boxes, whatever the layout.
 TEST(AttentionFamily, WgmmaPlanAsksForTensorMapsOfQKAndV) {
