@@ -178,7 +178,8 @@ __global__ void __launch_bounds__(WARPS * 32) attention_forward(const AttentionP
       const float inverse = finish_row(row_max[mt][r], row_sum[mt][r], lse);
       const int tile_row = warp_row + mt * 16 + lane / 4 + r * 8;
       const int row = row0 + tile_row;
-      if (p.lse != nullptr && lane % 4 == 0 && row < p.seq_q)
+      if (p.lse != nullptr && lane % 4 == 0 &&
+          static_cast<unsigned>(row) < static_cast<unsigned>(p.seq_q))  // (causal: row0 < 0)
         p.lse[static_cast<long long>(block.batch_head) * p.seq_q + row] = lse;
 #pragma unroll
       for (int dt = 0; dt < D_TILES; ++dt)
@@ -191,7 +192,7 @@ __global__ void __launch_bounds__(WARPS * 32) attention_forward(const AttentionP
   for (int i = lane; i < WARP_CHUNKS; i += 32) {
     const int r = i / CHUNKS, c = i % CHUNKS;
     const int row = row0 + warp_row + r;
-    if (row < p.seq_q && c * 8 < p.head_dim)
+    if (static_cast<unsigned>(row) < static_cast<unsigned>(p.seq_q) && c * 8 < p.head_dim)
       *reinterpret_cast<uint4*>(o + row * p.o_strides.row + c * 8) =
           *reinterpret_cast<const uint4*>(smem + (warp_row + r) * PITCH + c * 16);
   }

@@ -26,7 +26,7 @@ __device__ __forceinline__ float negative_infinity() { return __int_as_float(0xf
 // up to the diagonal of its last row below seq_q).
 struct QueryBlock {
   int batch_head, batch, head, kv_head;
-  int row0;        // the first query row
+  int row0;        // the first query row (causal: negative in a head's first block, see below)
   int diagonal;    // causal: query i sees key j when j <= i + diagonal
   int key_blocks;  // from key 0
 };
@@ -37,6 +37,10 @@ struct QueryBlock {
 // short ones fill the tail. TILE_ORDER 2: the heads in groups of p.order_heads (as many as
 // have their keys and values in half the L2), each group longest first: the tail of 1 with the
 // L2 reuse of 0 (with every head at once, each block reads its keys from DRAM).
+// Causal, where BLOCK_M does not divide seq_q, the blocks end on seq_q and the first one starts
+// before row 0: its missing rows (zeros, masked, never stored) then see a block or two of keys,
+// where at the end they would see them all (S2048 in 192-row blocks: 5% of the tensor work).
+// Rows below 0 or from seq_q on are the kernels' to skip (one unsigned comparison).
 template <int BLOCK_M, int BLOCK_N, int CAUSAL, int TILE_ORDER>
 __device__ __forceinline__ QueryBlock query_block(const AttentionParams& p, int tile) {
   const int m_blocks = (p.seq_q + BLOCK_M - 1) / BLOCK_M, batch_heads = p.batch * p.heads;
@@ -57,7 +61,7 @@ __device__ __forceinline__ QueryBlock query_block(const AttentionParams& p, int 
   b.batch = b.batch_head / p.heads;
   b.head = b.batch_head % p.heads;
   b.kv_head = b.head / (p.heads / p.kv_heads);
-  b.row0 = m_block * BLOCK_M;
+  b.row0 = (CAUSAL ? p.seq_q - m_blocks * BLOCK_M : 0) + m_block * BLOCK_M;
   b.diagonal = p.seq_k - p.seq_q;
   const int key_end = CAUSAL ? min(p.seq_k, min(b.row0 + BLOCK_M, p.seq_q) + b.diagonal) : p.seq_k;
   b.key_blocks = key_end > 0 ? (key_end + BLOCK_N - 1) / BLOCK_N : 0;
@@ -160,7 +164,9 @@ __device__ __forceinline__ void load_head_tile(unsigned tile, const half_bits* b
   for (int round = 0; round < ROUNDS; ++round) {
     const int r = round * ROWS_PER_ROUND + first;
     if (ROWS % ROWS_PER_ROUND != 0 && r >= ROWS) break;
-    const bool valid = column_valid && first_row + r < row_limit;
+    // (A causal query block may start before row 0: attention's query_block.)
+    const bool valid =
+        column_valid && static_cast<unsigned>(first_row + r) < static_cast<unsigned>(row_limit);
     cp_async_16(destination, valid ? source : base, valid);
     source += ROWS_PER_ROUND * row_stride;
     destination += ROWS_PER_ROUND * PITCH;

@@ -321,7 +321,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128,
       float lse;
       const float inverse = finish_row(row_max[r], row_sum[r], lse);
       const int row = first_row() + 8 * r;
-      if (row >= p.seq_q) continue;
+      if (static_cast<unsigned>(row) >= static_cast<unsigned>(p.seq_q)) continue;  // or < 0
       if (p.lse != nullptr && lane % 4 == 0)
         p.lse[static_cast<long long>(block.batch_head) * p.seq_q + row] = lse;
 #pragma unroll
