@@ -92,6 +92,30 @@ TEST_P(DefaultConfigCompileTest, ProducesACubinWithoutSpills) {
 
 INSTANTIATE_TEST_SUITE_P(Archs, DefaultConfigCompileTest, ::testing::Values("sm_80", "sm_90a"));
 
+// What users run untuned: the defaults of the benchmark suite's cases (bench/matmul_suite.py),
+// its epilogues, and fp32 (tf32), compiled cleanly for both architectures.
+TEST(MatmulDefaults, OfTheBenchmarkSuiteCompileCleanly) {
+  std::vector<Problem> problems;
+  for (std::int64_t size : {2048, 4096, 8192}) problems.push_back(matmul_problem(size, size, size));
+  for (std::int64_t m : {1, 16, 128, 1024, 4096, 8192})
+    for (auto [n, k] : {std::pair<std::int64_t, std::int64_t>{4096, 4096}, {14336, 4096}, {4096, 14336}})
+      problems.push_back(Problem{"matmul", DType::bf16, DType::bf16, {m, n, k}, {{"b", "col"}}});
+  problems.push_back(matmul_problem(1000, 1000, 1000));
+  problems.push_back(matmul_problem(4093, 4093, 4093));
+  problems.push_back(matmul_problem(512, 512, 16384));
+  problems.push_back(Problem{"matmul", DType::bf16, DType::bf16, {4096, 4096, 4096}, {{"a", "col"}}});
+  problems.push_back(
+      Problem{"matmul", DType::bf16, DType::bf16, {4096, 4096, 4096}, {{"a", "col"}, {"b", "col"}}});
+  problems.push_back(Problem{"matmul", DType::bf16, DType::bf16, {8, 2048, 2048, 2048}, {}});
+  problems.push_back(
+      Problem{"matmul", DType::bf16, DType::bf16, {4096, 4096, 4096}, {{"act", "gelu"}, {"bias", "1"}}});
+  problems.push_back(Problem{"matmul", DType::bf16, DType::bf16, {4096, 4096, 14336},
+                             {{"b", "col"}, {"residual", "1"}}});
+  problems.push_back(matmul_problem(4096, 4096, 4096, DType::f32, DType::f32));
+  problems.push_back(Problem{"matmul", DType::f32, DType::f32, {16, 4096, 4096}, {{"b", "col"}}});
+  testing::expect_clean_defaults(matmul(), problems, {"sm_80", "sm_90a"});
+}
+
 TEST(CompileToPtxTest, WgmmaVariantUsesWgmmaTmaAndMbarriers) {
   Problem problem = matmul_problem(4096, 4096, 4096);
   std::string ptx = compile_to_ptx(

@@ -340,6 +340,13 @@ TEST(AttentionFamily, WorkCountsTheVisiblePairs) {
 // A sample of the space over head dims, dtypes and options: each compiles without spills or
 // ptxas warnings, within the register file at its thread count; the mma.sync configs for sm_80
 // and sm_90a, the wgmma ones for sm_90a.
+// What users run untuned: the defaults of the benchmark's cases (a default that spilled once
+// slowed every causal head-dim-128 call by 4-8%; attention.md, v9).
+TEST(AttentionFamily, DefaultsOfTheBenchmarkCasesCompileCleanly) {
+  testing::expect_clean_defaults(family(), testing::benchmark_attention_problems("attention"),
+                                 {"sm_80", "sm_90a"});
+}
+
 TEST(AttentionFamily, SampledConfigsCompileWithoutSpills) {
   struct Case {
     Problem problem;
