@@ -96,9 +96,9 @@ TEST_F(GpuMatmul, SampledConfigsMatchReferenceOnOddShapes) {
       matmul(DType::bf16, DType::bf16, 1, 1, 1),      matmul(DType::bf16, DType::bf16, 17, 33, 65),
       matmul(DType::f16, DType::f16, 129, 72, 264),   matmul(DType::bf16, DType::f32, 300, 520, 136),
       matmul(DType::f16, DType::f32, 1000, 1000, 1000), matmul(DType::bf16, DType::bf16, 257, 1031, 517),
-      // fp32 in, as tf32: row-major B transposed first (A gathered: K off 16 bytes); both
-      // operands transposed, with the epilogue.
-      matmul(DType::f32, DType::f32, 257, 1031, 517),
+      // fp32 in, as tf32: row-major B transposed first (A gathered: K off 16 bytes; at
+      // 17x33x65 every edge of the smallest tiles); both operands transposed, with the epilogue.
+      matmul(DType::f32, DType::f32, 257, 1031, 517), matmul(DType::f32, DType::f32, 17, 33, 65),
       {"matmul", DType::f32, DType::bf16, {2, 300, 520, 136}, {{"a", "col"}, {"act", "relu"}, {"bias", "1"}}}};
   int checked = 0, wgmma_checked = 0;
   for (const Problem& problem : problems) {
