@@ -164,16 +164,19 @@ class AttentionFamily final : public Family {
       // The exhaustive sweeps' best (docs/perf/attention.md, v7): up to head dim 128, three
       // consumer warpgroups, no overlap, 2 stages, persistent (its short blocks' start-up
       // hidden); 192 keys a step at head dim 64 over long rows, else 128. Causal past head dim
-      // 64, the CTAs claim their blocks (v8) in the order below. Past 128, two consumers with each block's softmax under the previous
-      // block's P V over 64 keys (the accumulators allow no more), 3 stages where they fit.
+      // 64, the CTAs claim their blocks (v8) in the order below. Past 128, two consumers with
+      // each block's softmax under the previous block's P V over 64 keys (the accumulators
+      // allow no more), 3 stages where they fit.
       const int head_dim = wgmma_head_dim(s.head_dim);
       const bool wide_head = head_dim > 128;
       const int block_n = wide_head ? 64 : head_dim <= 64 && s.seq_k >= 1024 ? 192 : 128;
+      const int consumers = wide_head ? 2 : 3;
       // Causal past head dim 64: longest first over every head from 4096 queries on; below, in
-      // groups of heads sharing the L2 where the grid is at most 12 waves of 192-row blocks (its
+      // groups of heads sharing the L2 where the grid is at most 12 waves of query blocks (its
       // tail then counts: B4 H16 S3000 8-11% faster than head by head), else head by head (B8
       // H32 S2048, 21 waves: 1-2% faster than the groups; v9).
-      const long long waves = (s.seq_q + 191) / 192 * static_cast<long long>(s.batch * s.heads) /
+      const long long block_m = 64 * consumers;
+      const long long waves = (s.seq_q + block_m - 1) / block_m * s.batch * s.heads /
                               std::max(device.sm_count, 1);
       const int causal_order =
           head_dim <= 64 || s.seq_q >= 4096 ? 1 : !wide_head && waves <= 12 ? 2 : 0;
@@ -182,7 +185,7 @@ class AttentionFamily final : public Family {
           const Config wgmma{
               {{"variant", kWgmma},
                {"block_n", block_n},
-               {"consumers", wide_head ? 2 : 3},
+               {"consumers", consumers},
                {"stages", stages},
                {"tile_order", s.causal ? causal_order : 0},
                {"pipeline", pipeline},

@@ -846,7 +846,7 @@ class MatmulFamily final : public Family {
       // A copy of `rows` stored rows of `length` elements (the transposed: `length` rows of
       // `rows`), rows padded to 16 bytes.
       auto copy = [&](bool transpose, long long rows, long long length, long long& ld) {
-        if (!transpose && (s.aligned() || !prep.pads_rows)) return std::uint64_t{0};
+        if (!transpose && !prep.pads_rows) return std::uint64_t{0};
         if (transpose) std::swap(rows, length);
         ld = (length + s.per_16_bytes() - 1) / s.per_16_bytes() * s.per_16_bytes();
         return take(static_cast<std::size_t>(s.batch * rows * ld * s.in_bytes));
