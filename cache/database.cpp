@@ -1390,6 +1390,13 @@ std::uint64_t Database::cubin_bytes() const {
   return static_cast<std::uint64_t>(stored_cubin_bytes(db_));
 }
 
+std::optional<CompiledKernel> Database::cubin(const RenderedSource& source,
+                                              const std::string& arch,
+                                              const std::string& nvrtc_version) const {
+  if (std::optional<CompiledKernel> kernel = cubin(source.hash, arch, nvrtc_version)) return kernel;
+  return cubin(source.hash_with_config, arch, nvrtc_version);
+}
+
 std::optional<CompiledKernel> Database::cubin(const std::string& source_hash,
                                               const std::string& arch,
                                               const std::string& nvrtc_version) const {

@@ -14,6 +14,7 @@
 
 #include "cache/sweep_owner.hpp"
 #include "generator/compiled_kernel.hpp"
+#include "generator/rendered_source.hpp"
 #include "templates/problem.hpp"
 
 struct sqlite3;
@@ -208,6 +209,10 @@ class Database {
   // the one just stored); SQLite reuses the freed pages, so the file stops growing there.
   void put_cubin(const CompiledKernel& kernel);
   std::optional<CompiledKernel> cubin(const std::string& source_hash, const std::string& arch,
+                                      const std::string& nvrtc_version) const;
+  // The cubin of `source`: under its hash, else under its hash_with_config (a database written
+  // before configs with the same kernels shared a hash).
+  std::optional<CompiledKernel> cubin(const RenderedSource& source, const std::string& arch,
                                       const std::string& nvrtc_version) const;
   // Marks a stored cubin the most recently used (the runtime, on loading it): eviction takes it
   // last. Nothing when it is not stored.

@@ -183,10 +183,13 @@ void print_space(const tuner::SweepReport& report) {
     std::cout << ", " << report.taken << " tried by another sweep of this problem meanwhile";
   std::cout << "\n";
   const tuner::ResourceSummary& resources = report.resources;
-  std::cout << "  compiled  " << resources.compiled << " kernels, " << resources.reused
-            << " reused from the database, " << report.compile_failed
+  std::cout << "  compiled  " << resources.compiled << " kernels";
+  if (resources.shared > 0)
+    std::cout << " (and " << resources.shared << " configs took one compiled for a config with"
+              << " the same kernels)";
+  std::cout << ", " << resources.reused << " reused from the database, " << report.compile_failed
             << " compile failures; registers ";
-  if (resources.compiled + resources.reused > 0)
+  if (resources.compiled + resources.shared + resources.reused > 0)
     std::cout << resources.min_registers << ".." << resources.max_registers;
   else
     std::cout << "-";
@@ -523,7 +526,8 @@ int run_tune(const std::vector<std::string>& args) {
                   std::to_string(report.progress.total) + " candidates of " + problem.key() +
                   " was tried; give a larger one");
     if (!report.timed) {
-      const int in_hand = report.resources.compiled + report.resources.reused;
+      const int in_hand =
+          report.resources.compiled + report.resources.shared + report.resources.reused;
       std::cout << "  timing needs a GPU: " << report.no_gpu_reason << "; rendered and compiled "
                 << in_hand << " configs for " << sweep.offline_arch << "\n";
       if (in_hand == 0 && report.compile_failed > 0)

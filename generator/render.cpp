@@ -42,12 +42,17 @@ RenderedSource render_file(const Family& family, const Config& config, const std
   rendered.kernel_expressions = std::move(expressions);
   // The name expressions instantiate the kernels; the comment makes the translation unit
   // self-describing when it is printed or saved to reproduce a failure outside the tuner.
-  rendered.text = "// tilesmith: family " + family.name() + ", " + what +
-                  (config.values.empty() ? "" : ", config " + config.text()) + "\n";
+  const std::string comment = "// tilesmith: family " + family.name() + ", " + what +
+                              (config.values.empty() ? "" : ", config " + config.text()) + "\n";
+  std::string code;
   for (const std::string& expression : rendered.kernel_expressions)
-    rendered.text += "// kernel: " + expression + "\n";
-  rendered.text += "#include \"" + file + "\"\n";
-  rendered.hash = content_hash(all_source_text(source) + "\n" + rendered.text);
+    code += "// kernel: " + expression + "\n";
+  code += "#include \"" + file + "\"\n";
+  rendered.text = comment + code;
+  // The comment changes no byte of the cubin: configs whose kernels are the same (they differ
+  // only in kernel arguments or launch geometry) share one hash, so one compile serves them.
+  rendered.hash = content_hash(all_source_text(source) + "\n" + code);
+  rendered.hash_with_config = content_hash(all_source_text(source) + "\n" + rendered.text);
   return rendered;
 }
 

@@ -17,7 +17,11 @@ struct RenderedSource {
   std::map<std::string, std::string> headers;  // embedded headers, by include name
   // NVRTC name expressions of the kernels, in the order the launch plan numbers them.
   std::vector<std::string> kernel_expressions;
-  std::string hash;                            // identity: same config, same source, same hash
+  // Identity of the code NVRTC compiles: configs that render the same kernels share it.
+  std::string hash;
+  // What `hash` was until 2026-11 (the config comment included): older databases store their
+  // cubins under it (Database::cubin looks there too).
+  std::string hash_with_config;
 
   // "matmul kernel tilesmith::matmul_kernel<...>": for messages.
   std::string describe() const;

@@ -12,6 +12,7 @@
 #   SUITE_STEPS="attention" ATTENTION_ARGS="--cases b4h16s4096d128 --tune-budget 20s" scripts/gpu_suite.sh
 #   SUITE_STEPS="attention_backward" ATTENTION_BACKWARD_ARGS="--cases b4h16s4096d128" scripts/gpu_suite.sh
 #   SUITE_STEPS="tuner replay" scripts/gpu_suite.sh     # the tuner's speed and its strategies
+#   SUITE_STEPS="shards" scripts/gpu_suite.sh           # shard databases merged = the unsharded sweep
 #   SUITE_STEPS="python" scripts/gpu_suite.sh           # the Python package's ops on torch tensors
 #
 # Build here (scripts/setup.sh) and carry the build folder: the GPU machine has no Boost or
@@ -20,7 +21,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-$(mktemp -d)}
 BUILD=${BUILD_DIR:-build}
-STEPS=${SUITE_STEPS:-"tests python tune sass bench suite rows attention attention_backward tuner replay"}
+STEPS=${SUITE_STEPS:-"tests python tune sass bench suite rows attention attention_backward tuner replay shards"}
 TEST_FILTER=${TEST_FILTER:-'Gpu*'}
 # The row ops beside torch eager and torch.compile (bench/reductions_bench.py).
 ROWS_ARGS=${ROWS_ARGS:-"--tune-budget 6s"}
@@ -167,6 +168,29 @@ if has_step tuner; then
   rm -f "$tuner_db"
 fi
 
+# A sweep split into two shards and merged equals the unsharded sweep (docs/distributed.md):
+# the same configs with the same outcomes, and the winner (scripts/compare_databases.py). With
+# two or more GPUs the shards run at once, one per GPU, as array tasks on two hosts would; with
+# one, in turn.
+SHARD_SPACE=${SHARD_SPACE:-"--op matmul --dtype bf16 --shape 2048x2048x2048 --only variant=1,block_m=128,block_n=128"}
+if has_step shards; then
+  echo "== shards: two shard databases merged, against the unsharded sweep"
+  rm -f "$OUT"/shard-[01].db "$OUT/unsharded.db" "$OUT/merged.db"
+  # shellcheck disable=SC2086
+  "$BUILD/tilesmith" tune $SHARD_SPACE --db "$OUT/unsharded.db" > "$OUT/shards.log" 2>&1
+  gpus=$(nvidia-smi -L | grep -c '^GPU')
+  for i in 0 1; do
+    # shellcheck disable=SC2086
+    "$BUILD/tilesmith" tune $SHARD_SPACE --shard "$i/2" --device $(( i % gpus )) \
+      --db "$OUT/shard-$i.db" > "$OUT/shard-$i.log" 2>&1 &
+    [[ $gpus -lt 2 ]] && wait
+  done
+  wait
+  "$BUILD/tilesmith" merge "$OUT/shard-0.db" "$OUT/shard-1.db" --into "$OUT/merged.db" >> "$OUT/shards.log" 2>&1
+  python3 scripts/compare_databases.py "$OUT/merged.db" "$OUT/unsharded.db" > "$OUT/shards_compare.txt" 2>&1
+  summary+=("shards: merged vs unsharded, exit status $? ($(tail -n 1 "$OUT/shards_compare.txt"))")
+fi
+
 # The search strategies replayed on exhaustive sweeps of the sm_90a template's space at three
 # shapes (build/strategy_replay: proposals to reach 2% of the best, per strategy).
 if has_step replay; then
@@ -190,4 +214,5 @@ if has_step rows; then echo; sed -n '/^GB\/s:/,$p' "$OUT/rows.log"; tail -n 3 "$
 if has_step attention; then echo; sed -n '/^TFLOP\/s:/,$p' "$OUT/attention.log"; fi
 if has_step attention_backward; then echo; sed -n '/^TFLOP\/s:/,$p' "$OUT/attention_backward.log"; fi
 if has_step replay; then echo; cat "$OUT/replay.log"; fi
+if has_step shards; then echo; cat "$OUT/shards_compare.txt"; fi
 if has_step python; then echo; grep -E '^FAIL' "$OUT/python.log"; cat "$OUT/overhead.txt"; fi

@@ -250,11 +250,15 @@ SweepReport run_sweep(const Family& family, const Problem& problem, cache::Datab
 
   CompilePool pool(options.compile_processes);
   std::map<std::size_t, Config> in_flight;
+  // Kernels in hand without a compile of their own: cubins the database already had, and the
+  // outcome of a compile that another config with the same source started (shared).
   struct Reused {
-    std::size_t id;
-    CompiledKernel kernel;
+    CompileOutcome outcome;
+    bool shared;
   };
-  std::deque<Reused> from_cache;  // cubins the database already had: no NVRTC
+  std::deque<Reused> from_cache;
+  std::map<std::string, std::vector<std::size_t>> sharing;  // source hash -> ids waiting on it
+  std::map<std::size_t, std::string> compiling;             // submitted job id -> source hash
   std::size_t proposed = 0;
   auto seconds_spent = [&] { return std::chrono::duration<double>(Clock::now() - started).count(); };
   // Runs a database step, its time counted in the report.
@@ -275,10 +279,16 @@ SweepReport run_sweep(const Family& family, const Problem& problem, cache::Datab
       if (!config) return;
       CompileJob job{proposed++, render(family, *config, problem), arch};
       in_flight.emplace(job.id, *config);
-      if (auto cached = in_database([&] { return database.cubin(job.source.hash, arch, toolchain.nvrtc_version); }))
-        from_cache.push_back(Reused{job.id, std::move(*cached)});
-      else
+      if (auto waiting = sharing.find(job.source.hash); waiting != sharing.end()) {
+        waiting->second.push_back(job.id);
+      } else if (auto cached = in_database(
+                     [&] { return database.cubin(job.source, arch, toolchain.nvrtc_version); })) {
+        from_cache.push_back(Reused{CompileOutcome{job.id, std::move(*cached), ""}, false});
+      } else {
+        sharing[job.source.hash];
+        compiling[job.id] = job.source.hash;
         pool.submit(std::move(job));
+      }
     }
   };
   auto finish = [&](const Config& config, cache::TrialStatus status) {
@@ -315,11 +325,16 @@ SweepReport run_sweep(const Family& family, const Problem& problem, cache::Datab
             std::chrono::duration<double>(Clock::now() - waiting).count();
         if (ready.outcome.kernel)  // keyed by source hash
           in_database([&] { return (database.put_cubin(*ready.outcome.kernel), 0); });
+        const auto sharers = sharing.extract(compiling.extract(ready.outcome.id).mapped());
+        for (std::size_t id : sharers.mapped())
+          from_cache.push_back(
+              Reused{CompileOutcome{id, ready.outcome.kernel, ready.outcome.error}, true});
       } else {
-        ready.outcome = CompileOutcome{from_cache.front().id, std::move(from_cache.front().kernel), ""};
+        Reused reused = std::move(from_cache.front());
         from_cache.pop_front();
-        ready.reused = true;
-        ++report.resources.reused;
+        ready.outcome = std::move(reused.outcome);
+        ready.reused = ready.outcome.kernel.has_value();
+        if (ready.reused) ++(reused.shared ? report.resources.shared : report.resources.reused);
       }
       if (!first_timed && ready.outcome.id != 0) {
         held.push_back(std::move(ready));

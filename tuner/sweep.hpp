@@ -57,6 +57,7 @@ struct Progress {
 struct ResourceSummary {
   int compiled = 0;  // kernels NVRTC compiled in this sweep
   int reused = 0;    // cubins found in the database by source hash (no NVRTC)
+  int shared = 0;    // kernels compiled in this sweep for another config with the same source
   // Over every kernel in hand, compiled or reused:
   int min_registers = 0, max_registers = 0;
   std::vector<std::string> spilling;  // configs whose kernels spill registers

@@ -40,7 +40,7 @@ std::vector<WinnerCheck> check_winners(const cache::Database& database,
     std::optional<CompiledKernel> kernel;
     try {
       const RenderedSource source = render(family, winner.config, problem);
-      kernel = database.cubin(source.hash, arch, nvrtc);
+      kernel = database.cubin(source, arch, nvrtc);
       if (!kernel) kernel = compile(source, arch);
     } catch (const Error& error) {
       check.verdict = "compile failed";

@@ -242,10 +242,10 @@ struct Runtime::Impl {
     bool cubin_is_users = false;
     auto take = [&](const Config& config, DispatchInfo info) {
       source = render(family, config, problem);
-      compiled = database->cubin(source->hash, arch, toolchain.nvrtc_version);
+      compiled = database->cubin(*source, arch, toolchain.nvrtc_version);
       cubin_is_users = compiled.has_value();
       if (!compiled && system_database)
-        compiled = system_database->cubin(source->hash, arch, toolchain.nvrtc_version);
+        compiled = system_database->cubin(*source, arch, toolchain.nvrtc_version);
       if (!compiled && !jit) return false;
       entry->config = config;
       entry->info = std::move(info);

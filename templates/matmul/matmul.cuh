@@ -19,7 +19,8 @@
 //          (.trans where the stored rows are not the fragment's rows), which costs nothing.
 //          C stays row-major: its stores are paired along N.
 // warp tile: each of WM x WN warps owns a (BM/WM) x (BN/WN) block of C as m16n8k16 MMAs.
-// tile order: blocks walk C in groups of GROUP_M tile-rows so neighbours share A and B in L2.
+// tile order: blocks walk C in groups of p.group_m tile-rows so neighbours share A and B in L2
+//             (matmul_tile_order.cuh).
 // batch: grid.y blocks stride over the batches (grid.y is capped at 65535), each running the
 //        whole tile per batch; x stays the tile so the L2-friendly order holds within a batch.
 // epilogue: straight from the accumulators, predicated at the edges; bias, activation and
@@ -41,6 +42,7 @@
 #include "common/tile_primitives.cuh"
 #include "matmul/matmul_epilogue.cuh"
 #include "matmul/matmul_params.h"
+#include "matmul/matmul_tile_order.cuh"
 
 namespace tilesmith {
 
@@ -291,7 +293,7 @@ __device__ __forceinline__ void mma_step(float (&acc)[T::kMmaM][T::kMmaN][4],
 
 // Launch: block WM * WN * 32 threads; grid (tiles of C, min(batch, 65535)); dynamic shared
 // memory STAGES * MatmulTile::kStageBytes (see the top of the file).
-template <int BM, int BN, int BK, int WM, int WN, int STAGES, int GROUP_M, int ALIGNED,
+template <int BM, int BN, int BK, int WM, int WN, int STAGES, int ALIGNED,
           int IN_KIND, int OUT_KIND, int LAYOUT, int EPI>
 __global__ void __launch_bounds__(WM* WN * 32) matmul_kernel(const MatmulParams p) {
   // The tile in 16-bit units: BK elements of fp32 are 2 * BK units (see the top of the file).
@@ -308,14 +310,9 @@ __global__ void __launch_bounds__(WM* WN * 32) matmul_kernel(const MatmulParams 
     // Everything below is worked out per batch: hoisting the batch-invariant part out of the
     // loop keeps more values live across the mainloop and costs it instructions (SASS).
 
-    // Tile order: GROUP_M tile-rows at a time, column by column inside the group.
     const int tiles_m = (p.m + BM - 1) / BM, tiles_n = (p.n + BN - 1) / BN;
-    const int tile = blockIdx.x;
-    const int group_tiles = GROUP_M * tiles_n;
-    const int first_m = (tile / group_tiles) * GROUP_M;
-    const int group_m = min(tiles_m - first_m, GROUP_M);
-    const int tile_m = first_m + (tile % group_tiles) % group_m;
-    const int tile_n = (tile % group_tiles) / group_m;
+    int tile_m, tile_n;
+    grouped_tile(blockIdx.x, tiles_m, tiles_n, p.group_m, tile_m, tile_n);
     const int block_row = tile_m * BM, block_col = tile_n * BN;
 
     const int thread = threadIdx.x, lane = thread % 32, warp = thread / 32;

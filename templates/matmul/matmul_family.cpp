@@ -305,7 +305,8 @@ class MatmulFamily final : public Family {
     for (const char* file :
          {"matmul/matmul.cuh", "matmul/matmul_params.h", "matmul/matmul_epilogue.cuh",
           "matmul/matmul_sm90.cuh", "matmul/matmul_decode.cuh",
-          "matmul/matmul_sm90_params.h", "matmul/matmul_splitk.cuh", "common/tile_primitives.cuh",
+          "matmul/matmul_sm90_params.h", "matmul/matmul_splitk.cuh", "matmul/matmul_tile_order.cuh",
+          "common/tile_primitives.cuh",
           "common/activation.h", "common/elementwise.cuh", "common/hopper.cuh", "common/tensor_map.h", "common/copy_rows.cuh",
           "common/copy_rows_params.h"})
       source_.files[file] = std::string(embedded::file(file));
@@ -504,8 +505,7 @@ class MatmulFamily final : public Family {
           "tilesmith::matmul_sm90<" + std::to_string(w.block_m) + "," +
           std::to_string(w.block_n) + "," + std::to_string(w.block_k) + "," +
           std::to_string(w.stages) + "," + std::to_string(w.consumers) + "," +
-          std::to_string(w.cluster_m) + "," + std::to_string(w.cluster_n) + "," +
-          std::to_string(w.group_m) + "," + kinds + "," + std::to_string(ks.layout()) + "," +
+          std::to_string(w.cluster_m) + "," + std::to_string(w.cluster_n) + "," + kinds + "," + std::to_string(ks.layout()) + "," +
           std::to_string(s.epilogue) + "," + std::to_string(w.swap_ab) + "," +
           std::to_string(w.cluster_k()) + ">"};
       add_preparation_kernels(kernels, config, problem);
@@ -516,8 +516,7 @@ class MatmulFamily final : public Family {
         "tilesmith::matmul_kernel<" + std::to_string(t.block_m) + "," +
         std::to_string(t.block_n) + "," + std::to_string(t.block_k) + "," +
         std::to_string(t.warps_m) + "," + std::to_string(t.warps_n) + "," +
-        std::to_string(t.stages) + "," + std::to_string(t.group_m) + "," +
-        (s.reads_aligned() ? "1" : "0") + "," + kinds + "," + std::to_string(s.as_read().layout()) +
+        std::to_string(t.stages) + "," + (s.reads_aligned() ? "1" : "0") + "," + kinds + "," + std::to_string(s.as_read().layout()) +
         "," + std::to_string(s.epilogue) + ">"};
     add_preparation_kernels(kernels, config, problem);
     return kernels;
@@ -579,6 +578,7 @@ class MatmulFamily final : public Family {
       p.ldb = static_cast<int>(b.ld);
       p.stride_a = a.stride;
       p.stride_b = b.stride;
+      p.group_m = t.group_m;
       plan.add(0, geometry, KernelArgs::of(p));
       return plan;
     }
@@ -603,6 +603,7 @@ class MatmulFamily final : public Family {
     p.ldc = static_cast<int>(strides.ldc);
     p.batch = static_cast<int>(s.batch);
     p.stride_c = strides.stride_c;
+    p.group_m = w.group_m;
     p.a_shared = a.shared ? 1 : 0;
     p.b_shared = b.shared ? 1 : 0;
     const std::uint64_t in_bytes = dtype_size(problem.dtype);

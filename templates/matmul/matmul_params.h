@@ -36,6 +36,10 @@ struct MatmulParams {
   int m, n, k;
   int lda, ldb, ldc;
   int batch;
+  // The mma.sync kernel's tile order (matmul_tile_order.cuh), >= 1; unused by the others. In
+  // what was the padding before stride_a: no other member moved (the decode kernel's code,
+  // at its register limit, changed with the offsets).
+  int group_m;
   long long stride_a, stride_b, stride_c;
   MatmulEpilogueArgs epilogue;
 };

@@ -15,7 +15,7 @@
 // exchange buffer (TileExchange) instead of the TMA staging slots.
 //
 // ---- launch_info (what the host must do) --------------------------------------------------------
-//  template: matmul_sm90<BM, BN, BK, STAGES, CONSUMERS, CLUSTER_M, CLUSTER_N, GROUP_M, KIND_IN,
+//  template: matmul_sm90<BM, BN, BK, STAGES, CONSUMERS, CLUSTER_M, CLUSTER_N, KIND_IN,
 //            KIND_OUT, LAYOUT, EPI, SWAP, CLUSTER_K> (KIND_*: ElementKind codes, kF16 = 0,
 //            kBF16 = 1, kF32 = 2 (in: tf32, K-major only); LAYOUT, EPI: MatmulLayoutBits, MatmulEpilogueBits
 //            (matmul_params.h), LAYOUT of the product the kernel computes: with SWAP, of C^T;
@@ -72,13 +72,13 @@
 //     (BM / CONSUMERS / 64) * BN <= 256 (accumulator registers); CONSUMERS in {1, 2, 3};
 //     CONSUMERS == 3 needs BN <= 192 (entry cap 128 registers); CLUSTER_M, CLUSTER_N in {1, 2};
 //     CLUSTER_K in {1, 2, 4, 8}, and > 1 only without multicast;
-//     BM % (8 * CLUSTER_N) == 0; GROUP_M >= 1; smem_bytes <= 232448.
+//     BM % (8 * CLUSTER_N) == 0; p.group_m >= 1; smem_bytes <= 232448.
 //  registers: with 2 or 3 consumers the producer warpgroup drops to 40 (24 with 3) registers
 //     and the consumers rise to 232 (160 with 3) with setmaxnreg; ptxas reports the entry cap
 //     (65536 / threads, rounded down to 8: 168 for 384 threads, 128 for 512) and allocates the
 //     consumer code within it; one consumer: no reallocation (154 registers at 256 threads).
 //     No valid configuration spills (checked: every probe config, 64x256 c1, 192x192 c3).
-//  measured best (H100 SXM, bf16): 128x256, 4 stages, 2 consumers, cluster 2x1, GROUP_M 8
+//  measured best (H100 SXM, bf16): 128x256, 4 stages, 2 consumers, cluster 2x1, group_m 8
 //     (0.995x cuBLAS at 4096^3, 1.007x at 8192^3); 256x128 cluster 1x2 is within 2%.
 // -------------------------------------------------------------------------------------------------
 //
@@ -106,6 +106,7 @@
 #include "matmul/matmul_epilogue.cuh"
 #include "matmul/matmul_sm90_params.h"
 #include "matmul/matmul_splitk.cuh"  // split-K's reduction, in the same unit
+#include "matmul/matmul_tile_order.cuh"
 
 // wgmma groups a consumer leaves running when it hands a stage back: 1 (default) hands stage
 // k - 1 back once stage k's group is issued and k - 1's is done; 0 hands each stage back as soon
@@ -115,20 +116,6 @@
 #endif
 
 namespace tilesmith {
-
-// Grouped tile order: units run down GROUP_M tile rows, then move one tile column right, so the
-// clusters working at one time share A rows and B columns in L2.
-template <int GROUP_M>
-__device__ __forceinline__ void grouped_tile(int unit, int tiles_m, int tiles_n, int& tile_m,
-                                             int& tile_n) {
-  int per_group = GROUP_M * tiles_n;
-  int group = unit / per_group;
-  int first_m = group * GROUP_M;
-  int rows = tiles_m - first_m < GROUP_M ? tiles_m - first_m : GROUP_M;
-  int in_group = unit - group * per_group;
-  tile_m = first_m + in_group % rows;
-  tile_n = in_group / rows;
-}
 
 // Applies the epilogue (matmul_epilogue.cuh) to one warpgroup's 64 x BN accumulator block at
 // (row0, col0) of batch `batch`, in registers, before any of the stores; elements outside
@@ -419,7 +406,7 @@ struct TileExchange {
 };
 
 template <int BM, int BN, int BK, int STAGES, int CONSUMERS, int CLUSTER_M, int CLUSTER_N,
-          int GROUP_M, int KIND_IN, int KIND_OUT, int LAYOUT, int EPI, int SWAP, int CLUSTER_K>
+          int KIND_IN, int KIND_OUT, int LAYOUT, int EPI, int SWAP, int CLUSTER_K>
 __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     __cluster_dims__(CLUSTER_M* CLUSTER_N* CLUSTER_K, 1, 1)
         matmul_sm90(const __grid_constant__ MatmulSm90Params p) {
@@ -525,7 +512,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     w.slice = unit - tile * splits;
     w.batch = tile / tiles;
     int tile_m, tile_n;
-    grouped_tile<GROUP_M>(tile - w.batch * tiles, tiles_m, tiles_n, tile_m, tile_n);
+    grouped_tile(tile - w.batch * tiles, tiles_m, tiles_n, p.group_m, tile_m, tile_n);
     w.m0 = (tile_m * CLUSTER_M + cm) * BM;
     w.n0 = (tile_n * CLUSTER_N + cn) * BN;
     if (CLUSTER_K > 1) {

@@ -25,6 +25,7 @@ struct MatmulSm90Params {
   // 1: the operand's map holds one matrix, read for every batch (a batch stride of 0).
   int a_shared, b_shared;
   long long stride_c;
+  int group_m;  // tile order (matmul_tile_order.cuh); >= 1
   // Split-K: with k_splits > 1, work unit u is K slice u % k_splits of output tile
   // u / k_splits, and its fp32 products go to partials + (slice * batch + b) * m * n (rows n
   // apart) instead of C; splitk_reduce (matmul_splitk.cuh) then sums the slices into C and

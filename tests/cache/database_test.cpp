@@ -861,6 +861,37 @@ TEST_F(DatabaseTest, CubinRoundTripIsExactAndKeyedByNvrtcVersion) {
   EXPECT_EQ(replaced->resources.registers, -1);
 }
 
+// A database written before configs with the same kernels shared a hash stores its cubins
+// under the hash that included the config: a rendered source finds them there too, its own
+// hash first.
+TEST_F(DatabaseTest, ARenderedSourceFindsItsCubinUnderEitherHash) {
+  Database db(db_path());
+  RenderedSource source;
+  source.hash = "11111111111111111111111111111111";
+  source.hash_with_config = "22222222222222222222222222222222";
+  CompiledKernel old_kernel;
+  old_kernel.source_hash = source.hash_with_config;
+  old_kernel.arch = "sm_90a";
+  old_kernel.nvrtc_version = "13.0";
+  old_kernel.lowered_names = {"_Z3oldv"};
+  old_kernel.cubin.bytes.assign(64, 'o');
+  EXPECT_FALSE(db.cubin(source, "sm_90a", "13.0").has_value());
+  db.put_cubin(old_kernel);
+  std::optional<CompiledKernel> hit = db.cubin(source, "sm_90a", "13.0");
+  ASSERT_TRUE(hit.has_value());
+  EXPECT_EQ(hit->lowered_names, old_kernel.lowered_names);
+  EXPECT_EQ(hit->source_hash, source.hash_with_config);  // what a use touches
+  EXPECT_FALSE(db.cubin(source, "sm_90a", "13.1").has_value());
+
+  CompiledKernel new_kernel = old_kernel;
+  new_kernel.source_hash = source.hash;
+  new_kernel.lowered_names = {"_Z3newv"};
+  db.put_cubin(new_kernel);
+  hit = db.cubin(source, "sm_90a", "13.0");
+  ASSERT_TRUE(hit.has_value());
+  EXPECT_EQ(hit->lowered_names, new_kernel.lowered_names);
+}
+
 // A cubin budget keeps the store at its size by evicting the least recently stored or used
 // cubins, never a winner's and never the one just stored; a use (touch) makes a cubin the newest.
 TEST_F(DatabaseTest, ACubinBudgetEvictsTheLeastRecentlyUsedCubinsThatNoWinnerNames) {

@@ -61,30 +61,51 @@ TEST(RenderTest, CarriesTheFamilyConfigAndKernelExpression) {
   EXPECT_TRUE(is_lowercase_hex(source.hash)) << source.hash;
 }
 
-TEST(RenderTest, EveryConfigOfTheSpaceHasItsOwnHash) {
+TEST(RenderTest, EveryKernelOfTheSpaceHasItsOwnHash) {
   Problem problem = matmul_problem(4096, 4096, 4096);
-  std::set<std::string> hashes;
-  int configs = 0;
+  std::set<std::string> hashes, with_config;
+  int kernels = 0;
   for (int block_m : {64, 128, 256})
-    for (int stages : {2, 3, 4, 5})
+    for (int stages : {2, 3, 4, 5}) {
+      ++kernels;
       for (int group_m : {1, 8}) {
-        ++configs;
-        hashes.insert(
-            render(matmul(), tile_config(block_m, 128, 32, 2, 2, stages, group_m), problem).hash);
+        const RenderedSource source =
+            render(matmul(), tile_config(block_m, 128, 32, 2, 2, stages, group_m), problem);
+        hashes.insert(source.hash);
+        with_config.insert(source.hash_with_config);
       }
-  EXPECT_EQ(hashes.size(), static_cast<std::size_t>(configs));
+    }
+  EXPECT_EQ(hashes.size(), static_cast<std::size_t>(kernels));
+  EXPECT_EQ(with_config.size(), static_cast<std::size_t>(2 * kernels));
 }
 
-TEST(RenderTest, OneParameterChangesTheHash) {
+TEST(RenderTest, OneCompiledParameterChangesTheHash) {
   Problem problem = matmul_problem(4096, 4096, 4096);
   Config base = tile_config(128, 128, 32, 2, 2, 4, 8);
-  std::string base_hash = render(matmul(), base, problem).hash;
+  const RenderedSource base_source = render(matmul(), base, problem);
   for (const auto& [name, value] : base.values) {
     if (name == "variant") continue;  // another variant takes other parameters: VariantPicks...
     Config changed = base;
     changed.values[name] = value == 0 ? 1 : value == 1 ? 2 : value / 2;
-    EXPECT_NE(render(matmul(), changed, problem).hash, base_hash) << name;
+    const RenderedSource source = render(matmul(), changed, problem);
+    EXPECT_NE(source.hash_with_config, base_source.hash_with_config) << name;
+    if (name == "group_m")  // a kernel argument (matmul_tile_order.cuh): the same kernel
+      EXPECT_EQ(source.hash, base_source.hash);
+    else
+      EXPECT_NE(source.hash, base_source.hash) << name;
   }
+}
+
+// The config comment is not part of the hash: configs whose kernels are the same share one,
+// and with it one compile in a sweep and one stored cubin.
+TEST(RenderTest, ConfigsWithTheSameKernelsShareTheHash) {
+  const Problem problem = matmul_problem(4096, 4096, 4096);
+  const RenderedSource one = render(matmul(), tile_config(128, 128, 32, 2, 2, 4, 1), problem);
+  const RenderedSource eight = render(matmul(), tile_config(128, 128, 32, 2, 2, 4, 8), problem);
+  EXPECT_EQ(one.kernel_expressions, eight.kernel_expressions);
+  EXPECT_NE(one.text, eight.text);  // each names its own config
+  EXPECT_EQ(one.hash, eight.hash);
+  EXPECT_NE(one.hash_with_config, eight.hash_with_config);
 }
 
 TEST(RenderTest, AlignmentAndDtypesChangeTheHash) {
@@ -122,7 +143,7 @@ TEST(RenderTest, VariantPicksTheKernelFileAndTemplate) {
   EXPECT_NE(mma.text.find("#include \"matmul/matmul.cuh\""), std::string::npos);
   EXPECT_NE(wgmma.text.find("#include \"matmul/matmul_sm90.cuh\""), std::string::npos);
   ASSERT_EQ(wgmma.kernel_expressions.size(), 1u);
-  EXPECT_EQ(wgmma.kernel_expressions[0], "tilesmith::matmul_sm90<128,256,64,4,2,2,1,8,1,1,0,0,0,1>");
+  EXPECT_EQ(wgmma.kernel_expressions[0], "tilesmith::matmul_sm90<128,256,64,4,2,2,1,1,1,0,0,0,1>");
   EXPECT_NE(mma.hash, wgmma.hash);
 }
 

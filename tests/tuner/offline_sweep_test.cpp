@@ -61,7 +61,10 @@ TEST(OfflineSweepTest, CompilesABudgetOfCandidatesAndRecordsNothing) {
   EXPECT_EQ(report.skipped_done, 0);
   EXPECT_EQ(report.abandoned, 0);
 
-  EXPECT_EQ(report.resources.compiled, 6);
+  // Configs with the same kernels share one compile, in flight or stored by then
+  // (ConfigsWithTheSameKernelsAreCompiledOnce).
+  EXPECT_EQ(report.resources.compiled + report.resources.shared + report.resources.reused, 6);
+  EXPECT_GT(report.resources.compiled, 0);
   EXPECT_EQ(report.compile_failed, 0);
   EXPECT_GT(report.resources.min_registers, 0);
   EXPECT_GE(report.resources.max_registers, report.resources.min_registers);
@@ -195,6 +198,31 @@ TEST(OfflineSweepTest, TheModelStrategyStartsFromOtherShapesTrials) {
 
 // --only k=v,...: the configs with those values and no others (here one template of the
 // family); a parameter or value the family does not have is an error, not an empty sweep.
+// Configs that differ only in kernel arguments (here group_m, the tile order) render the same
+// kernels: a sweep compiles them once, and a later sweep of another shape with the same
+// alignment takes the stored cubin for both.
+TEST(OfflineSweepTest, ConfigsWithTheSameKernelsAreCompiledOnce) {
+  SKIP_IF_GPU_PRESENT();
+  const Family& family = find_family("matmul");
+  tilesmith::testing::TempDir dir;
+  cache::Database db(dir.file("sweep.db"));
+  SweepOptions options;
+  options.compile_processes = 2;
+  options.only =
+      Config::parse("variant=0,block_m=64,block_n=64,block_k=32,warps_m=2,warps_n=2,stages=3");
+  const SweepReport first = run_sweep(family, problem_1000_bf16(), db, options);
+  EXPECT_EQ(first.progress.done, 2);  // group_m 1 and 8
+  EXPECT_EQ(first.resources.compiled, 1);
+  EXPECT_EQ(first.resources.shared, 1);
+  EXPECT_EQ(first.resources.reused, 0);
+  EXPECT_EQ(first.compile_failed, 0);
+  const SweepReport second =
+      run_sweep(family, Problem{"matmul", DType::bf16, DType::bf16, {2000, 1000, 3000}}, db, options);
+  EXPECT_EQ(second.progress.done, 2);
+  EXPECT_EQ(second.resources.compiled, 0);
+  EXPECT_EQ(second.resources.reused, 2);
+}
+
 TEST(OfflineSweepTest, OnlyKeepsTheConfigsWithTheGivenValues) {
   SKIP_IF_GPU_PRESENT();
   const Family& family = find_family("matmul");

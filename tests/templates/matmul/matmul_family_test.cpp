@@ -235,7 +235,7 @@ TEST(MatmulTf32Test, MmaSyncReadsTransposedCopiesOfMnMajorOperands) {
   ASSERT_EQ(matmul().reject(config, problem, ampere), std::nullopt);
   const std::vector<std::string> kernels = matmul().kernel_expressions(config, problem);
   ASSERT_EQ(kernels.size(), 2u);
-  EXPECT_EQ(kernels[0], "tilesmith::matmul_kernel<64,64,32,2,2,3,8,1,2,2," +
+  EXPECT_EQ(kernels[0], "tilesmith::matmul_kernel<64,64,32,2,2,3,1,2,2," +
                             std::to_string(kColumnMajorB) + ",0>");
   EXPECT_EQ(kernels[1], "tilesmith::transpose_rows<4>");
   const std::size_t b_bytes = (3u * 200 * 300 * 4 + 255) / 256 * 256;
@@ -268,13 +268,13 @@ TEST(MatmulTf32Test, MmaSyncReadsTransposedCopiesOfMnMajorOperands) {
   ASSERT_EQ(matmul().reject(config, unaligned, ampere), std::nullopt);
   const std::vector<std::string> gathering = matmul().kernel_expressions(config, unaligned);
   ASSERT_EQ(gathering.size(), 1u);
-  EXPECT_NE(gathering[0].find(",3,8,0,2,2,"), std::string::npos) << gathering[0];
+  EXPECT_NE(gathering[0].find(",3,0,2,2,"), std::string::npos) << gathering[0];
   EXPECT_EQ(matmul().workspace_bytes(config, unaligned, ampere), 0u);
   // Both operands transposed into padded rows: aligned however K falls.
   const Problem both{"matmul", DType::f32, DType::f32, {100, 200, 299}, {{"a", "col"}}};
   const std::vector<std::string> padded = matmul().kernel_expressions(config, both);
   ASSERT_EQ(padded.size(), 2u);
-  EXPECT_NE(padded[0].find(",3,8,1,2,2,"), std::string::npos) << padded[0];
+  EXPECT_NE(padded[0].find(",3,1,2,2,"), std::string::npos) << padded[0];
 }
 
 // tf32 reads K-major operands: row-major B (and column-major A) are transposed into the
@@ -616,11 +616,45 @@ TEST(MatmulKernelExpressionTest, StartsWithTheTileParameters) {
   Config config = tile_config(128, 64, 32, 2, 1, 3, 8);
   std::vector<std::string> arguments =
       template_arguments(matmul().kernel_expressions(config, matmul_problem(4096, 4096, 4096)).at(0));
-  // One argument per parameter of the variant, then ALIGNED, IN_KIND, OUT_KIND, LAYOUT, EPI.
-  EXPECT_EQ(arguments.size(), config.values.size() - 1 + 5);
-  ASSERT_GE(arguments.size(), 7u);
-  EXPECT_EQ(std::vector<std::string>(arguments.begin(), arguments.begin() + 7),
-            (std::vector<std::string>{"128", "64", "32", "2", "1", "3", "8"}));
+  // One argument per parameter of the variant but group_m (a kernel argument), then ALIGNED,
+  // IN_KIND, OUT_KIND, LAYOUT, EPI.
+  EXPECT_EQ(arguments.size(), config.values.size() - 2 + 5);
+  ASSERT_GE(arguments.size(), 6u);
+  EXPECT_EQ(std::vector<std::string>(arguments.begin(), arguments.begin() + 6),
+            (std::vector<std::string>{"128", "64", "32", "2", "1", "3"}));
+}
+
+// The tile order is a kernel argument: configs that differ only in it render the same kernels
+// (one compile in a sweep: RenderTest.ConfigsWithTheSameKernelsShareTheHash), and each launch
+// passes its own order.
+TEST(MatmulKernelExpressionTest, TheTileOrderIsAnArgumentNotAnotherKernel) {
+  const Problem problem = matmul_problem(4096, 4096, 4096);
+  const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
+  // The group_m each launch passes (the main kernel is the plan's only step here).
+  auto passed_group_m = [&](const Config& config) {
+    const LaunchPlan plan = plan_of(config, problem, hopper);
+    EXPECT_EQ(plan.step_count, 1);
+    const KernelArgs& args = plan.steps[0].args;
+    if (config.at("variant") == 1) {
+      MatmulSm90Params p;
+      EXPECT_EQ(args.size, sizeof p);
+      std::memcpy(&p, args.bytes.data(), sizeof p);
+      return p.group_m;
+    }
+    MatmulParams p;
+    EXPECT_EQ(args.size, sizeof p);
+    std::memcpy(&p, args.bytes.data(), sizeof p);
+    return p.group_m;
+  };
+  for (Config config : {tile_config(128, 64, 32, 2, 1, 3, 1), matmul().default_config(problem, hopper)}) {
+    SCOPED_TRACE(config.text());
+    Config other = config;
+    other.values["group_m"] = config.at("group_m") == 1 ? 8 : 1;
+    EXPECT_EQ(matmul().kernel_expressions(config, problem),
+              matmul().kernel_expressions(other, problem));
+    EXPECT_EQ(passed_group_m(config), config.at("group_m"));
+    EXPECT_EQ(passed_group_m(other), other.at("group_m"));
+  }
 }
 
 TEST(MatmulKernelExpressionTest, EncodesTheAlignmentAndDtypes) {
