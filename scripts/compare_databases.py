@@ -54,10 +54,11 @@ def main():
                 print(f"  winner in the {name}:  {w[1]:.4f} ms  {w[0]}")
         if wa and wb and wa[0] != wb[0]:
             # Each winner's time in the other database: how far apart the two picks are.
-            other_a = a.get(wb[0], (None, None))[1]
-            other_b = b.get(wa[0], (None, None))[1]
-            print(f"  the winners differ: the second's pick timed {other_a} ms in the first, "
-                  f"the first's pick {other_b} ms in the second")
+            def timed(trials, config):
+                median = trials.get(config, (None, None))[1]
+                return "untimed" if median is None else f"{median:.4f} ms"
+            print(f"  the winners differ: the second's pick timed {timed(a, wb[0])} in the first, "
+                  f"the first's pick {timed(b, wa[0])} in the second")
         elif wa and wb:
             print("  the same winner")
     print("same configs and outcomes" if same else "the databases differ")

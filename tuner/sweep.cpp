@@ -150,6 +150,27 @@ std::optional<double> memory_peak_gbps(const DeviceTarget& device) {
 }
 
 
+std::vector<Config> shard_of(const Family& family, const Problem& problem,
+                             std::vector<Config> configs, int index, int count) {
+  if (count < 1 || index < 0 || index >= count)
+    throw InvalidArgument("shard " + std::to_string(index) + "/" + std::to_string(count) +
+                          ": want i/N with 0 <= i < N");
+  // A split by config would deal the configs sharing a kernel (adjacent in the enumeration) to
+  // different shards, each of which then compiled it: the GPU run at 4096^3 over two GPUs
+  // compiled all 168 kernels of 336 configs twice. Before that, a split of the enumeration
+  // before pruning gave one of two shards every config of a slice.
+  std::map<std::vector<std::string>, int> group_of;  // kernels -> order of first appearance
+  std::vector<Config> shard;
+  for (Config& config : configs) {
+    const int group = group_of
+                          .try_emplace(family.kernel_expressions(config, problem),
+                                       static_cast<int>(group_of.size()))
+                          .first->second;
+    if (group % count == index) shard.push_back(std::move(config));
+  }
+  return shard;
+}
+
 SweepReport run_sweep(const Family& family, const Problem& problem, cache::Database& database,
                       const SweepOptions& options, const ProgressCallback& on_progress) {
   const auto started = Clock::now();
@@ -168,11 +189,6 @@ SweepReport run_sweep(const Family& family, const Problem& problem, cache::Datab
   // Enumerate and prune before anything is compiled.
   std::vector<Config> space = family.enumerate();
   report.space_size = static_cast<int>(space.size());
-  if (options.shard_count < 1 || options.shard_index < 0 ||
-      options.shard_index >= options.shard_count)
-    throw InvalidArgument("shard " + std::to_string(options.shard_index) + "/" +
-                          std::to_string(options.shard_count) +
-                          ": want i/N with 0 <= i < N");
   for (const auto& [name, value] : options.only.values) {
     const std::vector<ParamSpec> params = family.space();
     const auto param = std::find_if(params.begin(), params.end(),
@@ -182,27 +198,23 @@ SweepReport run_sweep(const Family& family, const Problem& problem, cache::Datab
       throw InvalidArgument("--only " + name + "=" + std::to_string(value) + ": " +
                             family.name() + " has no such parameter value");
   }
-  std::vector<Config> candidates;
-  for (std::size_t position = 0; position < space.size(); ++position) {
-    if (static_cast<int>(position % static_cast<std::size_t>(options.shard_count)) !=
-        options.shard_index) {
-      ++report.other_shards;
-      continue;
-    }
+  std::vector<Config> valid;  // after --only and the constraints
+  for (Config& config : space) {
     const bool wanted = std::all_of(
         options.only.values.begin(), options.only.values.end(), [&](const auto& item) {
-          const auto it = space[position].values.find(item.first);
-          return it != space[position].values.end() && it->second == item.second;
+          const auto it = config.values.find(item.first);
+          return it != config.values.end() && it->second == item.second;
         });
-    if (!wanted) {
+    if (!wanted)
       ++report.outside_only;
-      continue;
-    }
-    if (!family.reject(space[position], problem, device))
-      candidates.push_back(std::move(space[position]));
+    else if (!family.reject(config, problem, device))
+      valid.push_back(std::move(config));
   }
-  report.pruned = report.space_size - report.other_shards - report.outside_only -
-                  static_cast<int>(candidates.size());
+  const std::size_t valid_count = valid.size();
+  std::vector<Config> candidates =
+      shard_of(family, problem, std::move(valid), options.shard_index, options.shard_count);
+  report.other_shards = static_cast<int>(valid_count - candidates.size());
+  report.pruned = report.space_size - report.outside_only - static_cast<int>(valid_count);
 
   cache::TrialKey key{"", problem, template_hash(family)};
   std::optional<SweepLease> lease;

@@ -121,6 +121,14 @@ using ProgressCallback = std::function<void(const Progress&)>;
 SweepReport run_sweep(const Family& family, const Problem& problem, cache::Database& database,
                       const SweepOptions& options, const ProgressCallback& on_progress = {});
 
+// Shard `index` of `count` (SweepOptions::shard_index, shard_count) of `configs`, the configs
+// valid for `problem` in enumeration order: configs that render the same kernels (they differ
+// only in kernel arguments, e.g. matmul's group_m) form one group, and the groups are dealt out
+// in turn. So no two shards compile one kernel, each compiles as many as the others within one,
+// and every host of one GPU model computes the same split.
+std::vector<Config> shard_of(const Family& family, const Problem& problem,
+                             std::vector<Config> configs, int index, int count);
+
 // Binaries that tune must call this first in main(): it runs the GPU or compile worker when the
 // process was started as one (the tuner starts workers by re-executing /proc/self/exe), and
 // returns false otherwise.

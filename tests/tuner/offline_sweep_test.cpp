@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -140,6 +142,7 @@ TEST(OfflineSweepTest, RejectsAProblemTheFamilyCannotExpress) {
 }
 
 // --shard i/N: the shards of a space are disjoint and together cover it, the same on every host.
+// How the shards split the valid configs: ShardOf.*.
 TEST(OfflineSweepTest, ShardsSplitTheSpaceDisjointlyAndCoverIt) {
   SKIP_IF_GPU_PRESENT();
   const Family& family = find_family("matmul");
@@ -157,12 +160,50 @@ TEST(OfflineSweepTest, ShardsSplitTheSpaceDisjointlyAndCoverIt) {
     options.shard_index = index;
     const SweepReport shard = run_sweep(family, problem, db, options);
     EXPECT_EQ(shard.space_size, whole.space_size);
-    EXPECT_EQ(shard.other_shards, whole.space_size - (whole.space_size - index + 2) / 3);
-    shard_candidates += shard.space_size - shard.other_shards - shard.pruned;
+    EXPECT_EQ(shard.pruned, whole.pruned);
+    const int own = shard.space_size - shard.other_shards - shard.pruned;
+    EXPECT_GT(own, 0);
+    shard_candidates += own;
   }
   EXPECT_EQ(shard_candidates, candidates);
   options.shard_index = 3;
   EXPECT_THROW(run_sweep(family, problem, db, options), InvalidArgument);
+}
+
+// The slice of the GPU run where a split of the whole enumeration gave one of two shards every
+// config, and where pairs of configs share a kernel (group_m): each shard gets its own kernels,
+// as many as the others within one, and all the configs of each.
+TEST(ShardOf, DealsOutKernelsNotConfigs) {
+  const Family& family = find_family("matmul");
+  const Problem problem{"matmul", DType::bf16, DType::bf16, {2048, 2048, 2048}};
+  const DeviceTarget device = DeviceTarget::assumed_for_arch("sm_90a");
+  std::vector<Config> valid;
+  for (const Config& config : family.enumerate())
+    if (config.at("variant") == 1 && config.at("block_m") == 128 && config.at("block_n") == 128 &&
+        !family.reject(config, problem, device))
+      valid.push_back(config);
+  ASSERT_GT(valid.size(), 8u);
+  std::map<std::vector<std::string>, int> shard_of_kernels;
+  std::map<int, std::set<std::vector<std::string>>> kernels_of_shard;
+  std::size_t covered = 0;
+  for (int index = 0; index < 3; ++index) {
+    const std::vector<Config> shard = shard_of(family, problem, valid, index, 3);
+    covered += shard.size();
+    for (const Config& config : shard) {
+      const std::vector<std::string> kernels = family.kernel_expressions(config, problem);
+      const auto [it, fresh] = shard_of_kernels.try_emplace(kernels, index);
+      EXPECT_EQ(it->second, index) << "a kernel in two shards: " << config.text();
+      kernels_of_shard[index].insert(kernels);
+    }
+  }
+  EXPECT_EQ(covered, valid.size());
+  EXPECT_LT(shard_of_kernels.size(), valid.size()) << "configs share kernels (group_m)";
+  for (int index = 0; index < 3; ++index)
+    EXPECT_LE(std::abs(static_cast<int>(kernels_of_shard[index].size()) -
+                       static_cast<int>(shard_of_kernels.size()) / 3),
+              1);
+  EXPECT_THROW(shard_of(family, problem, valid, 3, 3), InvalidArgument);
+  EXPECT_THROW(shard_of(family, problem, valid, 0, 0), InvalidArgument);
 }
 
 // The model-guided strategy reads its prior, the trials of the op's other shapes, from the
