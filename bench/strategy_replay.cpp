@@ -7,7 +7,9 @@
 // Per key (GPU model, problem, templates) with at least --min-trials configs tried: the median
 // over seeds of the proposals each strategy needs to reach a config within 2% of the key's best,
 // and that as a fraction of the key's configs. "model+prior" is the model fitted first to the
-// database's trials of the op's other shapes (transfer).
+// database's trials of the op's other shapes (transfer). Also per strategy: the mean over seeds
+// of the trials, the sweep's wall time modelled from the recorded compile and GPU times
+// (tuner/strategy_replay.hpp), and the gap left by a sweep stopped at a quarter of the configs.
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -52,11 +54,14 @@ int main(int argc, char** argv) {
       ++keys;
       std::printf("%s on %s: %zu configs\n", key.problem.key().c_str(), key.gpu_model.c_str(),
                   results.front().candidates);
+      std::printf("  %-12s %26s %8s %14s %15s\n", "strategy", "trials to 2% (median, mean)",
+                  "of all", "modelled wall", "gap at 25%");
       for (const auto& result : results)
-        std::printf("  %-12s %6zu trials to 2%% of the best (%5.1f%%)\n", result.strategy.c_str(),
-                    result.median_trials,
+        std::printf("  %-12s %15zu %10.1f %7.1f%% %12.1f s %14.2f%%\n", result.strategy.c_str(),
+                    result.median_trials, result.mean_trials,
                     100.0 * static_cast<double>(result.median_trials) /
-                        static_cast<double>(result.candidates));
+                        static_cast<double>(result.candidates),
+                    result.mean_seconds, 100.0 * result.mean_gap_at_quarter);
     }
     if (keys == 0) std::printf("no key with %d or more configs tried in %s\n", min_trials, database.c_str());
   } catch (const std::exception& error) {

@@ -194,12 +194,18 @@ fi
 # The search strategies replayed on exhaustive sweeps of the sm_90a template's space at three
 # shapes (build/strategy_replay: proposals to reach 2% of the best, per strategy).
 if has_step replay; then
-  echo "== strategies: exhaustive sweeps of three shapes, then the replay"
+  echo "== strategies: exhaustive sweeps of three shapes per op, then the replay"
   replay_db="$OUT/replay.db"
   for shape in 2048x2048x2048 4096x4096x4096 4096x14336x4096; do
     "$BUILD/tilesmith" tune --op matmul --dtype bf16 --shape "$shape" --only variant=1 \
       --db "$replay_db" >> "$OUT/replay_tune.log" 2>&1
   done
+  # Attention's forward, its sm_90a template (the space the tuner races there).
+  for shape in 4x16x4096x128 8x32x2048x128 2x16x8192x128; do
+    "$BUILD/tilesmith" tune --op attention --dtype bf16 --shape "$shape" --only variant=1 \
+      --db "$replay_db" >> "$OUT/replay_tune.log" 2>&1
+  done
+  grep -E '^  (time|compiled) ' "$OUT/replay_tune.log"
   "$BUILD/strategy_replay" --db "$replay_db" > "$OUT/replay.log" 2>&1
   summary+=("replay exit status: $?")
 fi

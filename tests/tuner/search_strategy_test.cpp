@@ -309,6 +309,7 @@ TEST(StrategyReplayTest, ReplaysEveryStrategyAgainstTheRecordedTrials) {
     trial.source_hash = config.text();
     trial.min_ms = trial.median_ms;
     trial.repetitions = 10;
+    trial.compile_seconds = 0.5;
     db.record_trial(key, trial);
     if (std::hash<std::string>()(config.text()) % 10 == 3) {
       trial.median_ms *= 1.7;
@@ -321,7 +322,15 @@ TEST(StrategyReplayTest, ReplaysEveryStrategyAgainstTheRecordedTrials) {
   for (const ReplayResult& result : results) {
     EXPECT_EQ(result.candidates, candidates.size());
     EXPECT_GT(result.median_trials, 0u) << result.strategy;
+    EXPECT_GE(result.mean_trials, 1.0) << result.strategy;
+    // Each proposal's kernel is its own (source hash = config): at least its compile over the
+    // 16 processes, or its GPU time, whichever is longer.
+    EXPECT_GE(result.mean_seconds * (1 + 1e-9),
+              std::max(result.mean_trials * 0.5 / 16, result.mean_trials * 0.009))
+        << result.strategy;
+    EXPECT_GE(result.mean_gap_at_quarter, 0.0) << result.strategy;
     trials[result.strategy] = result.median_trials;
+    if (result.strategy == "model+prior") EXPECT_LE(result.mean_gap_at_quarter, 0.02);
   }
   EXPECT_LT(trials.at("model"), trials.at("random"));
   EXPECT_LE(trials.at("model+prior"), 5u);
