@@ -3,10 +3,11 @@
 translation unit per config, instantiated through a name expression, sm_90a, C++17, -I templates)
 and reports the compile time, the lowered name and NVRTC's log. No GPU needed.
 
-Usage: python3 bench/matmul_sm90_nvrtc.py [--out DIR] [BM,BN,BK,STAGES,CONSUMERS,CM,CN,KIN,KOUT ...]
+Usage: python3 bench/matmul_sm90_nvrtc.py [--out DIR] [BM,BN,BK,CONSUMERS,CM,CN,KIN,KOUT ...]
   --out DIR: also write DIR/cfg<i>.cubin and DIR/cfg<i>.name (lowered name) for the probe's
   configs (matmul_sm90_probe --nvrtc DIR checks them on the GPU); i is the probe's config index.
-  The tile order (group_m) is a kernel argument: the probe passes it at launch.
+  The ring's depth (stages) and the tile order (group_m) are kernel arguments: the probe passes
+  them at launch.
 """
 import ctypes
 import os
@@ -58,10 +59,10 @@ def compile_one(args, cubin_out=None):
 
 # The probe's configs (bench/matmul_sm90_probe.cu, all_configs()), by index, with BK = 64.
 PROBE_CONFIGS = {
-    0: [128, 256, 64, 4, 2, 1, 1, 1, 1], 1: [128, 256, 64, 4, 2, 2, 1, 1, 1],
-    3: [256, 128, 64, 4, 2, 2, 1, 1, 1], 4: [256, 128, 64, 4, 2, 1, 2, 1, 1],
-    7: [192, 128, 64, 4, 3, 2, 1, 1, 1], 9: [128, 256, 64, 4, 2, 2, 1, 0, 0],
-    10: [128, 256, 64, 4, 2, 2, 1, 1, 2], 12: [128, 64, 64, 6, 2, 1, 2, 0, 2],
+    0: [128, 256, 64, 2, 1, 1, 1, 1], 1: [128, 256, 64, 2, 2, 1, 1, 1],
+    3: [256, 128, 64, 2, 2, 1, 1, 1], 4: [256, 128, 64, 2, 1, 2, 1, 1],
+    7: [192, 128, 64, 3, 2, 1, 1, 1], 9: [128, 256, 64, 2, 2, 1, 0, 0],
+    10: [128, 256, 64, 2, 2, 1, 1, 2], 12: [128, 64, 64, 2, 1, 2, 0, 2],
 }
 
 
@@ -81,9 +82,9 @@ def main():
             open(os.path.join(out, f"cfg{i}.name"), "w").write(lowered.decode() + "\n")
         sys.exit(1 if failed else 0)
     configs = [a.split(",") for a in args] or [
-        [128, 256, 64, 4, 2, 2, 1, 1, 1], [128, 256, 64, 4, 2, 1, 1, 1, 1],
-        [256, 128, 64, 4, 2, 1, 2, 1, 1], [192, 128, 64, 4, 3, 2, 1, 0, 2],
-        [128, 128, 64, 5, 1, 1, 1, 1, 0]]
+        [128, 256, 64, 2, 2, 1, 1, 1], [128, 256, 64, 2, 1, 1, 1, 1],
+        [256, 128, 64, 2, 1, 2, 1, 1], [192, 128, 64, 3, 2, 1, 0, 2],
+        [128, 128, 64, 1, 1, 1, 1, 0]]
     failed = 0
     for cfg in configs:
         rc, dt, lowered, log = compile_one(cfg)

@@ -74,7 +74,7 @@ Config make_config() {
                 KI == kBF16 ? "bf16" : "f16", KO == kBF16 ? "bf16" : KO == kF16 ? "f16" : "f32");
   c.name = buf;
   c.kernel = reinterpret_cast<const void*>(
-      &tilesmith::matmul_sm90<BM, BN, 64, ST, NC, CM, CN, KI, KO, 0, 0, 0, 1>);
+      &tilesmith::matmul_sm90<BM, BN, 64, NC, CM, CN, KI, KO, 0, 0, 0, 1>);
   c.bm = BM, c.bn = BN, c.stages = ST, c.consumers = NC, c.cluster_m = CM, c.cluster_n = CN;
   c.group_m = GM, c.kind_in = KI, c.kind_out = KO;
   return c;
@@ -231,6 +231,7 @@ static Launch prepare(const Config& cfg, const void* a, const void* b, void* c, 
   l.params.c = c;
   l.params.m = m, l.params.n = n, l.params.k = k, l.params.ldc = ldc;
   l.params.group_m = cfg.group_m;
+  l.params.stages = cfg.stages;
   int out_bytes = cfg.kind_out == kF32 ? 4 : 2;
   if (!g_force_direct && (size_t)ldc * out_bytes % 16 == 0 && (size_t)c % 16 == 0) {
     CUtensorMap cm = encode_2d(c, cfg.kind_out, n, m, ldc, 128 / out_bytes, 64);

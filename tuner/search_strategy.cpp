@@ -128,6 +128,7 @@ class AnnealingStrategy final : public SearchStrategy {
     return landscape_.take(*pick);
   }
 
+  bool learns() const override { return true; }
   void observe(const Config& config, const cache::Trial& result) override {
     const auto i = landscape_.record(config, result);
     if (!i) return;
@@ -188,6 +189,7 @@ class GeneticStrategy final : public SearchStrategy {
     return landscape_.take(*pick);
   }
 
+  bool learns() const override { return true; }
   void observe(const Config& config, const cache::Trial& result) override {
     const auto i = landscape_.record(config, result);
     if (!i || std::isinf(landscape_.cost(*i))) return;
@@ -267,6 +269,7 @@ class ModelStrategy final : public SearchStrategy {
     return landscape_.take(*pick);
   }
 
+  bool learns() const override { return true; }
   void observe(const Config& config, const cache::Trial& result) override {
     const auto i = landscape_.record(config, result);
     if (!i) return;
@@ -401,6 +404,7 @@ class FirstThen final : public SearchStrategy {
     if (config && *config == first_) config = then_->next();
     return config;
   }
+  bool learns() const override { return then_->learns(); }
   void observe(const Config& config, const cache::Trial& result) override {
     then_->observe(config, result);
   }

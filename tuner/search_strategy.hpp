@@ -26,6 +26,8 @@ class SearchStrategy {
     (void)config;
     (void)result;
   }
+  // Whether results change what comes next: the sweep then keeps fewer proposals ahead of them.
+  virtual bool learns() const { return false; }
 };
 
 // Throws InvalidArgument naming the strategies when `name` is none of them.

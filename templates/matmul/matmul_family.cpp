@@ -504,8 +504,8 @@ class MatmulFamily final : public Family {
       std::vector<std::string> kernels = {
           "tilesmith::matmul_sm90<" + std::to_string(w.block_m) + "," +
           std::to_string(w.block_n) + "," + std::to_string(w.block_k) + "," +
-          std::to_string(w.stages) + "," + std::to_string(w.consumers) + "," +
-          std::to_string(w.cluster_m) + "," + std::to_string(w.cluster_n) + "," + kinds + "," + std::to_string(ks.layout()) + "," +
+          std::to_string(w.consumers) + "," + std::to_string(w.cluster_m) + "," +
+          std::to_string(w.cluster_n) + "," + kinds + "," + std::to_string(ks.layout()) + "," +
           std::to_string(s.epilogue) + "," + std::to_string(w.swap_ab) + "," +
           std::to_string(w.cluster_k()) + ">"};
       add_preparation_kernels(kernels, config, problem);
@@ -604,6 +604,7 @@ class MatmulFamily final : public Family {
     p.batch = static_cast<int>(s.batch);
     p.stride_c = strides.stride_c;
     p.group_m = w.group_m;
+    p.stages = w.stages;
     p.a_shared = a.shared ? 1 : 0;
     p.b_shared = b.shared ? 1 : 0;
     const std::uint64_t in_bytes = dtype_size(problem.dtype);

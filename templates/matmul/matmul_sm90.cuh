@@ -1,5 +1,5 @@
 // C[b][M x N] = A[b] * B[b] (+ the epilogue) on Hopper (sm_90a): TMA tile loads into a
-// STAGES-deep shared ring, wgmma from shared memory with fp32 accumulators in registers, warp
+// p.stages-deep shared ring, wgmma from shared memory with fp32 accumulators in registers, warp
 // specialization (one producer warpgroup issues the copies, CONSUMERS warpgroups multiply), a
 // persistent grid that walks output tiles in grouped order, batch after batch, and 2-CTA
 // clusters that multicast the shared operand. wgmma reads 16-bit operands from shared memory in
@@ -15,7 +15,7 @@
 // exchange buffer (TileExchange) instead of the TMA staging slots.
 //
 // ---- launch_info (what the host must do) --------------------------------------------------------
-//  template: matmul_sm90<BM, BN, BK, STAGES, CONSUMERS, CLUSTER_M, CLUSTER_N, KIND_IN,
+//  template: matmul_sm90<BM, BN, BK, CONSUMERS, CLUSTER_M, CLUSTER_N, KIND_IN,
 //            KIND_OUT, LAYOUT, EPI, SWAP, CLUSTER_K> (KIND_*: ElementKind codes, kF16 = 0,
 //            kBF16 = 1, kF32 = 2 (in: tf32, K-major only); LAYOUT, EPI: MatmulLayoutBits, MatmulEpilogueBits
 //            (matmul_params.h), LAYOUT of the product the kernel computes: with SWAP, of C^T;
@@ -35,12 +35,12 @@
 //            floor(SMs / CLUSTER) where the query is not at hand. Any grid of at least one cluster
 //            is correct; grid = CLUSTER * units (one cluster per unit, no persistence) is also
 //            correct and was measured 5% slower at 4096^3.
-//  smem:     dynamic, smem_bytes = STAGES * (BM + BN) * 128         (A and B rings)
+//  smem:     dynamic, smem_bytes = stages * (BM + BN) * 128         (A and B rings)
 //                                + CONSUMERS * 16384                 (C staging, 2 x 8 KB each)
 //                                  or, with SWAP or CLUSTER_K > 1, the exchange buffer:
 //                                  SWAP ? BN * (BM + 4) * 4 : BM * (BN + 8) * 4
 //                                + 1024                              (alignment slack)
-//                                + 16 * STAGES + 16                  (mbarriers)
+//                                + 16 * stages + 16                  (mbarriers)
 //            e.g. 128x256 (or 256x128), 4 stages, 2 consumers: 230480 bytes. Raise
 //            CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES to it; H100 limit: 232448 per block.
 //  tensor maps (cuTensorMapEncodeTiled, rank 3 (the batch outermost), elementStrides {1, 1, 1},
@@ -72,23 +72,24 @@
 //     (BM / CONSUMERS / 64) * BN <= 256 (accumulator registers); CONSUMERS in {1, 2, 3};
 //     CONSUMERS == 3 needs BN <= 192 (entry cap 128 registers); CLUSTER_M, CLUSTER_N in {1, 2};
 //     CLUSTER_K in {1, 2, 4, 8}, and > 1 only without multicast;
-//     BM % (8 * CLUSTER_N) == 0; p.group_m >= 1; smem_bytes <= 232448.
+//     BM % (8 * CLUSTER_N) == 0; p.group_m >= 1; p.stages >= 2; smem_bytes <= 232448.
 //  registers: with 2 or 3 consumers the producer warpgroup drops to 40 (24 with 3) registers
 //     and the consumers rise to 232 (160 with 3) with setmaxnreg; ptxas reports the entry cap
 //     (65536 / threads, rounded down to 8: 168 for 384 threads, 128 for 512) and allocates the
 //     consumer code within it; one consumer: no reallocation (154 registers at 256 threads).
-//     No valid configuration spills (checked: every probe config, 64x256 c1, 192x192 c3).
+//     Checked with ptxas over the sm_90a slice at 4096^3: one kernel spills, 192x192 on three
+//     consumers in a 1x2 cluster (4 bytes, at the 128-register entry cap).
 //  measured best (H100 SXM, bf16): 128x256, 4 stages, 2 consumers, cluster 2x1, group_m 8
 //     (0.995x cuBLAS at 4096^3, 1.007x at 8192^3); 256x128 cluster 1x2 is within 2%.
 // -------------------------------------------------------------------------------------------------
 //
 // Shared memory (base rounded up to 1024 bytes, as the 128-byte swizzle repeats every 1024):
-//   A ring: STAGES x [BM rows][64 k] (128-byte rows, swizzled)       STAGES * BM * 128 bytes
-//           column-major A: STAGES x (BM / 64) blocks of [BK k rows][64 m]
-//   B ring: STAGES x (BN / 64) blocks of [BK k rows][64 n]            STAGES * BN * 128 bytes
-//           column-major B: STAGES x [BN rows][64 k]
+//   A ring: stages x [BM rows][64 k] (128-byte rows, swizzled)       stages * BM * 128 bytes
+//           column-major A: stages x (BM / 64) blocks of [BK k rows][64 m]
+//   B ring: stages x (BN / 64) blocks of [BK k rows][64 n]            stages * BN * 128 bytes
+//           column-major B: stages x [BN rows][64 k]
 //   C staging: CONSUMERS x 2 slots of [64 rows][128 bytes] (swizzled)  CONSUMERS * 16 KB
-//   full[STAGES], empty[STAGES] mbarriers (8 bytes each)
+//   full[stages], empty[stages] mbarriers (8 bytes each)
 // One stage = one BK slice of one output tile. full[s] completes when the TMA bytes of stage s
 // have landed (the producer's arrive_expect_tx plus the bytes); empty[s] completes when every
 // consumer warpgroup of every CTA in the cluster has finished reading stage s (their wgmma
@@ -405,7 +406,7 @@ struct TileExchange {
   }
 };
 
-template <int BM, int BN, int BK, int STAGES, int CONSUMERS, int CLUSTER_M, int CLUSTER_N,
+template <int BM, int BN, int BK, int CONSUMERS, int CLUSTER_M, int CLUSTER_N,
           int KIND_IN, int KIND_OUT, int LAYOUT, int EPI, int SWAP, int CLUSTER_K>
 __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     __cluster_dims__(CLUSTER_M* CLUSTER_N* CLUSTER_K, 1, 1)
@@ -457,13 +458,16 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const unsigned smem_base = (smem_address(smem_raw) + 1023u) & ~1023u;
   const unsigned a_ring = smem_base;
-  const unsigned b_ring = smem_base + STAGES * A_STAGE;
-  const unsigned c_staging = b_ring + STAGES * B_STAGE;  // CONSUMERS x 2 slots x 8 KB
+  // The ring's depth is an argument (p.stages >= 2): configs that differ only in it share one
+  // kernel; the stage index wraps by a counter, so it costs no division.
+  const int stages = p.stages;
+  const unsigned b_ring = smem_base + stages * A_STAGE;
+  const unsigned c_staging = b_ring + stages * B_STAGE;  // CONSUMERS x 2 slots x 8 KB
   const unsigned exchange = c_staging + (EXCHANGE ? 0 : CONSUMERS * 2 * 8192);
   const unsigned barriers = exchange + (EXCHANGE ? Exchange::BYTES : 0);
   auto full = [&](int s) { return barriers + 8u * s; };
-  auto empty = [&](int s) { return barriers + 8u * (STAGES + s); };
-  const unsigned exchange_full = barriers + 16u * STAGES, exchange_empty = exchange_full + 8u;
+  auto empty = [&](int s) { return barriers + 8u * (stages + s); };
+  const unsigned exchange_full = barriers + 16u * stages, exchange_empty = exchange_full + 8u;
 
   const int wg = warpgroup_index();
   const int tid = threadIdx.x % 128;
@@ -471,7 +475,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
   const int cm = rank % CLUSTER_M, cn = (rank / CLUSTER_M) % CLUSTER_N, ck = rank / MULTICAST;
 
   if (threadIdx.x == 0) {
-    for (int s = 0; s < STAGES; ++s) {
+    for (int s = 0; s < stages; ++s) {
       mbarrier_init(full(s), 1);
       mbarrier_init(empty(s), CONSUMERS * MULTICAST);
     }
@@ -569,7 +573,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
               load(b_stage + j * MN_CHUNK + cm * B_SLICE * 128, &p.b_map, full(stage),
                    w.n0 + 64 * j, k0 + cm * B_SLICE, b_batch, CLUSTER_M > 1, b_mask);
           }
-          if (++stage == STAGES) {
+          if (++stage == stages) {
             stage = 0;
             phase ^= 1u;
           }
@@ -629,7 +633,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
           }
         }
         previous = stage;
-        if (++stage == STAGES) {
+        if (++stage == stages) {
           stage = 0;
           phase ^= 1u;
         }

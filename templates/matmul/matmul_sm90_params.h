@@ -26,6 +26,7 @@ struct MatmulSm90Params {
   int a_shared, b_shared;
   long long stride_c;
   int group_m;  // tile order (matmul_tile_order.cuh); >= 1
+  int stages;   // depth of the shared-memory ring, >= 2 (its size: the launch's dynamic smem)
   // Split-K: with k_splits > 1, work unit u is K slice u % k_splits of output tile
   // u / k_splits, and its fp32 products go to partials + (slice * batch + b) * m * n (rows n
   // apart) instead of C; splitk_reduce (matmul_splitk.cuh) then sums the slices into C and

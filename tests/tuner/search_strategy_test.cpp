@@ -104,6 +104,17 @@ TEST(SearchStrategyTest, ExhaustiveProposesEveryCandidateInOrderThenStops) {
   EXPECT_FALSE(strategy->next().has_value()) << "stays exhausted";
 }
 
+// The sweep keeps more proposals ahead of the results for a strategy that does not learn from
+// them (tuner/sweep.cpp): only annealing, genetic and model learn, with a first config or not.
+TEST(SearchStrategyTest, OnlyTheStrategiesThatUseResultsSayTheyLearn) {
+  std::vector<Config> candidates = enumerate_space(small_space());
+  for (const char* name : {"exhaustive", "random", "annealing", "genetic", "model"}) {
+    const bool learns = std::string(name) != "exhaustive" && std::string(name) != "random";
+    EXPECT_EQ(make_strategy(name, candidates, 1)->learns(), learns) << name;
+    EXPECT_EQ(make_strategy(name, candidates, 1, candidates[1])->learns(), learns) << name;
+  }
+}
+
 TEST(SearchStrategyTest, ExhaustiveIgnoresTheSeed) {
   std::vector<Config> candidates = enumerate_space(small_space());
   EXPECT_EQ(drain(*make_strategy("exhaustive", candidates, 7)),

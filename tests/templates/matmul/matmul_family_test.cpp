@@ -657,6 +657,30 @@ TEST(MatmulKernelExpressionTest, TheTileOrderIsAnArgumentNotAnotherKernel) {
   }
 }
 
+// The sm_90a kernel's ring depth is an argument too: the 3-8 stage variants of a tile are one
+// kernel, each launch passing its depth and the shared memory that depth needs.
+TEST(MatmulKernelExpressionTest, TheWgmmaRingDepthIsAnArgumentNotAnotherKernel) {
+  const Problem problem = matmul_problem(4096, 4096, 4096);
+  const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
+  const Config base = matmul().default_config(problem, hopper);
+  ASSERT_EQ(base.at("variant"), 1);
+  for (int stages : {3, 4}) {
+    Config config = base;
+    config.values["stages"] = stages;
+    ASSERT_EQ(matmul().reject(config, problem, hopper), std::nullopt) << stages;
+    EXPECT_EQ(matmul().kernel_expressions(config, problem),
+              matmul().kernel_expressions(base, problem));
+    const LaunchPlan plan = plan_of(config, problem, hopper);
+    MatmulSm90Params p;
+    ASSERT_EQ(plan.steps[0].args.size, sizeof p);
+    std::memcpy(&p, plan.steps[0].args.bytes.data(), sizeof p);
+    EXPECT_EQ(p.stages, stages);
+    EXPECT_EQ(plan.steps[0].geometry.dynamic_smem_bytes,
+              static_cast<unsigned>(stages * (128 + 256) * 128 + 2 * 16384 + 16 * stages + 16 +
+                                    1024));
+  }
+}
+
 TEST(MatmulKernelExpressionTest, EncodesTheAlignmentAndDtypes) {
   using Args = std::vector<std::string>;
   Config config = tile_config(128, 64, 32, 2, 1, 3, 8);
