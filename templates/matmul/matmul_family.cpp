@@ -305,10 +305,10 @@ class MatmulFamily final : public Family {
     for (const char* file :
          {"matmul/matmul.cuh", "matmul/matmul_params.h", "matmul/matmul_epilogue.cuh",
           "matmul/matmul_sm90.cuh", "matmul/matmul_decode.cuh",
-          "matmul/matmul_sm90_params.h", "matmul/matmul_splitk.cuh", "matmul/matmul_tile_order.cuh",
-          "common/tile_primitives.cuh",
-          "common/activation.h", "common/elementwise.cuh", "common/hopper.cuh", "common/tensor_map.h", "common/copy_rows.cuh",
-          "common/copy_rows_params.h"})
+          "matmul/matmul_sm90_params.h", "matmul/matmul_splitk.cuh",
+          "matmul/matmul_tile_order.cuh", "common/tile_primitives.cuh", "common/activation.h",
+          "common/elementwise.cuh", "common/hopper.cuh", "common/tensor_map.h",
+          "common/copy_rows.cuh", "common/copy_rows_params.h"})
       source_.files[file] = std::string(embedded::file(file));
   }
 
@@ -516,8 +516,8 @@ class MatmulFamily final : public Family {
         "tilesmith::matmul_kernel<" + std::to_string(t.block_m) + "," +
         std::to_string(t.block_n) + "," + std::to_string(t.block_k) + "," +
         std::to_string(t.warps_m) + "," + std::to_string(t.warps_n) + "," +
-        std::to_string(t.stages) + "," + (s.reads_aligned() ? "1" : "0") + "," + kinds + "," + std::to_string(s.as_read().layout()) +
-        "," + std::to_string(s.epilogue) + ">"};
+        std::to_string(t.stages) + "," + (s.reads_aligned() ? "1" : "0") + "," + kinds + "," +
+        std::to_string(s.as_read().layout()) + "," + std::to_string(s.epilogue) + ">"};
     add_preparation_kernels(kernels, config, problem);
     return kernels;
   }
