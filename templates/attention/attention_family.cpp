@@ -225,8 +225,7 @@ class AttentionFamily final : public Family {
       const WgmmaTile t(config);
       return {"tilesmith::attention_forward_sm90<" + std::to_string(element_kind(problem.dtype)) +
               "," + std::to_string(wgmma_head_dim(s.head_dim)) + "," + std::to_string(t.block_n) +
-              "," + std::to_string(t.consumers) + "," + std::to_string(t.stages) + "," +
-              std::to_string(int{s.causal}) + "," + std::to_string(t.tile_order) + "," +
+              "," + std::to_string(t.consumers) + "," + std::to_string(int{s.causal}) + "," + std::to_string(t.tile_order) + "," +
               std::to_string(t.pipeline) + "," + std::to_string(t.pingpong) + "," +
               std::to_string(int{t.claims_blocks()}) + ">"};
     }
@@ -286,6 +285,7 @@ class AttentionFamily final : public Family {
         static_cast<unsigned>(tile.smem_bytes(wgmma_head_dim(s.head_dim)));
     AttentionSm90Params wide{};
     wide.p = p;
+    wide.stages = tile.stages;
     if (tile.claims_blocks()) {
       wide.claimed = reinterpret_cast<int*>(workspace);
       plan.add_zero_fill(workspace, 4);

@@ -60,6 +60,7 @@ struct AttentionSm90Params {
   TensorMap q_map, k_map, v_map;
   AttentionParams p;
   int* claimed;
+  int stages;  // depth of the K and V rings, >= 2
 };
 
 // dQ, dK and dV of O = softmax(Q K^T * scale + mask) V by recomputation (FlashAttention-2), in

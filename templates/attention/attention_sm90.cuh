@@ -1,5 +1,5 @@
 // Attention forward on Hopper (sm_90a): one producer warpgroup brings Q once and each block of
-// K and V through a STAGES-deep ring with TMA, completing on mbarriers (K and V on their own
+// K and V through a params.stages-deep ring with TMA, completing on mbarriers (K and V on their own
 // barriers, so S = Q K^T starts while V is still in flight); CONSUMERS warpgroups of 64 query
 // rows each compute S with wgmma from shared memory, run the online softmax on it in registers,
 // and accumulate O += P V with wgmma's register form: P never leaves the registers.
@@ -23,8 +23,8 @@
 //
 // Shared memory, 1024-byte aligned, every tile in 64-column panels of 128-byte rows (the 128-byte
 // swizzle TMA writes and wgmma reads; a head dim past 64 is several panels):
-//   Q: CONSUMERS x PANELS x [64 rows][128 B];  K, V: STAGES x PANELS x [BLOCK_N rows][128 B];
-//   mbarriers: q_full, k_full[STAGES], v_full[STAGES], kv_empty[STAGES], q_empty; CLAIM: the
+//   Q: CONSUMERS x PANELS x [64 rows][128 B];  K, V: stages x PANELS x [BLOCK_N rows][128 B];
+//   mbarriers: q_full, k_full[stages], v_full[stages], kv_empty[stages], q_empty; CLAIM: the
 //   handed-over block numbers, int[2].
 // Tensor maps (4D {head_dim, seq, heads, batch}, strides of a row, a head and a batch, in any
 // order in memory (BSHD and BHSD alike); swizzle 128B; boxes {64, rows, 1, 1}: 64 rows for Q,
@@ -36,7 +36,7 @@
 
 namespace tilesmith {
 
-template <int KIND, int HEAD_DIM, int BLOCK_N, int CONSUMERS, int STAGES, int CAUSAL,
+template <int KIND, int HEAD_DIM, int BLOCK_N, int CONSUMERS, int CAUSAL,
           int TILE_ORDER, int PIPELINE, int PINGPONG, int CLAIM>
 __global__ void __launch_bounds__((CONSUMERS + 1) * 128,
                                   attention_sm90_two_ctas_an_sm(CONSUMERS, HEAD_DIM) ? 2 : 1)
@@ -62,13 +62,14 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128,
 
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const unsigned q_tile = (smem_address(smem_raw) + 1023u) & ~1023u;
-  const unsigned k_ring = q_tile + Q_BYTES, v_ring = k_ring + STAGES * KV_STAGE;
-  const unsigned barriers = v_ring + STAGES * KV_STAGE;
+  const int stages = params.stages;  // an argument: the ring's depth only sizes and wraps it
+  const unsigned k_ring = q_tile + Q_BYTES, v_ring = k_ring + stages * KV_STAGE;
+  const unsigned barriers = v_ring + stages * KV_STAGE;
   const unsigned q_full = barriers;
   auto k_full = [&](int s) { return barriers + 8u * (1 + s); };
-  auto v_full = [&](int s) { return barriers + 8u * (1 + STAGES + s); };
-  auto kv_empty = [&](int s) { return barriers + 8u * (1 + 2 * STAGES + s); };
-  const unsigned q_empty = barriers + 8u * (1 + 3 * STAGES);
+  auto v_full = [&](int s) { return barriers + 8u * (1 + stages + s); };
+  auto kv_empty = [&](int s) { return barriers + 8u * (1 + 2 * stages + s); };
+  const unsigned q_empty = barriers + 8u * (1 + 3 * stages);
   // This CTA's query blocks: first_tile, + gridDim.x, ... below `tiles`.
   const int tiles = (p.seq_q + BLOCK_M - 1) / BLOCK_M * (p.batch * p.heads);
   const int first_tile = static_cast<int>(blockIdx.x);
@@ -84,7 +85,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128,
 
   if (threadIdx.x == 0) {
     mbarrier_init(q_full, 1);
-    for (int s = 0; s < STAGES; ++s) {
+    for (int s = 0; s < stages; ++s) {
       mbarrier_init(k_full(s), 1);
       mbarrier_init(v_full(s), 1);
       mbarrier_init(kv_empty(s), CONSUMERS);
@@ -134,13 +135,13 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128,
           for (int panel = 0; panel < PANELS; ++panel)
             tma_load_4d(v_ring + stage * KV_STAGE + panel * KV_PANEL, &params.v_map, v_full(stage),
                         64 * panel, j * BLOCK_N, block.kv_head, block.batch);
-          if (++stage == STAGES) {
+          if (++stage == stages) {
             stage = 0;
             phase ^= 1u;
           }
         }
         // The next block, claimed once this one's loads are issued: the ring holds the consumers
-        // STAGES key blocks away from needing it, time for the atomic's round trip.
+        // `stages` key blocks away from needing it, time for the atomic's round trip.
         tile = CLAIM ? static_cast<int>(gridDim.x) + atomicAdd(params.claimed, 1) : next_tile(tile);
       }
     }
@@ -210,7 +211,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128,
   int stage = 0;
   unsigned phase = 0, q_phase = 0;
   auto advance = [&] {
-    if (++stage == STAGES) {
+    if (++stage == stages) {
       stage = 0;
       phase ^= 1u;
     }

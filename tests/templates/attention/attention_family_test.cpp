@@ -307,6 +307,31 @@ TEST(AttentionFamily, ClaimedBlocksCountInAZeroedWorkspace) {
                   .has_value());
 }
 
+// The sm_90a forward's K and V rings' depth is a kernel argument: depths of one tile are one
+// kernel (one compile in a sweep), each launched with its own depth and shared memory.
+TEST(AttentionFamily, TheWgmmaRingDepthIsAnArgumentNotAnotherKernel) {
+  const DeviceTarget device = DeviceTarget::assumed_for_arch("sm_90a");
+  const Problem problem = attention({4, 16, 4096, 128});
+  const std::uint64_t addresses[5] = {0x10000, 0x20000, 0x30000, 0x40000, 0x50000};
+  std::vector<std::string> first;
+  unsigned previous_smem = 0;
+  for (int stages : {2, 3}) {
+    const Config config{{{"variant", 1}, {"block_n", 128}, {"consumers", 2}, {"stages", stages},
+                         {"tile_order", 0}, {"pipeline", 0}, {"pingpong", 0}, {"persistent", 1}}};
+    ASSERT_FALSE(family().reject(config, problem, device).has_value()) << stages;
+    const std::vector<std::string> kernel = family().kernel_expressions(config, problem);
+    if (first.empty()) first = kernel;
+    EXPECT_EQ(kernel, first);
+    const LaunchPlan plan = family().plan(config, problem, device, addresses, 0, CallScalars{});
+    AttentionSm90Params wide;
+    ASSERT_EQ(plan.steps[0].args.size, sizeof wide);
+    std::memcpy(&wide, plan.steps[0].args.bytes.data(), sizeof wide);
+    EXPECT_EQ(wide.stages, stages);
+    EXPECT_GT(plan.steps[0].geometry.dynamic_smem_bytes, previous_smem);
+    previous_smem = plan.steps[0].geometry.dynamic_smem_bytes;
+  }
+}
+
 TEST(AttentionFamily, CpuReferenceAveragesValuesAndEmptiesRowsThatSeeNoKey) {
   // One batch, one head, 3 queries, 2 keys, head dim 8, causal: query 0 sees no key (0 + 2 - 3
   // < 0), query 1 sees key 0, query 2 both.
