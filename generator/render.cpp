@@ -51,8 +51,9 @@ RenderedSource render_file(const Family& family, const Config& config, const std
   rendered.text = comment + code;
   // The comment changes no byte of the cubin: configs whose kernels are the same (they differ
   // only in kernel arguments or launch geometry) share one hash, so one compile serves them.
-  rendered.hash = content_hash(all_source_text(source) + "\n" + code);
-  rendered.hash_with_config = content_hash(all_source_text(source) + "\n" + rendered.text);
+  const std::string sources = all_source_text(source) + "\n";
+  rendered.hash = content_hash(sources + code);
+  rendered.hash_with_config = content_hash(sources + rendered.text);
   return rendered;
 }
 

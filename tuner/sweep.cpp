@@ -155,6 +155,7 @@ std::vector<Config> shard_of(const Family& family, const Problem& problem,
   if (count < 1 || index < 0 || index >= count)
     throw InvalidArgument("shard " + std::to_string(index) + "/" + std::to_string(count) +
                           ": want i/N with 0 <= i < N");
+  if (count == 1) return configs;
   // A split by config would deal the configs sharing a kernel (adjacent in the enumeration) to
   // different shards, each of which then compiled it: the GPU run at 4096^3 over two GPUs
   // compiled all 168 kernels of 336 configs twice. Before that, a split of the enumeration

@@ -225,8 +225,9 @@ class AttentionFamily final : public Family {
       const WgmmaTile t(config);
       return {"tilesmith::attention_forward_sm90<" + std::to_string(element_kind(problem.dtype)) +
               "," + std::to_string(wgmma_head_dim(s.head_dim)) + "," + std::to_string(t.block_n) +
-              "," + std::to_string(t.consumers) + "," + std::to_string(int{s.causal}) + "," + std::to_string(t.tile_order) + "," +
-              std::to_string(t.pipeline) + "," + std::to_string(t.pingpong) + "," +
+              "," + std::to_string(t.consumers) + "," + std::to_string(int{s.causal}) + "," +
+              std::to_string(t.tile_order) + "," + std::to_string(t.pipeline) + "," +
+              std::to_string(t.pingpong) + "," +
               std::to_string(int{t.claims_blocks()}) + ">"};
     }
     const ForwardTile t(config);
