@@ -191,7 +191,8 @@ std::vector<ParamSpec> variant_space(int variant) {
   // for grids with fewer tiles than SMs (small, skinny and K-heavy shapes), its slices summed
   // through the workspace by a second launch, or (split_cluster) by the CTAs of one cluster
   // through distributed shared memory; swap_ab (C^T = B^T A^T) for M below the 64-row wgmma
-  // tile, with 16- and 32-column tiles over M.
+  // tile, with 16- and 32-column tiles over M; slice_major, the order of the workspace's K
+  // slices among the units (a tile's slices side by side, or each slice over every tile).
   if (variant == kDecode)
     // Columns per CTA, the warps that split its K, the 32-k chunks each warp loads before their
     // MMAs (what it keeps in flight), and K split over CTAs where the columns are few.
@@ -209,7 +210,8 @@ std::vector<ParamSpec> variant_space(int variant) {
           {"group_m", {1, 8}},
           {"split_k", {1, 2, 4, 8, 16}},
           {"split_cluster", {0, 1}},
-          {"swap_ab", {0, 1}}};
+          {"swap_ab", {0, 1}},
+          {"slice_major", {0, 1}}};
 }
 
 VariantSpaces variants() {
@@ -243,7 +245,7 @@ struct DecodeConfig {
 // The sm_90a template's tile, stage ring, warpgroups and cluster (matmul_sm90.cuh's launch_info).
 struct WgmmaConfig {
   int block_m, block_n, block_k, stages, consumers, cluster_m, cluster_n, group_m, split_k,
-      split_cluster, swap_ab;
+      split_cluster, swap_ab, slice_major;
   explicit WgmmaConfig(const Config& config)
       : block_m(config.at("block_m")),
         block_n(config.at("block_n")),
@@ -255,7 +257,8 @@ struct WgmmaConfig {
         group_m(config.at("group_m")),
         split_k(config.at("split_k")),
         split_cluster(config.at("split_cluster")),
-        swap_ab(config.at("swap_ab")) {}
+        swap_ab(config.at("swap_ab")),
+        slice_major(config.at("slice_major")) {}
   int cluster_k() const { return split_cluster ? split_k : 1; }  // K slices in one cluster
   int cluster() const { return cluster_m * cluster_n * cluster_k(); }
   // K slices summed through the workspace (a second launch).
@@ -404,7 +407,7 @@ class MatmulFamily final : public Family {
     const Config base{{{"variant", kWgmma}, {"block_m", 128}, {"block_n", 256},
                        {"block_k", s.tf32() ? 32 : 64}, {"stages", 4}, {"consumers", 2},
                        {"cluster_m", 2}, {"cluster_n", 1}, {"group_m", 8}, {"split_k", 1},
-                       {"split_cluster", 0}, {"swap_ab", 0}}};
+                       {"split_cluster", 0}, {"swap_ab", 0}, {"slice_major", 0}}};
     Config shaped = base;
     auto set = [&](std::initializer_list<std::pair<const char*, int>> values) {
       for (const auto& [name, value] : values) shaped.values[name] = value;
@@ -617,6 +620,7 @@ class MatmulFamily final : public Family {
                         ? 1
                         : 0;
     p.k_splits = w.workspace_splits();
+    p.slice_major = w.slice_major;
     p.partials = reinterpret_cast<float*>(space.partials);
     p.epilogue = epilogue_args(strides, operands);
     KernelArgs args = KernelArgs::of(p);
@@ -977,6 +981,10 @@ class MatmulFamily final : public Family {
     if (w.cluster_m * w.cluster_n > 2) return "clusters of at most 2 CTAs sharing operands";
     if (w.swap_ab != 0 && w.swap_ab != 1) return "swap_ab must be 0 or 1";
     if (w.split_cluster != 0 && w.split_cluster != 1) return "split_cluster must be 0 or 1";
+    if (w.slice_major != 0 && w.slice_major != 1) return "slice_major must be 0 or 1";
+    // One order where no K slices go through the workspace: the other would repeat it.
+    if (w.slice_major && w.workspace_splits() == 1)
+      return "slice_major orders K slices summed through the workspace (split_k > 1)";
     if (w.block_n < 64 && !w.swap_ab)
       return "16- and 32-column tiles are for swap_ab (M as the narrow wgmma N)";
     if (w.swap_ab) {

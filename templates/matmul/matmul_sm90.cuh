@@ -498,7 +498,10 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
   const int tiles_m = (p.m + BM * CLUSTER_M - 1) / (BM * CLUSTER_M);
   const int tiles_n = (p.n + BN * CLUSTER_N - 1) / (BN * CLUSTER_N);
   // A unit is one K slice of one tile of one batch: the slices of a tile are neighbouring
-  // units, and a batch's tiles are walked in grouped order before the next batch's. With
+  // units, or (p.slice_major) slice 0 of every tile comes first, then slice 1, ...; a batch's
+  // tiles are walked in grouped order before the next batch's. The order decides which units
+  // run at once and on which GPC (the hardware deals consecutive clusters out to the GPCs in
+  // turn), so what the L2 serves once for several readers: docs/perf/matmul.md v12. With
   // CLUSTER_K > 1 a unit is a whole tile, and CTA ck of the cluster takes its K slice ck.
   const int splits = p.k_splits > 1 ? p.k_splits : 1;
   const int tiles = tiles_m * tiles_n;
@@ -512,8 +515,8 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
   };
   auto work_of = [&](int unit) {
     Work w;
-    const int tile = unit / splits;
-    w.slice = unit - tile * splits;
+    const int tile = p.slice_major ? unit % (tiles * p.batch) : unit / splits;
+    w.slice = p.slice_major ? unit / (tiles * p.batch) : unit - tile * splits;
     w.batch = tile / tiles;
     int tile_m, tile_n;
     grouped_tile(tile - w.batch * tiles, tiles_m, tiles_n, p.group_m, tile_m, tile_n);

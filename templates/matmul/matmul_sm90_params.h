@@ -28,10 +28,13 @@ struct MatmulSm90Params {
   int group_m;  // tile order (matmul_tile_order.cuh); >= 1
   int stages;   // depth of the shared-memory ring, >= 2 (its size: the launch's dynamic smem)
   // Split-K: with k_splits > 1, work unit u is K slice u % k_splits of output tile
-  // u / k_splits, and its fp32 products go to partials + (slice * batch + b) * m * n (rows n
-  // apart) instead of C; splitk_reduce (matmul_splitk.cuh) then sums the slices into C and
+  // u / k_splits (slice_major 0: a tile's slices are neighbouring units), or slice
+  // u / (tiles x batch) of tile u % (tiles x batch) (slice_major 1: every tile of slice 0, then
+  // of slice 1, ...), and its fp32 products go to partials + (slice * batch + b) * m * n (rows
+  // n apart) instead of C; splitk_reduce (matmul_splitk.cuh) then sums the slices into C and
   // applies the epilogue.
   int k_splits;
+  int slice_major;  // in what was the padding before `partials`
   float* partials;
   MatmulEpilogueArgs epilogue;
 };

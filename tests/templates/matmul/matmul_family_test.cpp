@@ -94,8 +94,8 @@ TEST(MatmulFamilyTest, SpaceNamesEveryParameterOfEveryVariantOnce) {
   EXPECT_EQ(std::set<std::string>(names.begin(), names.end()),
             (std::set<std::string>{"variant", "block_m", "block_n", "block_k", "warps_m",
                                    "warps_n", "stages", "group_m", "consumers", "cluster_m",
-                                   "cluster_n", "split_k", "split_cluster", "swap_ab", "warps",
-                                   "unroll"}));
+                                   "cluster_n", "split_k", "split_cluster", "swap_ab",
+                                   "slice_major", "warps", "unroll"}));
 }
 
 TEST(MatmulFamilyTest, EachVariantsConfigsCarryExactlyItsParameters) {
@@ -103,7 +103,8 @@ TEST(MatmulFamilyTest, EachVariantsConfigsCarryExactlyItsParameters) {
                                      "warps_n", "stages",  "group_m"};
   const std::set<std::string> wgmma = {"variant",   "block_m",   "block_n",   "block_k",
                                        "stages",    "consumers", "cluster_m", "cluster_n",
-                                       "group_m",   "split_k",   "split_cluster", "swap_ab"};
+                                       "group_m",   "split_k",   "split_cluster", "swap_ab",
+                                       "slice_major"};
   const std::set<std::string> decode = {"variant", "block_n", "warps", "unroll", "split_k"};
   std::set<std::string> texts;
   for (const Config& config : matmul().enumerate()) {
@@ -679,6 +680,35 @@ TEST(MatmulKernelExpressionTest, TheWgmmaRingDepthIsAnArgumentNotAnotherKernel) 
               static_cast<unsigned>(stages * (128 + 256) * 128 + 2 * 16384 + 16 * stages + 16 +
                                     1024));
   }
+}
+
+// The order of split-K's slices among the work units is an argument: one kernel, each launch
+// passing its order; it exists only where slices go through the workspace.
+TEST(MatmulKernelExpressionTest, TheSliceOrderIsAnArgumentOfWorkspaceSplitsOnly) {
+  const Problem problem = matmul_problem(512, 512, 16384);
+  const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
+  const Config tiles_first = testing::wgmma_config(128, 64, 8, 1, 1, 2, 8, /*split_k=*/4);
+  Config slices_first = tiles_first;
+  slices_first.values["slice_major"] = 1;
+  for (const Config& config : {tiles_first, slices_first}) {
+    ASSERT_EQ(matmul().reject(config, problem, hopper), std::nullopt) << config.text();
+    EXPECT_EQ(matmul().kernel_expressions(config, problem),
+              matmul().kernel_expressions(tiles_first, problem));
+    const LaunchPlan plan = plan_of(config, problem, hopper);
+    ASSERT_EQ(plan.steps[0].kernel, 0);  // the main kernel, then the reduce
+    MatmulSm90Params p;
+    ASSERT_EQ(plan.steps[0].args.size, sizeof p);
+    std::memcpy(&p, plan.steps[0].args.bytes.data(), sizeof p);
+    EXPECT_EQ(p.k_splits, 4);
+    EXPECT_EQ(p.slice_major, config.at("slice_major"));
+  }
+  Config unsplit = testing::wgmma_config(128, 64, 8, 1, 1, 2, 8, /*split_k=*/1);
+  unsplit.values["slice_major"] = 1;
+  EXPECT_TRUE(matmul().reject(unsplit, problem, hopper).has_value());
+  Config in_cluster = testing::wgmma_config(128, 64, 6, 1, 1, 1, 8, /*split_k=*/4, /*split_cluster=*/1);
+  ASSERT_EQ(matmul().reject(in_cluster, problem, hopper), std::nullopt);
+  in_cluster.values["slice_major"] = 1;
+  EXPECT_TRUE(matmul().reject(in_cluster, problem, hopper).has_value());
 }
 
 TEST(MatmulKernelExpressionTest, EncodesTheAlignmentAndDtypes) {

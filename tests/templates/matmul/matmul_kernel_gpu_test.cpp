@@ -199,6 +199,12 @@ TEST_F(GpuMatmul, WgmmaSplitKAndPaddedPlansMatchTheReference) {
        testing::wgmma_config(128, 128, 4, 2, 1, 1, 8, 4)},
       {{"matmul", DType::f16, DType::f16, {257, 1031, 517}, {{"a", "col"}, {"b", "col"}}},
        testing::wgmma_config(128, 128, 4, 2, 1, 2, 8, 2)},
+      // Split-K's slices walked slice by slice over every tile (slice_major): batches, ragged
+      // tiles and the epilogue, a cluster sharing A, slices left empty (17 K blocks over 8).
+      {{"matmul", DType::bf16, DType::bf16, {2, 1000, 1000, 1000}, {{"act", "gelu"}, {"bias", "1"}}},
+       testing::wgmma_config(128, 128, 4, 2, 1, 1, 8, 4, 0, 0, 1)},
+      {matmul(DType::f16, DType::f32, 257, 1031, 517), testing::wgmma_config(128, 64, 6, 1, 1, 2, 1, 4, 0, 0, 1)},
+      {matmul(DType::bf16, DType::bf16, 300, 200, 1088), testing::wgmma_config(64, 64, 4, 1, 1, 1, 1, 8, 0, 0, 1)},
       {{"matmul", DType::bf16, DType::f32, {3, 4093, 1000, 999}, {{"a", "col"}, {"act", "silu"}}},
        testing::wgmma_config(128, 256, 4, 2, 2, 1)},
       // K slices summed in a cluster through distributed shared memory (split_cluster), with
