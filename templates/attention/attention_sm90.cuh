@@ -58,6 +58,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128,
   static_assert(HEAD_DIM % 16 == 0 && BLOCK_N % 16 == 0 && CONSUMERS >= 1 && CONSUMERS <= 3,
                 "tile shape");
   static_assert(!PINGPONG || CONSUMERS == 2, "ping-pong takes two consumer warpgroups");
+  static_assert(D_TILES % 4 == 0, "O's 16-byte stores take the head dim in 32-column groups");
   const AttentionParams& p = params.p;
 
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -314,7 +315,11 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128,
     // Warpgroup 1's first arrival (with no block, its only one) is still counted on barrier 1.
     if (PINGPONG && c == 0) named_barrier_sync(1, 256);
 
-    // Normalize and write O straight from the registers (pairs of columns), and the logsumexp.
+    // Normalize and write O from the registers, and the logsumexp. Each quad first trades its
+    // pairs of columns so that a lane holds 8 contiguous columns, stored in one 16 bytes: a
+    // quarter of the store instructions, whole sectors (the pairs' own 4-byte stores took ~1.5
+    // key blocks' time a block: docs/perf/attention.md v13). O is 16-byte aligned and its rows
+    // a multiple of 8 elements apart (the runtime refuses other strides; the tuner packs O).
     half_bits* const o = static_cast<half_bits*>(p.o) + block.batch * p.o_strides.batch +
                          block.head * p.o_strides.head;
 #pragma unroll
@@ -322,15 +327,22 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128,
       float lse;
       const float inverse = finish_row(row_max[r], row_sum[r], lse);
       const int row = first_row() + 8 * r;
-      if (static_cast<unsigned>(row) >= static_cast<unsigned>(p.seq_q)) continue;  // or < 0
-      if (p.lse != nullptr && lane % 4 == 0)
+      const bool row_valid = static_cast<unsigned>(row) < static_cast<unsigned>(p.seq_q);  // >= 0
+      if (row_valid && p.lse != nullptr && lane % 4 == 0)
         p.lse[static_cast<long long>(block.batch_head) * p.seq_q + row] = lse;
 #pragma unroll
-      for (int dt = 0; dt < D_TILES; ++dt) {
-        const int col = 8 * dt + 2 * (lane % 4);
-        if (col < p.head_dim)
-          *reinterpret_cast<unsigned*>(o + row * p.o_strides.row + col) =
-              pack2<KIND>(o_acc[4 * dt + 2 * r] * inverse, o_acc[4 * dt + 2 * r + 1] * inverse);
+      for (int g = 0; g < D_TILES / 4; ++g) {
+        unsigned columns[4];
+#pragma unroll
+        for (int t = 0; t < 4; ++t) {
+          const int dt = 4 * g + t;
+          columns[t] = pack2<KIND>(o_acc[4 * dt + 2 * r] * inverse,
+                                   o_acc[4 * dt + 2 * r + 1] * inverse);
+        }
+        quad_transpose(columns, lane);  // by every lane, its row valid or not
+        const int col = 8 * (4 * g + lane % 4);
+        if (row_valid && col < p.head_dim)
+          store_global_16(o + row * p.o_strides.row + col, columns);
       }
     }
     if (CLAIM) claimed = take_block();

@@ -14,6 +14,7 @@
 #pragma once
 
 #include "common/copy_rows_params.h"
+#include "common/tile_primitives.cuh"
 
 namespace tilesmith {
 
@@ -64,9 +65,7 @@ __global__ void __launch_bounds__(256) copy_rows(const CopyRowsParams p) {
 #pragma unroll
       for (int j = 0; j < 4; ++j)
         out[j] = __funnelshift_r(word_of(lo, hi, word + j), word_of(lo, hi, word + j + 1), bits);
-      asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(to + 16ll * chunk),
-                   "r"(out[0]), "r"(out[1]), "r"(out[2]), "r"(out[3])
-                   : "memory");
+      store_global_16(to + 16ll * chunk, out);
     }
   }
 }

@@ -77,6 +77,39 @@ __device__ __forceinline__ void wait_for_previous_launch() {
 #endif
 }
 
+// The four lanes of a quad (lanes 4i..4i+3) exchange registers so that lane j of the quad ends
+// with register j of each lane in quad order: x[q] becomes what lane q held in x[j]. An MMA
+// accumulator row is spread over a quad, two columns a lane in each 8-column tile; after this,
+// lane j holds 8 contiguous columns of tile j of four, a 16-byte store. Two butterfly steps
+// (partners j ^ 2, then j ^ 1), each lane sending two registers a step. Every lane must call it.
+__device__ __forceinline__ void quad_transpose(unsigned (&x)[4], int lane) {
+  const bool high = lane & 2, odd = lane & 1;
+  // Step 1: keep the pair of registers whose index has bit 1 = this lane's, take the partner's.
+  const unsigned send0 = high ? x[0] : x[2], send1 = high ? x[1] : x[3];
+  const unsigned keep0 = high ? x[2] : x[0], keep1 = high ? x[3] : x[1];
+  const unsigned got0 = __shfl_xor_sync(0xffffffffu, send0, 2);
+  const unsigned got1 = __shfl_xor_sync(0xffffffffu, send1, 2);
+  // z[s][u]: register 2 * bit1(j) + u of the quad's lane with bit 1 = s and bit 0 = bit0(j).
+  const unsigned z00 = high ? got0 : keep0, z01 = high ? got1 : keep1;
+  const unsigned z10 = high ? keep0 : got0, z11 = high ? keep1 : got1;
+  // Step 2: the same over bit 0.
+  const unsigned t0 = odd ? z00 : z01, t1 = odd ? z10 : z11;
+  const unsigned m0 = odd ? z01 : z00, m1 = odd ? z11 : z10;
+  const unsigned q0 = __shfl_xor_sync(0xffffffffu, t0, 1);
+  const unsigned q1 = __shfl_xor_sync(0xffffffffu, t1, 1);
+  x[0] = odd ? q0 : m0;
+  x[1] = odd ? m0 : q0;
+  x[2] = odd ? q1 : m1;
+  x[3] = odd ? m1 : q1;
+}
+
+// 16 bytes to global memory (16-byte aligned), in one instruction.
+__device__ __forceinline__ void store_global_16(void* global_dst, const unsigned (&v)[4]) {
+  asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(global_dst), "r"(v[0]),
+               "r"(v[1]), "r"(v[2]), "r"(v[3])
+               : "memory");
+}
+
 __device__ __forceinline__ void store_shared_16(unsigned smem_dst, unsigned x, unsigned y,
                                                 unsigned z, unsigned w) {
   asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(smem_dst), "r"(x), "r"(y),
