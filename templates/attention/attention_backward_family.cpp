@@ -172,8 +172,8 @@ class AttentionBackwardFamily final : public Family {
         if (!reject(wgmma, problem, device)) return wgmma;
       }
     // Causal at head dim 64 and below: the longest key blocks first and a 3-deep ring, the
-    // winner of the 8 s sweeps at S512 and S2048 (20-26% faster than head by head with 2 stages:
-    // docs/perf/attention.md v13).
+    // winner of the 8 s sweeps at S512 and S2048 (head by head with 2 stages took 1.16-1.26x
+    // its time: docs/perf/attention.md v13).
     const bool small_causal = small_head && s.causal;
     Config config{{{"variant", kMmaSync},
                    {"block_m", small_head || s.head_dim > 128 ? 32 : 64},

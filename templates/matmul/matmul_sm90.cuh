@@ -501,7 +501,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
   // units, or (p.slice_major) slice 0 of every tile comes first, then slice 1, ...; a batch's
   // tiles are walked in grouped order before the next batch's. The order decides which units
   // run at once and on which GPC (the hardware deals consecutive clusters out to the GPCs in
-  // turn), so what the L2 serves once for several readers: docs/perf/matmul.md v12. With
+  // turn): up to 8% either way, by shape (docs/perf/matmul.md v12). With
   // CLUSTER_K > 1 a unit is a whole tile, and CTA ck of the cluster takes its K slice ck.
   const int splits = p.k_splits > 1 ? p.k_splits : 1;
   const int tiles = tiles_m * tiles_n;
