@@ -180,11 +180,12 @@ class AttentionBackwardFamily final : public Family {
                    {"warps", small_head ? 4 : 8},
                    {"key_tiles", small_head ? 2 : 1},
                    {"d_split", s.head_dim <= 128 ? 1 : 2},
-                   {"stages", small_causal ? 3 : 2},
+                   {"stages", 2},
                    {"tile_order", small_causal ? 1 : 0}}};
-    if (!reject(config, problem, device)) return config;
-    config.values["stages"] = 2;
-    if (!reject(config, problem, device)) return config;
+    for (int stages : {small_causal ? 3 : 2, 2}) {
+      config.values["stages"] = stages;
+      if (!reject(config, problem, device)) return config;
+    }
     for (const Config& candidate : enumerate())
       if (!reject(candidate, problem, device)) return candidate;
     return config;  // reject() says why when it is used
