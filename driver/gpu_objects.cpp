@@ -46,6 +46,15 @@ CUtensorMapSwizzle tensor_map_swizzle(std::uint32_t bytes) {
   return CU_TENSOR_MAP_SWIZZLE_NONE;
 }
 
+CUtensorMapL2promotion tensor_map_l2_promotion(std::uint32_t bytes) {
+  switch (bytes) {
+    case 64: return CU_TENSOR_MAP_L2_PROMOTION_L2_64B;
+    case 128: return CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
+    case 256: return CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
+  }
+  return CU_TENSOR_MAP_L2_PROMOTION_NONE;
+}
+
 // Writes the CUtensorMap of `spec` into `bytes` at its offset.
 CUresult encode_tensor_map(const TensorMapSpec& spec, std::byte* bytes) {
   static_assert(sizeof(CUtensorMap) == 128);
@@ -61,7 +70,7 @@ CUresult encode_tensor_map(const TensorMapSpec& spec, std::byte* bytes) {
       reinterpret_cast<CUtensorMap*>(bytes + spec.offset), tensor_map_type(spec.dtype), spec.rank,
       reinterpret_cast<void*>(spec.address), dims, strides, box, element_strides,
       CU_TENSOR_MAP_INTERLEAVE_NONE, tensor_map_swizzle(spec.swizzle_bytes),
-      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+      tensor_map_l2_promotion(spec.l2_promotion_bytes), CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
 
 unsigned cluster_size(const LaunchGeometry& geometry) {

@@ -93,6 +93,9 @@ struct TensorMapSpec {
   std::uint64_t stride_bytes[4] = {};   // of dimensions 1 .. rank-1: multiples of 16
   std::uint32_t box[5] = {};            // elements per copy, innermost first
   std::uint32_t swizzle_bytes = 128;    // 0, 32, 64 or 128
+  // How much L2 fetches from DRAM around each request it misses: 0 (the request alone), 64,
+  // 128 or 256 bytes.
+  std::uint32_t l2_promotion_bytes = 256;
 };
 
 // A kernel's single by-value parameter struct, as bytes: every tilesmith kernel takes exactly

@@ -192,7 +192,10 @@ std::vector<ParamSpec> variant_space(int variant) {
   // through the workspace by a second launch, or (split_cluster) by the CTAs of one cluster
   // through distributed shared memory; swap_ab (C^T = B^T A^T) for M below the 64-row wgmma
   // tile, with 16- and 32-column tiles over M; slice_major, the order of the workspace's K
-  // slices among the units (a tile's slices side by side, or each slice over every tile).
+  // slices among the units (a tile's slices side by side, or each slice over every tile);
+  // l2_promotion, the bytes L2 fetches from DRAM around each of A's and B's missed rows (the
+  // tensor maps' attribute): 256 pays where a weight streams (decode, M = 128), none where
+  // several tiles read every row (1000^3: -7%, docs/perf/matmul.md v13).
   if (variant == kDecode)
     // Columns per CTA, the warps that split its K, the 32-k chunks each warp loads before their
     // MMAs (what it keeps in flight), and K split over CTAs where the columns are few.
@@ -211,7 +214,8 @@ std::vector<ParamSpec> variant_space(int variant) {
           {"split_k", {1, 2, 4, 8, 16}},
           {"split_cluster", {0, 1}},
           {"swap_ab", {0, 1}},
-          {"slice_major", {0, 1}}};
+          {"slice_major", {0, 1}},
+          {"l2_promotion", {0, 256}}};
 }
 
 VariantSpaces variants() {
@@ -245,7 +249,7 @@ struct DecodeConfig {
 // The sm_90a template's tile, stage ring, warpgroups and cluster (matmul_sm90.cuh's launch_info).
 struct WgmmaConfig {
   int block_m, block_n, block_k, stages, consumers, cluster_m, cluster_n, group_m, split_k,
-      split_cluster, swap_ab, slice_major;
+      split_cluster, swap_ab, slice_major, l2_promotion;
   explicit WgmmaConfig(const Config& config)
       : block_m(config.at("block_m")),
         block_n(config.at("block_n")),
@@ -258,7 +262,8 @@ struct WgmmaConfig {
         split_k(config.at("split_k")),
         split_cluster(config.at("split_cluster")),
         swap_ab(config.at("swap_ab")),
-        slice_major(config.at("slice_major")) {}
+        slice_major(config.at("slice_major")),
+        l2_promotion(config.at("l2_promotion")) {}
   int cluster_k() const { return split_cluster ? split_k : 1; }  // K slices in one cluster
   int cluster() const { return cluster_m * cluster_n * cluster_k(); }
   // K slices summed through the workspace (a second launch).
@@ -407,7 +412,8 @@ class MatmulFamily final : public Family {
     const Config base{{{"variant", kWgmma}, {"block_m", 128}, {"block_n", 256},
                        {"block_k", s.tf32() ? 32 : 64}, {"stages", 4}, {"consumers", 2},
                        {"cluster_m", 2}, {"cluster_n", 1}, {"group_m", 8}, {"split_k", 1},
-                       {"split_cluster", 0}, {"swap_ab", 0}, {"slice_major", 0}}};
+                       {"split_cluster", 0}, {"swap_ab", 0}, {"slice_major", 0},
+                       {"l2_promotion", 256}}};
     Config shaped = base;
     auto set = [&](std::initializer_list<std::pair<const char*, int>> values) {
       for (const auto& [name, value] : values) shaped.values[name] = value;
@@ -417,7 +423,10 @@ class MatmulFamily final : public Family {
       set({{"swap_ab", 1}, {"block_m", 64}, {"block_n", s.m <= 16 ? 16 : s.m <= 48 ? 32 : 64},
            {"stages", 8}, {"consumers", 1}, {"cluster_m", 1}});
     } else if (few_tiles) {
-      set({{"block_n", 128}, {"cluster_m", 1}});
+      // Where both M and N span several tiles, every operand row is read by several of them
+      // and L2's fills around each miss only cost (K-heavy -5%, 1000^3 -4%); a skinny M
+      // streams its weight, which they help (M = 128 projections +1-5%: v13).
+      set({{"block_n", 128}, {"cluster_m", 1}, {"l2_promotion", s.m > 128 && s.n > 128 ? 0 : 256}});
     }
     if (shaped.at("swap_ab") || few_tiles) {
       // The most slices that neither overfill the SMs nor leave a slice under two K blocks.
@@ -629,9 +638,11 @@ class MatmulFamily final : public Family {
     // of BK k rows. Each CTA of a cluster loads its slice of the shared tile (matmul_sm90.cuh).
     // A shared matrix's map holds one batch, which the kernel reads for every batch.
     auto operand_map = [&](const Operand& x, long long columns, long long rows, int box_rows) {
-      return tensor_map(problem.dtype, x.address, columns, rows, x.shared ? 1 : s.batch,
-                        x.ld * in_bytes, (x.shared ? rows * x.ld : x.stride) * in_bytes,
-                        static_cast<std::uint32_t>(128 / in_bytes), box_rows);
+      TensorMapSpec spec = tensor_map(problem.dtype, x.address, columns, rows, x.shared ? 1 : s.batch,
+                                      x.ld * in_bytes, (x.shared ? rows * x.ld : x.stride) * in_bytes,
+                                      static_cast<std::uint32_t>(128 / in_bytes), box_rows);
+      spec.l2_promotion_bytes = static_cast<std::uint32_t>(w.l2_promotion);
+      return spec;
     };
     if (ks.a_columns)
       args.request_tensor_map(p, p.a_map, operand_map(a, ks.m, ks.k, w.block_k / w.cluster_n));
@@ -983,6 +994,9 @@ class MatmulFamily final : public Family {
     if (w.split_cluster != 0 && w.split_cluster != 1) return "split_cluster must be 0 or 1";
     if (w.slice_major != 0 && w.slice_major != 1) return "slice_major must be 0 or 1";
     // One order where no K slices go through the workspace: the other would repeat it.
+    if (w.l2_promotion != 0 && w.l2_promotion != 64 && w.l2_promotion != 128 &&
+        w.l2_promotion != 256)
+      return "l2_promotion must be 0, 64, 128 or 256 (bytes)";
     if (w.slice_major && w.workspace_splits() == 1)
       return "slice_major orders K slices summed through the workspace (split_k > 1)";
     if (w.block_n < 64 && !w.swap_ab)

@@ -44,7 +44,9 @@
 //            e.g. 128x256 (or 256x128), 4 stages, 2 consumers: 230480 bytes. Raise
 //            CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES to it; H100 limit: 232448 per block.
 //  tensor maps (cuTensorMapEncodeTiled, rank 3 (the batch outermost), elementStrides {1, 1, 1},
-//            interleave NONE, swizzle 128B, l2 promotion L2_256B, oob fill NONE = zeros):
+//            interleave NONE, swizzle 128B, oob fill NONE = zeros; l2 promotion: A's and B's
+//            the config's l2_promotion (NONE or L2_256B: a host-side choice the kernel never
+//            sees), C's L2_256B):
 //    A and B: BFLOAT16 / FLOAT16 / FLOAT32 (KIND_IN), e = its bytes; strides in bytes, boxes
 //       128 bytes (128 / e elements) wide.
 //    A row-major: globalDim {K, M, batch}; globalStrides {lda * e, stride_a * e};

@@ -95,7 +95,7 @@ TEST(MatmulFamilyTest, SpaceNamesEveryParameterOfEveryVariantOnce) {
             (std::set<std::string>{"variant", "block_m", "block_n", "block_k", "warps_m",
                                    "warps_n", "stages", "group_m", "consumers", "cluster_m",
                                    "cluster_n", "split_k", "split_cluster", "swap_ab",
-                                   "slice_major", "warps", "unroll"}));
+                                   "slice_major", "l2_promotion", "warps", "unroll"}));
 }
 
 TEST(MatmulFamilyTest, EachVariantsConfigsCarryExactlyItsParameters) {
@@ -104,7 +104,7 @@ TEST(MatmulFamilyTest, EachVariantsConfigsCarryExactlyItsParameters) {
   const std::set<std::string> wgmma = {"variant",   "block_m",   "block_n",   "block_k",
                                        "stages",    "consumers", "cluster_m", "cluster_n",
                                        "group_m",   "split_k",   "split_cluster", "swap_ab",
-                                       "slice_major"};
+                                       "slice_major", "l2_promotion"};
   const std::set<std::string> decode = {"variant", "block_n", "warps", "unroll", "split_k"};
   std::set<std::string> texts;
   for (const Config& config : matmul().enumerate()) {
@@ -224,6 +224,26 @@ TEST(MatmulTf32Test, RunsOnBothTiledTemplates) {
   const Problem decode{"matmul", DType::f32, DType::f32, {16, 4096, 4096}, {{"b", "col"}}};
   EXPECT_NE(matmul().default_config(decode, ampere).at("variant"), 2);
   EXPECT_TRUE(matmul().reject(testing::decode_config(16, 8, 2), decode, ampere));
+}
+
+// The untuned default fetches around L2's misses where a weight streams (decode, M = 128, big
+// squares) and not where several tiles of few read every row (K-heavy, 1000^3): measured both
+// ways on the H100 (docs/perf/matmul.md v13).
+TEST(MatmulWgmmaTest, TheDefaultsL2PromotionFollowsHowOftenRowsAreRead) {
+  const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
+  auto promotion = [&](const Problem& problem) {
+    const Config config = matmul().default_config(problem, hopper);
+    EXPECT_EQ(matmul().reject(config, problem, hopper), std::nullopt) << config.text();
+    return config.at("l2_promotion");
+  };
+  EXPECT_EQ(promotion(matmul_problem(512, 512, 16384)), 0);
+  EXPECT_EQ(promotion(matmul_problem(1000, 1000, 1000)), 0);
+  EXPECT_EQ(promotion(matmul_problem(4096, 4096, 4096)), 256);
+  const Problem m128{"matmul", DType::bf16, DType::bf16, {128, 4096, 4096}, {{"b", "col"}}};
+  EXPECT_EQ(promotion(m128), 256);
+  const Problem decode{"matmul", DType::bf16, DType::bf16, {16, 4096, 4096}, {{"b", "col"}}};
+  const Config decode_default = matmul().default_config(decode, hopper);
+  if (decode_default.at("variant") == 1) EXPECT_EQ(decode_default.at("l2_promotion"), 256);
 }
 
 // The mma.sync template reads tf32 K-major too: a row-major B is transposed into the workspace
@@ -1077,7 +1097,27 @@ TEST(MatmulWgmmaTest, PlanIsOnePersistentLaunchWithThreeTensorMaps) {
   for (const TensorMapSpec* map : {&a, &b, &c}) {
     EXPECT_EQ(map->offset % 64, 0u);
     EXPECT_EQ(map->swizzle_bytes, 128u);
+    EXPECT_EQ(map->l2_promotion_bytes, 256u);
   }
+}
+
+// The L2 promotion of A's and B's maps is the config's; C's map keeps the default (it is only
+// written). Other sizes than the driver's are refused.
+TEST(MatmulWgmmaTest, TheOperandMapsCarryTheConfigsL2Promotion) {
+  const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
+  const Problem problem = matmul_problem(1000, 1000, 1000);
+  for (int bytes : {0, 64, 128, 256}) {
+    const Config config = testing::wgmma_config(128, 64, 6, 1, 1, 2, 1, 1, 0, 0, 0, bytes);
+    ASSERT_EQ(matmul().reject(config, problem, hopper), std::nullopt) << config.text();
+    const LaunchPlan plan = plan_of(config, problem, hopper);
+    const KernelArgs& args = plan.steps[0].args;
+    ASSERT_EQ(args.tensor_map_count, 3);
+    EXPECT_EQ(args.tensor_maps[0].l2_promotion_bytes, static_cast<std::uint32_t>(bytes));
+    EXPECT_EQ(args.tensor_maps[1].l2_promotion_bytes, static_cast<std::uint32_t>(bytes));
+    EXPECT_EQ(args.tensor_maps[2].l2_promotion_bytes, 256u);
+  }
+  const Config odd = testing::wgmma_config(128, 64, 6, 1, 1, 2, 1, 1, 0, 0, 0, 32);
+  EXPECT_TRUE(matmul().reject(odd, problem, hopper).has_value());
 }
 
 TEST(MatmulWgmmaTest, PadsUnalignedInputsInTheWorkspace) {

@@ -207,6 +207,13 @@ TEST_F(GpuMatmul, WgmmaSplitKAndPaddedPlansMatchTheReference) {
       {matmul(DType::bf16, DType::bf16, 300, 200, 1088), testing::wgmma_config(64, 64, 4, 1, 1, 1, 1, 8, 0, 0, 1)},
       {{"matmul", DType::bf16, DType::f32, {3, 4093, 1000, 999}, {{"a", "col"}, {"act", "silu"}}},
        testing::wgmma_config(128, 256, 4, 2, 2, 1)},
+      // Operand maps without L2 promotion: a cluster sharing A, split K, swap_ab, ragged tiles.
+      {matmul(DType::bf16, DType::bf16, 1000, 1000, 1000),
+       testing::wgmma_config(128, 64, 6, 1, 1, 2, 1, 1, 0, 0, 0, 0)},
+      {matmul(DType::f16, DType::f32, 257, 1031, 517),
+       testing::wgmma_config(128, 128, 4, 2, 2, 1, 8, 2, 0, 0, 1, 0)},
+      {{"matmul", DType::bf16, DType::bf16, {16, 4096, 4096}, {{"b", "col"}}},
+       testing::wgmma_config(64, 16, 8, 1, 1, 1, 1, 4, 0, 1, 0, 0)},
       // K slices summed in a cluster through distributed shared memory (split_cluster), with
       // ragged tiles, the epilogue, and slices left empty (K = 1088: 17 blocks, 3 per CTA of 8).
       {matmul(DType::bf16, DType::bf16, 512, 512, 16384), testing::wgmma_config(128, 128, 4, 2, 1, 1, 8, 8, 1)},
