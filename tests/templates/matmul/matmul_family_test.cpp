@@ -238,6 +238,14 @@ TEST(MatmulWgmmaTest, TheDefaultsL2PromotionFollowsHowOftenRowsAreRead) {
   };
   EXPECT_EQ(promotion(matmul_problem(512, 512, 16384)), 0);
   EXPECT_EQ(promotion(matmul_problem(1000, 1000, 1000)), 0);
+  // 1000^3 runs whole: 128x64 tiles in pairs sharing A fill the 132 SMs once (128 CTAs).
+  const Config small = matmul().default_config(matmul_problem(1000, 1000, 1000), hopper);
+  EXPECT_EQ(small.at("block_n"), 64);
+  EXPECT_EQ(small.at("cluster_n"), 2);
+  EXPECT_EQ(small.at("split_k"), 1);
+  // Where K dominates, or 128x64 tiles would run in two waves, the default splits K instead.
+  EXPECT_GT(matmul().default_config(matmul_problem(1024, 1024, 16384), hopper).at("split_k"), 1);
+  EXPECT_EQ(matmul().default_config(matmul_problem(2048, 1024, 1024), hopper).at("block_n"), 128);
   EXPECT_EQ(promotion(matmul_problem(4096, 4096, 4096)), 256);
   const Problem m128{"matmul", DType::bf16, DType::bf16, {128, 4096, 4096}, {{"b", "col"}}};
   EXPECT_EQ(promotion(m128), 256);
