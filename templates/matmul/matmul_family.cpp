@@ -1004,10 +1004,10 @@ class MatmulFamily final : public Family {
     if (w.swap_ab != 0 && w.swap_ab != 1) return "swap_ab must be 0 or 1";
     if (w.split_cluster != 0 && w.split_cluster != 1) return "split_cluster must be 0 or 1";
     if (w.slice_major != 0 && w.slice_major != 1) return "slice_major must be 0 or 1";
-    // One order where no K slices go through the workspace: the other would repeat it.
     if (w.l2_promotion != 0 && w.l2_promotion != 64 && w.l2_promotion != 128 &&
         w.l2_promotion != 256)
       return "l2_promotion must be 0, 64, 128 or 256 (bytes)";
+    // One order where no K slices go through the workspace: the other would repeat it.
     if (w.slice_major && w.workspace_splits() == 1)
       return "slice_major orders K slices summed through the workspace (split_k > 1)";
     if (w.block_n < 64 && !w.swap_ab)

@@ -249,9 +249,12 @@ TEST(MatmulWgmmaTest, TheDefaultsL2PromotionFollowsHowOftenRowsAreRead) {
   EXPECT_EQ(promotion(matmul_problem(4096, 4096, 4096)), 256);
   const Problem m128{"matmul", DType::bf16, DType::bf16, {128, 4096, 4096}, {{"b", "col"}}};
   EXPECT_EQ(promotion(m128), 256);
-  const Problem decode{"matmul", DType::bf16, DType::bf16, {16, 4096, 4096}, {{"b", "col"}}};
+  // A decode shape past the decode template's weights (64 MB): swap_ab on wgmma, promoted.
+  const Problem decode{"matmul", DType::bf16, DType::bf16, {16, 14336, 4096}, {{"b", "col"}}};
   const Config decode_default = matmul().default_config(decode, hopper);
-  if (decode_default.at("variant") == 1) EXPECT_EQ(decode_default.at("l2_promotion"), 256);
+  EXPECT_EQ(decode_default.at("variant"), 1);
+  EXPECT_EQ(decode_default.at("swap_ab"), 1);
+  EXPECT_EQ(promotion(decode), 256);
 }
 
 // The mma.sync template reads tf32 K-major too: a row-major B is transposed into the workspace
