@@ -207,7 +207,8 @@ TEST_F(GpuMatmul, WgmmaSplitKAndPaddedPlansMatchTheReference) {
       {matmul(DType::bf16, DType::bf16, 300, 200, 1088), testing::wgmma_config(64, 64, 4, 1, 1, 1, 1, 8, 0, 0, 1)},
       {{"matmul", DType::bf16, DType::f32, {3, 4093, 1000, 999}, {{"a", "col"}, {"act", "silu"}}},
        testing::wgmma_config(128, 256, 4, 2, 2, 1)},
-      // Operand maps without L2 promotion: a cluster sharing A, split K, swap_ab, ragged tiles.
+      // Operand maps without L2 promotion: a pair sharing A; one sharing B, K split in slice
+      // order over ragged tiles; swap_ab with K split.
       {matmul(DType::bf16, DType::bf16, 1000, 1000, 1000),
        testing::wgmma_config(128, 64, 6, 1, 1, 2, 1, 1, 0, 0, 0, 0)},
       {matmul(DType::f16, DType::f32, 257, 1031, 517),
