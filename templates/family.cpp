@@ -5,13 +5,19 @@
 
 namespace tilesmith {
 
-std::vector<Config> enumerate_space(const std::vector<ParamSpec>& space) {
+std::vector<Config> enumerate_space(const std::vector<ParamSpec>& space, const Config& only) {
+  for (const auto& [name, value] : only.values)
+    if (name != "variant" && std::none_of(space.begin(), space.end(),
+                                          [&](const ParamSpec& p) { return p.name == name; }))
+      return {};
   std::vector<Config> configs(1);
   for (const ParamSpec& param : space) {
+    const auto wanted = only.values.find(param.name);
     std::vector<Config> extended;
     extended.reserve(configs.size() * param.values.size());
     for (const Config& partial : configs)
       for (int value : param.values) {
+        if (wanted != only.values.end() && wanted->second != value) continue;
         Config config = partial;
         config.values[param.name] = value;
         extended.push_back(std::move(config));
@@ -19,6 +25,12 @@ std::vector<Config> enumerate_space(const std::vector<ParamSpec>& space) {
     configs = std::move(extended);
   }
   return configs;
+}
+
+std::size_t space_size(const std::vector<ParamSpec>& space) {
+  std::size_t size = 1;
+  for (const ParamSpec& param : space) size *= param.values.size();
+  return size;
 }
 
 std::optional<std::string> check_parameters(const std::vector<ParamSpec>& space, const Config& config) {
@@ -46,14 +58,23 @@ std::vector<ParamSpec> VariantSpaces::merged() const {
   return params;
 }
 
-std::vector<Config> VariantSpaces::enumerate() const {
+std::vector<Config> VariantSpaces::enumerate(const Config& only) const {
   std::vector<Config> configs;
-  for (std::size_t v = 0; v < spaces.size(); ++v)
-    for (Config config : enumerate_space(spaces[v])) {
+  const auto variant = only.values.find("variant");
+  for (std::size_t v = 0; v < spaces.size(); ++v) {
+    if (variant != only.values.end() && variant->second != static_cast<int>(v)) continue;
+    for (Config config : enumerate_space(spaces[v], only)) {
       config.values["variant"] = static_cast<int>(v);
       configs.push_back(std::move(config));
     }
+  }
   return configs;
+}
+
+std::size_t VariantSpaces::size() const {
+  std::size_t size = 0;
+  for (const std::vector<ParamSpec>& space : spaces) size += space_size(space);
+  return size;
 }
 
 std::optional<std::string> VariantSpaces::check(const Config& config) const {
@@ -98,7 +119,8 @@ void validate_options(const std::string& op, const OptionTable& table, const Pro
   }
 }
 
-std::vector<Config> Family::enumerate() const { return enumerate_space(space()); }
+std::vector<Config> Family::enumerate(const Config& only) const { return enumerate_space(space(), only); }
+std::size_t Family::space_size() const { return tilesmith::space_size(space()); }
 
 Problem Family::problem_for_call(Problem problem, const CallScalars&) const { return problem; }
 

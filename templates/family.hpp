@@ -23,8 +23,11 @@ struct ParamSpec {
   std::vector<int> values;
 };
 
-// The cartesian product of a space's value lists, in a fixed order.
-std::vector<Config> enumerate_space(const std::vector<ParamSpec>& space);
+// The cartesian product of a space's value lists, in a fixed order; with `only`, just the
+// configs that take its values (a parameter it names that the space lacks leaves nothing).
+std::vector<Config> enumerate_space(const std::vector<ParamSpec>& space, const Config& only = {});
+// How many configs enumerate_space(space) lists, without listing them.
+std::size_t space_size(const std::vector<ParamSpec>& space);
 // Why `config` is not a point of `space` (a parameter missing or unknown); nothing when it is.
 std::optional<std::string> check_parameters(const std::vector<ParamSpec>& space, const Config& config);
 
@@ -37,8 +40,9 @@ struct VariantSpaces {
   // `variant` with every variant, then every parameter of any variant with all its values (for
   // help texts and --config checks).
   std::vector<ParamSpec> merged() const;
-  // Each variant's product, variant 0's first.
-  std::vector<Config> enumerate() const;
+  // Each variant's product, variant 0's first; with `only`, just the configs that take its values.
+  std::vector<Config> enumerate(const Config& only = {}) const;
+  std::size_t size() const;
   // Why `config` is not a config of its variant (no or an unknown variant, a parameter missing
   // or foreign to it); nothing when it is.
   std::optional<std::string> check(const Config& config) const;
@@ -226,8 +230,11 @@ class Family {
                                             const DeviceTarget& device) const = 0;
   // Every config of the space. Default: the product of space()'s value lists. A family whose
   // variants take different parameters (one template on mma.sync, one on wgmma) lists the
-  // union of their products instead.
-  virtual std::vector<Config> enumerate() const;
+  // union of their products instead. With `only`, just the configs that take its values (a
+  // sweep's --only), without building the rest.
+  virtual std::vector<Config> enumerate(const Config& only) const;
+  std::vector<Config> enumerate() const { return enumerate(Config{}); }
+  virtual std::size_t space_size() const;
   // A config that is valid for any problem the family accepts on this device.
   virtual Config default_config(const Problem& problem, const DeviceTarget& device) const = 0;
 

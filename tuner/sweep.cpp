@@ -187,9 +187,7 @@ SweepReport run_sweep(const Family& family, const Problem& problem, cache::Datab
   const std::string arch = device.arch();
   const cache::Toolchain toolchain{report.timed ? gpu.driver_version() : "none", nvrtc_version()};
 
-  // Enumerate and prune before anything is compiled.
-  std::vector<Config> space = family.enumerate();
-  report.space_size = static_cast<int>(space.size());
+  // Enumerate --only's slice and prune it before anything is compiled.
   for (const auto& [name, value] : options.only.values) {
     const std::vector<ParamSpec> params = family.space();
     const auto param = std::find_if(params.begin(), params.end(),
@@ -199,18 +197,12 @@ SweepReport run_sweep(const Family& family, const Problem& problem, cache::Datab
       throw InvalidArgument("--only " + name + "=" + std::to_string(value) + ": " +
                             family.name() + " has no such parameter value");
   }
+  std::vector<Config> slice = family.enumerate(options.only);
+  report.space_size = static_cast<int>(family.space_size());
+  report.outside_only = report.space_size - static_cast<int>(slice.size());
   std::vector<Config> valid;  // after --only and the constraints
-  for (Config& config : space) {
-    const bool wanted = std::all_of(
-        options.only.values.begin(), options.only.values.end(), [&](const auto& item) {
-          const auto it = config.values.find(item.first);
-          return it != config.values.end() && it->second == item.second;
-        });
-    if (!wanted)
-      ++report.outside_only;
-    else if (!family.reject(config, problem, device))
-      valid.push_back(std::move(config));
-  }
+  for (Config& config : slice)
+    if (!family.reject(config, problem, device)) valid.push_back(std::move(config));
   const std::size_t valid_count = valid.size();
   std::vector<Config> candidates =
       shard_of(family, problem, std::move(valid), options.shard_index, options.shard_count);

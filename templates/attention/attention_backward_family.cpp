@@ -138,7 +138,9 @@ class AttentionBackwardFamily final : public Family {
   }
 
   std::vector<ParamSpec> space() const override { return backward_variants().merged(); }
-  std::vector<Config> enumerate() const override { return backward_variants().enumerate(); }
+  using Family::enumerate;
+  std::vector<Config> enumerate(const Config& only) const override { return backward_variants().enumerate(only); }
+  std::size_t space_size() const override { return backward_variants().size(); }
 
   std::optional<std::string> reject(const Config& config, const Problem& problem,
                                     const DeviceTarget& device) const override {

@@ -135,7 +135,9 @@ class AttentionFamily final : public Family {
   }
 
   std::vector<ParamSpec> space() const override { return variants().merged(); }
-  std::vector<Config> enumerate() const override { return variants().enumerate(); }
+  using Family::enumerate;
+  std::vector<Config> enumerate(const Config& only) const override { return variants().enumerate(only); }
+  std::size_t space_size() const override { return variants().size(); }
 
   std::optional<std::string> reject(const Config& config, const Problem& problem,
                                     const DeviceTarget& device) const override {

@@ -331,7 +331,9 @@ class MatmulFamily final : public Family {
   const FamilySource& source() const override { return source_; }
 
   std::vector<ParamSpec> space() const override { return variants().merged(); }
-  std::vector<Config> enumerate() const override { return variants().enumerate(); }
+  using Family::enumerate;
+  std::vector<Config> enumerate(const Config& only) const override { return variants().enumerate(only); }
+  std::size_t space_size() const override { return variants().size(); }
 
   std::optional<std::string> reject(const Config& config, const Problem& problem,
                                     const DeviceTarget& device) const override {
@@ -998,8 +1000,9 @@ class MatmulFamily final : public Family {
     if (w.consumers == 3 && w.block_n > 192) return "3 consumer warpgroups take at most 192 columns";
     if ((w.cluster_m != 1 && w.cluster_m != 2) || (w.cluster_n != 1 && w.cluster_n != 2))
       return "clusters of 1 or 2 CTAs along each dimension";
-    // Only 30 clusters of 4 fit on an H100's 132 SMs (measured): sharing operands among 4 is
-    // slower than among 2, so pruned.
+    // At one CTA an SM only 30 clusters of 4 and 15 of 8 fit on an H100's 132 SMs (120 CTAs):
+    // sharing operands among 4 or 8 was 35-46% slower than among 2 at 1000^3 and
+    // 512x512x16384 (docs/perf/matmul.md v14), so pruned.
     if (w.cluster_m * w.cluster_n > 2) return "clusters of at most 2 CTAs sharing operands";
     if (w.swap_ab != 0 && w.swap_ab != 1) return "swap_ab must be 0 or 1";
     if (w.split_cluster != 0 && w.split_cluster != 1) return "split_cluster must be 0 or 1";

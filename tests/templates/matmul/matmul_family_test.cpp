@@ -118,6 +118,27 @@ TEST(MatmulFamilyTest, EachVariantsConfigsCarryExactlyItsParameters) {
   EXPECT_EQ(variant_space(0).size(), 2880u);
 }
 
+// A sweep's --only slice is listed without the rest of the space: the same configs, in the same
+// order, as filtering the whole product; a value another variant lacks leaves that variant out.
+TEST(MatmulFamilyTest, TheOnlySliceIsTheFilteredSpace) {
+  const std::vector<Config> space = matmul().enumerate();
+  EXPECT_EQ(matmul().space_size(), space.size());
+  for (const char* only : {"variant=1,block_m=128,cluster_n=2", "block_n=64", "warps=4",
+                           "variant=2,block_m=128", "variant=0,stages=5,group_m=8"}) {
+    const Config slice = Config::parse(only);
+    std::vector<Config> filtered;
+    for (const Config& config : space)
+      if (std::all_of(slice.values.begin(), slice.values.end(), [&](const auto& item) {
+            const auto it = config.values.find(item.first);
+            return it != config.values.end() && it->second == item.second;
+          }))
+        filtered.push_back(config);
+    EXPECT_EQ(matmul().enumerate(slice), filtered) << only;
+  }
+  EXPECT_TRUE(matmul().enumerate(Config::parse("variant=2,block_m=128")).empty());
+  EXPECT_FALSE(matmul().enumerate(Config::parse("block_n=64")).empty());
+}
+
 TEST(MatmulFamilyTest, DefaultConfigIsAPointOfTheSpace) {
   const std::vector<Config> space = matmul().enumerate();
   for (const char* arch : {"sm_80", "sm_90a"}) {
