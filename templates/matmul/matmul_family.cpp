@@ -421,7 +421,7 @@ class MatmulFamily final : public Family {
       for (const auto& [name, value] : values) shaped.values[name] = value;
     };
     const bool few_tiles = s.batch * ceil_div(s.m, 128) * ceil_div(s.n, 256) < device.sm_count / 2;
-    bool one_wave = false;  // few tiles, but 128x64 ones fill the SMs once
+    bool one_wave = false;  // few tiles, but smaller ones fill the SMs once, each K whole
     if (s.m <= 64 && !s.as_read().a_columns) {
       set({{"swap_ab", 1}, {"block_m", 64}, {"block_n", s.m <= 16 ? 16 : s.m <= 48 ? 32 : 64},
            {"stages", 8}, {"consumers", 1}, {"cluster_m", 1}});
@@ -430,16 +430,27 @@ class MatmulFamily final : public Family {
       // and L2's fills around each miss only cost (K-heavy -5%, 1000^3 -4%); a skinny M
       // streams its weight, which they help (M = 128 projections +1-5%: v13).
       const bool both_wide = s.m > 128 && s.n > 128;
-      const long long narrow_tiles = s.batch * ceil_div(s.m, 128) * ceil_div(s.n, 64);
-      one_wave = both_wide && 4 * narrow_tiles >= 3ll * device.sm_count &&
-                 narrow_tiles <= device.sm_count && s.k <= 2 * std::max(s.m, s.n);
-      if (one_wave)
+      auto fill_once = [&](int block_m, int block_n) {
+        const long long tiles = s.batch * ceil_div(s.m, block_m) * ceil_div(s.n, block_n);
+        return 4 * tiles >= 3ll * device.sm_count && tiles <= device.sm_count &&
+               s.k <= 2 * std::max(s.m, s.n);
+      };
+      if (both_wide && fill_once(128, 64)) {
         // 128x64 tiles fill the SMs once, a pair along N sharing A, K whole: 1000^3's tuned
         // winner (0.0123 ms in the tuner, against 0.0216 for 128x128 in two K slices: v13).
+        one_wave = true;
         set({{"block_n", 64}, {"consumers", 1}, {"cluster_n", 2}, {"cluster_m", 1},
              {"stages", 6}, {"group_m", 1}, {"l2_promotion", 0}});
-      else
+      } else if (!both_wide && fill_once(64, 64)) {
+        // A skinny side of 65-128 rows: 64x64 tiles fill the SMs once, K whole, unclustered,
+        // the weight's rows read by both row tiles: 128x4096x4096's tuned winner (0.0191 ms
+        // in the tuner, against 0.0237 for 128x128 in four K slices: v14).
+        one_wave = true;
+        set({{"block_m", 64}, {"block_n", 64}, {"consumers", 1}, {"cluster_m", 1},
+             {"cluster_n", 1}, {"stages", 8}, {"group_m", 1}, {"l2_promotion", 0}});
+      } else {
         set({{"block_n", 128}, {"cluster_m", 1}, {"l2_promotion", both_wide ? 0 : 256}});
+      }
     }
     if (shaped.at("swap_ab") || (few_tiles && !one_wave)) {
       // The most slices that neither overfill the SMs nor leave a slice under two K blocks.

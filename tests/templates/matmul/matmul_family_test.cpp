@@ -268,8 +268,19 @@ TEST(MatmulWgmmaTest, TheDefaultsL2PromotionFollowsHowOftenRowsAreRead) {
   EXPECT_GT(matmul().default_config(matmul_problem(1024, 1024, 16384), hopper).at("split_k"), 1);
   EXPECT_EQ(matmul().default_config(matmul_problem(2048, 1024, 1024), hopper).at("block_n"), 128);
   EXPECT_EQ(promotion(matmul_problem(4096, 4096, 4096)), 256);
-  const Problem m128{"matmul", DType::bf16, DType::bf16, {128, 4096, 4096}, {{"b", "col"}}};
+  // M = 128 streaming a weight through 128x128 tiles in K slices: promoted.
+  const Problem m128{"matmul", DType::bf16, DType::bf16, {128, 4096, 14336}, {{"b", "col"}}};
   EXPECT_EQ(promotion(m128), 256);
+  EXPECT_GT(matmul().default_config(m128, hopper).at("split_k"), 1);
+  // Where 64x64 tiles fill the SMs once, they run K whole and unclustered, each weight row read
+  // by both row tiles: not promoted (128x4096x4096's tuned winner).
+  const Problem qo{"matmul", DType::bf16, DType::bf16, {128, 4096, 4096}, {{"b", "col"}}};
+  const Config qo_default = matmul().default_config(qo, hopper);
+  EXPECT_EQ(qo_default.at("block_m"), 64);
+  EXPECT_EQ(qo_default.at("block_n"), 64);
+  EXPECT_EQ(qo_default.at("split_k"), 1);
+  EXPECT_EQ(qo_default.at("cluster_m") * qo_default.at("cluster_n"), 1);
+  EXPECT_EQ(promotion(qo), 0);
   // A decode shape past the decode template's weights (64 MB): swap_ab on wgmma, promoted.
   const Problem decode{"matmul", DType::bf16, DType::bf16, {16, 14336, 4096}, {{"b", "col"}}};
   const Config decode_default = matmul().default_config(decode, hopper);
