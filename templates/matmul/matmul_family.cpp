@@ -562,10 +562,10 @@ class MatmulFamily final : public Family {
   // unaligned shapes) or transposed (tf32), then the fp32 partial products of the K slices
   // (split_k > 1). The decode variant's: its K slices' partials.
   std::size_t workspace_bytes(const Config& config, const Problem& problem,
-                              const DeviceTarget&) const override {
+                              const DeviceTarget& device) const override {
     const MatmulShape s(problem);
     if (config.at("variant") == kDecode) return decode_partials_bytes(DecodeConfig(config), s);
-    return Workspace(Preparation::of(config, s), s, 0).bytes;
+    return Workspace(Preparation::of(config, s, &device), s, 0).bytes;
   }
 
   LaunchPlan plan(const Config& config, const Problem& problem, const DeviceTarget& device,
@@ -587,11 +587,13 @@ class MatmulFamily final : public Family {
       const MatmulDecodeParams p{params(s, strides, operands, operands.c),
                                  reinterpret_cast<float*>(workspace), c.split_k};
       plan.add(0, geometry, KernelArgs::of(p));
-      if (c.split_k > 1) add_splitk_reduce(plan, 1, device, s, strides, p.product.epilogue,
-                                           workspace, operands.c, c.split_k);
+      if (c.split_k > 1)
+        add_splitk_reduce(plan, 1, device, s.batch * s.m * ceil_div(s.n, 4),
+                          splitk_reduce_params(s, strides, p.product.epilogue, workspace,
+                                               operands.c, c.split_k));
       return plan;
     }
-    const Preparation prep = Preparation::of(config, s);
+    const Preparation prep = Preparation::of(config, s, &device);
     const PlanKernels index(prep, s);
     const Workspace space(prep, s, workspace);
     Operand a{operands.a, strides.lda, strides.stride_a, strides.stride_a == 0 && s.batch > 1};
@@ -625,7 +627,8 @@ class MatmulFamily final : public Family {
     if (w.swap_ab) std::swap(a, b);
     // Persistent: one CTA per SM at most (one fits, by its shared memory), in whole clusters,
     // and no more clusters than there are units of work.
-    const long long units = kernel_tiles(w, s) * w.workspace_splits();
+    const bool tail = prep.tail_blocks > 0;
+    const long long units = kernel_tiles(w, s) * (tail ? 1 : w.workspace_splits());
     const long long fitting = std::max(device.sm_count / w.cluster(), 1);
     LaunchGeometry geometry;
     geometry.grid[0] = static_cast<unsigned>(std::min(units, fitting) * w.cluster());
@@ -648,12 +651,13 @@ class MatmulFamily final : public Family {
     // C through TMA stores where its rows and batches start on 16-byte boundaries (C itself is
     // 16-byte aligned: the runtime and the tuner require it); else plain stores, any ldc.
     p.c_store_tma = (strides.ldc * out_bytes) % 16 == 0 &&
-                            (strides.stride_c * out_bytes) % 16 == 0 && w.split_k == 1 &&
-                            !w.exchange()
+                            (strides.stride_c * out_bytes) % 16 == 0 &&
+                            (w.split_k == 1 || tail) && !w.exchange()
                         ? 1
                         : 0;
     p.k_splits = w.workspace_splits();
     p.slice_major = w.slice_major;
+    p.tail = tail ? 1 : 0;
     p.partials = reinterpret_cast<float*>(space.partials);
     p.epilogue = epilogue_args(strides, operands);
     KernelArgs args = KernelArgs::of(p);
@@ -684,9 +688,23 @@ class MatmulFamily final : public Family {
                      strides.stride_c * out_bytes, static_cast<std::uint32_t>(128 / out_bytes),
                      64));
     plan.add(0, geometry, args);
-    if (index.reduce >= 0)
-      add_splitk_reduce(plan, index.reduce, device, s, strides, p.epilogue, space.partials,
-                        operands.c, w.workspace_splits());
+    if (index.reduce >= 0) {
+      SplitKReduceParams reduce = splitk_reduce_params(s, strides, p.epilogue, space.partials,
+                                                       operands.c, w.workspace_splits());
+      long long runs = s.batch * s.m * ceil_div(s.n, 4);
+      if (tail) {
+        reduce.tail = 1;
+        reduce.tiles_m = static_cast<int>(ceil_div(ks.m, w.block_m * w.cluster_m));
+        reduce.tiles_n = static_cast<int>(ceil_div(ks.n, w.block_n * w.cluster_n));
+        reduce.group_m = w.group_m;
+        reduce.block_m = w.block_m;
+        reduce.block_n = w.block_n;
+        reduce.cluster_m = w.cluster_m;
+        reduce.cluster_n = w.cluster_n;
+        runs = prep.tail_blocks * prep.block_floats / 4;
+      }
+      add_splitk_reduce(plan, index.reduce, device, runs, reduce);
+    }
     return plan;
   }
 
@@ -787,22 +805,34 @@ class MatmulFamily final : public Family {
            std::to_string(MatmulShape(problem).epilogue) + ">";
   }
 
-  // Split-K's second launch (kernel `index`): C = the epilogue of the sum of the `splits`
-  // slices of fp32 partials at `partials`; a thread per 4 columns, up to 8 blocks per SM.
+  // C = the epilogue of the sum of the `splits` slices of fp32 m x n partials at `partials`.
+  static SplitKReduceParams splitk_reduce_params(const MatmulShape& s, const MatmulStrides& strides,
+                                                 const MatmulEpilogueArgs& epilogue,
+                                                 std::uint64_t partials, std::uint64_t c,
+                                                 int splits) {
+    SplitKReduceParams p{};
+    p.partials = reinterpret_cast<const float*>(partials);
+    p.c = reinterpret_cast<void*>(c);
+    p.m = static_cast<int>(s.m);
+    p.n = static_cast<int>(s.n);
+    p.ldc = static_cast<int>(strides.ldc);
+    p.splits = splits;
+    p.batch = static_cast<int>(s.batch);
+    p.stride_c = strides.stride_c;
+    p.epilogue = epilogue;
+    return p;
+  }
+
+  // Split-K's second launch (kernel `index`): a thread per run of 4 columns (at most `runs`),
+  // up to 8 blocks per SM.
   static void add_splitk_reduce(LaunchPlan& plan, int index, const DeviceTarget& device,
-                                const MatmulShape& s, const MatmulStrides& strides,
-                                const MatmulEpilogueArgs& epilogue, std::uint64_t partials,
-                                std::uint64_t c, int splits) {
+                                long long runs, const SplitKReduceParams& p) {
     LaunchGeometry reduce;
-    reduce.grid[0] = static_cast<unsigned>(std::clamp<long long>(
-        ceil_div(s.batch * s.m * ceil_div(s.n, 4), 256), 1, 8ll * device.sm_count));
+    reduce.grid[0] =
+        static_cast<unsigned>(std::clamp<long long>(ceil_div(runs, 256), 1, 8ll * device.sm_count));
     reduce.block[0] = 256;
     reduce.early_start = device.cc_major >= 9;
-    plan.add(index, reduce,
-             KernelArgs::of(SplitKReduceParams{
-                 reinterpret_cast<const float*>(partials), reinterpret_cast<void*>(c),
-                 static_cast<int>(s.m), static_cast<int>(s.n), static_cast<int>(strides.ldc),
-                 splits, static_cast<int>(s.batch), strides.stride_c, epilogue}));
+    plan.add(index, reduce, KernelArgs::of(p));
   }
 
   static std::size_t decode_partials_bytes(const DecodeConfig& c, const MatmulShape& s) {
@@ -848,12 +878,23 @@ class MatmulFamily final : public Family {
   // `pads_rows`: unaligned rows are copied into padded ones first (the wgmma template: TMA);
   // the mma.sync template gathers them instead. `splits`: K slices summed through the
   // workspace. Both templates transpose tf32's MN-major operands.
+  // `tail_blocks`: with a tail split, the most CTA blocks of partials it writes (one per SM),
+  // each `block_floats` long; 0 where the slices are whole m x n matrices, or without a device
+  // (the kernels a plan runs do not depend on it).
   struct Preparation {
     bool pads_rows;
     int splits;
-    static Preparation of(const Config& config, const MatmulShape& s) {
-      if (config.at("variant") == kWgmma) return {!s.aligned(), WgmmaConfig(config).workspace_splits()};
-      return {false, 1};
+    long long tail_blocks = 0, block_floats = 0;
+    static Preparation of(const Config& config, const MatmulShape& s,
+                          const DeviceTarget* device = nullptr) {
+      if (config.at("variant") != kWgmma) return {false, 1};
+      const WgmmaConfig w(config);
+      Preparation prep{!s.aligned(), w.workspace_splits()};
+      if (device && tail_split(w, s, device->sm_count)) {
+        prep.tail_blocks = device->sm_count;
+        prep.block_floats = static_cast<long long>(w.block_m) * w.block_n;
+      }
+      return prep;
     }
   };
 
@@ -894,7 +935,9 @@ class MatmulFamily final : public Family {
       };
       a = copy(s.transposes_a(), s.a_rows(), s.a_row_length(), lda);
       b = copy(s.transposes_b(), s.b_rows(), s.b_row_length(), ldb);
-      if (prep.splits > 1)
+      if (prep.tail_blocks > 0)
+        partials = take(static_cast<std::size_t>(kTailHeader + prep.tail_blocks * prep.block_floats) * 4);
+      else if (prep.splits > 1)
         partials = take(static_cast<std::size_t>(prep.splits * s.batch * s.m * s.n) * 4);
     }
   };
@@ -992,6 +1035,17 @@ class MatmulFamily final : public Family {
            ceil_div(ks.n, w.block_n * w.cluster_n);
   }
 
+  // Clusters of `w` that run at once: one CTA an SM (its shared memory holds one).
+  static long long wave_clusters(const WgmmaConfig& w, int sm_count) {
+    return std::max(sm_count / w.cluster(), 1);
+  }
+
+  // Whether `w` splits K only in the last wave's tiles (MatmulSm90Params::tail): its tiles
+  // fill the SMs, so the workspace's K slices go where the last wave leaves SMs idle.
+  static bool tail_split(const WgmmaConfig& w, const MatmulShape& s, int sm_count) {
+    return w.workspace_splits() > 1 && kernel_tiles(w, s) >= wave_clusters(w, sm_count);
+  }
+
   // The constraints of matmul_sm90.cuh (its launch_info), against this device and problem.
   static std::optional<std::string> reject_wgmma(const WgmmaConfig& w, const Problem& problem,
                                                  const DeviceTarget& device) {
@@ -1046,11 +1100,25 @@ class MatmulFamily final : public Family {
     if (w.stages < 2) return "the pipeline needs at least 2 stages";
     if (w.split_k < 1) return "split_k must be positive";
     if (w.split_k > 1) {
-      // Splitting K pays only where the output tiles alone leave SMs idle, and every slice
-      // needs K blocks to work on.
-      if (kernel_tiles(w, s) * w.cluster_m * w.cluster_n >= device.sm_count)
-        return "the output tiles already fill the SMs: no split-K";
+      // Every slice needs K blocks to work on. Where the tiles fill the SMs, K is split only in
+      // the tiles of the last, partial wave (a tail split), which needs such a wave with room
+      // for the slices: at most half the SMs' clusters busy in it, and no slice count that the
+      // wave caps to the same as a smaller one.
       if (ceil_div(s.k, w.block_k) < 2 * w.split_k) return "too few K blocks for the slices";
+      if (!tail_split(w, s, device.sm_count)) {
+        if (kernel_tiles(w, s) * w.cluster_m * w.cluster_n >= device.sm_count)
+          return "the output tiles already fill the SMs: no split-K";
+      } else {
+        if (w.swap_ab || w.slice_major)
+          return "a tail split takes the tiles as they are: no swap_ab or slice_major";
+        const long long clusters = wave_clusters(w, device.sm_count);
+        const long long last = kernel_tiles(w, s) % clusters;
+        if (last == 0) return "the tiles fill whole waves: no split-K";
+        if (clusters / last < 2) return "the last wave's tiles fill over half the SMs: no split-K";
+        if (w.split_k / 2 >= clusters / last)
+          return "the last wave has room for at most " + std::to_string(clusters / last) +
+                 " slices of each of its tiles";
+      }
     }
     if (w.group_m < 1) return "group_m must be positive";
     if (w.threads() > device.max_threads_per_block) return "too many threads";

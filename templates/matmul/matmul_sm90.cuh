@@ -505,21 +505,51 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
   // run at once and on which GPC (the hardware deals consecutive clusters out to the GPCs in
   // turn): up to 8% either way, by shape (docs/perf/matmul.md v12). With
   // CLUSTER_K > 1 a unit is a whole tile, and CTA ck of the cluster takes its K slice ck.
-  const int splits = p.k_splits > 1 ? p.k_splits : 1;
   const int tiles = tiles_m * tiles_n;
-  const int units = tiles * splits * p.batch;
   const int k_blocks = (p.k + BK - 1) / BK;
-  const int slice_blocks = (k_blocks + splits - 1) / splits;
   const int first_unit = blockIdx.x / CLUSTER, unit_step = gridDim.x / CLUSTER;
-  // Where unit `unit` works: its batch, the CTA's first row and column of C, and its k blocks.
+  // A tail split (p.tail) splits only the last wave's R tiles, each into tail_splits slices.
+  int whole = tiles * p.batch, tail_tiles = 0, tail_splits = 1;
+  if (p.tail) {
+    tail_tiles = whole % unit_step;
+    tail_splits = tail_tiles > 0 ? min(p.k_splits, unit_step / tail_tiles) : 1;
+    if (tail_splits < 2) tail_tiles = 0, tail_splits = 1;
+    whole -= tail_tiles;
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+      p.partials[0] = __int_as_float(whole);
+      p.partials[1] = __int_as_float(tail_splits);
+      p.partials[2] = __int_as_float(tail_tiles);
+    }
+  }
+  const int splits = p.tail ? 1 : p.k_splits > 1 ? p.k_splits : 1;
+  const int units = p.tail ? whole + tail_tiles * tail_splits : tiles * splits * p.batch;
+  // Where unit `unit` works: its batch, the CTA's first row and column of C, its k blocks, and
+  // where its fp32 partial products go (nullptr: it writes C).
   struct Work {
     int batch, slice, m0, n0, kb_begin, kb_end;
+    float* partial;
   };
   auto work_of = [&](int unit) {
     Work w;
-    const int tile = p.slice_major ? unit % (tiles * p.batch) : unit / splits;
-    w.slice = p.slice_major ? unit / (tiles * p.batch) : unit - tile * splits;
+    int tile, slices;
+    if (p.tail) {
+      const int r = unit - whole;  // the tail's units: each tile's slices side by side
+      tile = r < 0 ? unit : whole + r / tail_splits;
+      w.slice = r < 0 ? 0 : r % tail_splits;
+      slices = r < 0 ? 1 : tail_splits;
+      w.partial = r < 0 ? nullptr
+                        : p.partials + kTailHeader +
+                              static_cast<long long>(r * CLUSTER + rank) * BM * BN;
+    } else {
+      tile = p.slice_major ? unit % (tiles * p.batch) : unit / splits;
+      w.slice = p.slice_major ? unit / (tiles * p.batch) : unit - tile * splits;
+      slices = splits;
+    }
     w.batch = tile / tiles;
+    if (!p.tail)
+      w.partial = splits > 1 ? p.partials + (static_cast<long long>(w.slice) * p.batch + w.batch) *
+                                                p.m * p.n
+                             : nullptr;
     int tile_m, tile_n;
     grouped_tile(tile - w.batch * tiles, tiles_m, tiles_n, p.group_m, tile_m, tile_n);
     w.m0 = (tile_m * CLUSTER_M + cm) * BM;
@@ -529,6 +559,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
       w.kb_begin = ck * cluster_slice;
       w.kb_end = min(k_blocks, w.kb_begin + cluster_slice);
     } else {
+      const int slice_blocks = (k_blocks + slices - 1) / slices;
       w.kb_begin = w.slice * slice_blocks;
       w.kb_end = min(k_blocks, w.kb_begin + slice_blocks);
     }
@@ -655,8 +686,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
       }
       // Where this unit's products go: its K slice's fp32 partials (the epilogue then runs in
       // splitk_reduce, once the slices are summed), or its batch's C.
-      float* const partial =
-          p.partials + (static_cast<long long>(w.slice) * p.batch + w.batch) * p.m * p.n;
+      float* const partial = w.partial;
       void* const c_batch =
           static_cast<char*>(p.c) + w.batch * p.stride_c * (KIND_OUT == kF32 ? 4 : 2);
       if (EXCHANGE) {
@@ -678,7 +708,14 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
         }
         continue;
       }
-      if (splits > 1) {
+      if (partial != nullptr && p.tail) {
+        // The CTA's whole block, unclipped: splitk_reduce clips it into C.
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+          store_accumulators<BN, kF32>(acc[mt], partial, BN, BM, BN, c * WG_M + mt * 64, 0, true);
+        continue;
+      }
+      if (partial != nullptr) {
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
           store_accumulators<BN, kF32>(acc[mt], partial, p.n, p.m, p.n,

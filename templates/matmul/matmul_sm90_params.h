@@ -37,7 +37,17 @@ struct MatmulSm90Params {
   int slice_major;  // in what was the padding before `partials`
   float* partials;
   MatmulEpilogueArgs epilogue;
+  // 1: the tiles fill the SMs, and k_splits splits only those of the last, partial wave, so it
+  // fills them too ("tail split"). With G clusters in the grid and T tiles (batch included), the
+  // last R = T mod G tiles each take s = min(k_splits, G / R) K slices (no tail where s < 2);
+  // the first T - R tiles are whole units and write C. Slice j of tail tile r writes its CTA's
+  // BM x BN fp32 block (rows BN apart) at partials + kTailHeader + ((r * s + j) * CLUSTER +
+  // rank) * BM * BN, and block 0 writes {T - R, s, R} at partials[0..2] for splitk_reduce.
+  int tail;
 };
+
+// Floats before a tail split's partial blocks: its header, padded to 256 bytes.
+constexpr int kTailHeader = 64;
 
 // The argument of splitk_reduce.
 struct SplitKReduceParams {
@@ -46,6 +56,11 @@ struct SplitKReduceParams {
   int m, n, ldc, splits, batch;
   long long stride_c;
   MatmulEpilogueArgs epilogue;
+  // 1: the partials are a tail split's (MatmulSm90Params::tail): tile-by-tile blocks after a
+  // header, placed in C by the product's tile order, cluster and tile (tiles_m x tiles_n
+  // clusters of cluster_m x cluster_n CTAs of block_m x block_n); `splits` is then unused.
+  int tail;
+  int tiles_m, tiles_n, group_m, block_m, block_n, cluster_m, cluster_n;
 };
 
 }  // namespace tilesmith

@@ -11,8 +11,75 @@
 #include "common/tile_primitives.cuh"
 #include "matmul/matmul_epilogue.cuh"
 #include "matmul/matmul_sm90_params.h"
+#include "matmul/matmul_tile_order.cuh"
 
 namespace tilesmith {
+
+// Four columns of C from their fp32 sums: the epilogue, then one vector store where C's run
+// starts on it, else element by element; columns past n are left alone.
+template <int KIND_OUT, int EPI>
+__device__ __forceinline__ void store_reduced_run(const SplitKReduceParams& p, int batch, int row,
+                                                  int col, float (&v)[4]) {
+  constexpr int OUT_BYTES = KIND_OUT == kF32 ? 4 : 2;
+#pragma unroll
+  for (int q = 0; q < 4; ++q)
+    if (col + q < p.n) v[q] = epilogue_value<EPI, KIND_OUT>(p.epilogue, batch, row, col + q, v[q]);
+  const long long at = batch * p.stride_c + static_cast<long long>(row) * p.ldc + col;
+  char* const out = static_cast<char*>(p.c) + at * OUT_BYTES;
+  if (col + 3 < p.n && reinterpret_cast<unsigned long long>(out) % (4 * OUT_BYTES) == 0) {
+    if (KIND_OUT == kF32)
+      *reinterpret_cast<float4*>(out) = make_float4(v[0], v[1], v[2], v[3]);
+    else
+      *reinterpret_cast<uint2*>(out) =
+          make_uint2(pack2<KIND_OUT>(v[0], v[1]), pack2<KIND_OUT>(v[2], v[3]));
+  } else {
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      if (col + q >= p.n) break;
+      if (KIND_OUT == kF32)
+        reinterpret_cast<float*>(out)[q] = v[q];
+      else
+        reinterpret_cast<half_bits*>(out)[q] = from_float<KIND_OUT>(v[q]);
+    }
+  }
+}
+
+// A tail split's sums (MatmulSm90Params::tail): a thread per run of 4 columns of a CTA's block,
+// its tile found in the product's order, the block's rows and columns past C skipped.
+template <int KIND_OUT, int EPI>
+__device__ __forceinline__ void reduce_tail(const SplitKReduceParams& p) {
+  const int whole = __float_as_int(p.partials[0]), splits = __float_as_int(p.partials[1]);
+  const int tail_tiles = __float_as_int(p.partials[2]);
+  const int cluster = p.cluster_m * p.cluster_n, tiles = p.tiles_m * p.tiles_n;
+  const int runs = p.block_n / 4;                  // per block row
+  const long long per_block = static_cast<long long>(p.block_m) * runs;
+  const long long total = static_cast<long long>(tail_tiles) * cluster * per_block;
+  const long long block_floats = static_cast<long long>(p.block_m) * p.block_n;
+  for (long long r = blockIdx.x * 256ll + threadIdx.x; r < total; r += gridDim.x * 256ll) {
+    const int block = static_cast<int>(r / per_block);  // tail tile * cluster + rank
+    const int in_block = static_cast<int>(r - block * per_block);
+    const int tail = block / cluster, rank = block - tail * cluster;
+    const int tile = whole + tail, batch = tile / tiles;
+    int tile_m, tile_n;
+    grouped_tile(tile - batch * tiles, p.tiles_m, p.tiles_n, p.group_m, tile_m, tile_n);
+    const int block_row = in_block / runs, block_col = (in_block - block_row * runs) * 4;
+    const int row = (tile_m * p.cluster_m + rank % p.cluster_m) * p.block_m + block_row;
+    const int col = (tile_n * p.cluster_n + rank / p.cluster_m) * p.block_n + block_col;
+    if (row >= p.m || col >= p.n) continue;
+    const float* first = p.partials + kTailHeader +
+                         (static_cast<long long>(tail) * splits * cluster + rank) * block_floats +
+                         static_cast<long long>(block_row) * p.block_n + block_col;
+    float v[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int s = 0; s < splits; ++s) {
+      const float4 x = *reinterpret_cast<const float4*>(first + s * cluster * block_floats);
+      v[0] += x.x;
+      v[1] += x.y;
+      v[2] += x.z;
+      v[3] += x.w;
+    }
+    store_reduced_run<KIND_OUT, EPI>(p, batch, row, col, v);
+  }
+}
 
 // A thread sums a run of 4 columns of one row over the slices: 16-byte loads where rows of n
 // partials start on 16 bytes, and the row and batch worked out once per run (v1 summed one
@@ -21,12 +88,15 @@ namespace tilesmith {
 template <int KIND_OUT, int EPI>
 __global__ void __launch_bounds__(256) splitk_reduce(const SplitKReduceParams p) {
   wait_for_previous_launch();  // launched early on sm_90 (LaunchGeometry::early_start)
+  if (p.tail) {
+    reduce_tail<KIND_OUT, EPI>(p);
+    return;
+  }
   const long long matrix = static_cast<long long>(p.m) * p.n;
   const long long count = matrix * p.batch;  // one K slice's partial products
   const int runs = (p.n + 3) / 4;            // per row
   const long long total = static_cast<long long>(p.m) * p.batch * runs;
   const bool vector_loads = p.n % 4 == 0;
-  constexpr int OUT_BYTES = KIND_OUT == kF32 ? 4 : 2;
   for (long long r = blockIdx.x * 256ll + threadIdx.x; r < total; r += gridDim.x * 256ll) {
     const long long rows_before = r / runs;  // rows of every batch, in order
     const int col = static_cast<int>(r - rows_before * runs) * 4;
@@ -49,27 +119,7 @@ __global__ void __launch_bounds__(256) splitk_reduce(const SplitKReduceParams p)
         for (int q = 0; q < 4; ++q)
           if (col + q < p.n) v[q] += p.partials[s * count + first + q];
     }
-#pragma unroll
-    for (int q = 0; q < 4; ++q)
-      if (col + q < p.n) v[q] = epilogue_value<EPI, KIND_OUT>(p.epilogue, batch, row, col + q, v[q]);
-    const long long at = batch * p.stride_c + static_cast<long long>(row) * p.ldc + col;
-    char* const out = static_cast<char*>(p.c) + at * OUT_BYTES;
-    if (col + 3 < p.n && reinterpret_cast<unsigned long long>(out) % (4 * OUT_BYTES) == 0) {
-      if (KIND_OUT == kF32)
-        *reinterpret_cast<float4*>(out) = make_float4(v[0], v[1], v[2], v[3]);
-      else
-        *reinterpret_cast<uint2*>(out) =
-            make_uint2(pack2<KIND_OUT>(v[0], v[1]), pack2<KIND_OUT>(v[2], v[3]));
-    } else {
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        if (col + q >= p.n) break;
-        if (KIND_OUT == kF32)
-          reinterpret_cast<float*>(out)[q] = v[q];
-        else
-          reinterpret_cast<half_bits*>(out)[q] = from_float<KIND_OUT>(v[q]);
-      }
-    }
+    store_reduced_run<KIND_OUT, EPI>(p, batch, row, col, v);
   }
 }
 

@@ -1235,6 +1235,48 @@ TEST(MatmulWgmmaTest, SplitKWritesPartialsThenReducesThem) {
   EXPECT_EQ(reduce.splits, 4);
   EXPECT_EQ(reduce.m, 1000);
   EXPECT_EQ(reduce.ldc, 1000);
+  EXPECT_EQ(reduce.tail, 0);
+}
+
+// Where the tiles fill the SMs, split_k splits only the tiles of the last, partial wave (a tail
+// split): 1000x2816 in 128x128 tiles is 176 tiles, a wave of 132 and 44 more, which take up to
+// 3 slices each on the 132 SMs. Their partials are CTA blocks after a header, one block per SM
+// at most; C's whole tiles still leave through TMA.
+TEST(MatmulWgmmaTest, TailSplitCutsOnlyTheLastWavesTiles) {
+  const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
+  const Problem problem = matmul_problem(1000, 2816, 1024);
+  auto split = [](int k) { return testing::wgmma_config(128, 128, 4, 2, 1, 1, 8, k); };
+  EXPECT_EQ(matmul().reject(split(2), problem, hopper), std::nullopt);
+  EXPECT_EQ(matmul().reject(split(4), problem, hopper), std::nullopt);  // 3 slices: capped
+  const std::optional<std::string> eight = matmul().reject(split(8), problem, hopper);
+  ASSERT_TRUE(eight);
+  EXPECT_NE(eight->find("at most 3 slices"), std::string::npos) << *eight;
+  // One order of the tail's slices, and no tail where the waves are whole or the last is full.
+  EXPECT_TRUE(matmul().reject(testing::wgmma_config(128, 128, 4, 2, 1, 1, 8, 2, 0, 0, 1), problem, hopper));
+  EXPECT_TRUE(matmul().reject(split(2), matmul_problem(1408, 1536, 512), hopper));  // 132 tiles
+  EXPECT_TRUE(matmul().reject(split(2), matmul_problem(4096, 4096, 4096), hopper));  // 100 of 132
+  EXPECT_EQ(matmul().workspace_bytes(split(2), problem, hopper),
+            (kTailHeader + 132u * 128 * 128) * 4);
+  const std::uint64_t addresses[3] = {0x10000, 0x20000, 0x30000};
+  const LaunchPlan plan = matmul().plan(split(2), problem, hopper, addresses, 0x100000, {});
+  ASSERT_EQ(plan.step_count, 2);
+  EXPECT_EQ(plan.steps[0].geometry.grid[0], 132u);
+  MatmulSm90Params params;
+  std::memcpy(&params, plan.steps[0].args.bytes.data(), sizeof params);
+  EXPECT_EQ(params.tail, 1);
+  EXPECT_EQ(params.k_splits, 2);
+  EXPECT_EQ(params.c_store_tma, 1);
+  SplitKReduceParams reduce;
+  std::memcpy(&reduce, plan.steps[1].args.bytes.data(), sizeof reduce);
+  EXPECT_EQ(reduce.tail, 1);
+  EXPECT_EQ(reinterpret_cast<std::uint64_t>(reduce.partials), 0x100000u);
+  EXPECT_EQ(reduce.tiles_m, 8);
+  EXPECT_EQ(reduce.tiles_n, 22);
+  EXPECT_EQ(reduce.group_m, 8);
+  EXPECT_EQ(reduce.block_m, 128);
+  EXPECT_EQ(reduce.block_n, 128);
+  EXPECT_EQ(reduce.cluster_m * reduce.cluster_n, 1);
+  EXPECT_EQ(plan.steps[1].geometry.grid[0], 8u * 132);  // a thread per 4 columns of 132 blocks
 }
 
 }  // namespace

@@ -234,6 +234,14 @@ TEST_F(GpuMatmul, WgmmaSplitKAndPaddedPlansMatchTheReference) {
        testing::wgmma_config(128, 32, 4, 2, 1, 1, 8, 1, 0, 1)},
       {{"matmul", DType::bf16, DType::f32, {64, 1000, 1000}, {{"bias", "1"}}},
        testing::wgmma_config(192, 64, 4, 3, 1, 1, 8, 2, 1, 1)},
+      // A tail split (the tiles fill the SMs; K split in the last wave's only): 176 tiles, the
+      // last 44 in 2 slices and in 3 (split_k 4 capped by the wave), unaligned rows padded; a
+      // pair sharing A; batches with the epilogue, whole tiles through TMA stores.
+      {matmul(DType::bf16, DType::bf16, 1000, 2750, 520), testing::wgmma_config(128, 128, 4, 2, 1, 1, 8, 2)},
+      {matmul(DType::f16, DType::f32, 1000, 2750, 520), testing::wgmma_config(128, 128, 4, 2, 1, 1, 1, 4)},
+      {matmul(DType::bf16, DType::bf16, 1000, 1300, 1000), testing::wgmma_config(128, 64, 6, 1, 1, 2, 1, 2, 0, 0, 0, 0)},
+      {{"matmul", DType::bf16, DType::bf16, {3, 1000, 1000, 1000}, {{"b", "col"}, {"act", "gelu"}, {"bias", "1"}, {"residual", "1"}}},
+       testing::wgmma_config(128, 128, 4, 2, 2, 1, 8, 2)},
       // fp32 in, as tf32: row-major B and column-major A transposed first, unaligned rows
       // padded, a cluster sharing operands, split K (workspace and cluster), swap_ab.
       {matmul(DType::f32, DType::f32, 1000, 1000, 1000), testing::tf32_config(128, 256, 4, 2, 2, 1)},
