@@ -1277,6 +1277,12 @@ TEST(MatmulWgmmaTest, TailSplitCutsOnlyTheLastWavesTiles) {
   EXPECT_EQ(reduce.block_n, 128);
   EXPECT_EQ(reduce.cluster_m * reduce.cluster_n, 1);
   EXPECT_EQ(plan.steps[1].geometry.grid[0], 8u * 132);  // a thread per 4 columns of 132 blocks
+  // The untuned default splits a small last wave: 2048x2176 in 256x256 pairs is 72 for 66 SM
+  // pairs, the last 6 split 8 ways; 26 of 66 (up_proj at M = 1024) 2 ways; 4096^3 not at all.
+  auto default_split = [&](const Problem& p) { return matmul().default_config(p, hopper).at("split_k"); };
+  EXPECT_EQ(default_split(matmul_problem(2048, 2176, 4096)), 8);
+  EXPECT_EQ(default_split(Problem{"matmul", DType::bf16, DType::bf16, {1024, 14336, 4096}, {{"b", "col"}}}), 2);
+  EXPECT_EQ(default_split(matmul_problem(4096, 4096, 4096)), 1);
 }
 
 }  // namespace
