@@ -30,6 +30,8 @@
 //  grid:     (x only) a multiple of CLUSTER = CLUSTER_M * CLUSTER_N; persistent:
 //              units = ceil(M / (BM * CLUSTER_M)) * ceil(N / (BN * CLUSTER_N)) * splits * batch
 //              grid  = CLUSTER * min(units, max_active_clusters)
+//            with p.tail (a tail split: the tiles fill the grid), only the last wave's tiles
+//            are split, as MatmulSm90Params::tail says; the grid is then the whole wave.
 //            max_active_clusters = cuOccupancyMaxActiveClusters for the kernel, block and smem
 //            (on an H100 SXM: 132 at cluster 1, 66 at cluster 2, 30 at cluster 4), or
 //            floor(SMs / CLUSTER) where the query is not at hand. Any grid of at least one cluster

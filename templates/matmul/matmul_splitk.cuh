@@ -1,7 +1,8 @@
 // Split-K's second launch: C = the sum of the fp32 partial products that the K slices of a
 // matmul wrote to the workspace, through the epilogue, converted to C's type. Grids with fewer
 // output tiles than SMs (1000^3 in 128x128 tiles, decode shapes, K-heavy 512x512x16384) split K
-// so every SM works.
+// so every SM works. Grids whose tiles fill the SMs split only the last wave's tiles (a tail
+// split, MatmulSm90Params::tail): their partials are CTA blocks, summed block by block.
 //
 // launch: block 256 threads, a thread per run of 4 columns of a row, grid up to 8 blocks per SM
 // (a grid-stride loop covers the rest); on sm_90 it starts while the product's kernel drains
