@@ -191,12 +191,13 @@ std::vector<ParamSpec> variant_space(int variant) {
   // for grids with fewer tiles than SMs (small, skinny and K-heavy shapes), its slices summed
   // through the workspace by a second launch, or (split_cluster) by the CTAs of one cluster
   // through distributed shared memory; where the tiles fill the SMs, split_k splits only the
-  // last wave's tiles, if that wave leaves half the SMs idle (a tail split); swap_ab (C^T = B^T A^T) for M below the 64-row wgmma
-  // tile, with 16- and 32-column tiles over M; slice_major, the order of the workspace's K
-  // slices among the units (a tile's slices side by side, or each slice over every tile);
-  // l2_promotion, the bytes L2 fetches from DRAM around each of A's and B's missed rows (the
-  // tensor maps' attribute): 256 pays where a weight streams (decode, M = 128), none where
-  // several tiles read every row (1000^3: -7%, docs/perf/matmul.md v13).
+  // last wave's tiles, if that wave leaves half the SMs idle (a tail split); swap_ab
+  // (C^T = B^T A^T) for M below the 64-row wgmma tile, with 16- and 32-column tiles over M;
+  // slice_major, the order of the workspace's K slices among the units (a tile's slices side
+  // by side, or each slice over every tile); l2_promotion, the bytes L2 fetches from DRAM
+  // around each of A's and B's missed rows (the tensor maps' attribute): 256 pays where a
+  // weight streams (decode, M = 128), none where several tiles read every row (1000^3: -7%,
+  // docs/perf/matmul.md v13).
   if (variant == kDecode)
     // Columns per CTA, the warps that split its K, the 32-k chunks each warp loads before their
     // MMAs (what it keeps in flight), and K split over CTAs where the columns are few.
