@@ -462,16 +462,9 @@ class MatmulFamily final : public Family {
         split /= 2;
       set({{"split_k", split}});
     } else if (!few_tiles) {
-      // Where the last wave leaves at least half the SMs idle, its tiles split K into as many
-      // slices as fit, up to 8 (a tail split: 2048x2176x4096 -27%, up_proj.m1024 -5%: v15).
-      for (int split : {8, 4, 2}) {
-        Config tail = shaped;
-        tail.values["split_k"] = split;
-        if (!reject(tail, problem, device)) {
-          shaped = tail;
-          break;
-        }
-      }
+      shaped = fit_waves(shaped, problem, device);
+      const int split = tail_split_of(shaped, problem, device);
+      if (split > 1) set({{"split_k", split}});
     }
     if (!reject(shaped, problem, device)) return shaped;
     if (!reject(base, problem, device)) return base;
@@ -1046,6 +1039,61 @@ class MatmulFamily final : public Family {
     const MatmulShape ks = w.swap_ab ? s.swapped() : s;
     return ks.batch * ceil_div(ks.m, w.block_m * w.cluster_m) *
            ceil_div(ks.n, w.block_n * w.cluster_n);
+  }
+
+  // The untuned default's tail split: where the last wave leaves at least half the SMs idle,
+  // its tiles split K into as many slices as fit, up to 8 (2048x2176x4096 -27%,
+  // up_proj.m1024 -5%: docs/perf/matmul.md v15); 1 where none is admitted.
+  int tail_split_of(const Config& config, const Problem& problem, const DeviceTarget& device) const {
+    const WgmmaConfig w(config);
+    if (kernel_tiles(w, MatmulShape(problem)) < wave_clusters(w, device.sm_count)) return 1;
+    for (int split : {8, 4, 2}) {
+      Config tail = config;
+      tail.values["split_k"] = split;
+      if (!reject(tail, problem, device)) return split;
+    }
+    return 1;
+  }
+
+  // Of the large tiles, the one whose waves come out whole: each costs its area times its
+  // waves, the last wave (R tiles of G at once) counted as 1/s + 0.3 of one where a tail split
+  // takes it in s slices (as measured, v15), whole otherwise. Another tile replaces `base`
+  // (128x256) only where it costs 5% less: 192-wide tiles at 3000^3, 2048x2176x4096 and
+  // 1536x4096x4096 were 14-20% faster tuned (v16).
+  Config fit_waves(const Config& base, const Problem& problem, const DeviceTarget& device) const {
+    const MatmulShape s(problem);
+    auto cost = [&](const Config& config) {
+      const WgmmaConfig w(config);
+      const long long clusters = wave_clusters(w, device.sm_count);
+      const long long tiles = kernel_tiles(w, s), last = tiles % clusters;
+      double waves = static_cast<double>(tiles / clusters);
+      if (last > 0) {
+        const int split = tail_split_of(config, problem, device);
+        waves += split > 1 ? 1.0 / std::min<long long>(split, clusters / last) + 0.3 : 1.0;
+      }
+      return waves * w.block_m * w.block_n;
+    };
+    auto variant = [&](std::initializer_list<std::pair<const char*, int>> values) {
+      Config config = base;
+      for (const auto& [name, value] : values) config.values[name] = value;
+      return config;
+    };
+    // The tuned winners of v16's awkward shapes and of up_proj.m1024 (v15).
+    const Config candidates[] = {
+        variant({{"block_m", 192}, {"block_n", 192}, {"consumers", 3}, {"cluster_m", 1},
+                 {"cluster_n", 2}, {"stages", 3}, {"group_m", 1}, {"l2_promotion", 0}}),
+        variant({{"block_m", 192}, {"block_n", 128}, {"consumers", 3}, {"cluster_m", 1},
+                 {"cluster_n", 1}, {"stages", 4}, {"group_m", 1}}),
+        variant({{"block_m", 128}, {"block_n", 192}, {"stages", 4}})};
+    if (reject(base, problem, device)) return base;
+    Config best = base;
+    double best_cost = 0.95 * cost(base);
+    for (const Config& candidate : candidates) {
+      if (reject(candidate, problem, device)) continue;
+      const double c = cost(candidate);
+      if (c < best_cost) best = candidate, best_cost = c;
+    }
+    return best;
   }
 
   // Clusters of `w` that run at once: one CTA an SM (its shared memory holds one).

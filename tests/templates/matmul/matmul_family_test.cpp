@@ -1277,10 +1277,10 @@ TEST(MatmulWgmmaTest, TailSplitCutsOnlyTheLastWavesTiles) {
   EXPECT_EQ(reduce.block_n, 128);
   EXPECT_EQ(reduce.cluster_m * reduce.cluster_n, 1);
   EXPECT_EQ(plan.steps[1].geometry.grid[0], 8u * 132);  // a thread per 4 columns of 132 blocks
-  // The untuned default splits a small last wave: 2048x2176 in 256x256 pairs is 72 for 66 SM
-  // pairs, the last 6 split 8 ways; 26 of 66 (up_proj at M = 1024) 2 ways; 4096^3 not at all.
+  // The untuned default splits a small last wave: 5000x5000 in 256x256 pairs is 400 for 66 SM
+  // pairs, the last 4 split 8 ways; 26 of 66 (up_proj at M = 1024) 2 ways; 4096^3 not at all.
   auto default_split = [&](const Problem& p) { return matmul().default_config(p, hopper).at("split_k"); };
-  EXPECT_EQ(default_split(matmul_problem(2048, 2176, 4096)), 8);
+  EXPECT_EQ(default_split(matmul_problem(5000, 5000, 2048)), 8);
   EXPECT_EQ(default_split(Problem{"matmul", DType::bf16, DType::bf16, {1024, 14336, 4096}, {{"b", "col"}}}), 2);
   EXPECT_EQ(default_split(matmul_problem(4096, 4096, 4096)), 1);
 }
@@ -1290,6 +1290,29 @@ TEST(MatmulWgmmaTest, TailSplitCutsOnlyTheLastWavesTiles) {
 
 namespace tilesmith {
 namespace {
+
+// The untuned default's large tile is the one whose waves come out whole: 128x256 where its
+// waves are whole or its last one splits cheaply, 192-wide tiles where they fit the 132 SMs
+// in fewer waves (the tuned winners at these shapes on the H100, docs/perf/matmul.md v16).
+TEST(MatmulWgmmaTest, TheDefaultsTileFitsTheWaves) {
+  const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
+  auto tile = [&](const Problem& p) {
+    const Config config = matmul().default_config(p, hopper);
+    EXPECT_EQ(matmul().reject(config, p, hopper), std::nullopt) << config.text();
+    return std::to_string(config.at("block_m")) + "x" + std::to_string(config.at("block_n"));
+  };
+  EXPECT_EQ(tile(matmul_problem(2048, 2176, 4096)), "192x192");  // 66 pairs: one wave
+  EXPECT_EQ(tile(matmul_problem(3000, 3000, 3000)), "192x192");  // 128 pairs: two waves
+  EXPECT_EQ(tile(matmul_problem(1536, 4096, 4096)), "192x128");  // 256 tiles: two waves
+  for (long long side : {2048, 4096, 8192}) EXPECT_EQ(tile(matmul_problem(side, side, side)), "128x256");
+  EXPECT_EQ(tile(matmul_problem(5000, 5000, 2048)), "128x256");
+  const Problem up{"matmul", DType::bf16, DType::bf16, {1024, 14336, 4096}, {{"b", "col"}}};
+  EXPECT_EQ(tile(up), "128x256");
+  EXPECT_EQ(tile(Problem{"matmul", DType::bf16, DType::bf16, {8, 2048, 2048, 2048}}), "128x256");
+  EXPECT_EQ(matmul().default_config(matmul_problem(2048, 2176, 4096), hopper).at("split_k"), 1);
+  // A grid of one partial wave is no tail: 2048^3's 64 pairs for 66 run whole.
+  EXPECT_EQ(matmul().default_config(matmul_problem(2048, 2048, 2048), hopper).at("split_k"), 1);
+}
 
 // swap_ab: the kernel computes C^T = B^T A^T for M below a wgmma tile; its M is N, its A is B
 // (row-major where B is column-major), its B is A, and C leaves transposed through the
