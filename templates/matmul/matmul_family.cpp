@@ -635,9 +635,9 @@ class MatmulFamily final : public Family {
     // and no more clusters than there are units of work.
     const bool tail = prep.tail_blocks > 0;
     const long long units = kernel_tiles(w, s) * (tail ? 1 : w.workspace_splits());
-    const long long fitting = std::max(device.sm_count / w.cluster(), 1);
     LaunchGeometry geometry;
-    geometry.grid[0] = static_cast<unsigned>(std::min(units, fitting) * w.cluster());
+    geometry.grid[0] =
+        static_cast<unsigned>(std::min(units, wave_clusters(w, device.sm_count)) * w.cluster());
     geometry.block[0] = static_cast<unsigned>(w.threads());
     geometry.dynamic_smem_bytes = static_cast<unsigned>(w.smem_bytes());
     MatmulSm90Params p{};
@@ -1045,12 +1045,12 @@ class MatmulFamily final : public Family {
   // its tiles split K into as many slices as fit, up to 8 (2048x2176x4096 -27%,
   // up_proj.m1024 -5%: docs/perf/matmul.md v15); 1 where none is admitted.
   int tail_split_of(const Config& config, const Problem& problem, const DeviceTarget& device) const {
-    const WgmmaConfig w(config);
-    if (kernel_tiles(w, MatmulShape(problem)) < wave_clusters(w, device.sm_count)) return 1;
     for (int split : {8, 4, 2}) {
       Config tail = config;
       tail.values["split_k"] = split;
-      if (!reject(tail, problem, device)) return split;
+      if (tail_split(WgmmaConfig(tail), MatmulShape(problem), device.sm_count) &&
+          !reject(tail, problem, device))
+        return split;
     }
     return 1;
   }
