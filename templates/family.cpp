@@ -124,6 +124,10 @@ std::size_t Family::space_size() const { return tilesmith::space_size(space()); 
 
 Problem Family::problem_for_call(Problem problem, const CallScalars&) const { return problem; }
 
+bool Family::outranks_default(const Config&, const Problem&, const DeviceTarget&) const {
+  return true;
+}
+
 std::size_t Family::workspace_bytes(const Config&, const Problem&, const DeviceTarget&) const {
   return 0;
 }

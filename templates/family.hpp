@@ -237,6 +237,12 @@ class Family {
   virtual std::size_t space_size() const;
   // A config that is valid for any problem the family accepts on this device.
   virtual Config default_config(const Problem& problem, const DeviceTarget& device) const = 0;
+  // Whether `borrowed`, tuned for another shape, should run `problem` rather than
+  // default_config (the runtime's nearest-shape fallback asks). Default: yes, a tuned config
+  // knows more than the default. A family says no where its own estimate ranks the default
+  // first (matmul: the borrowed tile's waves on this shape cost more than the default's).
+  virtual bool outranks_default(const Config& borrowed, const Problem& problem,
+                                const DeviceTarget& device) const;
 
   // Throws Error when the family cannot express this problem (bad shape, unsupported dtype).
   virtual void validate(const Problem& problem) const = 0;

@@ -27,6 +27,7 @@ std::optional<cache::Winner> nearest_winner(const std::vector<cache::Winner>& wi
       nearest_distance = distance;
     }
   }
+  if (nearest && !family.outranks_default(nearest->config, problem, device)) return std::nullopt;
   return nearest;
 }
 

@@ -384,6 +384,25 @@ class MatmulFamily final : public Family {
     return std::nullopt;
   }
 
+  // Where the default fits a large tile to the waves, a borrowed large tile must cost no more
+  // by the same estimate: 3000^3's tuned 192x192 ran 5000x5000x2048 at 0.84x cuBLAS, where
+  // the default ran it at 0.96x (docs/perf/matmul.md v17). Elsewhere the borrowed config wins.
+  bool outranks_default(const Config& borrowed, const Problem& problem,
+                        const DeviceTarget& device) const override {
+    const Config fallback = default_config(problem, device);
+    auto wave_fitted = [](const Config& config) {
+      return config.at("variant") == kWgmma && !config.at("swap_ab") && !config.at("split_cluster");
+    };
+    const MatmulShape s(problem);
+    if (few_large_tiles(s, device) || !wave_fitted(borrowed) || !wave_fitted(fallback))
+      return true;
+    const WgmmaConfig b(borrowed);
+    // Split-K over every tile (not a tail split) is outside the estimate.
+    if (b.split_k > 1 && !tail_split(b, s, device.sm_count)) return true;
+    return wave_cost(b, s, device.sm_count) <=
+           wave_cost(WgmmaConfig(fallback), s, device.sm_count);
+  }
+
   Config default_config(const Problem& problem, const DeviceTarget& device) const override {
     // On Hopper: 128x256 tiles on two consumer warpgroups, four stages, 2-CTA clusters sharing
     // B. Where M is below a wgmma tile: C^T in 64 x 16..64 tiles (swap_ab) streaming B through
@@ -422,7 +441,7 @@ class MatmulFamily final : public Family {
     auto set = [&](std::initializer_list<std::pair<const char*, int>> values) {
       for (const auto& [name, value] : values) shaped.values[name] = value;
     };
-    const bool few_tiles = s.batch * ceil_div(s.m, 128) * ceil_div(s.n, 256) < device.sm_count / 2;
+    const bool few_tiles = few_large_tiles(s, device);
     bool one_wave = false;  // few tiles, but smaller ones fill the SMs once, each K whole
     if (s.m <= 64 && !s.as_read().a_columns) {
       set({{"swap_ab", 1}, {"block_m", 64}, {"block_n", s.m <= 16 ? 16 : s.m <= 48 ? 32 : 64},
@@ -1041,6 +1060,12 @@ class MatmulFamily final : public Family {
            ceil_div(ks.n, w.block_n * w.cluster_n);
   }
 
+  // Where 128x256 tiles leave most SMs idle: the default then takes smaller tiles or K slices;
+  // elsewhere it fits a large tile to the waves (fit_waves).
+  static bool few_large_tiles(const MatmulShape& s, const DeviceTarget& device) {
+    return s.batch * ceil_div(s.m, 128) * ceil_div(s.n, 256) < device.sm_count / 2;
+  }
+
   // The untuned default's tail split: where the last wave leaves at least half the SMs idle,
   // its tiles split K into as many slices as fit, up to 8 (2048x2176x4096 -27%,
   // up_proj.m1024 -5%: docs/perf/matmul.md v15); 1 where none is admitted.
@@ -1055,23 +1080,14 @@ class MatmulFamily final : public Family {
     return 1;
   }
 
-  // Of the large tiles, the one whose waves come out whole: each costs its area times its
-  // waves, the last wave (R tiles of G at once) counted as 1/s + 0.3 of one where a tail split
-  // takes it in s slices (as measured, v15), whole otherwise. Another tile replaces `base`
+  // Of the large tiles, the one whose waves come out whole (wave_cost, each with the tail
+  // split the default would give it; the 0.3 as measured, v15). Another tile replaces `base`
   // (128x256) only where it costs 5% less: 192-wide tiles at 3000^3, 2048x2176x4096 and
   // 1536x4096x4096 were 14-20% faster tuned (v16).
   Config fit_waves(const Config& base, const Problem& problem, const DeviceTarget& device) const {
-    const MatmulShape s(problem);
-    auto cost = [&](const Config& config) {
-      const WgmmaConfig w(config);
-      const long long clusters = wave_clusters(w, device.sm_count);
-      const long long tiles = kernel_tiles(w, s), last = tiles % clusters;
-      double waves = static_cast<double>(tiles / clusters);
-      if (last > 0) {
-        const int split = tail_split_of(config, problem, device);
-        waves += split > 1 ? 1.0 / std::min<long long>(split, clusters / last) + 0.3 : 1.0;
-      }
-      return waves * w.block_m * w.block_n;
+    auto cost = [&](Config config) {
+      config.values["split_k"] = tail_split_of(config, problem, device);
+      return wave_cost(WgmmaConfig(config), MatmulShape(problem), device.sm_count);
     };
     auto variant = [&](std::initializer_list<std::pair<const char*, int>> values) {
       Config config = base;
@@ -1094,6 +1110,21 @@ class MatmulFamily final : public Family {
       if (c < best_cost) best = candidate, best_cost = c;
     }
     return best;
+  }
+
+  // fit_waves' estimate of a large tile's time: its area times its waves, the last wave (R
+  // tiles of G at once) counted as 1/s + 0.3 of one where `w`'s tail split takes it in s
+  // slices, whole otherwise.
+  static double wave_cost(const WgmmaConfig& w, const MatmulShape& s, int sm_count) {
+    const long long clusters = wave_clusters(w, sm_count);
+    const long long tiles = kernel_tiles(w, s), last = tiles % clusters;
+    double waves = static_cast<double>(tiles / clusters);
+    if (last > 0) {
+      const long long split =
+          tail_split(w, s, sm_count) ? std::min<long long>(w.split_k, clusters / last) : 1;
+      waves += split > 1 ? 1.0 / split + 0.3 : 1.0;
+    }
+    return waves * w.block_m * w.block_n;
   }
 
   // Clusters of `w` that run at once: one CTA an SM (its shared memory holds one).

@@ -10,6 +10,7 @@ namespace tilesmith {
 namespace {
 
 using testing::tile_config;
+using testing::wgmma_config;
 
 class NearestWinnerTest : public ::testing::Test {
  protected:
@@ -76,6 +77,24 @@ TEST_F(NearestWinnerTest, SkipsConfigsTheFamilyRejectsForTheNewShape) {
                                               winner({1024, 1024, 1024}, modest)};
   EXPECT_EQ(nearest(winners, {4093, 4093, 4093})->config, modest);
   EXPECT_FALSE(nearest({winner({4096, 4096, 4096}, big)}, {4093, 4093, 4093}));
+}
+
+TEST_F(NearestWinnerTest, YieldsToTheDefaultWhereTheBorrowedWavesCostMore) {
+  // 3000^3's tuned winner: 192x192 in 1x2 clusters, 16 x 8 cluster tiles, two waves of 66.
+  const Config tuned = wgmma_config(192, 192, 3, 3, 1, 2, 1, 1, 0, 0, 0, 0);
+  const std::vector<cache::Winner> winners = {winner({3000, 3000, 3000}, tuned)};
+  // The same waves: borrowed.
+  EXPECT_EQ(nearest(winners, {3000, 3000, 2900})->config, tuned);
+  // 5000x5000x2048: 27 x 14 cluster tiles, 5.7 waves of 66, where the default's wave-fitted
+  // tile costs less (measured: 0.84x cuBLAS borrowed, 0.96x the default): the default runs it.
+  const Problem wide{"matmul", DType::bf16, DType::bf16, {5000, 5000, 2048}};
+  ASSERT_FALSE(family_.reject(tuned, wide, device_));
+  EXPECT_FALSE(family_.outranks_default(tuned, wide, device_));
+  EXPECT_FALSE(nearest(winners, {5000, 5000, 2048}));
+  // Where the default is no wave-fitted large tile (few tiles: K-heavy), the borrowed config
+  // runs: the estimate does not rank split-K.
+  const Config k_heavy = wgmma_config(128, 64, 8, 1, 1, 2, 8, 4, 0, 0, 0, 0);
+  EXPECT_EQ(nearest({winner({512, 512, 16384}, k_heavy)}, {512, 512, 8192})->config, k_heavy);
 }
 
 }  // namespace
