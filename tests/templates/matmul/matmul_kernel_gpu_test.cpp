@@ -5,12 +5,15 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <random>
+#include <set>
 
 #include "generator/compiled_kernel.hpp"
 #include "support/matmul_configs.hpp"
 #include "support/reference_agreement.hpp"
 #include "support/test_support.hpp"
 #include "templates/registry.hpp"
+#include "tuner/compile_pool.hpp"
 #include "tuner/search_strategy.hpp"
 #include "tuner/workbench.hpp"
 
@@ -268,6 +271,113 @@ TEST_F(GpuMatmul, WgmmaSplitKAndPaddedPlansMatchTheReference) {
       EXPECT_EQ(result.nonfinite, 0u);
     }
   }
+}
+
+// The untuned default is what every shape nobody tuned runs. Over the shapes a user could bring
+// it must match the reference with nothing left unwritten: a shape for each branch of
+// default_config (named below; on an H100 the test checks each was taken), then seeded random
+// shapes, layouts, dtypes, batches and epilogues.
+TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
+  using enum DType;
+  auto problem = [](DType in, DType out, std::vector<std::int64_t> shape,
+                    ProblemOptions options = {}) {
+    return Problem{"matmul", in, out, std::move(shape), std::move(options)};
+  };
+  const ProblemOptions xwt = {{"b", "col"}};
+  std::vector<Problem> problems = {
+      // Decode: a few rows against a column-major weight, K split where columns are few.
+      problem(bf16, bf16, {1, 4096, 4096}, xwt), problem(f16, f32, {5, 1000, 520}, xwt),
+      problem(bf16, bf16, {16, 2000, 14336}, {{"b", "col"}, {"act", "silu"}}),
+      // swap_ab: up to 64 rows of row-major A.
+      problem(bf16, bf16, {17, 4096, 4096}, xwt), problem(f16, f16, {48, 1031, 2000}),
+      problem(bf16, f32, {64, 3000, 520}, {{"act", "gelu"}, {"bias", "1"}}),
+      // Few large tiles: 128x64 tiles in one wave (1000^3), 64x64 ones for a skinny side of
+      // 65-128 rows, else K slices through the workspace.
+      problem(bf16, bf16, {1000, 1000, 1000}), problem(f16, bf16, {700, 900, 1200}),
+      problem(bf16, bf16, {128, 4096, 4096}, xwt), problem(bf16, bf16, {100, 5000, 2000}),
+      problem(bf16, bf16, {512, 512, 16384}), problem(f16, f32, {300, 300, 3000}),
+      problem(bf16, bf16, {2, 256, 768, 8192}, {{"residual", "1"}}),
+      // Large tiles fitted to the waves, with tail splits: 192x192 (3000^3), 192x128,
+      // 128x256 (the base), K split in the last wave only.
+      problem(bf16, bf16, {3000, 3000, 3000}), problem(bf16, bf16, {2048, 2176, 4096}),
+      problem(f16, f16, {1536, 4096, 4096}, xwt), problem(bf16, bf16, {5000, 5000, 2048}),
+      problem(bf16, bf16, {4096, 4096, 4096}, {{"a", "col"}}),
+      // Rows off 16 bytes (copied into padded workspace first), batches, tf32.
+      problem(bf16, bf16, {2949, 2949, 2949}), problem(f16, f32, {3, 1000, 1001, 999}),
+      problem(f32, f32, {1000, 1000, 1000}), problem(f32, bf16, {2, 3000, 3000, 600}, xwt),
+  };
+  const std::size_t named = problems.size();
+  // Log-uniform dimensions (M and N up to 6000, K up to 8192), up to 2^35 multiply-adds so
+  // the reference stays quick.
+  std::mt19937 rng(20261126);
+  auto log_uniform = [&](double top) {
+    return static_cast<std::int64_t>(
+        std::llround(std::exp(std::uniform_real_distribution<double>(0, std::log(top))(rng))));
+  };
+  auto pick = [&](auto values) { return values[rng() % values.size()]; };
+  while (problems.size() < named + 28) {
+    const std::int64_t batch = rng() % 4 == 0 ? 2 + rng() % 2 : 1;
+    const std::int64_t m = log_uniform(6000), n = log_uniform(6000), k = log_uniform(8192);
+    if (batch * m * n * k > (1ll << 35)) continue;
+    const DType in = pick(std::array{bf16, bf16, f16, f32});
+    ProblemOptions options;
+    if (rng() % 2) options["a"] = "col";
+    if (rng() % 2) options["b"] = "col";
+    const std::string act = pick(std::array<std::string, 4>{"none", "relu", "gelu", "silu"});
+    if (act != "none") options["act"] = act;
+    if (rng() % 3 == 0) options["bias"] = "1";
+    if (rng() % 3 == 0) options["residual"] = "1";
+    std::vector<std::int64_t> shape = {m, n, k};
+    if (batch > 1) shape.insert(shape.begin(), batch);
+    problems.push_back(problem(in, pick(std::array{in, f32, bf16}), shape, options));
+  }
+
+  // Each distinct kernel compiled once, in parallel.
+  std::vector<Config> configs;
+  std::vector<RenderedSource> sources;
+  std::map<std::string, CompiledKernel> compiled;
+  tuner::CompilePool pool(0);
+  std::size_t submitted = 0;
+  for (const Problem& p : problems) {
+    configs.push_back(family_.default_config(p, device_));
+    ASSERT_EQ(family_.reject(configs.back(), p, device_), std::nullopt)
+        << p.key() << " [" << configs.back().text() << "]";
+    sources.push_back(render(family_, configs.back(), p));
+    if (compiled.emplace(sources.back().hash, CompiledKernel{}).second)
+      pool.submit({submitted++, sources.back(), device_.arch()});
+  }
+  while (pool.pending() > 0) {
+    tuner::CompileOutcome outcome = pool.next();
+    ASSERT_TRUE(outcome.kernel) << outcome.error;
+    compiled[outcome.kernel->source_hash] = std::move(*outcome.kernel);
+  }
+
+  std::set<std::string> branches;
+  for (std::size_t i = 0; i < problems.size(); ++i) {
+    const Problem& p = problems[i];
+    const Config& config = configs[i];
+    tuner::Workbench bench(family_, p, device_);
+    driver::ReadyKernel ready = driver::load_kernel(compiled.at(sources[i].hash),
+                                                    bench.plan(config), sources[i].describe());
+    bench.refresh_inputs(3000 + i);
+    tuner::Verification result = bench.verify(ready, config);
+    EXPECT_TRUE(result.passed) << p.key() << " [" << config.text() << "]: " << result.detail;
+    EXPECT_EQ(result.nonfinite, 0u) << p.key();
+    if (i >= named) continue;
+    const int variant = config.at("variant");
+    if (variant == 2) branches.insert("decode");
+    if (variant != 1) continue;
+    const int bm = config.at("block_m"), bn = config.at("block_n");
+    if (config.at("swap_ab")) branches.insert("swap_ab");
+    else if (bm == 128 && bn == 64) branches.insert("128x64 one wave");
+    else if (bm == 64 && bn == 64) branches.insert("64x64 skinny");
+    else if (bm == 192 || bn == 192) branches.insert("192-wide, fitted to the waves");
+    if (!config.at("swap_ab") && config.at("split_k") > 1) branches.insert("K slices");
+  }
+  if (device_.arch() == "sm_90a")
+    EXPECT_EQ(branches, (std::set<std::string>{"decode", "swap_ab", "128x64 one wave",
+                                               "64x64 skinny", "192-wide, fitted to the waves",
+                                               "K slices"}));
 }
 
 // The decode template (variant 2, any sm_80+ GPU): 1 to 32 rows of A against a column-major
