@@ -569,15 +569,21 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
   };
 
   if (wg == 0) {
-    // Producer: one thread walks the same units as the consumers and keeps the ring full.
+    // Producer: the first warp walks the same units as the consumers and keeps the ring full;
+    // its lane 0 issues the copies. The whole warp walks, waits and reaches the closing
+    // cluster barrier together: with lane 0 alone in the loop, the other 31 waited at that
+    // (warp-aligned) barrier diverged from it, and 3000^3 ran 2% slower (docs/perf/matmul.md
+    // v17).
     if (CONSUMERS > 1) warpgroup_regs_release<PRODUCER_REGS>();
-    if (threadIdx.x == 0) {
+    if (threadIdx.x < 32) {
+      const bool issuer = threadIdx.x == 0;
       unsigned short a_mask = 0, b_mask = 0;  // peers sharing our A rows / our B columns
       for (int j = 0; j < CLUSTER_N; ++j) a_mask |= 1u << (cm + CLUSTER_M * j);
       for (int i = 0; i < CLUSTER_M; ++i) b_mask |= 1u << (i + CLUSTER_M * cn);
       // One box of an operand into this CTA, or into every CTA sharing it.
       auto load = [&](unsigned dst, const TensorMap* map, unsigned bar, int c0, int c1, int batch,
                       bool multicast, unsigned short mask) {
+        if (!issuer) return;
         if (multicast)
           tma_load_3d_multicast(dst, map, bar, c0, c1, batch, mask);
         else
@@ -589,7 +595,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
         const Work w = work_of(unit);
         for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
           mbarrier_wait(empty(stage), phase ^ 1u);
-          mbarrier_arrive_expect_tx(full(stage), A_STAGE + B_STAGE);
+          if (issuer) mbarrier_arrive_expect_tx(full(stage), A_STAGE + B_STAGE);
           const int k0 = kb * BK;
           const unsigned a_stage = a_ring + stage * A_STAGE, b_stage = b_ring + stage * B_STAGE;
           const int a_batch = p.a_shared ? 0 : w.batch, b_batch = p.b_shared ? 0 : w.batch;
