@@ -494,8 +494,12 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     tma_prefetch_map(&p.b_map);
     if (p.c_store_tma) tma_prefetch_map(&p.c_map);
   }
+  // Peers multicast into this CTA's ring and arrive on its barriers once those are initialized:
+  // the cluster barrier's relaxed arrive (the init fence above orders the inits before it),
+  // waited on by each role once it is set up (1000^3 -4%, 3000^3 -2% against a full
+  // cluster_sync here: docs/perf/matmul.md v17).
   if (CLUSTER > 1)
-    cluster_sync();
+    cluster_arrive_relaxed();
   else
     __syncthreads();
 
@@ -575,6 +579,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     // (warp-aligned) barrier diverged from it, and 3000^3 ran 2% slower (docs/perf/matmul.md
     // v17).
     if (CONSUMERS > 1) warpgroup_regs_release<PRODUCER_REGS>();
+    if (CLUSTER > 1) cluster_wait();
     if (threadIdx.x < 32) {
       const bool issuer = threadIdx.x == 0;
       unsigned short a_mask = 0, b_mask = 0;  // peers sharing our A rows / our B columns
@@ -627,6 +632,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
   } else {
     // Consumers: warpgroup c multiplies rows [c * WG_M, (c + 1) * WG_M) of the CTA's tile.
     if (CONSUMERS > 1) warpgroup_regs_claim<CONSUMER_REGS>();
+    if (CLUSTER > 1) cluster_wait();
     const int c = wg - 1;
     // Descriptors of stage 0, m tile 0, k step 0; later ones add (byte offset >> 4) to the
     // address field. A K-major tile steps k by 32 bytes within its rows and m by 64 rows; an
