@@ -386,7 +386,8 @@ class MatmulFamily final : public Family {
 
   // Where the default fits a large tile to the waves, a borrowed large tile must cost no more
   // by the same estimate: 3000^3's tuned 192x192 ran 5000x5000x2048 at 0.84x cuBLAS, where
-  // the default ran it at 0.96x (docs/perf/matmul.md v17). Elsewhere the borrowed config wins.
+  // the default ran it at 0.94-0.96x (docs/perf/matmul.md v16, v17). Elsewhere the borrowed
+  // config wins.
   bool outranks_default(const Config& borrowed, const Problem& problem,
                         const DeviceTarget& device) const override {
     const Config fallback = default_config(problem, device);
