@@ -157,6 +157,62 @@ def make_bench(warmup_ms, rep_ms, flush="read"):
     return bench
 
 
+def make_rounds(warmup_ms, rep_ms, flush="read"):
+    """A timer of several implementations side by side: each round runs every one once, each
+    after its own L2 flush (as make_bench's) and between its own two events, the round's first
+    rotating. All of them thus run at the same clocks whatever the power limit and the heat do
+    during the run; in separate blocks of reps (make_bench, one implementation after another)
+    the block that follows an idle spell runs at boost clock and a later one at the lower,
+    settled clock, 5-20% apart on the large shapes (docs/perf/matmul.md, v18). Warm-up by time,
+    whole rounds; as many rounds as give each implementation 2 x rep_ms of reps. Returns, per
+    name, the median of its reps and the spread between the medians of the first and second
+    half of the rounds (in % of the median: the drift over the run, alike for all)."""
+    import torch
+    buffer = torch.ones(64 << 20, dtype=torch.float32, device="cuda")
+    scrub = (lambda: buffer.sum()) if flush == "read" else (lambda: buffer.zero_())
+
+    def timed(fns):  # fns: {name: callable}; returns {name: (median ms, spread %)}
+        names, calls = list(fns), list(fns.values())
+        for fn in calls:
+            fn()
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(3):
+            for fn in calls:
+                scrub()
+                fn()
+        end.record()
+        torch.cuda.synchronize()
+        round_ms = max(start.elapsed_time(end) / 3, 1e-3)  # flushes included
+        for _ in range(max(1, int(warmup_ms / round_ms))):
+            for fn in calls:
+                scrub()
+                fn()
+        rounds = max(10, int(2 * rep_ms * len(calls) / round_ms))
+        events = [[(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                   for _ in range(rounds)] for _ in calls]
+        for r in range(rounds):
+            for j in range(len(calls)):
+                i = (r + j) % len(calls)
+                scrub()
+                events[i][r][0].record()
+                calls[i]()
+                events[i][r][1].record()
+        torch.cuda.synchronize()
+        def median(values):
+            values = sorted(values)
+            return float(values[len(values) // 2])
+        result = {}
+        for name, pairs in zip(names, events):
+            times = [s.elapsed_time(e) for s, e in pairs]
+            mid = median(times)
+            halves = median(times[:rounds // 2]), median(times[rounds // 2:])
+            result[name] = (mid, abs(halves[0] - halves[1]) / mid * 100)
+        return result
+    return timed
+
+
 def copy_bandwidth_gbs(bench):
     """Device-to-device copy bandwidth in GB/s, timed by bench (L2 flushed): a 1 GiB copy reads
     and writes, so 2 GiB move."""

@@ -186,7 +186,7 @@ def print_details(rows):
                       fmt(r.get("ind_err"), ".1e"), tune_text,
                       {True: "tuned", False: "default", None: "?"}[r.get("tuned")]])
     if lines:
-        print("\ntimes (ms, median ± spread of two medians) and errors against fp32:")
+        print("\ntimes (ms, median ± spread: see the header's timing) and errors against fp32:")
         print(format_table(["case", "tilesmith", "cuBLAS/eager", "Inductor", "ts err",
                             "cb err", "ind err", "tune", "config"], lines, left=(0, -2, -1)))
     for r in rows:
@@ -367,9 +367,17 @@ def parse_args(argv=None):
                         " with --json, also write the merged rows)")
     p.add_argument("--peak", type=float, metavar="TFLOPS",
                    help="dense tensor peak for '%% peak' (default: by GPU name, 989 on H100 SXM)")
-    p.add_argument("--warmup-ms", type=float, default=25.0)
+    p.add_argument("--timing", choices=["rounds", "blocks"], default="rounds",
+                   help="rounds (default): the three alternate rep by rep, so all run at the "
+                        "same clocks; blocks: each times rep-ms of reps in turn, forward then "
+                        "backward (the suite's method up to v17)")
+    p.add_argument("--warmup-ms", type=float, default=None,
+                   help="default 500 with --timing rounds (the clocks settle under the power "
+                        "limit first), 25 with blocks")
     p.add_argument("--rep-ms", type=float, default=200.0)
     args = p.parse_args(argv)
+    if args.warmup_ms is None:
+        args.warmup_ms = 500.0 if args.timing == "rounds" else 25.0
     if args.no_tune and args.force_tune:
         p.error("--no-tune and --force-tune exclude each other")
     if args.tilesmith is None:
@@ -507,6 +515,7 @@ def main(argv=None):
     # must really be fp32 (the fp32 cases' reference is fp64).
     torch.backends.cuda.matmul.allow_tf32 = tf32
     bench = mb.make_bench(args.warmup_ms, args.rep_ms)
+    rounds = mb.make_rounds(args.warmup_ms, args.rep_ms)
     copy_gbs = mb.copy_bandwidth_gbs(bench)
     torch.matmul(torch.ones(8, 8, device="cuda", dtype=dt),
                  torch.ones(8, 8, device="cuda", dtype=dt))  # so cuBLAS is loaded to ask
@@ -533,9 +542,12 @@ def main(argv=None):
         "inductor_gemm_backends": inductor_gemm_backends(),
         "bf16_reduced_reduction":
             torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction,
-        "timing": f"median of two medians of event-timed reps (warmup {args.warmup_ms} ms, "
-                  f"rep {args.rep_ms} ms), L2 flushed by reading 256 MB, three implementations "
-                  "interleaved",
+        "timing": (f"median of event-timed reps, the implementations alternating rep by rep "
+                   f"(warmup {args.warmup_ms} ms, 2 x {args.rep_ms} ms of reps each), L2 "
+                   "flushed by reading 256 MB before each rep" if args.timing == "rounds" else
+                   f"median of two medians of event-timed reps (warmup {args.warmup_ms} ms, "
+                   f"rep {args.rep_ms} ms), L2 flushed by reading 256 MB, three implementations "
+                   "interleaved"),
         "flush_check": f"cuBLAS 1x4096x4096 x@W.t(): {flush_check['write']:.4f} ms after a "
                        f"writing flush, {flush_check['read']:.4f} ms after a reading one",
         "part": f"{args.part[0]}/{args.part[1]}" if args.part else None,
@@ -586,6 +598,39 @@ def main(argv=None):
 
     def rel_err(out, ref):
         return float(torch.linalg.vector_norm(out.float() - ref) / torch.linalg.vector_norm(ref))
+
+    def time_side_by_side(impls, index, row):
+        """{key: (ms, spread %)} for impls [(key, fn)], Inductor's last. An Inductor call that
+        fails while timed is reported n/a and the others are timed without it."""
+        if args.timing == "rounds":
+            try:
+                return rounds(dict(impls))
+            except Interrupted:
+                raise
+            except Exception as error:
+                if impls[-1][0] != "ind":
+                    raise
+                row["ind_status"] = f"n/a: timing failed: {error}"[:200]
+                return rounds(dict(impls[:-1]))
+        # Blocks: the order rotates from case to case and runs forward then backward, so that a
+        # drift that is linear in time hits all three alike; two medians each.
+        shift = index % len(impls)
+        order = impls[shift:] + impls[:shift]
+        times = {key: [] for key, _ in impls}
+        for key, fn in order + order[::-1]:
+            if times[key] is None:
+                continue
+            try:
+                times[key].append(bench(fn))
+            except Interrupted:
+                raise
+            except Exception as error:
+                if key != "ind":
+                    raise
+                row["ind_status"] = f"n/a: timing failed: {error}"[:200]
+                times["ind"] = None
+        return {key: ((v[0] + v[1]) / 2, abs(v[0] - v[1]) / ((v[0] + v[1]) / 2) * 100)
+                for key, v in times.items() if v and len(v) == 2}
 
     save()
     signal.signal(signal.SIGTERM, on_sigterm)  # a cut-off run still prints what it measured
@@ -701,30 +746,11 @@ def main(argv=None):
                 del ref
                 torch.cuda.empty_cache()
 
-                # Interleaved timing: the order rotates from case to case and runs forward then
-                # backward, so clock or thermal drift hits all three alike; two medians each.
                 impls = [("ts", run_ts), ("cb", lambda: eager(a, b, bias, residual))]
                 if compiled is not None:
                     impls.append(("ind", lambda: compiled(a, b, bias, residual)))
-                shift = index % len(impls)
-                order = impls[shift:] + impls[:shift]
-                times = {key: [] for key, _ in impls}
-                for key, fn in order + order[::-1]:
-                    if times[key] is None:
-                        continue
-                    try:
-                        times[key].append(bench(fn))
-                    except Interrupted:
-                        raise
-                    except Exception as error:
-                        if key != "ind":
-                            raise
-                        row["ind_status"] = f"n/a: timing failed: {error}"[:200]
-                        times["ind"] = None
-                for key, values in times.items():
-                    if values and len(values) == 2:
-                        row[f"{key}_ms"] = (values[0] + values[1]) / 2
-                        row[f"{key}_spread"] = abs(values[0] - values[1]) / row[f"{key}_ms"] * 100
+                for key, (ms, spread) in time_side_by_side(impls, index, row).items():
+                    row[f"{key}_ms"], row[f"{key}_spread"] = ms, spread
             except (Interrupted, KeyboardInterrupt) as why:
                 stop_reason = f"interrupted{': ' + str(why) if str(why) else ''}"
                 row["status"] = f"not run ({stop_reason})"
