@@ -1,12 +1,14 @@
 // The matmul family's descriptor: its space, constraints, launch plans, reference and work.
-// Two templates race in one space, told apart by the `variant` parameter:
+// Four templates race in one space, told apart by the `variant` parameter:
 //   variant 0: matmul.cuh, mma.sync + cp.async (sm_80+; any M, N, K);
 //   variant 1: matmul_sm90.cuh, wgmma + TMA + warp specialization + clusters (sm_90a). TMA reads
 //              rows that start on 16-byte boundaries: where K or N is not a multiple of 8, the
 //              plan first copies A and B into padded rows in the workspace (counted in every
 //              timing), so the tuner decides per shape whether padding pays;
 //   variant 2: matmul_decode.cuh, decode shapes (M <= 32, x @ W^T, sm_80+): the weight streamed
-//              once into mma.sync fragments straight from global memory.
+//              once into mma.sync fragments straight from global memory;
+//   variant 3: matmul_gemv.cuh, M <= 4 rows times a column-major weight (sm_80+): each CTA
+//              reduces whole weight rows along K in fp32, as a row reduction reads.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -172,7 +174,7 @@ struct MatmulStrides {
   }
 };
 
-constexpr int kMmaSync = 0, kWgmma = 1, kDecode = 2;
+constexpr int kMmaSync = 0, kWgmma = 1, kDecode = 2, kGemv = 3;
 
 // The parameters of each variant, with the values the tuner tries. Configs of one variant carry
 // exactly its parameters plus `variant`, so each config has one canonical text.
@@ -205,6 +207,10 @@ std::vector<ParamSpec> variant_space(int variant) {
             {"warps", {4, 8, 16}},
             {"unroll", {1, 2, 4, 8}},
             {"split_k", {1, 2, 4, 8}}};
+  if (variant == kGemv)
+    // Weight rows per CTA, its warps (which split every row's K), and the 8-k chunks of each
+    // row a thread loads before its products.
+    return {{"block_n", {1, 2}}, {"warps", {2, 4, 8, 16}}, {"unroll", {1, 2}}};
   return {{"block_m", {64, 128, 192, 256}},
           {"block_n", {16, 32, 64, 128, 192, 256}},
           {"block_k", {32, 64}},  // one 128-byte row: 64 of bf16/f16, 32 of fp32 (tf32)
@@ -221,7 +227,8 @@ std::vector<ParamSpec> variant_space(int variant) {
 }
 
 VariantSpaces variants() {
-  return {{variant_space(kMmaSync), variant_space(kWgmma), variant_space(kDecode)}};
+  return {{variant_space(kMmaSync), variant_space(kWgmma), variant_space(kDecode),
+           variant_space(kGemv)}};
 }
 
 // The decode template's CTA (matmul_decode.cuh): block_n columns, `warps` warps splitting K,
@@ -245,6 +252,23 @@ struct DecodeConfig {
   int registers(long long m) const {
     return 2 * unroll * 4 * (block_n / 8 + rows(m) / 8) +
            8 * ((rows(m) + 15) / 16) * (block_n / 8) + 40;
+  }
+};
+
+// The gemv template's CTA (matmul_gemv.cuh): block_n weight rows reduced along K by `warps`
+// warps, each thread loading `unroll` 8-k chunks of every row before their products.
+struct GemvConfig {
+  int block_n, warps, unroll;
+  explicit GemvConfig(const Config& config)
+      : block_n(config.at("block_n")), warps(config.at("warps")), unroll(config.at("unroll")) {}
+  int threads() const { return warps * 32; }
+  // A's rows rounded up to the kernel's ROWS: 1, 2 or 4.
+  static int rows(long long m) { return m <= 1 ? 1 : m <= 2 ? 2 : 4; }
+  // Per thread: the sums, `unroll` 16-byte pieces of every row of W and A, ~60 of addresses,
+  // loop state and the epilogue. Checked against ptxas -v over the space (M = 1, 3, 8, with
+  // and without the epilogue; sm_80, sm_90a): no spills.
+  int registers(long long m) const {
+    return rows(m) * block_n + 4 * unroll * (rows(m) + block_n) + 60;
   }
 };
 
@@ -314,7 +338,7 @@ class MatmulFamily final : public Family {
   MatmulFamily() {
     for (const char* file :
          {"matmul/matmul.cuh", "matmul/matmul_params.h", "matmul/matmul_epilogue.cuh",
-          "matmul/matmul_sm90.cuh", "matmul/matmul_decode.cuh",
+          "matmul/matmul_sm90.cuh", "matmul/matmul_decode.cuh", "matmul/matmul_gemv.cuh",
           "matmul/matmul_sm90_params.h", "matmul/matmul_splitk.cuh",
           "matmul/matmul_tile_order.cuh", "common/tile_primitives.cuh", "common/activation.h",
           "common/elementwise.cuh", "common/hopper.cuh", "common/tensor_map.h",
@@ -342,6 +366,7 @@ class MatmulFamily final : public Family {
     if (auto wrong = variants().check(config)) return wrong;
     if (config.at("variant") == kWgmma) return reject_wgmma(WgmmaConfig(config), problem, device);
     if (config.at("variant") == kDecode) return reject_decode(DecodeConfig(config), problem, device);
+    if (config.at("variant") == kGemv) return reject_gemv(GemvConfig(config), problem, device);
     const MatmulShape s(problem);
     TileConfig tile(config);
     if (tile.block_m <= 0 || tile.block_n <= 0 || tile.block_k <= 0 || tile.warps_m <= 0 ||
@@ -417,6 +442,20 @@ class MatmulFamily final : public Family {
     // wgmma template to take them. On Hopper only up to 64 MB of weights: it starts ~2 us
     // sooner than the TMA ring of swap_ab but streams ~5% slower (v7: 4096x4096 weights
     // 0.0173 against 0.0186 ms, 14336x4096 0.0479 against 0.0442).
+    // One or two rows against a column-major weight, with rows enough for two CTAs an SM: the
+    // gemv template, two weight rows a CTA, 16 warps (fewer where K is short, or for two rows
+    // of A: the M = 2 sweep's winner). It reads the weight as a row reduction does:
+    // 1x4096x4096 0.0153 ms against the decode template's 0.0176 and Inductor's 0.0161, and
+    // the 117 MB weights at 1.05-1.10x the floor (docs/perf/matmul.md v18). From four rows on
+    // the decode template's MMAs win (4x4096x4096: 0.0167 against 0.0178 ms).
+    if (s.m <= 2 && s.batch * ceil_div(s.n, 2) >= 2ll * device.sm_count) {
+      for (int warps : {16, 8, 4, 2}) {
+        if (s.m == 2 && warps > 4) continue;
+        const Config gemv{{{"variant", kGemv}, {"block_n", 2}, {"warps", warps},
+                           {"unroll", static_cast<int>(s.m)}}};
+        if (!reject(gemv, problem, device)) return gemv;
+      }
+    }
     const bool hopper = device.arch() == "sm_90a";
     if (s.m <= (hopper ? 16 : 32) &&
         (!hopper || s.batch * s.n * s.k * s.in_bytes <= (64ll << 20))) {
@@ -540,6 +579,7 @@ class MatmulFamily final : public Family {
     switch (config.at("variant")) {
       case kWgmma: return "matmul/matmul_sm90.cuh";
       case kDecode: return "matmul/matmul_decode.cuh";
+      case kGemv: return "matmul/matmul_gemv.cuh";
       default: return "matmul/matmul.cuh";
     }
   }
@@ -557,6 +597,12 @@ class MatmulFamily final : public Family {
           std::to_string(c.unroll) + "," + kinds + "," + std::to_string(s.epilogue) + ">"};
       if (c.split_k > 1) kernels.push_back(splitk_reduce_expression(problem));
       return kernels;
+    }
+    if (config.at("variant") == kGemv) {
+      const GemvConfig c(config);
+      return {"tilesmith::matmul_gemv<" + std::to_string(GemvConfig::rows(s.m)) + "," +
+              std::to_string(c.block_n) + "," + std::to_string(c.threads()) + "," +
+              std::to_string(c.unroll) + "," + kinds + "," + std::to_string(s.epilogue) + ">"};
     }
     if (config.at("variant") == kWgmma) {
       WgmmaConfig w(config);
@@ -591,6 +637,7 @@ class MatmulFamily final : public Family {
                               const DeviceTarget& device) const override {
     const MatmulShape s(problem);
     if (config.at("variant") == kDecode) return decode_partials_bytes(DecodeConfig(config), s);
+    if (config.at("variant") == kGemv) return 0;
     return Workspace(Preparation::of(config, s, &device), s, 0).bytes;
   }
 
@@ -617,6 +664,15 @@ class MatmulFamily final : public Family {
         add_splitk_reduce(plan, 1, device, s.batch * s.m * ceil_div(s.n, 4),
                           splitk_reduce_params(s, strides, p.product.epilogue, workspace,
                                                operands.c, c.split_k));
+      return plan;
+    }
+    if (variant == kGemv) {
+      const GemvConfig c(config);
+      LaunchGeometry geometry;
+      geometry.grid[0] = static_cast<unsigned>(ceil_div(s.n, c.block_n));
+      geometry.grid[2] = static_cast<unsigned>(s.batch);
+      geometry.block[0] = static_cast<unsigned>(c.threads());
+      plan.add(0, geometry, KernelArgs::of(params(s, strides, operands, operands.c)));
       return plan;
     }
     const Preparation prep = Preparation::of(config, s, &device);
@@ -859,6 +915,35 @@ class MatmulFamily final : public Family {
     reduce.block[0] = 256;
     reduce.early_start = device.cc_major >= 9;
     plan.add(index, reduce, KernelArgs::of(p));
+  }
+
+  // The constraints of matmul_gemv.cuh, against this device and problem.
+  static std::optional<std::string> reject_gemv(const GemvConfig& c, const Problem& problem,
+                                                const DeviceTarget& device) {
+    const MatmulShape s(problem);
+    if (s.tf32()) return "the gemv kernel takes bf16 or f16 inputs";
+    if (s.a_columns || !s.b_columns)
+      return "the gemv kernel reads A row-major and B column-major (x @ W^T)";
+    if (!s.aligned())
+      return "the gemv kernel reads rows in 16-byte pieces: K and the row strides must be "
+             "multiples of 8 elements";
+    // Eight rows of A made ptxas spill a few bytes where registers were left (M = 8 with one
+    // row of W, sm_80 and sm_90a); the MMA templates take them.
+    if (s.m > 4) return "the gemv kernel is for M <= 4";
+    if (s.batch > 65535) return "the gemv kernel takes a batch per grid z: at most 65535";
+    if (c.block_n < 1 || c.warps < 1 || c.unroll < 1)
+      return "block_n, warps and unroll must be positive";
+    if (c.threads() > device.max_threads_per_block) return "too many threads";
+    if (GemvConfig::rows(s.m) * c.block_n > c.threads()) return "fewer threads than outputs";
+    if (c.block_n > 1 && c.block_n / 2 >= s.n) return "block_n past twice N only reads zeros";
+    // Every thread needs a chunk of every row: more threads than K's chunks only idle.
+    if (c.warps > 2 && static_cast<long long>(c.threads() / 2) * 8 >= s.k)
+      return "half the threads would have no chunk of K";
+    const int register_cap = std::min(255, device.regs_per_block / c.threads());
+    if (c.registers(s.m) > register_cap)
+      return "needs about " + std::to_string(c.registers(s.m)) + " registers per thread; " +
+             std::to_string(register_cap) + " available";
+    return std::nullopt;
   }
 
   static std::size_t decode_partials_bytes(const DecodeConfig& c, const MatmulShape& s) {

@@ -332,6 +332,13 @@ std::vector<SampleCase> space_sample() {
        Problem{"matmul", DType::bf16, DType::f16, {2, 32, 1000, 4096}, {{"b", "col"}}}},
       {"decode8_w16_u2_m5", testing::decode_config(8, 16, 2),
        Problem{"matmul", DType::bf16, DType::bf16, {5, 4096, 14336}, {{"b", "col"}}}},
+      // The gemv template (sm_80 and later): one row of A and four, the widest buffers.
+      {"gemv1_w8_u1_m1_bf16", testing::gemv_config(1, 8, 1),
+       Problem{"matmul", DType::bf16, DType::bf16, {1, 4096, 4096}, {{"b", "col"}}}},
+      {"gemv2_w4_u2_m4_f16_epilogue_batch", testing::gemv_config(2, 4, 2),
+       Problem{"matmul", DType::f16, DType::f32, {2, 4, 1000, 4096}, {{"b", "col"}, {"act", "silu"}, {"bias", "1"}, {"residual", "1"}}}},
+      {"gemv2_w16_u2_m3", testing::gemv_config(2, 16, 2),
+       Problem{"matmul", DType::bf16, DType::bf16, {3, 4096, 14336}, {{"b", "col"}}}},
   };
   return sample;
 }
@@ -400,7 +407,7 @@ TEST_P(SpaceSampleCompileTest, CompilesWithoutSpills) {
   // __launch_bounds__(threads): registers * threads fit the register file.
   const int variant = sample.config.at("variant");
   const int threads = variant == 1   ? (sample.config.at("consumers") + 1) * 128
-                      : variant == 2 ? sample.config.at("warps") * 32
+                      : variant >= 2 ? sample.config.at("warps") * 32
                                      : sample.config.at("warps_m") * sample.config.at("warps_n") * 32;
   EXPECT_LE(kernel.resources.registers * threads, device.regs_per_block) << kernel.log;
 }

@@ -48,6 +48,11 @@ inline Config decode_config(int block_n, int warps, int unroll, int split_k = 1)
                  {"split_k", split_k}}};
 }
 
+// A config of the gemv template (variant 3: M <= 4, B column-major).
+inline Config gemv_config(int block_n, int warps, int unroll) {
+  return Config{{{"variant", 3}, {"block_n", block_n}, {"warps", warps}, {"unroll", unroll}}};
+}
+
 // The same for fp32 inputs, multiplied as tf32: k rows of 32 elements (128 bytes).
 template <class... Args>
 Config tf32_config(Args... args) {

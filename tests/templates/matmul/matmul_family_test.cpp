@@ -106,12 +106,14 @@ TEST(MatmulFamilyTest, EachVariantsConfigsCarryExactlyItsParameters) {
                                        "group_m",   "split_k",   "split_cluster", "swap_ab",
                                        "slice_major", "l2_promotion"};
   const std::set<std::string> decode = {"variant", "block_n", "warps", "unroll", "split_k"};
+  const std::set<std::string> gemv = {"variant", "block_n", "warps", "unroll"};
   std::set<std::string> texts;
   for (const Config& config : matmul().enumerate()) {
     std::set<std::string> keys;
     for (const auto& [name, value] : config.values) keys.insert(name);
     const int variant = config.at("variant");
-    EXPECT_EQ(keys, variant == 0 ? mma : variant == 1 ? wgmma : decode) << config.text();
+    EXPECT_EQ(keys, variant == 0 ? mma : variant == 1 ? wgmma : variant == 2 ? decode : gemv)
+        << config.text();
     texts.insert(config.text());
   }
   EXPECT_EQ(texts.size(), matmul().enumerate().size()) << "every config has one text";
@@ -1461,11 +1463,11 @@ TEST(MatmulDecodeTest, IsForFewRowsTimesAColumnMajorWeight) {
   // them swap_ab's TMA ring streams faster) and 16 rows; K split where the columns are few.
   const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
   EXPECT_EQ(matmul().default_config(col({16, 4096, 4096}), hopper).at("variant"), 2);
-  EXPECT_EQ(matmul().default_config(col({1, 14336, 4096}), hopper).at("variant"), 1);
+  EXPECT_EQ(matmul().default_config(col({3, 14336, 4096}), hopper).at("variant"), 1);
   EXPECT_EQ(matmul().default_config(col({32, 4096, 4096}), hopper).at("variant"), 1);
   EXPECT_EQ(matmul().default_config(col({32, 14336, 4096}), ampere).at("variant"), 2);
   EXPECT_EQ(matmul().default_config(col({16, 4096, 4096}), ampere).at("split_k"), 1);  // 256 blocks
-  const Config narrow = matmul().default_config(col({1, 512, 4096}), ampere);
+  const Config narrow = matmul().default_config(col({3, 512, 4096}), ampere);
   EXPECT_EQ(narrow.at("variant"), 2);
   EXPECT_EQ(narrow.at("split_k"), 4);  // 32 column blocks x 4 slices: at most 2 CTAs an SM of 108
   EXPECT_EQ(matmul().default_config(matmul_problem(16, 4096, 4096), ampere).at("variant"), 0);
@@ -1490,6 +1492,64 @@ TEST(MatmulDecodeTest, IsForFewRowsTimesAColumnMajorWeight) {
   EXPECT_EQ(reduce.splits, 4);
   EXPECT_EQ(reduce.batch, 2);
   EXPECT_EQ(reinterpret_cast<std::uint64_t>(reduce.c), 0x40000u);
+}
+
+// The gemv template (variant 3): x @ W^T for M <= 4 on any sm_80+ GPU, each CTA reducing
+// block_n whole weight rows along K; one launch, no workspace.
+TEST(MatmulGemvTest, IsForAFewRowsTimesAColumnMajorWeight) {
+  const DeviceTarget ampere = DeviceTarget::assumed_for_arch("sm_80");
+  const Config config = testing::gemv_config(2, 8, 2);
+  auto col = [](std::vector<std::int64_t> shape, DType in = DType::bf16,
+                ProblemOptions options = {}) {
+    options["b"] = "col";
+    return Problem{"matmul", in, DType::bf16, shape, options};
+  };
+  EXPECT_EQ(matmul().reject(config, col({1, 4096, 4096}), ampere), std::nullopt);
+  EXPECT_EQ(matmul().reject(config, col({3, 4, 1000, 4096}, DType::f16), ampere), std::nullopt);
+  EXPECT_EQ(matmul().reject(testing::gemv_config(1, 2, 1), col({1, 1, 8}), ampere), std::nullopt);
+  // Row-major B, column-major A, more than 4 rows, fp32 (tf32) and K off 8 are the others'.
+  EXPECT_TRUE(matmul().reject(config, matmul_problem(1, 4096, 4096), ampere));
+  EXPECT_TRUE(matmul().reject(config, col({1, 4096, 4096}, DType::bf16, {{"a", "col"}}), ampere));
+  EXPECT_TRUE(matmul().reject(config, col({5, 4096, 4096}), ampere));
+  EXPECT_TRUE(matmul().reject(config, col({1, 4096, 4096}, DType::f32), ampere));
+  EXPECT_TRUE(matmul().reject(config, col({1, 4096, 4100}), ampere));
+  // Rows past twice N, threads with no chunk of K, more batches than grid z holds.
+  EXPECT_TRUE(matmul().reject(testing::gemv_config(2, 2, 1), col({1, 1, 4096}), ampere));
+  EXPECT_TRUE(matmul().reject(testing::gemv_config(1, 8, 1), col({1, 4096, 1024}), ampere));
+  EXPECT_EQ(matmul().reject(testing::gemv_config(1, 4, 1), col({1, 4096, 1024}), ampere),
+            std::nullopt);  // 64 of 128 threads hold chunks
+  EXPECT_TRUE(matmul().reject(config, col({70000, 1, 64, 4096}), ampere));
+
+  const Problem problem = col({2, 3, 1000, 1032}, DType::f16, {{"act", "gelu"}, {"bias", "1"}});
+  const std::vector<std::string> kernels = matmul().kernel_expressions(config, problem);
+  ASSERT_EQ(kernels.size(), 1u);
+  EXPECT_EQ(kernels[0], "tilesmith::matmul_gemv<4,2,256,2,0,1,6>");  // 3 rows in 4; gelu + bias
+  EXPECT_EQ(matmul().kernel_file(config), "matmul/matmul_gemv.cuh");
+  EXPECT_EQ(matmul().workspace_bytes(config, problem, ampere), 0u);
+  const std::uint64_t addresses[4] = {0x10000, 0x20000, 0x30000, 0x40000};
+  const LaunchPlan plan = matmul().plan(config, problem, ampere, addresses, 0, {});
+  ASSERT_EQ(plan.step_count, 1);
+  EXPECT_EQ(plan.steps[0].geometry.grid[0], 500u);  // 1000 rows of W, two a CTA
+  EXPECT_EQ(plan.steps[0].geometry.grid[2], 2u);    // batches
+  EXPECT_EQ(plan.steps[0].geometry.block[0], 256u);
+  MatmulParams params;
+  std::memcpy(&params, plan.steps[0].args.bytes.data(), sizeof params);
+  EXPECT_EQ(params.m, 3);
+  EXPECT_EQ(params.ldb, 1032);  // W's rows hold K
+  EXPECT_EQ(reinterpret_cast<std::uint64_t>(params.b), 0x20000u);
+  EXPECT_EQ(reinterpret_cast<std::uint64_t>(params.c), 0x40000u);
+
+  // The default for one or two rows, on every GPU and weight size, where the weight's rows
+  // give two CTAs an SM: 16 warps for one row, 4 for two, fewer where K is short.
+  const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
+  const Config one = matmul().default_config(col({1, 14336, 4096}), hopper);
+  EXPECT_EQ(one.text(), "block_n=2,unroll=1,variant=3,warps=16");
+  EXPECT_EQ(matmul().default_config(col({2, 4096, 4096}), ampere).text(),
+            "block_n=2,unroll=2,variant=3,warps=4");
+  EXPECT_EQ(matmul().default_config(col({1, 4096, 1024}), hopper).at("warps"), 4);
+  EXPECT_EQ(matmul().default_config(col({1, 64, 4096}), hopper).at("variant"), 2);  // 32 CTAs
+  EXPECT_EQ(matmul().default_config(col({4, 4096, 4096}), hopper).at("variant"), 2);
+  EXPECT_EQ(matmul().default_config(matmul_problem(1, 4096, 4096), hopper).at("variant"), 1);
 }
 
 }  // namespace

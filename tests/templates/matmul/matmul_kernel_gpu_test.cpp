@@ -285,8 +285,11 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
   };
   const ProblemOptions xwt = {{"b", "col"}};
   std::vector<Problem> problems = {
+      // One or two rows against a column-major weight: gemv (K short for 16 warps: fewer).
+      problem(bf16, bf16, {1, 4096, 4096}, xwt),
+      problem(f16, bf16, {2, 2, 3000, 1000}, {{"b", "col"}, {"residual", "1"}}),
       // Decode: a few rows against a column-major weight, K split where columns are few.
-      problem(bf16, bf16, {1, 4096, 4096}, xwt), problem(f16, f32, {5, 1000, 520}, xwt),
+      problem(bf16, bf16, {1, 64, 4096}, xwt), problem(f16, f32, {5, 1000, 520}, xwt),
       problem(bf16, bf16, {16, 2000, 14336}, {{"b", "col"}, {"act", "silu"}}),
       // swap_ab: up to 64 rows of row-major A.
       problem(bf16, bf16, {17, 4096, 4096}, xwt), problem(f16, f16, {48, 1031, 2000}),
@@ -366,6 +369,7 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
     if (i >= named) continue;
     const int variant = config.at("variant");
     if (variant == 2) branches.insert("decode");
+    if (variant == 3) branches.insert("gemv");
     if (variant != 1) continue;
     const int bm = config.at("block_m"), bn = config.at("block_n");
     if (config.at("swap_ab")) branches.insert("swap_ab");
@@ -375,7 +379,7 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
     if (!config.at("swap_ab") && config.at("split_k") > 1) branches.insert("K slices");
   }
   if (device_.arch() == "sm_90a")
-    EXPECT_EQ(branches, (std::set<std::string>{"decode", "swap_ab", "128x64 one wave",
+    EXPECT_EQ(branches, (std::set<std::string>{"gemv", "decode", "swap_ab", "128x64 one wave",
                                                "64x64 skinny", "192-wide, fitted to the waves",
                                                "K slices"}));
 }
@@ -434,6 +438,54 @@ TEST_F(GpuMatmul, DecodeKernelMatchesTheReference) {
     }
   }
   EXPECT_EQ(checked, hopper ? 25 : 16);
+}
+
+// The gemv template (variant 3, any sm_80+ GPU): 1 to 4 rows of A against a column-major
+// weight, one or two weight rows a CTA, K split among 2 to 16 warps, N and K off the CTAs'
+// chunks (K = 40 and 264: threads with no chunk), batches, every output type and the fused
+// epilogue.
+TEST_F(GpuMatmul, GemvKernelMatchesTheReference) {
+  auto col = [](DType in, DType out, std::vector<std::int64_t> shape,
+                ProblemOptions options = {}) {
+    options["b"] = "col";
+    return Problem{"matmul", in, out, shape, options};
+  };
+  using testing::gemv_config;
+  struct Case {
+    Problem problem;
+    std::vector<Config> configs;
+  };
+  const std::vector<Case> cases = {
+      {col(DType::bf16, DType::bf16, {1, 4096, 4096}),
+       {gemv_config(1, 8, 1), gemv_config(2, 4, 2), gemv_config(1, 16, 2)}},
+      {col(DType::f16, DType::f32, {3, 1001, 1032}), {gemv_config(2, 8, 1), gemv_config(1, 2, 2)}},
+      {col(DType::bf16, DType::bf16, {4, 100, 264}, {{"act", "gelu"}, {"bias", "1"}, {"residual", "1"}}),
+       {gemv_config(1, 2, 1), gemv_config(2, 2, 2)}},
+      {col(DType::bf16, DType::f16, {2, 7, 40}), {gemv_config(1, 2, 1), gemv_config(2, 2, 2)}},
+      {col(DType::f16, DType::bf16, {3, 1, 33, 264}, {{"act", "silu"}, {"residual", "1"}}),
+       {gemv_config(1, 2, 1), gemv_config(2, 2, 1)}},
+      {col(DType::bf16, DType::f32, {1, 1, 8}), {gemv_config(1, 2, 1)}},
+      {col(DType::bf16, DType::bf16, {1, 4096, 14336}, {{"act", "relu"}}), {gemv_config(1, 8, 2)}},
+  };
+  int checked = 0;
+  for (const Case& c : cases) {
+    tuner::Workbench bench(family_, c.problem, device_);
+    for (const Config& config : c.configs) {
+      ASSERT_EQ(family_.reject(config, c.problem, device_), std::nullopt)
+          << c.problem.key() << " " << config.text();
+      RenderedSource source = render(family_, config, c.problem);
+      driver::ReadyKernel ready = driver::load_kernel(compile(source, device_.arch()),
+                                                      bench.plan(config), source.describe());
+      for (std::uint64_t seed : {41, 42}) {
+        bench.refresh_inputs(seed);
+        tuner::Verification result = bench.verify(ready, config);
+        EXPECT_TRUE(result.passed) << c.problem.key() << " [" << config.text() << "]: " << result.detail;
+        EXPECT_EQ(result.nonfinite, 0u) << c.problem.key() << " [" << config.text() << "]";
+      }
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 13);
 }
 
 // A batch of stored matrices inside a larger buffer, as a view of a bigger tensor gives them:
