@@ -6,9 +6,10 @@ both transposed A layouts, one batched case; --epilogue adds fused bias/activati
 Per case: optionally tune tilesmith first (build/tilesmith tune, skipped when the database already
 has a winner), verify its output (NaN-poisoned C, relative Frobenius error against an fp32
 reference), compile the Inductor version (torch._dynamo.reset() first, static shapes), then time
-the three interleaved the way bench/matmul_bench.py does (CUDA events, warm-up, L2 flushed between
-reps, median). The table comes last; --json writes the rows so that the parts of a split suite
-(--part i/N, --cases REGEX) can be joined with --merge.
+the three side by side (matmul_bench.make_rounds: rep by rep, each after its own L2 flush and
+between its own CUDA events, after a warm-up that lets the clocks settle; the median). The table
+comes last; --json writes the rows so that the parts of a split suite (--part i/N, --cases REGEX)
+can be joined with --merge.
 
 Exit status: 0 every case that ran verified, 1 a verification failure or error (the run goes on
 with the other cases), 2 setup problem (no torch/triton, no GPU, no library, bad arguments).
