@@ -265,7 +265,7 @@ struct GemvConfig {
   // A's rows rounded up to the kernel's ROWS: 1, 2 or 4.
   static int rows(long long m) { return m <= 1 ? 1 : m <= 2 ? 2 : 4; }
   // Per thread: the sums, `unroll` 16-byte pieces of every row of W and A, ~60 of addresses,
-  // loop state and the epilogue. Checked against ptxas -v over the space (M = 1, 3, 8, with
+  // loop state and the epilogue. Checked against ptxas -v over the space (M = 1, 3, 4, with
   // and without the epilogue; sm_80, sm_90a): no spills.
   int registers(long long m) const {
     return rows(m) * block_n + 4 * unroll * (rows(m) + block_n) + 60;
@@ -436,12 +436,6 @@ class MatmulFamily final : public Family {
     // the workspace as far as the SMs and K allow. These are the shapes of the decode and
     // K-heavy winners of the v5 sweeps (docs/perf/matmul.md).
     const MatmulShape s(problem);
-    // Decode (x @ W^T for a few rows): the weight streamed by the decode template, 16 columns
-    // and 8 warps a CTA, K split over CTAs where the column blocks leave SMs without two. The
-    // shape of the v7 sweeps' winners (docs/perf/matmul.md). Up to 32 rows where there is no
-    // wgmma template to take them. On Hopper only up to 64 MB of weights: it starts ~2 us
-    // sooner than the TMA ring of swap_ab but streams ~5% slower (v7: 4096x4096 weights
-    // 0.0173 against 0.0186 ms, 14336x4096 0.0479 against 0.0442).
     // One or two rows against a column-major weight, with rows enough for two CTAs an SM: the
     // gemv template, two weight rows a CTA, 16 warps (fewer where K is short, or for two rows
     // of A: the M = 2 sweep's winner). It reads the weight as a row reduction does:
@@ -456,6 +450,12 @@ class MatmulFamily final : public Family {
         if (!reject(gemv, problem, device)) return gemv;
       }
     }
+    // Decode (x @ W^T for a few rows): the weight streamed by the decode template, 16 columns
+    // and 8 warps a CTA, K split over CTAs where the column blocks leave SMs without two. The
+    // shape of the v7 sweeps' winners (docs/perf/matmul.md). Up to 32 rows where there is no
+    // wgmma template to take them. On Hopper only up to 64 MB of weights: it starts ~2 us
+    // sooner than the TMA ring of swap_ab but streams ~5% slower (v7: 4096x4096 weights
+    // 0.0173 against 0.0186 ms, 14336x4096 0.0479 against 0.0442).
     const bool hopper = device.arch() == "sm_90a";
     if (s.m <= (hopper ? 16 : 32) &&
         (!hopper || s.batch * s.n * s.k * s.in_bytes <= (64ll << 20))) {
