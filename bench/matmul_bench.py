@@ -8,7 +8,7 @@ usage: matmul_bench.py [--shapes MxNxK,...] [--dtype bf16|f16] [--out-dtype bf16
 Every shape is first verified (NaN-poisoned output, relative Frobenius error against an fp32
 reference), then timed. Exit status: 0 all verified, 1 a verification failure, 2 setup problem.
 """
-import argparse, ctypes, csv, json, math, os, subprocess, sys, time
+import argparse, ctypes, csv, functools, json, math, os, subprocess, sys, time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "python", "tilesmith"))
@@ -116,6 +116,16 @@ def cublas_version():
         return "unknown"
 
 
+@functools.lru_cache(maxsize=None)
+def l2_scrub(flush="read"):
+    """The pass over a 256 MB buffer (5x the H100's L2) that make_bench and make_rounds run
+    before every rep, one buffer per kind for every timer of the process: "read" sums it,
+    "write" zeroes it (see make_bench)."""
+    import torch
+    buffer = torch.ones(64 << 20, dtype=torch.float32, device="cuda")
+    return (lambda: buffer.sum()) if flush == "read" else (lambda: buffer.zero_())
+
+
 def make_bench(warmup_ms, rep_ms, flush="read"):
     """A timer of fn in milliseconds, do_bench's method (CUDA events around each rep, warm-up by
     time, the median so stray slow reps do not move the result) with L2 flushed before every rep
@@ -126,8 +136,7 @@ def make_bench(warmup_ms, rep_ms, flush="read"):
     evicts them, ~15 us for any kernel that streams more than the L2 (measured on decode
     shapes; see docs/perf/matmul.md, v5). Both flushes run before the start event."""
     import torch
-    buffer = torch.ones(64 << 20, dtype=torch.float32, device="cuda")
-    scrub = (lambda: buffer.sum()) if flush == "read" else (lambda: buffer.zero_())
+    scrub = l2_scrub(flush)
 
     def bench(fn):
         fn()
@@ -168,8 +177,7 @@ def make_rounds(warmup_ms, rep_ms, flush="read"):
     name, the median of its reps and the spread between the medians of the first and second
     half of the rounds (in % of the median: the drift over the run, alike for all)."""
     import torch
-    buffer = torch.ones(64 << 20, dtype=torch.float32, device="cuda")
-    scrub = (lambda: buffer.sum()) if flush == "read" else (lambda: buffer.zero_())
+    scrub = l2_scrub(flush)
 
     def timed(fns):  # fns: {name: callable}; returns {name: (median ms, spread %)}
         names, calls = list(fns), list(fns.values())

@@ -917,16 +917,23 @@ class MatmulFamily final : public Family {
     plan.add(index, reduce, KernelArgs::of(p));
   }
 
+  // What the templates that read x @ W^T's rows straight from global memory in 16-byte pieces
+  // (decode, gemv) need of the problem; `kernel` names the template in the reason.
+  static std::optional<std::string> reject_row_reader(const MatmulShape& s, const std::string& kernel) {
+    if (s.tf32()) return "the " + kernel + " kernel takes bf16 or f16 inputs";
+    if (s.a_columns || !s.b_columns)
+      return "the " + kernel + " kernel reads A row-major and B column-major (x @ W^T)";
+    if (!s.aligned())
+      return "the " + kernel + " kernel reads rows in 16-byte pieces: K and the row strides "
+             "must be multiples of 8 elements";
+    return std::nullopt;
+  }
+
   // The constraints of matmul_gemv.cuh, against this device and problem.
   static std::optional<std::string> reject_gemv(const GemvConfig& c, const Problem& problem,
                                                 const DeviceTarget& device) {
     const MatmulShape s(problem);
-    if (s.tf32()) return "the gemv kernel takes bf16 or f16 inputs";
-    if (s.a_columns || !s.b_columns)
-      return "the gemv kernel reads A row-major and B column-major (x @ W^T)";
-    if (!s.aligned())
-      return "the gemv kernel reads rows in 16-byte pieces: K and the row strides must be "
-             "multiples of 8 elements";
+    if (auto wrong = reject_row_reader(s, "gemv")) return wrong;
     // Eight rows of A made ptxas spill a few bytes where registers were left (M = 8 with one
     // row of W, sm_80 and sm_90a); the MMA templates take them.
     if (s.m > 4) return "the gemv kernel is for M <= 4";
@@ -954,12 +961,7 @@ class MatmulFamily final : public Family {
   static std::optional<std::string> reject_decode(const DecodeConfig& c, const Problem& problem,
                                                   const DeviceTarget& device) {
     const MatmulShape s(problem);
-    if (s.tf32()) return "the decode kernel takes bf16 or f16 inputs";
-    if (s.a_columns || !s.b_columns)
-      return "the decode kernel reads A row-major and B column-major (x @ W^T)";
-    if (!s.aligned())
-      return "the decode kernel reads rows in 16-byte pieces: K and the row strides must be "
-             "multiples of 8 elements";
+    if (auto wrong = reject_row_reader(s, "decode")) return wrong;
     if (s.m > 32) return "the decode kernel is for M <= 32";
     if (c.block_n <= 0 || c.block_n % 8) return "block_n must be a positive multiple of 8";
     if (c.warps < 1 || c.unroll < 1 || c.split_k < 1)
