@@ -1,4 +1,4 @@
-// Re-strides a matrix: the padding copy that lets TMA read a matrix whose rows do not start on
+// Re-strides matrices: the padding copy that lets TMA read matrices whose rows do not start on
 // 16-byte boundaries (4093 bf16 columns), and (at the end) the transposing copy. TMA's bounds
 // stop at the true column count, so the padding itself is never read; the last chunk of a row
 // may write garbage into it.
@@ -8,9 +8,13 @@
 // start on 16 bytes) from the one or two aligned 16-byte blocks of the source that hold its
 // bytes, shifted into place in registers: every access is 16 bytes wide and coalesced. A block
 // that holds no byte of the row is never read (reading it could cross the allocation's end).
+// The shift is the same for a whole row, so each row runs code compiled for its word offset:
+// picking words by a run-time index took 60 registers and ~80 instructions a chunk, which held
+// the copy to 4 blocks an SM and 2 TB/s (docs/perf/matmul.md v19). Both operands of a matmul go
+// in one launch, and the launch that follows may start early (it waits for this grid).
 //
 // launch: block 256 threads, grid up to one block per row and 8 per SM (a grid-stride loop over
-// the rows covers the rest).
+// the rows of both matrices covers the rest); early starts of the next launch allowed.
 #pragma once
 
 #include "common/copy_rows_params.h"
@@ -30,42 +34,73 @@ __device__ __forceinline__ Chunk16 load_chunk16(const unsigned char* aligned) {
   return c;
 }
 
-// Word i of the 32 bytes lo:hi (lo first), for i in 0..7 held in registers (no local memory).
-__device__ __forceinline__ unsigned word_of(const Chunk16& lo, const Chunk16& hi, int i) {
-  unsigned value = lo.w[0];
+// Word I of the 32 bytes lo:hi (lo first).
+template <int I>
+__device__ __forceinline__ unsigned word_of(const Chunk16& lo, const Chunk16& hi) {
+  return I < 4 ? lo.w[I & 3] : hi.w[I & 3];
+}
+
+// Chunks per thread whose loads are issued together, before any of their stores.
+constexpr int kCopyChunksInFlight = 2;
+
+// One row whose bytes start WORD words and `bits` more bits into the aligned block at `base`
+// (`end` bytes from base to past the row's last byte): this thread's chunks of it.
+template <int WORD>
+__device__ __forceinline__ void copy_row(const unsigned char* base, unsigned char* to, int chunks,
+                                         long long end, int bits) {
+  const bool shifted = WORD != 0 || bits != 0;
+  for (int first = threadIdx.x; first < chunks; first += 256 * kCopyChunksInFlight) {
+    Chunk16 lo[kCopyChunksInFlight], hi[kCopyChunksInFlight];
 #pragma unroll
-  for (int j = 1; j < 8; ++j)
-    if (i == j) value = j < 4 ? lo.w[j] : hi.w[j - 4];
-  return value;
+    for (int u = 0; u < kCopyChunksInFlight; ++u) {
+      const int chunk = first + 256 * u;
+      // This chunk's bytes are [shift + 16 chunk, + 16) from base, clipped to the row's end:
+      // they spill into the next aligned block only when the row is shifted and goes on there.
+      lo[u] = hi[u] = Chunk16{{0u, 0u, 0u, 0u}};
+      if (chunk < chunks) lo[u] = load_chunk16(base + 16ll * chunk);
+      if (shifted && chunk < chunks && end > 16ll * (chunk + 1))
+        hi[u] = load_chunk16(base + 16ll * (chunk + 1));
+    }
+#pragma unroll
+    for (int u = 0; u < kCopyChunksInFlight; ++u) {
+      const int chunk = first + 256 * u;
+      if (chunk >= chunks) break;
+      const unsigned out[4] = {
+          __funnelshift_r(word_of<WORD>(lo[u], hi[u]), word_of<WORD + 1>(lo[u], hi[u]), bits),
+          __funnelshift_r(word_of<WORD + 1>(lo[u], hi[u]), word_of<WORD + 2>(lo[u], hi[u]), bits),
+          __funnelshift_r(word_of<WORD + 2>(lo[u], hi[u]), word_of<WORD + 3>(lo[u], hi[u]), bits),
+          __funnelshift_r(word_of<WORD + 3>(lo[u], hi[u]), word_of<WORD + 4>(lo[u], hi[u]), bits)};
+      store_global_16(to + 16ll * chunk, out);
+    }
+  }
 }
 
 template <int ELEMENT_BYTES>
-__global__ void __launch_bounds__(256) copy_rows(const CopyRowsParams p) {
-  const long long row_bytes = p.cols * ELEMENT_BYTES;
-  const int chunks = static_cast<int>((row_bytes + 15) / 16);  // of one row
+__global__ void __launch_bounds__(256, 8) copy_rows(const CopyRowsParams p) {
+  allow_next_launch();  // the kernel after the copy may set up; it waits for this grid to finish
+  const long long rows = p.matrix[0].rows + p.matrix[1].rows;
   // A block per row at a time: the row's shift is worked out once, and no thread divides to find
   // its row (a 64-bit division per chunk measured as costly as the copy's own instructions).
-  for (long long row = blockIdx.x; row < p.rows; row += gridDim.x) {
-    const long long batch = row / p.batch_rows;  // once per row, not per chunk
+  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
+    const bool second = row >= p.matrix[0].rows;
+    const CopyRowsMatrix& m = second ? p.matrix[1] : p.matrix[0];
+    const long long r = second ? row - p.matrix[0].rows : row;
+    const long long batch = r / m.batch_rows;  // once per row, not per chunk
     const unsigned char* from =
-        static_cast<const unsigned char*>(p.src) +
-        (batch * p.src_batch_stride + (row - batch * p.batch_rows) * p.src_ld) * ELEMENT_BYTES;
-    unsigned char* to = static_cast<unsigned char*>(p.dst) + row * p.dst_ld * ELEMENT_BYTES;
+        static_cast<const unsigned char*>(m.src) +
+        (batch * m.src_batch_stride + (r - batch * m.batch_rows) * m.src_ld) * ELEMENT_BYTES;
+    unsigned char* to = static_cast<unsigned char*>(m.dst) + r * m.dst_ld * ELEMENT_BYTES;
+    const long long row_bytes = m.cols * ELEMENT_BYTES;
+    const int chunks = static_cast<int>((row_bytes + 15) / 16);
     const unsigned shift = static_cast<unsigned>(reinterpret_cast<unsigned long long>(from) & 15);
     const unsigned char* base = from - shift;  // the aligned block holding the row's first byte
-    const long long end = shift + row_bytes;   // past the row's last byte, from base
-    const int word = static_cast<int>(shift / 4), bits = 8 * static_cast<int>(shift % 4);
-    for (int chunk = threadIdx.x; chunk < chunks; chunk += 256) {
-      // This chunk's bytes are [shift + 16 chunk, + 16) from base, clipped to the row's end:
-      // they spill into the next aligned block only when the row is shifted and goes on there.
-      const Chunk16 lo = load_chunk16(base + 16ll * chunk);
-      Chunk16 hi = {{0u, 0u, 0u, 0u}};
-      if (shift != 0 && end > 16ll * (chunk + 1)) hi = load_chunk16(base + 16ll * (chunk + 1));
-      unsigned out[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-        out[j] = __funnelshift_r(word_of(lo, hi, word + j), word_of(lo, hi, word + j + 1), bits);
-      store_global_16(to + 16ll * chunk, out);
+    const long long end = shift + row_bytes;
+    const int bits = 8 * static_cast<int>(shift % 4);
+    switch (shift / 4) {
+      case 0: copy_row<0>(base, to, chunks, end, bits); break;
+      case 1: copy_row<1>(base, to, chunks, end, bits); break;
+      case 2: copy_row<2>(base, to, chunks, end, bits); break;
+      default: copy_row<3>(base, to, chunks, end, bits); break;
     }
   }
 }
@@ -89,6 +124,7 @@ struct CopiedElement<4> {
 // min(batches, 65535)); grid-stride loops over the tile rows and the batches cover the rest.
 template <int ELEMENT_BYTES>
 __global__ void __launch_bounds__(256) transpose_rows(const TransposeParams p) {
+  allow_next_launch();  // the kernel after the transpose may set up; it waits for this grid
   using Element = typename CopiedElement<ELEMENT_BYTES>::type;
   __shared__ Element tile[32][33];
   const long long col0 = 32ll * blockIdx.x;

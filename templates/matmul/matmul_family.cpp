@@ -680,10 +680,16 @@ class MatmulFamily final : public Family {
     const Workspace space(prep, s, workspace);
     Operand a{operands.a, strides.lda, strides.stride_a, strides.stride_a == 0 && s.batch > 1};
     Operand b{operands.b, strides.ldb, strides.stride_b, strides.stride_b == 0 && s.batch > 1};
-    prepare_operand(plan, index, device, s, a, s.transposes_a(), space.a, s.a_rows(),
+    CopyRowsParams copies{};
+    prepare_operand(plan, copies.matrix[0], index, s, a, s.transposes_a(), space.a, s.a_rows(),
                     s.a_row_length(), space.lda);
-    prepare_operand(plan, index, device, s, b, s.transposes_b(), space.b, s.b_rows(),
+    prepare_operand(plan, copies.matrix[1], index, s, b, s.transposes_b(), space.b, s.b_rows(),
                     s.b_row_length(), space.ldb);
+    if (copies.matrix[0].rows + copies.matrix[1].rows > 0)
+      plan.add(index.copy, copy_geometry(device, copies.matrix[0].rows + copies.matrix[1].rows),
+               KernelArgs::of(copies));
+    // The product may set up while the preparation drains (it waits for it before reading).
+    const bool prepared = plan.step_count > 0 && device.cc_major >= 9;
     if (variant == kMmaSync) {
       const TileConfig t(config);
       LaunchGeometry geometry;
@@ -716,6 +722,7 @@ class MatmulFamily final : public Family {
         static_cast<unsigned>(std::min(units, wave_clusters(w, device.sm_count)) * w.cluster());
     geometry.block[0] = static_cast<unsigned>(w.threads());
     geometry.dynamic_smem_bytes = static_cast<unsigned>(w.smem_bytes());
+    geometry.early_start = prepared;
     MatmulSm90Params p{};
     p.c = reinterpret_cast<void*>(operands.c);
     p.m = static_cast<int>(ks.m);
@@ -1076,13 +1083,14 @@ class MatmulFamily final : public Family {
   };
 
   // Where the kernel cannot read operand `x` in place, the plan copies it into packed rows of
-  // the workspace at `into` first, transposed (tf32 takes K-major operands) or with its rows
-  // padded to `padded` elements (TMA); `x` then describes the copy. A shared matrix is copied
-  // once and stays shared (batch stride 0).
-  static void prepare_operand(LaunchPlan& plan, const PlanKernels& index,
-                              const DeviceTarget& device, const MatmulShape& s, Operand& x,
-                              bool transpose, std::uint64_t into, long long rows,
-                              long long row_length, long long padded) {
+  // the workspace at `into` first, transposed (tf32 takes K-major operands: a launch of its own)
+  // or with its rows padded to `padded` elements (TMA: `copy`, which one launch makes for both
+  // operands); `x` then describes the copy. A shared matrix is copied once and stays shared
+  // (batch stride 0).
+  static void prepare_operand(LaunchPlan& plan, CopyRowsMatrix& copy, const PlanKernels& index,
+                              const MatmulShape& s, Operand& x, bool transpose,
+                              std::uint64_t into, long long rows, long long row_length,
+                              long long padded) {
     const long long batches = x.shared ? 1 : s.batch;
     if (transpose) {
       plan.add(index.transpose, transpose_geometry(rows, row_length, batches),
@@ -1091,10 +1099,8 @@ class MatmulFamily final : public Family {
                                               row_length, x.ld, x.stride, padded}));
       x = {into, padded, x.shared ? 0 : row_length * padded, x.shared};
     } else if (index.copy >= 0) {
-      plan.add(index.copy, copy_geometry(device, batches * rows),
-               KernelArgs::of(CopyRowsParams{reinterpret_cast<const void*>(x.address),
-                                             reinterpret_cast<void*>(into), batches * rows,
-                                             row_length, x.ld, padded, rows, x.stride}));
+      copy = CopyRowsMatrix{reinterpret_cast<const void*>(x.address), reinterpret_cast<void*>(into),
+                            batches * rows, row_length, x.ld, padded, rows, x.stride};
       x = {into, padded, x.shared ? 0 : rows * padded, x.shared};
     }
   }
@@ -1110,7 +1116,7 @@ class MatmulFamily final : public Family {
     return geometry;
   }
 
-  // A block per row, up to 8 blocks per SM: a grid-stride loop covers the rest.
+  // A block per row (of both matrices), up to 8 blocks per SM: a grid-stride loop covers the rest.
   static LaunchGeometry copy_geometry(const DeviceTarget& device, long long rows) {
     LaunchGeometry geometry;
     geometry.grid[0] = static_cast<unsigned>(std::clamp<long long>(rows, 1, 8ll * device.sm_count));

@@ -580,6 +580,10 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     // v17).
     if (CONSUMERS > 1) warpgroup_regs_release<PRODUCER_REGS>();
     if (CLUSTER > 1) cluster_wait();
+    // Launched early behind the padding copy or a transpose (LaunchGeometry::early_start), the
+    // CTA has set up while they drained; what they write is read only from here on. Nothing
+    // else in the kernel touches their data. Without an early start this returns at once.
+    wait_for_previous_launch();
     if (threadIdx.x < 32) {
       const bool issuer = threadIdx.x == 0;
       unsigned short a_mask = 0, b_mask = 0;  // peers sharing our A rows / our B columns

@@ -372,6 +372,8 @@ TEST(MatmulTf32Test, MnMajorOperandsAreTransposedFirst) {
   EXPECT_EQ(b.rows, 300);  // B stored k x n, written n x k
   EXPECT_EQ(b.cols, 200);
   EXPECT_EQ(reinterpret_cast<std::uint64_t>(b.dst), 0x100000u + a_bytes);
+  EXPECT_FALSE(plan.steps[1].geometry.early_start);  // transposes run one after the other
+  EXPECT_TRUE(plan.steps[2].geometry.early_start);   // the product sets up during the second
   const KernelArgs& args = plan.steps[2].args;
   EXPECT_EQ(args.tensor_maps[0].address, 0x100000u);
   EXPECT_EQ(args.tensor_maps[0].dtype, DType::f32);
@@ -996,10 +998,13 @@ TEST(MatmulStridesTest, OddStridesRunAsTheProblemWithAlignedZero) {
   // is copied once; C, its batches one element off 16 bytes, leaves by plain stores.
   const Config config = testing::wgmma_config(64, 64, 4, 1, 1, 1);
   const LaunchPlan plan = matmul().plan(config, call, hopper, addresses, 0x100000, odd);
-  ASSERT_EQ(plan.step_count, 3);
-  CopyRowsParams copy_a, copy_b;
-  std::memcpy(&copy_a, plan.steps[0].args.bytes.data(), sizeof copy_a);
-  std::memcpy(&copy_b, plan.steps[1].args.bytes.data(), sizeof copy_b);
+  ASSERT_EQ(plan.step_count, 2);  // one launch copies both
+  CopyRowsParams copies;
+  std::memcpy(&copies, plan.steps[0].args.bytes.data(), sizeof copies);
+  const CopyRowsMatrix& copy_a = copies.matrix[0];
+  const CopyRowsMatrix& copy_b = copies.matrix[1];
+  EXPECT_EQ(plan.steps[0].geometry.grid[0], 2u * 64 + 128);  // a block per row of both
+  EXPECT_TRUE(plan.steps[1].geometry.early_start);  // sm_90: the product sets up meanwhile
   EXPECT_EQ(copy_a.rows, 2 * 64);
   EXPECT_EQ(copy_a.src_ld, 131);
   EXPECT_EQ(copy_a.batch_rows, 64);
@@ -1007,7 +1012,7 @@ TEST(MatmulStridesTest, OddStridesRunAsTheProblemWithAlignedZero) {
   EXPECT_EQ(copy_a.dst_ld, 128);
   EXPECT_EQ(copy_b.rows, 128);  // one batch of B's 128 rows
   MatmulSm90Params params;
-  std::memcpy(&params, plan.steps[2].args.bytes.data(), sizeof params);
+  std::memcpy(&params, plan.steps[1].args.bytes.data(), sizeof params);
   EXPECT_EQ(params.b_shared, 1);
   EXPECT_EQ(params.c_store_tma, 0);
   EXPECT_EQ(params.stride_c, 64 * 64 + 1);
@@ -1177,20 +1182,20 @@ TEST(MatmulWgmmaTest, PadsUnalignedInputsInTheWorkspace) {
   const std::uint64_t addresses[3] = {0x10000, 0x20000, 0x30000};
   const std::uint64_t workspace = 0x100000;
   const LaunchPlan plan = matmul().plan(config, problem, hopper, addresses, workspace, {});
-  ASSERT_EQ(plan.step_count, 3);
-  EXPECT_EQ(plan.steps[0].kernel, 1);  // copy A
-  EXPECT_EQ(plan.steps[1].kernel, 1);  // copy B
-  EXPECT_EQ(plan.steps[2].kernel, 0);  // the matmul on the copies
-  CopyRowsParams copy_a, copy_b;
-  std::memcpy(&copy_a, plan.steps[0].args.bytes.data(), sizeof copy_a);
-  std::memcpy(&copy_b, plan.steps[1].args.bytes.data(), sizeof copy_b);
+  ASSERT_EQ(plan.step_count, 2);
+  EXPECT_EQ(plan.steps[0].kernel, 1);  // copy A and B
+  EXPECT_EQ(plan.steps[1].kernel, 0);  // the matmul on the copies
+  CopyRowsParams copies;
+  std::memcpy(&copies, plan.steps[0].args.bytes.data(), sizeof copies);
+  const CopyRowsMatrix& copy_a = copies.matrix[0];
+  const CopyRowsMatrix& copy_b = copies.matrix[1];
   EXPECT_EQ(reinterpret_cast<std::uint64_t>(copy_a.src), 0x10000u);
   EXPECT_EQ(reinterpret_cast<std::uint64_t>(copy_a.dst), workspace);
   EXPECT_EQ(copy_a.dst_ld, 304);
   EXPECT_EQ(reinterpret_cast<std::uint64_t>(copy_b.dst), workspace + a_bytes);
   EXPECT_EQ(copy_b.rows, 300);
   EXPECT_EQ(copy_b.dst_ld, 1008);
-  const KernelArgs& args = plan.steps[2].args;
+  const KernelArgs& args = plan.steps[1].args;
   ASSERT_EQ(args.tensor_map_count, 2);  // N * 2 bytes is not a multiple of 16: C by plain stores
   EXPECT_EQ(args.tensor_maps[0].address, workspace);
   EXPECT_EQ(args.tensor_maps[0].dims[0], 300u);  // the true K: TMA never reads the padding
