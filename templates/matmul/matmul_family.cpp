@@ -214,7 +214,7 @@ std::vector<ParamSpec> variant_space(int variant) {
   return {{"block_m", {64, 128, 192, 256}},
           {"block_n", {16, 32, 64, 128, 192, 256}},
           {"block_k", {32, 64}},  // one 128-byte row: 64 of bf16/f16, 32 of fp32 (tf32)
-          {"stages", {3, 4, 5, 6, 8}},
+          {"stages", {3, 4, 5, 6, 8, 10, 13, 16}},
           {"consumers", {1, 2, 3}},
           {"cluster_m", {1, 2}},
           {"cluster_n", {1, 2}},
@@ -493,22 +493,24 @@ class MatmulFamily final : public Family {
       const bool both_wide = s.m > 128 && s.n > 128;
       auto fill_once = [&](int block_m, int block_n) {
         const long long tiles = s.batch * ceil_div(s.m, block_m) * ceil_div(s.n, block_n);
-        return 4 * tiles >= 3ll * device.sm_count && tiles <= device.sm_count &&
-               s.k <= 2 * std::max(s.m, s.n);
+        return 4 * tiles >= 3ll * device.sm_count && tiles <= device.sm_count;
       };
-      if (both_wide && fill_once(128, 64)) {
+      if (both_wide && fill_once(128, 64) && s.k <= 2 * std::max(s.m, s.n)) {
         // 128x64 tiles fill the SMs once, a pair along N sharing A, K whole: 1000^3's tuned
         // winner (0.0123 ms in the tuner, against 0.0216 for 128x128 in two K slices: v13).
         one_wave = true;
         set({{"block_n", 64}, {"consumers", 1}, {"cluster_n", 2}, {"cluster_m", 1},
              {"stages", 6}, {"group_m", 1}, {"l2_promotion", 0}});
       } else if (!both_wide && fill_once(64, 64)) {
-        // A skinny side of 65-128 rows: 64x64 tiles fill the SMs once, K whole, unclustered,
-        // the weight's rows read by both row tiles: 128x4096x4096's tuned winner (0.0191 ms
-        // in the tuner, against 0.0237 for 128x128 in four K slices: v14).
+        // A skinny side of 65-128 rows: 64x64 tiles fill the SMs once, K whole, the skinny
+        // side's two tiles a cluster sharing the other operand (the weight, read from L2 once),
+        // 13 stages (the most that fit): cuBLAS's shape for 128x4096x4096. Against the 8-stage
+        // unclustered v14 default, in rounds beside cuBLAS: 0.92-0.93x against 0.89-0.90x, and
+        // 128x4096x14336 1.04-1.05x against 0.99x (docs/perf/matmul.md v19).
         one_wave = true;
-        set({{"block_m", 64}, {"block_n", 64}, {"consumers", 1}, {"cluster_m", 1},
-             {"cluster_n", 1}, {"stages", 8}, {"group_m", 1}, {"l2_promotion", 0}});
+        const bool rows_skinny = s.m <= 128;
+        set({{"block_m", 64}, {"block_n", 64}, {"consumers", 1}, {"cluster_m", rows_skinny ? 2 : 1},
+             {"cluster_n", rows_skinny ? 1 : 2}, {"stages", 13}, {"group_m", 1}, {"l2_promotion", 0}});
       } else {
         set({{"block_n", 128}, {"cluster_m", 1}, {"l2_promotion", both_wide ? 0 : 256}});
       }

@@ -270,19 +270,28 @@ TEST(MatmulWgmmaTest, TheDefaultsL2PromotionFollowsHowOftenRowsAreRead) {
   EXPECT_GT(matmul().default_config(matmul_problem(1024, 1024, 16384), hopper).at("split_k"), 1);
   EXPECT_EQ(matmul().default_config(matmul_problem(2048, 1024, 1024), hopper).at("block_n"), 128);
   EXPECT_EQ(promotion(matmul_problem(4096, 4096, 4096)), 256);
-  // M = 128 streaming a weight through 128x128 tiles in K slices: promoted.
-  const Problem m128{"matmul", DType::bf16, DType::bf16, {128, 4096, 14336}, {{"b", "col"}}};
+  // M = 128 streaming a wide weight through 128x128 tiles in K slices: promoted.
+  const Problem m128{"matmul", DType::bf16, DType::bf16, {128, 8192, 14336}, {{"b", "col"}}};
   EXPECT_EQ(promotion(m128), 256);
   EXPECT_GT(matmul().default_config(m128, hopper).at("split_k"), 1);
-  // Where 64x64 tiles fill the SMs once, they run K whole and unclustered, each weight row read
-  // by both row tiles: not promoted (128x4096x4096's tuned winner).
-  const Problem qo{"matmul", DType::bf16, DType::bf16, {128, 4096, 4096}, {{"b", "col"}}};
-  const Config qo_default = matmul().default_config(qo, hopper);
-  EXPECT_EQ(qo_default.at("block_m"), 64);
-  EXPECT_EQ(qo_default.at("block_n"), 64);
-  EXPECT_EQ(qo_default.at("split_k"), 1);
-  EXPECT_EQ(qo_default.at("cluster_m") * qo_default.at("cluster_n"), 1);
-  EXPECT_EQ(promotion(qo), 0);
+  // Where 64x64 tiles fill the SMs once, they run K whole (however long), the skinny side's
+  // two tiles a cluster sharing the weight, 13 stages: not promoted (cuBLAS's shape for
+  // 128x4096x4096). A skinny N clusters along N instead.
+  for (long long k : {4096, 14336}) {
+    const Problem qo{"matmul", DType::bf16, DType::bf16, {128, 4096, k}, {{"b", "col"}}};
+    const Config qo_default = matmul().default_config(qo, hopper);
+    EXPECT_EQ(qo_default.at("block_m"), 64);
+    EXPECT_EQ(qo_default.at("block_n"), 64);
+    EXPECT_EQ(qo_default.at("split_k"), 1);
+    EXPECT_EQ(qo_default.at("cluster_m"), 2);
+    EXPECT_EQ(qo_default.at("cluster_n"), 1);
+    EXPECT_EQ(qo_default.at("stages"), 13);
+    EXPECT_EQ(promotion(qo), 0);
+  }
+  const Config n128 = matmul().default_config(matmul_problem(4096, 128, 4096), hopper);
+  EXPECT_EQ(matmul().reject(n128, matmul_problem(4096, 128, 4096), hopper), std::nullopt);
+  EXPECT_EQ(n128.at("cluster_m"), 1);
+  EXPECT_EQ(n128.at("cluster_n"), 2);
   // A decode shape past the decode template's weights (64 MB): swap_ab on wgmma, promoted.
   const Problem decode{"matmul", DType::bf16, DType::bf16, {16, 14336, 4096}, {{"b", "col"}}};
   const Config decode_default = matmul().default_config(decode, hopper);
