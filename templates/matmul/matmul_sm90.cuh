@@ -664,13 +664,17 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
       for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
         mbarrier_wait(full(stage), phase);
         wgmma_fence();
+        // The stage's offset added once, unsigned (a signed one cost a sign extension per
+        // wgmma); the k steps and m tiles are then constants.
+        const unsigned long long stage_a = desc_a0 + (static_cast<unsigned>(stage * A_STAGE) >> 4);
+        const unsigned long long stage_b = desc_b0 + (static_cast<unsigned>(stage * B_STAGE) >> 4);
 #pragma unroll
         for (int kk = 0; kk < K_STEPS; ++kk) {
-          const unsigned long long desc_b = desc_b0 + ((stage * B_STAGE + kk * B_STEP_K) >> 4);
+          const unsigned long long desc_b = stage_b + static_cast<unsigned>((kk * B_STEP_K) >> 4);
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt) {
             const unsigned long long desc_a =
-                desc_a0 + ((stage * A_STAGE + mt * A_STEP_M + kk * A_STEP_K) >> 4);
+                stage_a + static_cast<unsigned>((mt * A_STEP_M + kk * A_STEP_K) >> 4);
             wgmma_tile_m64<BN, KIND_IN, A_COLUMNS, !B_COLUMNS>(acc[mt], desc_a, desc_b);
           }
         }
