@@ -40,14 +40,14 @@ __device__ __forceinline__ unsigned word_of(const Chunk16& lo, const Chunk16& hi
   return I < 4 ? lo.w[I & 3] : hi.w[I & 3];
 }
 
-// Chunks per thread whose loads are issued together, before any of their stores.
-constexpr int kCopyChunksInFlight = 2;
-
 // One row whose bytes start WORD words and `bits` more bits into the aligned block at `base`
 // (`end` bytes from base to past the row's last byte): this thread's chunks of it.
 template <int WORD>
 __device__ __forceinline__ void copy_row(const unsigned char* base, unsigned char* to, int chunks,
                                          long long end, int bits) {
+  // Chunks per thread whose loads are issued together, before any of their stores. (Local:
+  // a namespace-scope constant is emitted into the cubin under a per-process name.)
+  constexpr int kCopyChunksInFlight = 2;
   const bool shifted = WORD != 0 || bits != 0;
   for (int first = threadIdx.x; first < chunks; first += 256 * kCopyChunksInFlight) {
     Chunk16 lo[kCopyChunksInFlight], hi[kCopyChunksInFlight];

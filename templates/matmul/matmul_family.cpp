@@ -508,9 +508,10 @@ class MatmulFamily final : public Family {
         // unclustered v14 default, in rounds beside cuBLAS: 0.92-0.93x against 0.89-0.90x, and
         // 128x4096x14336 1.04-1.05x against 0.99x (docs/perf/matmul.md v19).
         one_wave = true;
-        const bool rows_skinny = s.m <= 128;
-        set({{"block_m", 64}, {"block_n", 64}, {"consumers", 1}, {"cluster_m", rows_skinny ? 2 : 1},
-             {"cluster_n", rows_skinny ? 1 : 2}, {"stages", 13}, {"group_m", 1}, {"l2_promotion", 0}});
+        // (A skinny side of 64 rows or fewer, a column-major A's, has one tile: no pair.)
+        const bool pair_rows = s.m > 64 && s.m <= 128, pair_cols = !pair_rows && s.n > 64 && s.n <= 128;
+        set({{"block_m", 64}, {"block_n", 64}, {"consumers", 1}, {"cluster_m", pair_rows ? 2 : 1},
+             {"cluster_n", pair_cols ? 2 : 1}, {"stages", 13}, {"group_m", 1}, {"l2_promotion", 0}});
       } else {
         set({{"block_n", 128}, {"cluster_m", 1}, {"l2_promotion", both_wide ? 0 : 256}});
       }

@@ -292,6 +292,11 @@ TEST(MatmulWgmmaTest, TheDefaultsL2PromotionFollowsHowOftenRowsAreRead) {
   EXPECT_EQ(matmul().reject(n128, matmul_problem(4096, 128, 4096), hopper), std::nullopt);
   EXPECT_EQ(n128.at("cluster_m"), 1);
   EXPECT_EQ(n128.at("cluster_n"), 2);
+  // A skinny side of one tile (a column-major A of 64 rows) has no pair to make.
+  const Problem m64{"matmul", DType::bf16, DType::bf16, {64, 8192, 4096}, {{"a", "col"}}};
+  const Config m64_default = matmul().default_config(m64, hopper);
+  EXPECT_EQ(matmul().reject(m64_default, m64, hopper), std::nullopt);
+  EXPECT_EQ(m64_default.at("cluster_m") * m64_default.at("cluster_n"), 1) << m64_default.text();
   // A decode shape past the decode template's weights (64 MB): swap_ab on wgmma, promoted.
   const Problem decode{"matmul", DType::bf16, DType::bf16, {16, 14336, 4096}, {{"b", "col"}}};
   const Config decode_default = matmul().default_config(decode, hopper);
