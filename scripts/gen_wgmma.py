@@ -3,7 +3,7 @@
 'generated' markers): both operands in shared memory (SS), and A in registers (RS, 16-bit types). The operand lists are long and regular; writing them by hand invites typos.
 Usage: python3 scripts/gen_wgmma.py > /tmp/wgmma.inc, then paste between the markers."""
 
-NS = [16, 32, 64, 96, 128, 192, 256]
+NS = [16, 32, 64, 96, 128, 176, 192, 224, 256]
 # The RS form's N: attention's P V, N = the padded head dim.
 RS_NS = [64, 96, 128, 192, 256]
 # KIND code (common/tile_primitives.cuh), PTX type, k per 32-byte step, transposable.

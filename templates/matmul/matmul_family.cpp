@@ -212,7 +212,7 @@ std::vector<ParamSpec> variant_space(int variant) {
     // row a thread loads before its products.
     return {{"block_n", {1, 2}}, {"warps", {2, 4, 8, 16}}, {"unroll", {1, 2}}};
   return {{"block_m", {64, 128, 192, 256}},
-          {"block_n", {16, 32, 64, 128, 192, 256}},
+          {"block_n", {16, 32, 64, 128, 176, 192, 224, 256}},
           {"block_k", {32, 64}},  // one 128-byte row: 64 of bf16/f16, 32 of fp32 (tf32)
           {"stages", {3, 4, 5, 6, 8, 10, 13, 16}},
           {"consumers", {1, 2, 3}},
@@ -1191,8 +1191,10 @@ class MatmulFamily final : public Family {
       for (const auto& [name, value] : values) config.values[name] = value;
       return config;
     };
-    // The tuned winners of v16's awkward shapes and of up_proj.m1024 (v15).
+    // The tuned winners of v16's awkward shapes and of up_proj.m1024 (v15), and the widths that
+    // fit a column-major weight's N to the waves (128x176: cuBLAS's tile for 1024x14336x4096).
     const Config candidates[] = {
+        variant({{"block_n", 176}}), variant({{"block_n", 224}}),
         variant({{"block_m", 192}, {"block_n", 192}, {"consumers", 3}, {"cluster_m", 1},
                  {"cluster_n", 2}, {"stages", 3}, {"group_m", 1}, {"l2_promotion", 0}}),
         variant({{"block_m", 192}, {"block_n", 128}, {"consumers", 3}, {"cluster_m", 1},
@@ -1244,8 +1246,18 @@ class MatmulFamily final : public Family {
       return "block_k must fill one 128-byte swizzled row: 64 of bf16/f16, 32 of fp32";
     if (w.consumers < 1 || w.consumers > 3) return "1 to 3 consumer warpgroups";
     if (w.block_m % (64 * w.consumers)) return "each consumer warpgroup takes whole 64-row wgmmas";
-    if ((w.block_n % 64 && w.block_n != 16 && w.block_n != 32) || w.block_n > 256)
-      return "block_n must be 16, 32, 64, 128, 192 or 256";
+    if ((w.block_n % 64 && w.block_n != 16 && w.block_n != 32 && w.block_n != 176 &&
+         w.block_n != 224) ||
+        w.block_n > 256)
+      return "block_n must be 16, 32, 64, 128, 176, 192, 224 or 256";
+    if (w.block_n == 176 || w.block_n == 224) {
+      // Widths that fit a wide N to the waves (cuBLAS runs 1024x14336x4096 in 128x176 tiles):
+      // B's tile is a box of block_n K-major rows, so B must be K-major (x @ W^T).
+      if (w.swap_ab || w.split_cluster)
+        return "176- and 224-column tiles are for plain tiles (no swap_ab, no split_cluster)";
+      if (!s.as_read().b_columns)
+        return "176- and 224-column tiles need B K-major (column-major: x @ W^T)";
+    }
     // fp32 accumulators: (block_m / consumers / 64) m64 tiles of block_n / 2 registers each.
     if (w.block_m / w.consumers / 64 * w.block_n > 256)
       return "a consumer warpgroup would hold more than 128 accumulator registers per thread";

@@ -71,8 +71,9 @@
 //    same staging slots, a warp per row run (any ldc >= N, C aligned to its element). With
 //    SWAP or CLUSTER_K > 1, c_store_tma = 0: C goes out from the exchange buffer in runs of 4
 //    columns (vector stores where each batch's rows start on 4 elements).
-//  constraints: BK * bytes(KIND_IN) == 128 (64, or 32 for fp32); BN in {16, 32, 64, 128, 192, 256}, 16 and 32 only with a K-major B
-//     (column-major in LAYOUT); BM / CONSUMERS a multiple of 64;
+//  constraints: BK * bytes(KIND_IN) == 128 (64, or 32 for fp32); BN in {16, 32, 64, 128, 176,
+//     192, 224, 256}, 16, 32, 176 and 224 only with a K-major B (column-major in LAYOUT);
+//     BM / CONSUMERS a multiple of 64;
 //     (BM / CONSUMERS / 64) * BN <= 256 (accumulator registers); CONSUMERS in {1, 2, 3};
 //     CONSUMERS == 3 needs BN <= 192 (entry cap 128 registers); CLUSTER_M, CLUSTER_N in {1, 2};
 //     CLUSTER_K in {1, 2, 4, 8}, and > 1 only without multicast;
@@ -220,7 +221,11 @@ __device__ __forceinline__ void store_accumulators(const float (&acc)[BN / 2], v
 // Where TMA cannot write C (rows not on 16-byte boundaries: N = 4093), the same staged boxes go
 // out with plain stores instead (BY_TMA false: `c` is the batch's C, rows ldc apart, clipped to
 // m x n): each warp writes a run of one row, 64 or 128 contiguous bytes, where storing straight
-// from the accumulators wrote 2-byte elements scattered over 8 rows per instruction.
+// from the accumulators wrote 2-byte elements scattered over 8 rows per instruction. A block
+// whose last box is partial (BN 176, or 224 of 16-bit C) sends that box out the same way with
+// TMA too (a whole box would write into the next tile's columns): `c`, ldc, m and n are then
+// given as well, and each slot waits for every earlier store's read (the partial box commits
+// no bulk group, so counting groups would not say which slot is free).
 template <int BN, int KIND_OUT, bool BY_TMA>
 __device__ __forceinline__ void store_accumulators_staged(const float (&acc)[BN / 2],
                                                           const TensorMap* c_map, void* c,
@@ -233,10 +238,15 @@ __device__ __forceinline__ void store_accumulators_staged(const float (&acc)[BN 
   constexpr int GROUPS_PER_BOX = BOX_COLS / 8;  // 8-column accumulator groups j in one box
   const int tid = threadIdx.x % 128, lane = threadIdx.x % 32, warp = tid / 32;
   const int q = lane % 4;
+  constexpr int WHOLE_BOXES = BN / BOX_COLS;
 #pragma unroll
-  for (int box = 0; box < BN / BOX_COLS; ++box) {
+  for (int box = 0; box < (BN + BOX_COLS - 1) / BOX_COLS; ++box) {
     const unsigned slot = staging + (boxes_issued & 1u) * 8192u;
-    if (BY_TMA && tid == 0) tma_store_wait_read<1>();
+    const bool tma_box = BY_TMA && box < WHOLE_BOXES;
+    if (BY_TMA && tid == 0) {
+      if (BN % BOX_COLS) tma_store_wait_read<0>();
+      else tma_store_wait_read<1>();
+    }
     named_barrier_sync(barrier_id, 128);
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
@@ -245,6 +255,7 @@ __device__ __forceinline__ void store_accumulators_staged(const float (&acc)[BN 
 #pragma unroll
       for (int jj = 0; jj < GROUPS_PER_BOX; ++jj) {
         const int j = box * GROUPS_PER_BOX + jj;
+        if (j >= BN / 8) break;  // past a partial box's columns: never stored
         const float v0 = acc[4 * j + 2 * half], v1 = acc[4 * j + 2 * half + 1];
         if (KIND_OUT == kF32) {
           const int chunk = 2 * jj + q / 2;
@@ -254,7 +265,7 @@ __device__ __forceinline__ void store_accumulators_staged(const float (&acc)[BN 
         }
       }
     }
-    if (BY_TMA) {
+    if (tma_box) {
       fence_proxy_async_shared();
       named_barrier_sync(barrier_id, 128);
       if (tid == 0) {
@@ -268,7 +279,7 @@ __device__ __forceinline__ void store_accumulators_staged(const float (&acc)[BN 
       const int col = col0 + box * BOX_COLS + tid % BOX_COLS;
       constexpr int ROW_STEP = 128 / BOX_COLS;
       const unsigned in_chunk = (tid % BOX_COLS) * OUT_BYTES;
-      if (col < n) {
+      if (col < n && col < col0 + BN) {
 #pragma unroll 4
         for (int r = tid / BOX_COLS; r < 64; r += ROW_STEP) {
           const int row = row0 + r;
@@ -441,9 +452,11 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
   constexpr int A_SLICE = A_COLUMNS ? BK / CLUSTER_N : BM / CLUSTER_N;
   constexpr int B_SLICE = B_COLUMNS ? BN / CLUSTER_M : BK / CLUSTER_M;
   static_assert(BK * ELEMENT == 128, "one 128-byte swizzle row per k slice");
-  static_assert(BN == 16 || BN == 32 || (BN % 64 == 0 && BN <= 256),
-                "BN is 16, 32, or a multiple of 64 up to 256");
-  static_assert(BN >= 64 || B_COLUMNS, "narrow tiles read B K-major (MN-major blocks are 64 wide)");
+  static_assert(BN == 16 || BN == 32 || BN == 176 || BN == 224 || (BN % 64 == 0 && BN <= 256),
+                "BN is 16, 32, 176, 224, or a multiple of 64 up to 256");
+  static_assert(BN % 64 == 0 || B_COLUMNS,
+                "BN off a multiple of 64 reads B K-major (MN-major blocks are 64 wide)");
+
   static_assert(CLUSTER_K == 1 || MULTICAST == 1, "K slices in a cluster share no operand");
   static_assert(CLUSTER <= 8, "portable clusters: at most 8 CTAs");
   static_assert(WG_M % 64 == 0 && MT * BN <= 256, "accumulators must fit the registers");
@@ -755,7 +768,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
           store_accumulators_staged<BN, KIND_OUT, true>(
-              acc[mt], &p.c_map, nullptr, 0, 0, 0, c_staging + c * 2 * 8192, w.batch,
+              acc[mt], &p.c_map, c_batch, p.ldc, p.m, p.n, c_staging + c * 2 * 8192, w.batch,
               w.m0 + c * WG_M + mt * 64, w.n0, 1 + c, boxes_issued);
       } else {
 #pragma unroll

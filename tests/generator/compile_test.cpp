@@ -370,6 +370,12 @@ std::vector<SampleCase> wgmma_sample() {
        Problem{"matmul", DType::bf16, DType::f32, {4, 300, 520, 136}, {{"a", "col"}, {"b", "col"}, {"act", "silu"}}}},
       {"wg128x128_s4_c2_split4_colB_bias", testing::wgmma_config(128, 128, 4, 2, 1, 1, 8, 4),
        Problem{"matmul", DType::bf16, DType::bf16, {1000, 1000, 1000}, {{"b", "col"}, {"bias", "1"}}}},
+      // Tiles fitted to the waves of x @ W^T: 176 (C's last box partial), 224 with a tail split.
+      {"wg128x176_s4_c2_cl2x1_colB_bf16_epilogue", testing::wgmma_config(128, 176, 4, 2, 2, 1),
+       Problem{"matmul", DType::bf16, DType::bf16, {1024, 14336, 4096},
+               {{"b", "col"}, {"act", "gelu"}, {"bias", "1"}, {"residual", "1"}}}},
+      {"wg128x224_s4_c2_cl2x1_colB_f16_f32_tail", testing::wgmma_config(128, 224, 4, 2, 2, 1, 8, 2),
+       Problem{"matmul", DType::f16, DType::f32, {1000, 5000, 520}, {{"b", "col"}}}},
       // fp32 in, as tf32: B transposed first; swap_ab; A transposed and B padded, split K.
       {"wg128x256_s4_c2_cl2x1_tf32", testing::tf32_config(128, 256, 4, 2, 2, 1),
        matmul_problem(4096, 4096, 4096, DType::f32, DType::f32)},

@@ -1299,10 +1299,11 @@ TEST(MatmulWgmmaTest, TailSplitCutsOnlyTheLastWavesTiles) {
   EXPECT_EQ(reduce.cluster_m * reduce.cluster_n, 1);
   EXPECT_EQ(plan.steps[1].geometry.grid[0], 8u * 132);  // a thread per 4 columns of 132 blocks
   // The untuned default splits a small last wave: 5000x5000 in 256x256 pairs is 400 for 66 SM
-  // pairs, the last 4 split 8 ways; 26 of 66 (up_proj at M = 1024) 2 ways; 4096^3 not at all.
+  // pairs, the last 4 split 8 ways; 26 of 66 (1024x14336x4096, B row-major) 2 ways; 4096^3 not
+  // at all.
   auto default_split = [&](const Problem& p) { return matmul().default_config(p, hopper).at("split_k"); };
   EXPECT_EQ(default_split(matmul_problem(5000, 5000, 2048)), 8);
-  EXPECT_EQ(default_split(Problem{"matmul", DType::bf16, DType::bf16, {1024, 14336, 4096}, {{"b", "col"}}}), 2);
+  EXPECT_EQ(default_split(matmul_problem(1024, 14336, 4096)), 2);
   EXPECT_EQ(default_split(matmul_problem(4096, 4096, 4096)), 1);
 }
 
@@ -1327,8 +1328,31 @@ TEST(MatmulWgmmaTest, TheDefaultsTileFitsTheWaves) {
   EXPECT_EQ(tile(matmul_problem(1536, 4096, 4096)), "192x128");  // 256 tiles: two waves
   for (long long side : {2048, 4096, 8192}) EXPECT_EQ(tile(matmul_problem(side, side, side)), "128x256");
   EXPECT_EQ(tile(matmul_problem(5000, 5000, 2048)), "128x256");
+  // x @ W^T (B K-major) may take 176- or 224-wide tiles: 1024x14336x4096 in 128x176 pairs is
+  // 328 for 66, five waves of 98% (cuBLAS's tile); 128x256 pairs take 3.4 waves, the last split.
   const Problem up{"matmul", DType::bf16, DType::bf16, {1024, 14336, 4096}, {{"b", "col"}}};
-  EXPECT_EQ(tile(up), "128x256");
+  EXPECT_EQ(tile(up), "128x176");
+  EXPECT_EQ(matmul().default_config(up, hopper).at("split_k"), 1);
+  EXPECT_EQ(tile(matmul_problem(1024, 14336, 4096)), "128x256");  // B row-major: no 176
+  // C through TMA whatever the width: a partial last box (176 columns of bf16) goes out by
+  // plain stores inside the kernel.
+  const std::vector<std::uint64_t> addresses = {0x10000, 0x20000, 0x30000};
+  auto tma_store = [&](const Problem& p) {
+    const LaunchPlan plan = matmul().plan(matmul().default_config(p, hopper), p, hopper, addresses, 0x100000, {});
+    MatmulSm90Params params;
+    std::memcpy(&params, plan.steps[0].args.bytes.data(), sizeof params);
+    return params.c_store_tma;
+  };
+  EXPECT_EQ(tma_store(up), 1);
+  const Config wide = testing::wgmma_config(128, 224, 4, 2, 2, 1);
+  const Problem up_f32{"matmul", DType::bf16, DType::f32, {1024, 14336, 4096}, {{"b", "col"}}};
+  ASSERT_EQ(matmul().reject(wide, up_f32, hopper), std::nullopt);
+  const LaunchPlan f32_plan = matmul().plan(wide, up_f32, hopper, addresses, 0x100000, {});
+  MatmulSm90Params f32_params;
+  std::memcpy(&f32_params, f32_plan.steps[0].args.bytes.data(), sizeof f32_params);
+  EXPECT_EQ(f32_params.c_store_tma, 1);
+  // B read MN-major (row-major) comes in 64-wide blocks: no 176 or 224.
+  EXPECT_TRUE(matmul().reject(wide, matmul_problem(1024, 14336, 4096), hopper));
   EXPECT_EQ(tile(Problem{"matmul", DType::bf16, DType::bf16, {8, 2048, 2048, 2048}}), "128x256");
   EXPECT_EQ(matmul().default_config(matmul_problem(2048, 2176, 4096), hopper).at("split_k"), 1);
   // A grid of one partial wave is no tail: 2048^3's 64 pairs for 66 run whole.

@@ -245,6 +245,17 @@ TEST_F(GpuMatmul, WgmmaSplitKAndPaddedPlansMatchTheReference) {
       {matmul(DType::bf16, DType::bf16, 1000, 1300, 1000), testing::wgmma_config(128, 64, 6, 1, 1, 2, 1, 2, 0, 0, 0, 0)},
       {{"matmul", DType::bf16, DType::bf16, {3, 1000, 1000, 1000}, {{"b", "col"}, {"act", "gelu"}, {"bias", "1"}, {"residual", "1"}}},
        testing::wgmma_config(128, 128, 4, 2, 2, 1, 8, 2)},
+      // 176- and 224-wide tiles (x @ W^T only): C's partial last box by plain stores (176, and
+      // 224 of 16-bit C) or TMA (224 of fp32 C), ragged tiles, a pair sharing B, three
+      // consumers with A column-major, a tail split, the epilogue and batches, padded rows.
+      {{"matmul", DType::bf16, DType::bf16, {257, 1031, 517}, {{"b", "col"}}}, testing::wgmma_config(128, 176, 4, 2, 2, 1)},
+      {{"matmul", DType::bf16, DType::f32, {2, 1000, 1000, 1000}, {{"b", "col"}, {"act", "gelu"}, {"bias", "1"}, {"residual", "1"}}},
+       testing::wgmma_config(128, 176, 4, 2, 2, 1)},
+      {{"matmul", DType::f16, DType::f32, {300, 2000, 264}, {{"b", "col"}}}, testing::wgmma_config(128, 224, 4, 2, 2, 1)},
+      {{"matmul", DType::bf16, DType::bf16, {1000, 5000, 520}, {{"b", "col"}, {"bias", "1"}}},
+       testing::wgmma_config(128, 224, 4, 2, 2, 1, 8, 2)},
+      {{"matmul", DType::bf16, DType::bf16, {257, 1031, 517}, {{"a", "col"}, {"b", "col"}}}, testing::wgmma_config(192, 176, 3, 3, 1, 1)},
+      {{"matmul", DType::f16, DType::f16, {300, 1000, 517}, {{"b", "col"}}}, testing::wgmma_config(64, 176, 6, 1, 1, 1, 1)},
       // fp32 in, as tf32: row-major B and column-major A transposed first, unaligned rows
       // padded, a cluster sharing operands, split K (workspace and cluster), swap_ab.
       {matmul(DType::f32, DType::f32, 1000, 1000, 1000), testing::tf32_config(128, 256, 4, 2, 2, 1)},
