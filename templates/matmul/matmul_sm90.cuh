@@ -456,7 +456,6 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
                 "BN is 16, 32, 176, 224, or a multiple of 64 up to 256");
   static_assert(BN % 64 == 0 || B_COLUMNS,
                 "BN off a multiple of 64 reads B K-major (MN-major blocks are 64 wide)");
-
   static_assert(CLUSTER_K == 1 || MULTICAST == 1, "K slices in a cluster share no operand");
   static_assert(CLUSTER <= 8, "portable clusters: at most 8 CTAs");
   static_assert(WG_M % 64 == 0 && MT * BN <= 256, "accumulators must fit the registers");
