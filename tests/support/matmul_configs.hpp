@@ -5,6 +5,14 @@
 
 namespace tilesmith::testing {
 
+// x @ W^T: a matmul of `shape` ({M, N, K} or {batch, M, N, K}) with B column-major, the layout
+// of the decode and gemv templates.
+inline Problem x_times_w_t(std::vector<std::int64_t> shape, DType in = DType::bf16,
+                           DType out = DType::bf16, ProblemOptions options = {}) {
+  options["b"] = "col";
+  return Problem{"matmul", in, out, std::move(shape), std::move(options)};
+}
+
 // A config of the mma.sync template (variant 0).
 inline Config tile_config(int block_m, int block_n, int block_k, int warps_m, int warps_n,
                           int stages, int group_m = 8) {

@@ -1455,31 +1455,27 @@ namespace {
 TEST(MatmulDecodeTest, IsForFewRowsTimesAColumnMajorWeight) {
   const DeviceTarget ampere = DeviceTarget::assumed_for_arch("sm_80");
   const Config config = testing::decode_config(32, 8, 2);
-  auto col = [](std::vector<std::int64_t> shape, DType in = DType::bf16,
-                ProblemOptions options = {}) {
-    options["b"] = "col";
-    return Problem{"matmul", in, DType::bf16, shape, options};
-  };
-  EXPECT_EQ(matmul().reject(config, col({16, 4096, 4096}), ampere), std::nullopt);
-  EXPECT_EQ(matmul().reject(config, col({3, 32, 4096, 4096}, DType::f16), ampere), std::nullopt);
-  EXPECT_EQ(matmul().reject(testing::decode_config(8, 4, 1), col({1, 1, 8}), ampere), std::nullopt);
+  using testing::x_times_w_t;
+  EXPECT_EQ(matmul().reject(config, x_times_w_t({16, 4096, 4096}), ampere), std::nullopt);
+  EXPECT_EQ(matmul().reject(config, x_times_w_t({3, 32, 4096, 4096}, DType::f16), ampere), std::nullopt);
+  EXPECT_EQ(matmul().reject(testing::decode_config(8, 4, 1), x_times_w_t({1, 1, 8}), ampere), std::nullopt);
   // Row-major B, column-major A, more than 32 rows, fp32 (tf32) and K off 8 are the others'.
   EXPECT_TRUE(matmul().reject(config, matmul_problem(16, 4096, 4096), ampere));
-  EXPECT_TRUE(matmul().reject(config, col({16, 4096, 4096}, DType::bf16, {{"a", "col"}}), ampere));
-  EXPECT_TRUE(matmul().reject(config, col({33, 4096, 4096}), ampere));
-  EXPECT_TRUE(matmul().reject(config, col({16, 4096, 4096}, DType::f32), ampere));
-  EXPECT_TRUE(matmul().reject(config, col({16, 4096, 4100}), ampere));
-  EXPECT_TRUE(matmul().reject(config, col({16, 4096, 4096}, DType::bf16, {{"aligned", "0"}}), ampere));
+  EXPECT_TRUE(matmul().reject(config, x_times_w_t({16, 4096, 4096}, DType::bf16, DType::bf16, {{"a", "col"}}), ampere));
+  EXPECT_TRUE(matmul().reject(config, x_times_w_t({33, 4096, 4096}), ampere));
+  EXPECT_TRUE(matmul().reject(config, x_times_w_t({16, 4096, 4096}, DType::f32), ampere));
+  EXPECT_TRUE(matmul().reject(config, x_times_w_t({16, 4096, 4100}), ampere));
+  EXPECT_TRUE(matmul().reject(config, x_times_w_t({16, 4096, 4096}, DType::bf16, DType::bf16, {{"aligned", "0"}}), ampere));
   // Column blocks wider than twice N, buffers past the register file, split K where the
   // blocks fill the SMs or the slices' warps would find no chunk.
-  EXPECT_TRUE(matmul().reject(testing::decode_config(64, 4, 1), col({16, 32, 4096}), ampere));
-  EXPECT_TRUE(matmul().reject(testing::decode_config(64, 16, 4), col({16, 4096, 4096}), ampere));
-  EXPECT_TRUE(matmul().reject(testing::decode_config(16, 8, 2, 2), col({16, 14336, 4096}), ampere));
-  EXPECT_EQ(matmul().reject(testing::decode_config(64, 8, 1, 2), col({16, 4096, 4096}), ampere),
+  EXPECT_TRUE(matmul().reject(testing::decode_config(64, 4, 1), x_times_w_t({16, 32, 4096}), ampere));
+  EXPECT_TRUE(matmul().reject(testing::decode_config(64, 16, 4), x_times_w_t({16, 4096, 4096}), ampere));
+  EXPECT_TRUE(matmul().reject(testing::decode_config(16, 8, 2, 2), x_times_w_t({16, 14336, 4096}), ampere));
+  EXPECT_EQ(matmul().reject(testing::decode_config(64, 8, 1, 2), x_times_w_t({16, 4096, 4096}), ampere),
             std::nullopt);  // 64 blocks
-  EXPECT_TRUE(matmul().reject(testing::decode_config(64, 8, 1, 8), col({16, 4096, 1024}), ampere));
+  EXPECT_TRUE(matmul().reject(testing::decode_config(64, 8, 1, 8), x_times_w_t({16, 4096, 1024}), ampere));
 
-  const Problem problem = col({2, 5, 1000, 1032}, DType::f16, {{"act", "gelu"}, {"bias", "1"}});
+  const Problem problem = x_times_w_t({2, 5, 1000, 1032}, DType::f16, DType::bf16, {{"act", "gelu"}, {"bias", "1"}});
   const std::vector<std::string> kernels = matmul().kernel_expressions(config, problem);
   ASSERT_EQ(kernels.size(), 1u);
   EXPECT_EQ(kernels[0], "tilesmith::matmul_decode<8,32,8,2,0,1,6>");  // 5 rows in 8; gelu + bias
@@ -1505,12 +1501,12 @@ TEST(MatmulDecodeTest, IsForFewRowsTimesAColumnMajorWeight) {
   // The default: decode shapes on every GPU, but on Hopper only up to 64 MB of weights (past
   // them swap_ab's TMA ring streams faster) and 16 rows; K split where the columns are few.
   const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
-  EXPECT_EQ(matmul().default_config(col({16, 4096, 4096}), hopper).at("variant"), 2);
-  EXPECT_EQ(matmul().default_config(col({3, 14336, 4096}), hopper).at("variant"), 1);
-  EXPECT_EQ(matmul().default_config(col({32, 4096, 4096}), hopper).at("variant"), 1);
-  EXPECT_EQ(matmul().default_config(col({32, 14336, 4096}), ampere).at("variant"), 2);
-  EXPECT_EQ(matmul().default_config(col({16, 4096, 4096}), ampere).at("split_k"), 1);  // 256 blocks
-  const Config narrow = matmul().default_config(col({3, 512, 4096}), ampere);
+  EXPECT_EQ(matmul().default_config(x_times_w_t({16, 4096, 4096}), hopper).at("variant"), 2);
+  EXPECT_EQ(matmul().default_config(x_times_w_t({3, 14336, 4096}), hopper).at("variant"), 1);
+  EXPECT_EQ(matmul().default_config(x_times_w_t({32, 4096, 4096}), hopper).at("variant"), 1);
+  EXPECT_EQ(matmul().default_config(x_times_w_t({32, 14336, 4096}), ampere).at("variant"), 2);
+  EXPECT_EQ(matmul().default_config(x_times_w_t({16, 4096, 4096}), ampere).at("split_k"), 1);  // 256 blocks
+  const Config narrow = matmul().default_config(x_times_w_t({3, 512, 4096}), ampere);
   EXPECT_EQ(narrow.at("variant"), 2);
   EXPECT_EQ(narrow.at("split_k"), 4);  // 32 column blocks x 4 slices: at most 2 CTAs an SM of 108
   EXPECT_EQ(matmul().default_config(matmul_problem(16, 4096, 4096), ampere).at("variant"), 0);
@@ -1542,28 +1538,24 @@ TEST(MatmulDecodeTest, IsForFewRowsTimesAColumnMajorWeight) {
 TEST(MatmulGemvTest, IsForAFewRowsTimesAColumnMajorWeight) {
   const DeviceTarget ampere = DeviceTarget::assumed_for_arch("sm_80");
   const Config config = testing::gemv_config(2, 8, 2);
-  auto col = [](std::vector<std::int64_t> shape, DType in = DType::bf16,
-                ProblemOptions options = {}) {
-    options["b"] = "col";
-    return Problem{"matmul", in, DType::bf16, shape, options};
-  };
-  EXPECT_EQ(matmul().reject(config, col({1, 4096, 4096}), ampere), std::nullopt);
-  EXPECT_EQ(matmul().reject(config, col({3, 4, 1000, 4096}, DType::f16), ampere), std::nullopt);
-  EXPECT_EQ(matmul().reject(testing::gemv_config(1, 2, 1), col({1, 1, 8}), ampere), std::nullopt);
+  using testing::x_times_w_t;
+  EXPECT_EQ(matmul().reject(config, x_times_w_t({1, 4096, 4096}), ampere), std::nullopt);
+  EXPECT_EQ(matmul().reject(config, x_times_w_t({3, 4, 1000, 4096}, DType::f16), ampere), std::nullopt);
+  EXPECT_EQ(matmul().reject(testing::gemv_config(1, 2, 1), x_times_w_t({1, 1, 8}), ampere), std::nullopt);
   // Row-major B, column-major A, more than 4 rows, fp32 (tf32) and K off 8 are the others'.
   EXPECT_TRUE(matmul().reject(config, matmul_problem(1, 4096, 4096), ampere));
-  EXPECT_TRUE(matmul().reject(config, col({1, 4096, 4096}, DType::bf16, {{"a", "col"}}), ampere));
-  EXPECT_TRUE(matmul().reject(config, col({5, 4096, 4096}), ampere));
-  EXPECT_TRUE(matmul().reject(config, col({1, 4096, 4096}, DType::f32), ampere));
-  EXPECT_TRUE(matmul().reject(config, col({1, 4096, 4100}), ampere));
+  EXPECT_TRUE(matmul().reject(config, x_times_w_t({1, 4096, 4096}, DType::bf16, DType::bf16, {{"a", "col"}}), ampere));
+  EXPECT_TRUE(matmul().reject(config, x_times_w_t({5, 4096, 4096}), ampere));
+  EXPECT_TRUE(matmul().reject(config, x_times_w_t({1, 4096, 4096}, DType::f32), ampere));
+  EXPECT_TRUE(matmul().reject(config, x_times_w_t({1, 4096, 4100}), ampere));
   // Rows past twice N, threads with no chunk of K, more batches than grid z holds.
-  EXPECT_TRUE(matmul().reject(testing::gemv_config(2, 2, 1), col({1, 1, 4096}), ampere));
-  EXPECT_TRUE(matmul().reject(testing::gemv_config(1, 8, 1), col({1, 4096, 1024}), ampere));
-  EXPECT_EQ(matmul().reject(testing::gemv_config(1, 4, 1), col({1, 4096, 1024}), ampere),
+  EXPECT_TRUE(matmul().reject(testing::gemv_config(2, 2, 1), x_times_w_t({1, 1, 4096}), ampere));
+  EXPECT_TRUE(matmul().reject(testing::gemv_config(1, 8, 1), x_times_w_t({1, 4096, 1024}), ampere));
+  EXPECT_EQ(matmul().reject(testing::gemv_config(1, 4, 1), x_times_w_t({1, 4096, 1024}), ampere),
             std::nullopt);  // 64 of 128 threads hold chunks
-  EXPECT_TRUE(matmul().reject(config, col({70000, 1, 64, 4096}), ampere));
+  EXPECT_TRUE(matmul().reject(config, x_times_w_t({70000, 1, 64, 4096}), ampere));
 
-  const Problem problem = col({2, 3, 1000, 1032}, DType::f16, {{"act", "gelu"}, {"bias", "1"}});
+  const Problem problem = x_times_w_t({2, 3, 1000, 1032}, DType::f16, DType::bf16, {{"act", "gelu"}, {"bias", "1"}});
   const std::vector<std::string> kernels = matmul().kernel_expressions(config, problem);
   ASSERT_EQ(kernels.size(), 1u);
   EXPECT_EQ(kernels[0], "tilesmith::matmul_gemv<4,2,256,2,0,1,6>");  // 3 rows in 4; gelu + bias
@@ -1585,13 +1577,13 @@ TEST(MatmulGemvTest, IsForAFewRowsTimesAColumnMajorWeight) {
   // The default for one or two rows, on every GPU and weight size, where the weight's rows
   // give two CTAs an SM: 16 warps for one row, 4 for two, fewer where K is short.
   const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
-  const Config one = matmul().default_config(col({1, 14336, 4096}), hopper);
+  const Config one = matmul().default_config(x_times_w_t({1, 14336, 4096}), hopper);
   EXPECT_EQ(one.text(), "block_n=2,unroll=1,variant=3,warps=16");
-  EXPECT_EQ(matmul().default_config(col({2, 4096, 4096}), ampere).text(),
+  EXPECT_EQ(matmul().default_config(x_times_w_t({2, 4096, 4096}), ampere).text(),
             "block_n=2,unroll=2,variant=3,warps=4");
-  EXPECT_EQ(matmul().default_config(col({1, 4096, 1024}), hopper).at("warps"), 4);
-  EXPECT_EQ(matmul().default_config(col({1, 64, 4096}), hopper).at("variant"), 2);  // 32 CTAs
-  EXPECT_EQ(matmul().default_config(col({4, 4096, 4096}), hopper).at("variant"), 2);
+  EXPECT_EQ(matmul().default_config(x_times_w_t({1, 4096, 1024}), hopper).at("warps"), 4);
+  EXPECT_EQ(matmul().default_config(x_times_w_t({1, 64, 4096}), hopper).at("variant"), 2);  // 32 CTAs
+  EXPECT_EQ(matmul().default_config(x_times_w_t({4, 4096, 4096}), hopper).at("variant"), 2);
   EXPECT_EQ(matmul().default_config(matmul_problem(1, 4096, 4096), hopper).at("variant"), 1);
 }
 

@@ -31,6 +31,26 @@ class GpuMatmul : public ::testing::Test {
     driver::make_current(0);
     device_ = driver::describe_device(0);
   }
+  // Each config of `problem` rendered, compiled, loaded and verified on the inputs of every
+  // seed (two: a stale workspace must not leak into C); fatal where the space refuses one.
+  void verify_configs(const Problem& problem, const std::vector<Config>& configs,
+                      std::initializer_list<std::uint64_t> seeds) {
+    tuner::Workbench bench(family_, problem, device_);
+    for (const Config& config : configs) {
+      ASSERT_EQ(family_.reject(config, problem, device_), std::nullopt)
+          << problem.key() << " " << config.text();
+      RenderedSource source = render(family_, config, problem);
+      driver::ReadyKernel ready = driver::load_kernel(compile(source, device_.arch()),
+                                                      bench.plan(config), source.describe());
+      for (std::uint64_t seed : seeds) {
+        bench.refresh_inputs(seed);
+        tuner::Verification result = bench.verify(ready, config);
+        EXPECT_TRUE(result.passed) << problem.key() << " [" << config.text() << "]: " << result.detail;
+        EXPECT_EQ(result.nonfinite, 0u) << problem.key() << " [" << config.text() << "]";
+      }
+    }
+  }
+
   const Family& family_ = find_family("matmul");
   DeviceTarget device_;
 };
@@ -268,20 +288,7 @@ TEST_F(GpuMatmul, WgmmaSplitKAndPaddedPlansMatchTheReference) {
       {{"matmul", DType::f32, DType::f16, {7, 33, 65}, {{"a", "col"}, {"b", "col"}, {"residual", "1"}}},
        testing::tf32_config(64, 64, 4, 1, 1, 1, 1)},
   };
-  for (const Case& c : cases) {
-    ASSERT_EQ(family_.reject(c.config, c.problem, device_), std::nullopt)
-        << c.problem.key() << " " << c.config.text();
-    tuner::Workbench bench(family_, c.problem, device_);
-    RenderedSource source = render(family_, c.config, c.problem);
-    driver::ReadyKernel ready =
-        driver::load_kernel(compile(source, device_.arch()), bench.plan(c.config), source.describe());
-    for (std::uint64_t seed : {11, 12}) {  // twice: a stale workspace must not leak into C
-      bench.refresh_inputs(seed);
-      tuner::Verification result = bench.verify(ready, c.config);
-      EXPECT_TRUE(result.passed) << c.problem.key() << " [" << c.config.text() << "]: " << result.detail;
-      EXPECT_EQ(result.nonfinite, 0u);
-    }
-  }
+  for (const Case& c : cases) ASSERT_NO_FATAL_FAILURE(verify_configs(c.problem, {c.config}, {11, 12}));
 }
 
 // The untuned default is what every shape nobody tuned runs. Over the shapes a user could bring
@@ -401,28 +408,24 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
 // fused epilogue. Each twice: a stale split-K workspace must not leak into C. Odd N with K a
 // multiple of 8 is an aligned problem (x @ W^T): the other templates run these shapes too.
 TEST_F(GpuMatmul, DecodeKernelMatchesTheReference) {
-  auto col = [](DType in, DType out, std::vector<std::int64_t> shape,
-                ProblemOptions options = {}) {
-    options["b"] = "col";
-    return Problem{"matmul", in, out, shape, options};
-  };
   using testing::decode_config;
+  using testing::x_times_w_t;
   struct Case {
     Problem problem;
     std::vector<Config> configs;
   };
   const std::vector<Case> cases = {
-      {col(DType::bf16, DType::bf16, {1, 4096, 4096}),
+      {x_times_w_t({1, 4096, 4096}, DType::bf16, DType::bf16),
        {decode_config(32, 8, 2), decode_config(8, 16, 1), decode_config(64, 4, 1)}},
-      {col(DType::f16, DType::f32, {16, 1000, 1032}),
+      {x_times_w_t({16, 1000, 1032}, DType::f16, DType::f32),
        {decode_config(16, 8, 2), decode_config(32, 4, 2, 2), decode_config(8, 4, 1, 4)}},
-      {col(DType::bf16, DType::bf16, {17, 100, 264}, {{"act", "gelu"}, {"bias", "1"}, {"residual", "1"}}),
+      {x_times_w_t({17, 100, 264}, DType::bf16, DType::bf16, {{"act", "gelu"}, {"bias", "1"}, {"residual", "1"}}),
        {decode_config(16, 4, 1), decode_config(8, 4, 2, 2), testing::tile_config(64, 64, 32, 2, 2, 3)}},
-      {col(DType::bf16, DType::f16, {32, 7, 40}), {decode_config(8, 4, 1), decode_config(8, 4, 2)}},
-      {col(DType::f16, DType::bf16, {3, 5, 33, 264}, {{"act", "silu"}, {"residual", "1"}}),
+      {x_times_w_t({32, 7, 40}, DType::bf16, DType::f16), {decode_config(8, 4, 1), decode_config(8, 4, 2)}},
+      {x_times_w_t({3, 5, 33, 264}, DType::f16, DType::bf16, {{"act", "silu"}, {"residual", "1"}}),
        {decode_config(16, 4, 1), decode_config(8, 4, 1, 2), testing::tile_config(64, 64, 32, 2, 2, 3)}},
-      {col(DType::bf16, DType::f32, {1, 1, 8}), {decode_config(8, 4, 1)}},
-      {col(DType::bf16, DType::bf16, {8, 4096, 14336}, {{"act", "relu"}}), {decode_config(16, 8, 2)}},
+      {x_times_w_t({1, 1, 8}, DType::bf16, DType::f32), {decode_config(8, 4, 1)}},
+      {x_times_w_t({8, 4096, 14336}, DType::bf16, DType::bf16, {{"act", "relu"}}), {decode_config(16, 8, 2)}},
   };
   // Odd output widths with aligned K (N = 100, 33, 7, 1) run on every template: the wgmma
   // template's swap_ab and plain tiles too where this is Hopper.
@@ -432,21 +435,8 @@ TEST_F(GpuMatmul, DecodeKernelMatchesTheReference) {
     if (hopper && c.problem.shape[c.problem.shape.size() - 3] <= 16 && c.problem.shape.back() >= 64)
       c.configs.push_back(testing::wgmma_config(64, 16, 4, 1, 1, 1, 1, 1, 0, 1));
     if (hopper && c.problem.shape.back() >= 64) c.configs.push_back(testing::wgmma_config(128, 64, 4, 2, 1, 1));
-    tuner::Workbench bench(family_, c.problem, device_);
-    for (const Config& config : c.configs) {
-      ASSERT_EQ(family_.reject(config, c.problem, device_), std::nullopt)
-          << c.problem.key() << " " << config.text();
-      RenderedSource source = render(family_, config, c.problem);
-      driver::ReadyKernel ready = driver::load_kernel(compile(source, device_.arch()),
-                                                      bench.plan(config), source.describe());
-      for (std::uint64_t seed : {31, 32}) {
-        bench.refresh_inputs(seed);
-        tuner::Verification result = bench.verify(ready, config);
-        EXPECT_TRUE(result.passed) << c.problem.key() << " [" << config.text() << "]: " << result.detail;
-        EXPECT_EQ(result.nonfinite, 0u) << c.problem.key() << " [" << config.text() << "]";
-      }
-      ++checked;
-    }
+    ASSERT_NO_FATAL_FAILURE(verify_configs(c.problem, c.configs, {31, 32}));
+    checked += static_cast<int>(c.configs.size());
   }
   EXPECT_EQ(checked, hopper ? 25 : 16);
 }
@@ -456,45 +446,28 @@ TEST_F(GpuMatmul, DecodeKernelMatchesTheReference) {
 // chunks (K = 40 and 264: threads with no chunk), batches, every output type and the fused
 // epilogue.
 TEST_F(GpuMatmul, GemvKernelMatchesTheReference) {
-  auto col = [](DType in, DType out, std::vector<std::int64_t> shape,
-                ProblemOptions options = {}) {
-    options["b"] = "col";
-    return Problem{"matmul", in, out, shape, options};
-  };
   using testing::gemv_config;
+  using testing::x_times_w_t;
   struct Case {
     Problem problem;
     std::vector<Config> configs;
   };
   const std::vector<Case> cases = {
-      {col(DType::bf16, DType::bf16, {1, 4096, 4096}),
+      {x_times_w_t({1, 4096, 4096}, DType::bf16, DType::bf16),
        {gemv_config(1, 8, 1), gemv_config(2, 4, 2), gemv_config(1, 16, 2)}},
-      {col(DType::f16, DType::f32, {3, 1001, 1032}), {gemv_config(2, 8, 1), gemv_config(1, 2, 2)}},
-      {col(DType::bf16, DType::bf16, {4, 100, 264}, {{"act", "gelu"}, {"bias", "1"}, {"residual", "1"}}),
+      {x_times_w_t({3, 1001, 1032}, DType::f16, DType::f32), {gemv_config(2, 8, 1), gemv_config(1, 2, 2)}},
+      {x_times_w_t({4, 100, 264}, DType::bf16, DType::bf16, {{"act", "gelu"}, {"bias", "1"}, {"residual", "1"}}),
        {gemv_config(1, 2, 1), gemv_config(2, 2, 2)}},
-      {col(DType::bf16, DType::f16, {2, 7, 40}), {gemv_config(1, 2, 1), gemv_config(2, 2, 2)}},
-      {col(DType::f16, DType::bf16, {3, 1, 33, 264}, {{"act", "silu"}, {"residual", "1"}}),
+      {x_times_w_t({2, 7, 40}, DType::bf16, DType::f16), {gemv_config(1, 2, 1), gemv_config(2, 2, 2)}},
+      {x_times_w_t({3, 1, 33, 264}, DType::f16, DType::bf16, {{"act", "silu"}, {"residual", "1"}}),
        {gemv_config(1, 2, 1), gemv_config(2, 2, 1)}},
-      {col(DType::bf16, DType::f32, {1, 1, 8}), {gemv_config(1, 2, 1)}},
-      {col(DType::bf16, DType::bf16, {1, 4096, 14336}, {{"act", "relu"}}), {gemv_config(1, 8, 2)}},
+      {x_times_w_t({1, 1, 8}, DType::bf16, DType::f32), {gemv_config(1, 2, 1)}},
+      {x_times_w_t({1, 4096, 14336}, DType::bf16, DType::bf16, {{"act", "relu"}}), {gemv_config(1, 8, 2)}},
   };
   int checked = 0;
   for (const Case& c : cases) {
-    tuner::Workbench bench(family_, c.problem, device_);
-    for (const Config& config : c.configs) {
-      ASSERT_EQ(family_.reject(config, c.problem, device_), std::nullopt)
-          << c.problem.key() << " " << config.text();
-      RenderedSource source = render(family_, config, c.problem);
-      driver::ReadyKernel ready = driver::load_kernel(compile(source, device_.arch()),
-                                                      bench.plan(config), source.describe());
-      for (std::uint64_t seed : {41, 42}) {
-        bench.refresh_inputs(seed);
-        tuner::Verification result = bench.verify(ready, config);
-        EXPECT_TRUE(result.passed) << c.problem.key() << " [" << config.text() << "]: " << result.detail;
-        EXPECT_EQ(result.nonfinite, 0u) << c.problem.key() << " [" << config.text() << "]";
-      }
-      ++checked;
-    }
+    ASSERT_NO_FATAL_FAILURE(verify_configs(c.problem, c.configs, {41, 42}));
+    checked += static_cast<int>(c.configs.size());
   }
   EXPECT_EQ(checked, 13);
 }
