@@ -5,31 +5,60 @@
 
 namespace tilesmith {
 
-std::vector<Config> enumerate_space(const std::vector<ParamSpec>& space, const Config& only) {
+namespace {
+
+// Each parameter's values that `only` leaves (all, or the one it names); nothing where `only`
+// names a parameter the space lacks.
+std::optional<std::vector<std::vector<int>>> choices_of(const std::vector<ParamSpec>& space,
+                                                        const Config& only) {
   for (const auto& [name, value] : only.values)
     if (name != "variant" && std::none_of(space.begin(), space.end(),
                                           [&](const ParamSpec& p) { return p.name == name; }))
-      return {};
-  std::vector<Config> configs(1);
+      return std::nullopt;
+  std::vector<std::vector<int>> choices;
   for (const ParamSpec& param : space) {
     const auto wanted = only.values.find(param.name);
-    std::vector<Config> extended;
-    extended.reserve(configs.size() * param.values.size());
-    for (const Config& partial : configs)
-      for (int value : param.values) {
-        if (wanted != only.values.end() && wanted->second != value) continue;
-        Config config = partial;
-        config.values[param.name] = value;
-        extended.push_back(std::move(config));
-      }
-    configs = std::move(extended);
+    std::vector<int> values;
+    for (int value : param.values)
+      if (wanted == only.values.end() || wanted->second == value) values.push_back(value);
+    choices.push_back(std::move(values));
   }
-  return configs;
+  return choices;
 }
 
-std::size_t space_size(const std::vector<ParamSpec>& space) {
+}  // namespace
+
+std::vector<Config> enumerate_space(const std::vector<ParamSpec>& space, const Config& only,
+                                    const Admits& admits) {
+  const auto choices = choices_of(space, only);
+  if (!choices || std::any_of(choices->begin(), choices->end(),
+                              [](const std::vector<int>& values) { return values.empty(); }))
+    return {};
+  // An odometer over the choices, the last parameter turning fastest: one config is built and
+  // updated in place, and only the admitted ones are kept.
+  Config config;
+  for (std::size_t i = 0; i < space.size(); ++i) config.values[space[i].name] = (*choices)[i][0];
+  std::vector<std::size_t> at(space.size(), 0);
+  std::vector<Config> configs;
+  for (;;) {
+    if (!admits || admits(config)) configs.push_back(config);
+    std::size_t i = space.size();
+    for (;;) {
+      if (i == 0) return configs;
+      --i;
+      const std::vector<int>& values = (*choices)[i];
+      at[i] = at[i] + 1 == values.size() ? 0 : at[i] + 1;
+      config.values.find(space[i].name)->second = values[at[i]];
+      if (at[i] != 0) break;
+    }
+  }
+}
+
+std::size_t space_size(const std::vector<ParamSpec>& space, const Config& only) {
+  const auto choices = choices_of(space, only);
+  if (!choices) return 0;
   std::size_t size = 1;
-  for (const ParamSpec& param : space) size *= param.values.size();
+  for (const std::vector<int>& values : *choices) size *= values.size();
   return size;
 }
 
@@ -58,12 +87,15 @@ std::vector<ParamSpec> VariantSpaces::merged() const {
   return params;
 }
 
-std::vector<Config> VariantSpaces::enumerate(const Config& only) const {
+std::vector<Config> VariantSpaces::enumerate(
+    const Config& only, const std::function<bool(int variant, const Config&)>& admits) const {
   std::vector<Config> configs;
   const auto variant = only.values.find("variant");
   for (std::size_t v = 0; v < spaces.size(); ++v) {
     if (variant != only.values.end() && variant->second != static_cast<int>(v)) continue;
-    for (Config config : enumerate_space(spaces[v], only)) {
+    Admits admitted;
+    if (admits) admitted = [&](const Config& config) { return admits(static_cast<int>(v), config); };
+    for (Config config : enumerate_space(spaces[v], only, admitted)) {
       config.values["variant"] = static_cast<int>(v);
       configs.push_back(std::move(config));
     }
@@ -71,9 +103,12 @@ std::vector<Config> VariantSpaces::enumerate(const Config& only) const {
   return configs;
 }
 
-std::size_t VariantSpaces::size() const {
+std::size_t VariantSpaces::size(const Config& only) const {
   std::size_t size = 0;
-  for (const std::vector<ParamSpec>& space : spaces) size += space_size(space);
+  const auto variant = only.values.find("variant");
+  for (std::size_t v = 0; v < spaces.size(); ++v)
+    if (variant == only.values.end() || variant->second == static_cast<int>(v))
+      size += space_size(spaces[v], only);
   return size;
 }
 
@@ -120,7 +155,7 @@ void validate_options(const std::string& op, const OptionTable& table, const Pro
 }
 
 std::vector<Config> Family::enumerate(const Config& only) const { return enumerate_space(space(), only); }
-std::size_t Family::space_size() const { return tilesmith::space_size(space()); }
+std::size_t Family::space_size(const Config& only) const { return tilesmith::space_size(space(), only); }
 
 Problem Family::problem_for_call(Problem problem, const CallScalars&) const { return problem; }
 

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <optional>
 #include <span>
@@ -23,11 +24,17 @@ struct ParamSpec {
   std::vector<int> values;
 };
 
-// The cartesian product of a space's value lists, in a fixed order; with `only`, just the
-// configs that take its values (a parameter it names that the space lacks leaves nothing).
-std::vector<Config> enumerate_space(const std::vector<ParamSpec>& space, const Config& only = {});
-// How many configs enumerate_space(space) lists, without listing them.
-std::size_t space_size(const std::vector<ParamSpec>& space);
+// Whether a point of a product is worth listing: false for a combination of parameters that no
+// problem and no device could run, so a large product is pruned as it is walked, never held whole.
+using Admits = std::function<bool(const Config&)>;
+
+// The cartesian product of a space's value lists, in a fixed order (the last parameter varies
+// fastest); with `only`, just the configs that take its values (a parameter it names that the
+// space lacks leaves nothing); with `admits`, just the configs it admits.
+std::vector<Config> enumerate_space(const std::vector<ParamSpec>& space, const Config& only = {},
+                                    const Admits& admits = {});
+// How many configs of the product take `only`'s values (admitted or not), without listing them.
+std::size_t space_size(const std::vector<ParamSpec>& space, const Config& only = {});
 // Why `config` is not a point of `space` (a parameter missing or unknown); nothing when it is.
 std::optional<std::string> check_parameters(const std::vector<ParamSpec>& space, const Config& config);
 
@@ -40,9 +47,12 @@ struct VariantSpaces {
   // `variant` with every variant, then every parameter of any variant with all its values (for
   // help texts and --config checks).
   std::vector<ParamSpec> merged() const;
-  // Each variant's product, variant 0's first; with `only`, just the configs that take its values.
-  std::vector<Config> enumerate(const Config& only = {}) const;
-  std::size_t size() const;
+  // Each variant's product, variant 0's first; with `only`, just the configs that take its
+  // values; with `admits`, just those it admits (asked with the variant's index).
+  std::vector<Config> enumerate(const Config& only = {},
+                                const std::function<bool(int variant, const Config&)>& admits = {}) const;
+  // How many configs of the products take `only`'s values (admitted or not).
+  std::size_t size(const Config& only = {}) const;
   // Why `config` is not a config of its variant (no or an unknown variant, a parameter missing
   // or foreign to it); nothing when it is.
   std::optional<std::string> check(const Config& config) const;
@@ -230,11 +240,15 @@ class Family {
                                             const DeviceTarget& device) const = 0;
   // Every config of the space. Default: the product of space()'s value lists. A family whose
   // variants take different parameters (one template on mma.sync, one on wgmma) lists the
-  // union of their products instead. With `only`, just the configs that take its values (a
+  // union of their products instead, and may leave out the combinations no problem could run
+  // (pruned as the product is walked). With `only`, just the configs that take its values (a
   // sweep's --only), without building the rest.
   virtual std::vector<Config> enumerate(const Config& only) const;
   std::vector<Config> enumerate() const { return enumerate(Config{}); }
-  virtual std::size_t space_size() const;
+  // The size of the product (or products) that enumerate walks, left-out combinations
+  // included; with `only`, of the part that takes its values. Counted, not listed.
+  virtual std::size_t space_size(const Config& only) const;
+  std::size_t space_size() const { return space_size(Config{}); }
   // A config that is valid for any problem the family accepts on this device.
   virtual Config default_config(const Problem& problem, const DeviceTarget& device) const = 0;
   // Whether `borrowed`, tuned for another shape, should run `problem` rather than

@@ -199,7 +199,7 @@ SweepReport run_sweep(const Family& family, const Problem& problem, cache::Datab
   }
   std::vector<Config> slice = family.enumerate(options.only);
   report.space_size = static_cast<int>(family.space_size());
-  report.outside_only = report.space_size - static_cast<int>(slice.size());
+  report.outside_only = report.space_size - static_cast<int>(family.space_size(options.only));
   std::vector<Config> valid;  // after --only and the constraints
   for (Config& config : slice)
     if (!family.reject(config, problem, device)) valid.push_back(std::move(config));

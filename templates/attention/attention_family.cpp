@@ -137,7 +137,8 @@ class AttentionFamily final : public Family {
   std::vector<ParamSpec> space() const override { return variants().merged(); }
   using Family::enumerate;
   std::vector<Config> enumerate(const Config& only) const override { return variants().enumerate(only); }
-  std::size_t space_size() const override { return variants().size(); }
+  using Family::space_size;
+  std::size_t space_size(const Config& only) const override { return variants().size(only); }
 
   std::optional<std::string> reject(const Config& config, const Problem& problem,
                                     const DeviceTarget& device) const override {

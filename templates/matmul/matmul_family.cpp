@@ -175,6 +175,9 @@ struct MatmulStrides {
 };
 
 constexpr int kMmaSync = 0, kWgmma = 1, kDecode = 2, kGemv = 3;
+// Accumulator registers a ping-pong warpgroup may hold per thread (its whole tile): 232 after
+// setmaxnreg, less the ~40 its descriptors, loop and epilogue need.
+constexpr int kPingpongAccumulators = 192;
 
 // The parameters of each variant, with the values the tuner tries. Configs of one variant carry
 // exactly its parameters plus `variant`, so each config has one canonical text.
@@ -223,7 +226,8 @@ std::vector<ParamSpec> variant_space(int variant) {
           {"split_cluster", {0, 1}},
           {"swap_ab", {0, 1}},
           {"slice_major", {0, 1}},
-          {"l2_promotion", {0, 256}}};
+          {"l2_promotion", {0, 256}},
+          {"pingpong", {0, 1}}};
 }
 
 VariantSpaces variants() {
@@ -275,7 +279,7 @@ struct GemvConfig {
 // The sm_90a template's tile, stage ring, warpgroups and cluster (matmul_sm90.cuh's launch_info).
 struct WgmmaConfig {
   int block_m, block_n, block_k, stages, consumers, cluster_m, cluster_n, group_m, split_k,
-      split_cluster, swap_ab, slice_major, l2_promotion;
+      split_cluster, swap_ab, slice_major, l2_promotion, pingpong;
   explicit WgmmaConfig(const Config& config)
       : block_m(config.at("block_m")),
         block_n(config.at("block_n")),
@@ -289,12 +293,15 @@ struct WgmmaConfig {
         split_cluster(config.at("split_cluster")),
         swap_ab(config.at("swap_ab")),
         slice_major(config.at("slice_major")),
-        l2_promotion(config.at("l2_promotion")) {}
+        l2_promotion(config.at("l2_promotion")),
+        pingpong(config.at("pingpong")) {}
   int cluster_k() const { return split_cluster ? split_k : 1; }  // K slices in one cluster
   int cluster() const { return cluster_m * cluster_n * cluster_k(); }
   // K slices summed through the workspace (a second launch).
   int workspace_splits() const { return split_cluster ? 1 : split_k; }
   int threads() const { return (consumers + 1) * 128; }
+  // Consumer warpgroups sharing a tile's rows: all of them, or with pingpong one (whole tiles).
+  int rows_sharing() const { return pingpong ? 1 : consumers; }
   // C leaves through the exchange buffer (TileExchange) instead of the TMA staging slots.
   bool exchange() const { return swap_ab || cluster_k() > 1; }
   int exchange_bytes() const {
@@ -358,8 +365,15 @@ class MatmulFamily final : public Family {
 
   std::vector<ParamSpec> space() const override { return variants().merged(); }
   using Family::enumerate;
-  std::vector<Config> enumerate(const Config& only) const override { return variants().enumerate(only); }
-  std::size_t space_size() const override { return variants().size(); }
+  // The wgmma template's product is large (~2M points), most of them combinations its launch
+  // rules forbid on any problem: those are left out as it is walked.
+  std::vector<Config> enumerate(const Config& only) const override {
+    return variants().enumerate(only, [](int variant, const Config& config) {
+      return variant != kWgmma || !reject_wgmma_structure(WgmmaConfig(config));
+    });
+  }
+  using Family::space_size;
+  std::size_t space_size(const Config& only) const override { return variants().size(only); }
 
   std::optional<std::string> reject(const Config& config, const Problem& problem,
                                     const DeviceTarget& device) const override {
@@ -476,7 +490,7 @@ class MatmulFamily final : public Family {
                        {"block_k", s.tf32() ? 32 : 64}, {"stages", 4}, {"consumers", 2},
                        {"cluster_m", 2}, {"cluster_n", 1}, {"group_m", 8}, {"split_k", 1},
                        {"split_cluster", 0}, {"swap_ab", 0}, {"slice_major", 0},
-                       {"l2_promotion", 256}}};
+                       {"l2_promotion", 256}, {"pingpong", 0}}};
     Config shaped = base;
     auto set = [&](std::initializer_list<std::pair<const char*, int>> values) {
       for (const auto& [name, value] : values) shaped.values[name] = value;
@@ -618,7 +632,7 @@ class MatmulFamily final : public Family {
           std::to_string(w.consumers) + "," + std::to_string(w.cluster_m) + "," +
           std::to_string(w.cluster_n) + "," + kinds + "," + std::to_string(ks.layout()) + "," +
           std::to_string(s.epilogue) + "," + std::to_string(w.swap_ab) + "," +
-          std::to_string(w.cluster_k()) + ">"};
+          std::to_string(w.cluster_k()) + "," + std::to_string(w.pingpong) + ">"};
       add_preparation_kernels(kernels, config, problem);
       return kernels;
     }
@@ -1237,30 +1251,30 @@ class MatmulFamily final : public Family {
     return w.workspace_splits() > 1 && kernel_tiles(w, s) >= wave_clusters(w, sm_count);
   }
 
-  // The constraints of matmul_sm90.cuh (its launch_info), against this device and problem.
-  static std::optional<std::string> reject_wgmma(const WgmmaConfig& w, const Problem& problem,
-                                                 const DeviceTarget& device) {
-    if (device.arch() != "sm_90a") return "wgmma and TMA need sm_90a (this is " + device.arch() + ")";
-    const MatmulShape s(problem);
-    if (w.block_k * s.in_bytes != 128)
-      return "block_k must fill one 128-byte swizzled row: 64 of bf16/f16, 32 of fp32";
+  // The constraints of matmul_sm90.cuh (its launch_info) that hold whatever the problem and
+  // device: a config failing them is never listed.
+  static std::optional<std::string> reject_wgmma_structure(const WgmmaConfig& w) {
     if (w.consumers < 1 || w.consumers > 3) return "1 to 3 consumer warpgroups";
-    if (w.block_m % (64 * w.consumers)) return "each consumer warpgroup takes whole 64-row wgmmas";
+    if (w.pingpong != 0 && w.pingpong != 1) return "pingpong must be 0 or 1";
+    if (w.pingpong) {
+      // Two warpgroups taking whole tiles in turn, each C out through its own staging slots.
+      if (w.consumers != 2) return "pingpong takes two consumer warpgroups";
+      if (w.exchange()) return "pingpong sends C out by TMA: no swap_ab or split_cluster";
+    }
+    if (w.block_m % (64 * w.rows_sharing())) return "each consumer warpgroup takes whole 64-row wgmmas";
     if ((w.block_n % 64 && w.block_n != 16 && w.block_n != 32 && w.block_n != 176 &&
          w.block_n != 224) ||
         w.block_n > 256)
       return "block_n must be 16, 32, 64, 128, 176, 192, 224 or 256";
-    if (w.block_n == 176 || w.block_n == 224) {
-      // Widths that fit a wide N to the waves (cuBLAS runs 1024x14336x4096 in 128x176 tiles):
-      // B's tile is a box of block_n K-major rows, so B must be K-major (x @ W^T).
-      if (w.swap_ab || w.split_cluster)
-        return "176- and 224-column tiles are for plain tiles (no swap_ab, no split_cluster)";
-      if (!s.as_read().b_columns)
-        return "176- and 224-column tiles need B K-major (column-major: x @ W^T)";
-    }
-    // fp32 accumulators: (block_m / consumers / 64) m64 tiles of block_n / 2 registers each.
-    if (w.block_m / w.consumers / 64 * w.block_n > 256)
-      return "a consumer warpgroup would hold more than 128 accumulator registers per thread";
+    // Widths that fit a wide N to the waves (cuBLAS runs 1024x14336x4096 in 128x176 tiles).
+    if ((w.block_n == 176 || w.block_n == 224) && (w.swap_ab || w.split_cluster))
+      return "176- and 224-column tiles are for plain tiles (no swap_ab, no split_cluster)";
+    // fp32 accumulators: (block_m / consumers / 64) m64 tiles of block_n / 2 registers each
+    // (block_m / 64 of them with pingpong).
+    const int accumulators = w.block_m / w.rows_sharing() / 64 * w.block_n / 2;
+    if (accumulators > (w.pingpong ? kPingpongAccumulators : 128))
+      return "a consumer warpgroup would hold " + std::to_string(accumulators) +
+             " accumulator registers per thread";
     // Three consumers leave 160 registers each (setmaxnreg): 256 accumulator columns do not fit
     // (ptxas C7602 at 192x256).
     if (w.consumers == 3 && w.block_n > 192) return "3 consumer warpgroups take at most 192 columns";
@@ -1281,16 +1295,8 @@ class MatmulFamily final : public Family {
       return "slice_major orders K slices summed through the workspace (split_k > 1)";
     if (w.block_n < 64 && !w.swap_ab)
       return "16- and 32-column tiles are for swap_ab (M as the narrow wgmma N)";
-    if (w.swap_ab) {
-      // The kernel reads A as wgmma's B operand, whose narrow tiles must be K-major.
-      if (s.as_read().a_columns) return "swap_ab needs A row-major";
-      // Swapping pays where M leaves most of a 64-row wgmma tile empty.
-      if (s.m > 64) return "swap_ab is for M <= 64";
-      if (w.block_n > (s.m + 15) / 16 * 16)
-        return "with swap_ab, block_n above M rounded up to 16 only multiplies zeros";
-      if (w.cluster_m * w.cluster_n > 1)
-        return "with swap_ab the shared operand is at most 64 rows: multicast does not pay";
-    }
+    if (w.swap_ab && w.cluster_m * w.cluster_n > 1)
+      return "with swap_ab the shared operand is at most 64 rows: multicast does not pay";
     if (w.split_cluster) {
       if (w.split_k == 1) return "split_cluster needs split_k > 1";
       if (w.split_k > 8) return "split_cluster: a portable cluster holds at most 8 K slices";
@@ -1300,6 +1306,28 @@ class MatmulFamily final : public Family {
       return "the multicast slices must be whole 8-row boxes";
     if (w.stages < 2) return "the pipeline needs at least 2 stages";
     if (w.split_k < 1) return "split_k must be positive";
+    if (w.group_m < 1) return "group_m must be positive";
+    return std::nullopt;
+  }
+
+  // The constraints of matmul_sm90.cuh (its launch_info), against this device and problem.
+  static std::optional<std::string> reject_wgmma(const WgmmaConfig& w, const Problem& problem,
+                                                 const DeviceTarget& device) {
+    if (device.arch() != "sm_90a") return "wgmma and TMA need sm_90a (this is " + device.arch() + ")";
+    if (auto wrong = reject_wgmma_structure(w)) return wrong;
+    const MatmulShape s(problem);
+    if (w.block_k * s.in_bytes != 128)
+      return "block_k must fill one 128-byte swizzled row: 64 of bf16/f16, 32 of fp32";
+    if ((w.block_n == 176 || w.block_n == 224) && !s.as_read().b_columns)
+      return "176- and 224-column tiles need B K-major (column-major: x @ W^T)";
+    if (w.swap_ab) {
+      // The kernel reads A as wgmma's B operand, whose narrow tiles must be K-major.
+      if (s.as_read().a_columns) return "swap_ab needs A row-major";
+      // Swapping pays where M leaves most of a 64-row wgmma tile empty.
+      if (s.m > 64) return "swap_ab is for M <= 64";
+      if (w.block_n > (s.m + 15) / 16 * 16)
+        return "with swap_ab, block_n above M rounded up to 16 only multiplies zeros";
+    }
     if (w.split_k > 1) {
       // Every slice needs K blocks to work on. Where the tiles fill the SMs, K is split only in
       // the tiles of the last, partial wave (a tail split), which needs such a wave with room
@@ -1321,7 +1349,6 @@ class MatmulFamily final : public Family {
                  " slices of each of its tiles";
       }
     }
-    if (w.group_m < 1) return "group_m must be positive";
     if (w.threads() > device.max_threads_per_block) return "too many threads";
     if (w.smem_bytes() > device.max_smem_per_block_optin)
       return "needs " + std::to_string(w.smem_bytes()) + " bytes of shared memory, device allows " +

@@ -16,10 +16,11 @@
 //
 // ---- launch_info (what the host must do) --------------------------------------------------------
 //  template: matmul_sm90<BM, BN, BK, CONSUMERS, CLUSTER_M, CLUSTER_N, KIND_IN,
-//            KIND_OUT, LAYOUT, EPI, SWAP, CLUSTER_K> (KIND_*: ElementKind codes, kF16 = 0,
+//            KIND_OUT, LAYOUT, EPI, SWAP, CLUSTER_K, PINGPONG> (KIND_*: ElementKind codes, kF16 = 0,
 //            kBF16 = 1, kF32 = 2 (in: tf32, K-major only); LAYOUT, EPI: MatmulLayoutBits, MatmulEpilogueBits
 //            (matmul_params.h), LAYOUT of the product the kernel computes: with SWAP, of C^T;
-//            SWAP 0 or 1; CLUSTER_K: K slices per cluster, 1 for none);
+//            SWAP 0 or 1; CLUSTER_K: K slices per cluster, 1 for none; PINGPONG 0 or 1: the
+//            two consumer warpgroups share each tile's rows, or take whole tiles in turn);
 //            with SWAP: m = N, n = M, a_map is B's map as the kernel's A, b_map A's as its B;
 //            ldc, stride_c and the epilogue stay C's.
 //            kernel parameter: const __grid_constant__ MatmulSm90Params (matmul_sm90_params.h).
@@ -75,6 +76,7 @@
 //     192, 224, 256}, 16, 32, 176 and 224 only with a K-major B (column-major in LAYOUT);
 //     BM / CONSUMERS a multiple of 64;
 //     (BM / CONSUMERS / 64) * BN <= 256 (accumulator registers); CONSUMERS in {1, 2, 3};
+//     PINGPONG: CONSUMERS = 2, SWAP = 0, CLUSTER_K = 1, (BM / 64) * BN <= 384;
 //     CONSUMERS == 3 needs BN <= 192 (entry cap 128 registers); CLUSTER_M, CLUSTER_N in {1, 2};
 //     CLUSTER_K in {1, 2, 4, 8}, and > 1 only without multicast;
 //     BM % (8 * CLUSTER_N) == 0; p.group_m >= 1; p.stages >= 2; smem_bytes <= 232448.
@@ -425,7 +427,7 @@ struct TileExchange {
 };
 
 template <int BM, int BN, int BK, int CONSUMERS, int CLUSTER_M, int CLUSTER_N,
-          int KIND_IN, int KIND_OUT, int LAYOUT, int EPI, int SWAP, int CLUSTER_K>
+          int KIND_IN, int KIND_OUT, int LAYOUT, int EPI, int SWAP, int CLUSTER_K, int PINGPONG>
 __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     __cluster_dims__(CLUSTER_M* CLUSTER_N* CLUSTER_K, 1, 1)
         matmul_sm90(const __grid_constant__ MatmulSm90Params p) {
@@ -436,7 +438,8 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
   using Exchange = TileExchange<BM, BN, CONSUMERS, CLUSTER_K, SWAP>;
   constexpr bool A_COLUMNS = (LAYOUT & kColumnMajorA) != 0;  // A stored k x m: M-major tiles
   constexpr bool B_COLUMNS = (LAYOUT & kColumnMajorB) != 0;  // B stored n x k: K-major tiles
-  constexpr int WG_M = BM / CONSUMERS;  // rows of C per consumer warpgroup
+  // Rows of C per consumer warpgroup: a share of the tile, or (PINGPONG) the whole of it.
+  constexpr int WG_M = PINGPONG ? BM : BM / CONSUMERS;
   constexpr int MT = WG_M / 64;         // m64 wgmma tiles per consumer warpgroup
   // One k row of a tile is 128 bytes: BK = 64 of bf16/f16, 32 of fp32 (read as tf32).
   constexpr int ELEMENT = KIND_IN == kF32 ? 4 : 2;
@@ -458,7 +461,10 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
                 "BN off a multiple of 64 reads B K-major (MN-major blocks are 64 wide)");
   static_assert(CLUSTER_K == 1 || MULTICAST == 1, "K slices in a cluster share no operand");
   static_assert(CLUSTER <= 8, "portable clusters: at most 8 CTAs");
-  static_assert(WG_M % 64 == 0 && MT * BN <= 256, "accumulators must fit the registers");
+  static_assert(WG_M % 64 == 0 && MT * BN <= (PINGPONG ? 384 : 256),
+                "accumulators must fit the registers");
+  static_assert(!PINGPONG || (CONSUMERS == 2 && !EXCHANGE),
+                "ping-pong: two consumer warpgroups, C out through their own staging slots");
   static_assert(CONSUMERS >= 1 && CONSUMERS <= 3, "1 to 3 consumer warpgroups");
   // ptxas allocates every role within the entry cap (128 registers at 512 threads): with three
   // consumers a 64 x 256 accumulator block does not fit (C7602), 64 x 192 does.
@@ -487,6 +493,9 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
   auto full = [&](int s) { return barriers + 8u * s; };
   auto empty = [&](int s) { return barriers + 8u * (stages + s); };
   const unsigned exchange_full = barriers + 16u * stages, exchange_empty = exchange_full + 8u;
+  // PINGPONG (no exchange): warpgroup c's turn_done(c) completes once it has issued its tile's
+  // main loop.
+  auto turn_done = [&](int c) { return exchange_full + 8u * c; };
 
   const int wg = warpgroup_index();
   const int tid = threadIdx.x % 128;
@@ -496,11 +505,15 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
   if (threadIdx.x == 0) {
     for (int s = 0; s < stages; ++s) {
       mbarrier_init(full(s), 1);
-      mbarrier_init(empty(s), CONSUMERS * MULTICAST);
+      mbarrier_init(empty(s), (PINGPONG ? 1 : CONSUMERS) * MULTICAST);
     }
     if (CLUSTER_K > 1) {
       mbarrier_init(exchange_full, CLUSTER_K);
       mbarrier_init(exchange_empty, CLUSTER_K);
+    }
+    if (PINGPONG) {
+      mbarrier_init(turn_done(0), 1);
+      mbarrier_init(turn_done(1), 1);
     }
     fence_mbarrier_init();
   }
@@ -649,16 +662,20 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
       }
     }
   } else {
-    // Consumers: warpgroup c multiplies rows [c * WG_M, (c + 1) * WG_M) of the CTA's tile.
+    // Consumers: warpgroup c multiplies rows [c * WG_M, (c + 1) * WG_M) of each of the CTA's
+    // tiles, or (PINGPONG) the whole of every other tile, c-th first. The producer fills the
+    // ring tile after tile, so the two take turns: one's epilogue runs while the other's main
+    // loop has the tensor cores.
     if (CONSUMERS > 1) warpgroup_regs_claim<CONSUMER_REGS>();
     if (CLUSTER > 1) cluster_wait();
     const int c = wg - 1;
+    const int wg_row0 = PINGPONG ? 0 : c * WG_M;  // the warpgroup's first row in the tile
     // Descriptors of stage 0, m tile 0, k step 0; later ones add (byte offset >> 4) to the
     // address field. A K-major tile steps k by 32 bytes within its rows and m by 64 rows; an
     // MN-major one steps k by 16 rows of 128 bytes and m by one [BK][64] block.
     const unsigned long long desc_a0 =
-        A_COLUMNS ? wgmma_desc_sw128(a_ring + (c * WG_M / 64) * MN_CHUNK, MN_CHUNK, 1024)
-                  : wgmma_desc_sw128(a_ring + c * WG_M * 128, 16, 1024);
+        A_COLUMNS ? wgmma_desc_sw128(a_ring + (wg_row0 / 64) * MN_CHUNK, MN_CHUNK, 1024)
+                  : wgmma_desc_sw128(a_ring + wg_row0 * 128, 16, 1024);
     const unsigned long long desc_b0 = B_COLUMNS ? wgmma_desc_sw128(b_ring, 16, 1024)
                                                  : wgmma_desc_sw128(b_ring, MN_CHUNK, 1024);
     constexpr int A_STEP_K = A_COLUMNS ? 16 * 128 : 32, A_STEP_M = A_COLUMNS ? MN_CHUNK : 64 * 128;
@@ -668,8 +685,24 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     unsigned exchanged = 0;  // tiles sent through the exchange buffer
     int stage = 0;
     unsigned phase = 0;
-    for (int unit = first_unit; unit < units; unit += unit_step) {
+    unsigned turns_waited = 0;  // PINGPONG: the other warpgroup's turns waited for
+    for (int unit = first_unit, turn = 0; unit < units; unit += unit_step, ++turn) {
       const Work w = work_of(unit);
+      if (PINGPONG && turn % CONSUMERS != c) {
+        // The other warpgroup's tile: step over its stages of the ring.
+        const int at = stage + (w.kb_end - w.kb_begin);
+        phase ^= (at / stages) & 1u;
+        stage = at % stages;
+        continue;
+      }
+      if (PINGPONG && turn > 0) {
+        // Start once the other warpgroup has issued the previous tile's main loop: its stages
+        // have all been loaded by then, so this tile's first stages are at most one lap of the
+        // ring ahead of the producer (a full barrier two phases behind would pass its parity
+        // wait), and the main loops take turns on the tensor cores.
+        mbarrier_wait(turn_done(1 - c), turns_waited & 1u);
+        ++turns_waited;
+      }
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -711,6 +744,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
           phase ^= 1u;
         }
       }
+      if (PINGPONG && tid == 0) mbarrier_arrive(turn_done(c));
       wgmma_wait<0>();
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) wgmma_fence_registers(acc[mt]);
@@ -731,7 +765,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
         // the kernel's n and m), and the cluster's K slices summed (CLUSTER_K > 1).
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
-          Exchange::template write<BN>(exchange, acc[mt], c * WG_M + mt * 64);
+          Exchange::template write<BN>(exchange, acc[mt], wg_row0 + mt * 64);
         const int c_rows = SWAP ? p.n : p.m, c_cols = SWAP ? p.m : p.n;
         const int row0 = SWAP ? w.n0 : w.m0, col0 = SWAP ? w.m0 : w.n0;
         if (splits > 1) {
@@ -749,32 +783,32 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
         // The CTA's whole block, unclipped: splitk_reduce clips it into C.
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
-          store_accumulators<BN, kF32>(acc[mt], partial, BN, BM, BN, c * WG_M + mt * 64, 0, true);
+          store_accumulators<BN, kF32>(acc[mt], partial, BN, BM, BN, wg_row0 + mt * 64, 0, true);
         continue;
       }
       if (partial != nullptr) {
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
           store_accumulators<BN, kF32>(acc[mt], partial, p.n, p.m, p.n,
-                                       w.m0 + c * WG_M + mt * 64, w.n0, p.n % 2 == 0);
+                                       w.m0 + wg_row0 + mt * 64, w.n0, p.n % 2 == 0);
         continue;
       }
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
         epilogue_accumulators<BN, EPI, KIND_OUT>(acc[mt], p.epilogue, w.batch, p.m, p.n,
-                                                 w.m0 + c * WG_M + mt * 64, w.n0);
+                                                 w.m0 + wg_row0 + mt * 64, w.n0);
       if (p.c_store_tma) {
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
           store_accumulators_staged<BN, KIND_OUT, true>(
               acc[mt], &p.c_map, c_batch, p.ldc, p.m, p.n, c_staging + c * 2 * 8192, w.batch,
-              w.m0 + c * WG_M + mt * 64, w.n0, 1 + c, boxes_issued);
+              w.m0 + wg_row0 + mt * 64, w.n0, 1 + c, boxes_issued);
       } else {
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
           store_accumulators_staged<BN, KIND_OUT, false>(
               acc[mt], nullptr, c_batch, p.ldc, p.m, p.n, c_staging + c * 2 * 8192, w.batch,
-              w.m0 + c * WG_M + mt * 64, w.n0, 1 + c, boxes_issued);
+              w.m0 + wg_row0 + mt * 64, w.n0, 1 + c, boxes_issued);
       }
     }
     // The staging slots must outlive the last stores' reads of them.

@@ -95,7 +95,7 @@ TEST(MatmulFamilyTest, SpaceNamesEveryParameterOfEveryVariantOnce) {
             (std::set<std::string>{"variant", "block_m", "block_n", "block_k", "warps_m",
                                    "warps_n", "stages", "group_m", "consumers", "cluster_m",
                                    "cluster_n", "split_k", "split_cluster", "swap_ab",
-                                   "slice_major", "l2_promotion", "warps", "unroll"}));
+                                   "slice_major", "l2_promotion", "pingpong", "warps", "unroll"}));
 }
 
 TEST(MatmulFamilyTest, EachVariantsConfigsCarryExactlyItsParameters) {
@@ -104,7 +104,7 @@ TEST(MatmulFamilyTest, EachVariantsConfigsCarryExactlyItsParameters) {
   const std::set<std::string> wgmma = {"variant",   "block_m",   "block_n",   "block_k",
                                        "stages",    "consumers", "cluster_m", "cluster_n",
                                        "group_m",   "split_k",   "split_cluster", "swap_ab",
-                                       "slice_major", "l2_promotion"};
+                                       "slice_major", "l2_promotion", "pingpong"};
   const std::set<std::string> decode = {"variant", "block_n", "warps", "unroll", "split_k"};
   const std::set<std::string> gemv = {"variant", "block_n", "warps", "unroll"};
   std::set<std::string> texts;
@@ -124,7 +124,10 @@ TEST(MatmulFamilyTest, EachVariantsConfigsCarryExactlyItsParameters) {
 // order, as filtering the whole product; a value another variant lacks leaves that variant out.
 TEST(MatmulFamilyTest, TheOnlySliceIsTheFilteredSpace) {
   const std::vector<Config> space = matmul().enumerate();
-  EXPECT_EQ(matmul().space_size(), space.size());
+  // The products' size counts what the walk left out too.
+  EXPECT_GT(matmul().space_size(), space.size());
+  EXPECT_EQ(matmul().space_size(Config::parse("variant=2")), 4u * 3 * 4 * 4);  // decode: all listed
+  EXPECT_EQ(matmul().enumerate(Config::parse("variant=2")).size(), 4u * 3 * 4 * 4);
   for (const char* only : {"variant=1,block_m=128,cluster_n=2", "block_n=64", "warps=4",
                            "variant=2,block_m=128", "variant=0,stages=5,group_m=8"}) {
     const Config slice = Config::parse(only);
@@ -139,6 +142,40 @@ TEST(MatmulFamilyTest, TheOnlySliceIsTheFilteredSpace) {
   }
   EXPECT_TRUE(matmul().enumerate(Config::parse("variant=2,block_m=128")).empty());
   EXPECT_FALSE(matmul().enumerate(Config::parse("block_n=64")).empty());
+}
+
+// The wgmma product is pruned as it is walked: a config it leaves out must be one reject()
+// refuses for any problem. Each listed config's neighbours (one parameter changed) that are not
+// listed are checked against problems of every kind.
+TEST(MatmulFamilyTest, TheWalkLeavesOutOnlyConfigsNoProblemCouldRun) {
+  const std::vector<Config> space = matmul().enumerate(Config::parse("variant=1"));
+  const std::set<Config> listed(space.begin(), space.end());
+  const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
+  std::vector<Problem> problems = {matmul_problem(4096, 4096, 4096), matmul_problem(512, 512, 16384),
+                                   matmul_problem(16, 4096, 4096), matmul_problem(1000, 1000, 1000)};
+  for (Problem problem : std::vector<Problem>(problems)) {
+    problem.options["b"] = "col";
+    problems.push_back(problem);
+    problem.options["a"] = "col";
+    problems.push_back(problem);
+  }
+  problems.push_back({"matmul", DType::f32, DType::f32, {1000, 1000, 1000}, {{"b", "col"}}});
+  std::map<std::string, std::set<int>> values;  // the wgmma variant's value lists
+  for (const Config& config : space)
+    for (const auto& [name, value] : config.values) values[name].insert(value);
+  int left_out = 0;
+  for (std::size_t i = 0; i < space.size(); i += 29)
+    for (const auto& [name, choices] : values) {
+      for (int value : choices) {
+        Config neighbour = space[i];
+        neighbour.values[name] = value;
+        if (listed.count(neighbour)) continue;
+        ++left_out;
+        for (const Problem& problem : problems)
+          EXPECT_TRUE(matmul().reject(neighbour, problem, hopper)) << neighbour.text() << " on " << problem.key();
+      }
+    }
+  EXPECT_GT(left_out, 1000);
 }
 
 TEST(MatmulFamilyTest, DefaultConfigIsAPointOfTheSpace) {
@@ -689,7 +726,7 @@ std::vector<std::string> alignment_and_dtypes(const Config& config, const Proble
 std::vector<std::string> layout_and_epilogue(const Config& config, const Problem& problem) {
   std::vector<std::string> arguments =
       template_arguments(matmul().kernel_expressions(config, problem).at(0));
-  const std::size_t after = config.at("variant") == 1 ? 2 : 0;
+  const std::size_t after = config.at("variant") == 1 ? 3 : 0;  // swap_ab, cluster_k, pingpong
   if (arguments.size() < 2 + after) return arguments;
   return std::vector<std::string>(arguments.end() - 2 - after, arguments.end() - after);
 }
@@ -1405,14 +1442,14 @@ TEST(MatmulWgmmaTest, SwapAbIsForSmallRowMajorMWithNarrowTiles) {
             6u * (64 + 16) * 128 + 16 * (64 + 4) * 4 + 16 * 6 + 16 + 1024);
   const std::vector<std::string> kernels = matmul().kernel_expressions(swap(64, 16), gemv);
   ASSERT_EQ(kernels.size(), 1u);
-  EXPECT_NE(kernels[0].find(",2,0,1,1>"), std::string::npos) << kernels[0];  // b=col, swap, no cluster K
+  EXPECT_NE(kernels[0].find(",2,0,1,1,0>"), std::string::npos) << kernels[0];  // b=col, swap, no cluster K
 
   // B row-major (k x n) becomes the kernel's column-major A.
   const Problem row_b = matmul_problem(16, 4096, 4096);
   const LaunchPlan row_plan = matmul().plan(swap(64, 16), row_b, hopper, addresses, 0, {});
   EXPECT_EQ(row_plan.steps[0].args.tensor_maps[0].dims[0], 4096u);  // N innermost
   EXPECT_EQ(row_plan.steps[0].args.tensor_maps[0].box[1], 64u);      // block_k rows of k
-  EXPECT_NE(matmul().kernel_expressions(swap(64, 16), row_b)[0].find(",3,0,1,1>"),
+  EXPECT_NE(matmul().kernel_expressions(swap(64, 16), row_b)[0].find(",3,0,1,1,0>"),
             std::string::npos);  // kernel A column-major, kernel B column-major
 }
 
@@ -1426,7 +1463,7 @@ TEST(MatmulWgmmaTest, SplitClusterSumsTheSlicesInOneLaunch) {
   EXPECT_EQ(matmul().workspace_bytes(config, problem, hopper), 0u);
   const std::vector<std::string> kernels = matmul().kernel_expressions(config, problem);
   ASSERT_EQ(kernels.size(), 1u);
-  EXPECT_NE(kernels[0].find(",0,8>"), std::string::npos) << kernels[0];
+  EXPECT_NE(kernels[0].find(",0,8,0>"), std::string::npos) << kernels[0];
   const std::uint64_t addresses[3] = {0x10000, 0x20000, 0x30000};
   const LaunchPlan plan = matmul().plan(config, problem, hopper, addresses, 0, {});
   ASSERT_EQ(plan.step_count, 1);
@@ -1441,6 +1478,45 @@ TEST(MatmulWgmmaTest, SplitClusterSumsTheSlicesInOneLaunch) {
   EXPECT_TRUE(matmul().reject(testing::wgmma_config(128, 128, 4, 2, 1, 1, 8, 1, 1), problem, hopper));
   EXPECT_TRUE(matmul().reject(testing::wgmma_config(128, 128, 4, 2, 2, 1, 8, 4, 1), problem, hopper));
   EXPECT_TRUE(matmul().reject(config, matmul_problem(4096, 4096, 4096), hopper));
+}
+
+// Ping-pong: the two consumer warpgroups take whole tiles in turn, so each holds a whole tile's
+// accumulators (up to 128x192) and sends C out through its own staging slots.
+TEST(MatmulWgmmaTest, PingPongGivesEachOfTwoConsumersWholeTiles) {
+  const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
+  const Problem problem = matmul_problem(4096, 4096, 4096);
+  Problem x_w_t = problem;
+  x_w_t.options["b"] = "col";
+  auto pingpong = [](int block_m, int block_n, int consumers) {
+    return testing::wgmma_config(block_m, block_n, 4, consumers, 2, 1, 8, 1, 0, 0, 0, 256, 1);
+  };
+  for (const Config& config : {pingpong(128, 128, 2), pingpong(64, 256, 2), pingpong(128, 192, 2)}) {
+    ASSERT_EQ(matmul().reject(config, problem, hopper), std::nullopt) << config.text();
+    const std::vector<std::string> kernels = matmul().kernel_expressions(config, problem);
+    ASSERT_EQ(kernels.size(), 1u);
+    EXPECT_NE(kernels[0].find(",0,1,1>"), std::string::npos) << kernels[0];  // swap, cluster_k, pingpong
+    const std::uint64_t addresses[3] = {0x10000, 0x20000, 0x30000};
+    const LaunchPlan plan = matmul().plan(config, problem, hopper, addresses, 0, {});
+    ASSERT_EQ(plan.step_count, 1);
+    EXPECT_EQ(plan.steps[0].geometry.block[0], 384u);
+    MatmulSm90Params params;
+    std::memcpy(&params, plan.steps[0].args.bytes.data(), sizeof params);
+    EXPECT_EQ(params.c_store_tma, 1);
+  }
+  EXPECT_EQ(matmul().reject(pingpong(128, 176, 2), x_w_t, hopper), std::nullopt);
+  // 128x256 would be 256 accumulators a thread; one or three consumers do not take turns; 192
+  // rows split by three consumers are not a ping-pong tile either.
+  EXPECT_TRUE(matmul().reject(pingpong(128, 256, 2), problem, hopper));
+  EXPECT_TRUE(matmul().reject(pingpong(128, 128, 1), problem, hopper));
+  EXPECT_TRUE(matmul().reject(pingpong(192, 128, 3), problem, hopper));
+  // C^T through the exchange buffer (swap_ab) or K slices summed in a cluster: no staging slots.
+  const Problem skinny = matmul_problem(16, 4096, 4096);
+  EXPECT_TRUE(matmul().reject(testing::wgmma_config(64, 16, 8, 2, 1, 1, 1, 1, 0, 1, 0, 256, 1), skinny, hopper));
+  EXPECT_TRUE(matmul().reject(testing::wgmma_config(128, 128, 4, 2, 1, 1, 8, 8, 1, 0, 0, 256, 1),
+                              matmul_problem(512, 512, 16384), hopper));
+  // The same tile without ping-pong is another kernel.
+  EXPECT_NE(matmul().kernel_expressions(pingpong(128, 128, 2), problem)[0],
+            matmul().kernel_expressions(testing::wgmma_config(128, 128, 4, 2, 2, 1), problem)[0]);
 }
 
 }  // namespace

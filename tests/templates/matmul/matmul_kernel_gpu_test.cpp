@@ -276,6 +276,20 @@ TEST_F(GpuMatmul, WgmmaSplitKAndPaddedPlansMatchTheReference) {
        testing::wgmma_config(128, 224, 4, 2, 2, 1, 8, 2)},
       {{"matmul", DType::bf16, DType::bf16, {257, 1031, 517}, {{"a", "col"}, {"b", "col"}}}, testing::wgmma_config(192, 176, 3, 3, 1, 1)},
       {{"matmul", DType::f16, DType::f16, {300, 1000, 517}, {{"b", "col"}}}, testing::wgmma_config(64, 176, 6, 1, 1, 1, 1)},
+      // Ping-pong (the two consumers take whole tiles in turn): more tiles than CTAs, K blocks
+      // past the ring's depth (the turn barrier) and within it, a pair sharing B, the epilogue
+      // and batches, A column-major, padded rows, a tail split and split-K through the
+      // workspace (partials from whole tiles), 176 and 192 wide.
+      {matmul(DType::bf16, DType::bf16, 1000, 2750, 1000), testing::wgmma_config(128, 128, 4, 2, 1, 1, 8, 1, 0, 0, 0, 256, 1)},
+      {matmul(DType::f16, DType::f32, 1000, 2750, 136), testing::wgmma_config(128, 128, 6, 2, 2, 1, 8, 1, 0, 0, 0, 256, 1)},
+      {{"matmul", DType::bf16, DType::bf16, {3, 1000, 1000, 1000}, {{"a", "col"}, {"act", "gelu"}, {"bias", "1"}, {"residual", "1"}}},
+       testing::wgmma_config(64, 256, 4, 2, 2, 1, 8, 1, 0, 0, 0, 256, 1)},
+      {matmul(DType::bf16, DType::bf16, 4093, 4093, 520), testing::wgmma_config(128, 128, 5, 2, 1, 2, 8, 1, 0, 0, 0, 0, 1)},
+      {matmul(DType::bf16, DType::bf16, 1000, 2750, 520), testing::wgmma_config(128, 128, 4, 2, 1, 1, 8, 2, 0, 0, 0, 256, 1)},
+      {matmul(DType::bf16, DType::f32, 1000, 1000, 1000), testing::wgmma_config(128, 128, 4, 2, 1, 1, 8, 4, 0, 0, 0, 256, 1)},
+      {{"matmul", DType::bf16, DType::bf16, {1024, 14336, 1024}, {{"b", "col"}}}, testing::wgmma_config(128, 176, 5, 2, 2, 1, 8, 1, 0, 0, 0, 256, 1)},
+      {{"matmul", DType::f16, DType::f16, {2, 1000, 1000, 520}, {{"b", "col"}, {"bias", "1"}}},
+       testing::wgmma_config(128, 192, 4, 2, 2, 1, 8, 1, 0, 0, 0, 256, 1)},
       // fp32 in, as tf32: row-major B and column-major A transposed first, unaligned rows
       // padded, a cluster sharing operands, split K (workspace and cluster), swap_ab.
       {matmul(DType::f32, DType::f32, 1000, 1000, 1000), testing::tf32_config(128, 256, 4, 2, 2, 1)},
