@@ -539,6 +539,15 @@ class MatmulFamily final : public Family {
       set({{"split_k", split}});
     } else if (!few_tiles) {
       shaped = fit_waves(shaped, problem, device);
+      // 128x176 tiles in ping-pong (each consumer warpgroup a whole tile, its epilogue under the
+      // other's main loop, 5 stages) where each cluster takes three tiles or more: in rounds
+      // beside cuBLAS, 1024x14336x4096 0.964x against 0.941x cooperative, 1024x11008x4096
+      // 0.937x against 0.917x; 1024x5120x5120 (under two tiles a cluster) 0.866x against
+      // 0.871x (docs/perf/matmul.md v20).
+      const WgmmaConfig fitted(shaped);
+      if (fitted.block_n == 176 &&
+          kernel_tiles(fitted, s) >= 3 * wave_clusters(fitted, device.sm_count))
+        set({{"pingpong", 1}, {"stages", 5}});
       const int split = tail_split_of(shaped, problem, device);
       if (split > 1) set({{"split_k", split}});
     }

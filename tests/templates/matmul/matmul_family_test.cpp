@@ -1370,6 +1370,13 @@ TEST(MatmulWgmmaTest, TheDefaultsTileFitsTheWaves) {
   const Problem up{"matmul", DType::bf16, DType::bf16, {1024, 14336, 4096}, {{"b", "col"}}};
   EXPECT_EQ(tile(up), "128x176");
   EXPECT_EQ(matmul().default_config(up, hopper).at("split_k"), 1);
+  // Five tiles a pair: the two consumers take them in turn (ping-pong), 5 stages. Under two a
+  // pair (1024x5120x5120: 120 pairs for 66) they share each tile's rows.
+  EXPECT_EQ(matmul().default_config(up, hopper).at("pingpong"), 1);
+  EXPECT_EQ(matmul().default_config(up, hopper).at("stages"), 5);
+  const Problem square5120{"matmul", DType::bf16, DType::bf16, {1024, 5120, 5120}, {{"b", "col"}}};
+  EXPECT_EQ(tile(square5120), "128x176");
+  EXPECT_EQ(matmul().default_config(square5120, hopper).at("pingpong"), 0);
   EXPECT_EQ(tile(matmul_problem(1024, 14336, 4096)), "128x256");  // B row-major: no 176
   // C through TMA whatever the width: a partial last box (176 columns of bf16) goes out by
   // plain stores inside the kernel.

@@ -337,6 +337,9 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
       problem(bf16, bf16, {3000, 3000, 3000}), problem(bf16, bf16, {2048, 2176, 4096}),
       problem(f16, f16, {1536, 4096, 4096}, xwt), problem(bf16, bf16, {5000, 5000, 2048}),
       problem(bf16, bf16, {4096, 4096, 4096}, {{"a", "col"}}),
+      // 128x176 tiles of x @ W^T: in ping-pong where a pair takes three or more, else shared.
+      problem(bf16, bf16, {1024, 11008, 1000}, {{"b", "col"}, {"act", "silu"}}),
+      problem(f16, f32, {1000, 5120, 520}, xwt),
       // Rows off 16 bytes (copied into padded workspace first), batches, tf32.
       problem(bf16, bf16, {2949, 2949, 2949}), problem(f16, f32, {3, 1000, 1001, 999}),
       problem(f32, f32, {1000, 1000, 1000}), problem(f32, bf16, {2, 3000, 3000, 600}, xwt),
