@@ -539,15 +539,6 @@ class MatmulFamily final : public Family {
       set({{"split_k", split}});
     } else if (!few_tiles) {
       shaped = fit_waves(shaped, problem, device);
-      // 128x176 tiles in ping-pong (each consumer warpgroup a whole tile, its epilogue under the
-      // other's main loop, 5 stages) where each cluster takes three tiles or more: in rounds
-      // beside cuBLAS, 1024x14336x4096 0.964x against 0.941x cooperative, 1024x11008x4096
-      // 0.937x against 0.917x; 1024x5120x5120 (under two tiles a cluster) 0.866x against
-      // 0.871x (docs/perf/matmul.md v20).
-      const WgmmaConfig fitted(shaped);
-      if (fitted.block_n == 176 &&
-          kernel_tiles(fitted, s) >= 3 * wave_clusters(fitted, device.sm_count))
-        set({{"pingpong", 1}, {"stages", 5}});
       const int split = tail_split_of(shaped, problem, device);
       if (split > 1) set({{"split_k", split}});
     }
@@ -1204,10 +1195,22 @@ class MatmulFamily final : public Family {
   // split the default would give it; the 0.3 as measured, v15). Another tile replaces `base`
   // (128x256) only where it costs 5% less: 192-wide tiles at 3000^3, 2048x2176x4096 and
   // 1536x4096x4096 were 14-20% faster tuned (v16).
+  //
+  // Ping-pong tiles (each consumer warpgroup a whole tile, its epilogue under the other's main
+  // loop) are credited 4% where each cluster takes three tiles or more: the epilogue's share of
+  // a tile (v19: C not stored at all was 3% faster at 4096^3). In rounds beside cuBLAS (v20):
+  // 1024x14336x4096 128x176 0.964x in ping-pong against 0.941x cooperative, 1024x11008x4096
+  // 0.937x against 0.917x, 4096x14336x4096 1.010x against the 128x256 base's 0.984x; under two
+  // tiles a cluster (1024x5120x5120) ping-pong lost (0.866x against 0.871x). Only 128x176 is a
+  // ping-pong candidate (x @ W^T): 128x192 in ping-pong with B row-major ran 4096^3 at 0.90x
+  // against the base's 0.985x.
   Config fit_waves(const Config& base, const Problem& problem, const DeviceTarget& device) const {
+    const MatmulShape s(problem);
     auto cost = [&](Config config) {
       config.values["split_k"] = tail_split_of(config, problem, device);
-      return wave_cost(WgmmaConfig(config), MatmulShape(problem), device.sm_count);
+      const WgmmaConfig w(config);
+      const bool turns = w.pingpong && kernel_tiles(w, s) >= 3 * wave_clusters(w, device.sm_count);
+      return wave_cost(w, s, device.sm_count) * (turns ? 0.96 : 1.0);
     };
     auto variant = [&](std::initializer_list<std::pair<const char*, int>> values) {
       Config config = base;
@@ -1222,7 +1225,8 @@ class MatmulFamily final : public Family {
                  {"cluster_n", 2}, {"stages", 3}, {"group_m", 1}, {"l2_promotion", 0}}),
         variant({{"block_m", 192}, {"block_n", 128}, {"consumers", 3}, {"cluster_m", 1},
                  {"cluster_n", 1}, {"stages", 4}, {"group_m", 1}}),
-        variant({{"block_m", 128}, {"block_n", 192}, {"stages", 4}})};
+        variant({{"block_m", 128}, {"block_n", 192}, {"stages", 4}}),
+        variant({{"block_n", 176}, {"pingpong", 1}, {"stages", 5}})};
     if (reject(base, problem, device)) return base;
     Config best = base;
     double best_cost = 0.95 * cost(base);
