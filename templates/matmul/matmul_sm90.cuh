@@ -87,6 +87,8 @@
 //     and the consumers rise to 232 (160 with 3) with setmaxnreg; ptxas reports the entry cap
 //     (65536 / threads, rounded down to 8: 168 for 384 threads, 128 for 512) and allocates the
 //     consumer code within it; one consumer: no reallocation (154 registers at 256 threads).
+//     Ping-pong's whole tiles fit the 232: 128x176 and 128x192 (176 and 192 accumulators) use
+//     up to R216 with no spills (ptxas, sm_90a).
 //     Checked with ptxas over the sm_90a slice at 4096^3: one kernel spills, 192x192 on three
 //     consumers in a 1x2 cluster (4 bytes, at the 128-register entry cap).
 //  measured best (H100 SXM, bf16): 128x256, 4 stages, 2 consumers, cluster 2x1, group_m 8
