@@ -376,6 +376,16 @@ std::vector<SampleCase> wgmma_sample() {
                {{"b", "col"}, {"act", "gelu"}, {"bias", "1"}, {"residual", "1"}}}},
       {"wg128x224_s4_c2_cl2x1_colB_f16_f32_tail", testing::wgmma_config(128, 224, 4, 2, 2, 1, 8, 2),
        Problem{"matmul", DType::f16, DType::f32, {1000, 5000, 520}, {{"b", "col"}}}},
+      // Ping-pong (two consumers taking whole tiles in turn): the default's 128x176 with the
+      // epilogue, the widest (128x192) with fp32 C and A column-major, a tail split.
+      {"wg128x176_s5_pingpong_cl2x1_colB_bf16_epilogue",
+       testing::wgmma_config(128, 176, 5, 2, 2, 1, 8, 1, 0, 0, 0, 256, 1),
+       Problem{"matmul", DType::bf16, DType::bf16, {1024, 14336, 4096},
+               {{"b", "col"}, {"act", "silu"}, {"bias", "1"}, {"residual", "1"}}}},
+      {"wg128x192_s4_pingpong_colA_f16_f32", testing::wgmma_config(128, 192, 4, 2, 2, 1, 8, 1, 0, 0, 0, 256, 1),
+       Problem{"matmul", DType::f16, DType::f32, {1000, 1000, 1000}, {{"a", "col"}}}},
+      {"wg128x128_s4_pingpong_tail_bf16", testing::wgmma_config(128, 128, 4, 2, 1, 1, 8, 2, 0, 0, 0, 256, 1),
+       matmul_problem(1000, 2750, 520, DType::bf16, DType::bf16)},
       // fp32 in, as tf32: B transposed first; swap_ab; A transposed and B padded, split K.
       {"wg128x256_s4_c2_cl2x1_tf32", testing::tf32_config(128, 256, 4, 2, 2, 1),
        matmul_problem(4096, 4096, 4096, DType::f32, DType::f32)},
