@@ -1374,7 +1374,7 @@ TEST(MatmulWgmmaTest, TheDefaultsTileFitsTheWaves) {
   // pair (1024x5120x5120: 120 pairs for 66) they share each tile's rows.
   EXPECT_EQ(matmul().default_config(up, hopper).at("pingpong"), 1);
   EXPECT_EQ(matmul().default_config(up, hopper).at("stages"), 5);
-  const Problem square5120{"matmul", DType::bf16, DType::bf16, {1024, 5120, 5120}, {{"b", "col"}}};
+  const Problem square5120 = testing::x_times_w_t({1024, 5120, 5120});
   EXPECT_EQ(tile(square5120), "128x176");
   EXPECT_EQ(matmul().default_config(square5120, hopper).at("pingpong"), 0);
   EXPECT_EQ(tile(matmul_problem(1024, 14336, 4096)), "128x256");  // B row-major: no 176
@@ -1492,8 +1492,7 @@ TEST(MatmulWgmmaTest, SplitClusterSumsTheSlicesInOneLaunch) {
 TEST(MatmulWgmmaTest, PingPongGivesEachOfTwoConsumersWholeTiles) {
   const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
   const Problem problem = matmul_problem(4096, 4096, 4096);
-  Problem x_w_t = problem;
-  x_w_t.options["b"] = "col";
+  const Problem x_w_t = testing::x_times_w_t({4096, 4096, 4096});
   auto pingpong = [](int block_m, int block_n, int consumers) {
     return testing::wgmma_config(block_m, block_n, 4, consumers, 2, 1, 8, 1, 0, 0, 0, 256, 1);
   };

@@ -287,8 +287,8 @@ TEST_F(GpuMatmul, WgmmaSplitKAndPaddedPlansMatchTheReference) {
       {matmul(DType::bf16, DType::bf16, 4093, 4093, 520), testing::wgmma_config(128, 128, 5, 2, 1, 2, 8, 1, 0, 0, 0, 0, 1)},
       {matmul(DType::bf16, DType::bf16, 1000, 2750, 520), testing::wgmma_config(128, 128, 4, 2, 1, 1, 8, 2, 0, 0, 0, 256, 1)},
       {matmul(DType::bf16, DType::f32, 1000, 1000, 1000), testing::wgmma_config(128, 128, 4, 2, 1, 1, 8, 4, 0, 0, 0, 256, 1)},
-      {{"matmul", DType::bf16, DType::bf16, {1024, 14336, 1024}, {{"b", "col"}}}, testing::wgmma_config(128, 176, 5, 2, 2, 1, 8, 1, 0, 0, 0, 256, 1)},
-      {{"matmul", DType::f16, DType::f16, {2, 1000, 1000, 520}, {{"b", "col"}, {"bias", "1"}}},
+      {testing::x_times_w_t({1024, 14336, 1024}), testing::wgmma_config(128, 176, 5, 2, 2, 1, 8, 1, 0, 0, 0, 256, 1)},
+      {testing::x_times_w_t({2, 1000, 1000, 520}, DType::f16, DType::f16, {{"bias", "1"}}),
        testing::wgmma_config(128, 192, 4, 2, 2, 1, 8, 1, 0, 0, 0, 256, 1)},
       // fp32 in, as tf32: row-major B and column-major A transposed first, unaligned rows
       // padded, a cluster sharing operands, split K (workspace and cluster), swap_ab.
