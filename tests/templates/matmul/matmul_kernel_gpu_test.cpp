@@ -594,6 +594,19 @@ TEST_F(GpuMatmul, StridedAndSharedBatchesMatchTheReference) {
        true,
        wgmma({testing::wgmma_config(64, 64, 4, 1, 1, 1, 1, 2, 1), testing::wgmma_config(128, 64, 4, 2, 1, 1, 8, 2),
               testing::wgmma_config(64, 64, 4, 1, 1, 2)})},
+      // x @ W^T into C rows 16-byte aligned but N odd, in 176-wide tiles: the partial last box
+      // goes out 16 bytes a store and each row's last odd elements one by one (cooperative and
+      // ping-pong; 16-bit and fp32 C, whose boxes are 64 and 32 columns).
+      {{"matmul", DType::bf16, DType::bf16, {2, 100, 301, 264}, {{"b", "col"}}},
+       {264, 100 * 264 + 8, 264, 0, 0, 0, 312, 100 * 312 + 8},
+       false,
+       wgmma({testing::wgmma_config(128, 176, 4, 2, 1, 1),
+              testing::wgmma_config(128, 176, 5, 2, 1, 1, 8, 1, 0, 0, 0, 256, 1)})},
+      {{"matmul", DType::bf16, DType::f32, {2, 100, 301, 264}, {{"b", "col"}}},
+       {264, 100 * 264 + 8, 264, 0, 0, 0, 304, 100 * 304 + 4},
+       false,
+       wgmma({testing::wgmma_config(128, 176, 4, 2, 1, 1),
+              testing::wgmma_config(128, 176, 5, 2, 1, 1, 8, 1, 0, 0, 0, 256, 1)})},
       // tf32: a shared row-major B transposed once, A's strided batches padded.
       {{"matmul", DType::f32, DType::f32, {3, 64, 96, 200}, {}},
        {203, 64 * 203 + 7, 100, 0, 0, 0, 96, 64 * 96},
