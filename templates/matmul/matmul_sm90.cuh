@@ -214,25 +214,6 @@ __device__ __forceinline__ void store_accumulators(const float (&acc)[BN / 2], v
   }
 }
 
-// Stores one warpgroup's 64 x BN accumulator block at (row0, col0) of C through the TMA unit:
-// the block goes out as boxes of 64 rows x 128 bytes (64 columns of 16-bit C, 32 of fp32), each
-// written into one of the warpgroup's two 8 KB staging slots in the 128-byte swizzled layout the
-// map expects (16-byte chunk c of row r at chunk c ^ (r % 8): the 32 lanes of each store hit 32
-// different banks), then stored asynchronously, so the warpgroup goes back to its main loop
-// while the copy engine writes C. `boxes_issued` counts this warpgroup's boxes across tiles: a
-// slot is rewritten only once the store issued from it two boxes earlier has read it.
-//
-// Where TMA cannot write C (rows not on 16-byte boundaries: N = 4093), the same staged boxes go
-// out with plain stores instead (BY_TMA false: `c` is the batch's C, rows ldc apart, clipped to
-// m x n): each warp writes a run of one row, 64 or 128 contiguous bytes, where storing straight
-// from the accumulators wrote 2-byte elements scattered over 8 rows per instruction. A block
-// whose last box is partial (BN 176, or 224 of 16-bit C) sends that box out the same way with
-// TMA too (a whole box would write into the next tile's columns): `c`, ldc, m and n are then
-// given as well, and each slot waits for every earlier store's read (the partial box commits
-// no bulk group, so counting groups would not say which slot is free). That partial box goes
-// out 16 bytes a store (store_box_rows_aligned): per element it cost up_proj's 176-wide tiles
-// 1-2% (v21). Where the rows are not aligned the per-element stores stay: 16-byte stores
-// assembled by funnel shifts per row were 1.5% slower at 4093 (v21).
 // One staged box (64 rows of 128 bytes, 16-byte chunk k of row r at chunk k ^ (r % 8)) out to
 // C, whose rows start on 16-byte boundaries, with plain stores: `c` is the box's first element,
 // rows ldc_bytes apart; `rows` and `width` (bytes) clip it. Each warp writes four whole rows an
@@ -268,6 +249,25 @@ __device__ __forceinline__ void store_box_rows_aligned(unsigned slot, char* c, l
   }
 }
 
+// Stores one warpgroup's 64 x BN accumulator block at (row0, col0) of C through the TMA unit:
+// the block goes out as boxes of 64 rows x 128 bytes (64 columns of 16-bit C, 32 of fp32), each
+// written into one of the warpgroup's two 8 KB staging slots in the 128-byte swizzled layout the
+// map expects (16-byte chunk c of row r at chunk c ^ (r % 8): the 32 lanes of each store hit 32
+// different banks), then stored asynchronously, so the warpgroup goes back to its main loop
+// while the copy engine writes C. `boxes_issued` counts this warpgroup's boxes across tiles: a
+// slot is rewritten only once the store issued from it two boxes earlier has read it.
+//
+// Where TMA cannot write C (rows not on 16-byte boundaries: N = 4093), the same staged boxes go
+// out with plain stores instead (BY_TMA false: `c` is the batch's C, rows ldc apart, clipped to
+// m x n): each warp writes a run of one row, 64 or 128 contiguous bytes, where storing straight
+// from the accumulators wrote 2-byte elements scattered over 8 rows per instruction. A block
+// whose last box is partial (BN 176, or 224 of 16-bit C) sends that box out the same way with
+// TMA too (a whole box would write into the next tile's columns): `c`, ldc, m and n are then
+// given as well, and each slot waits for every earlier store's read (the partial box commits
+// no bulk group, so counting groups would not say which slot is free). That partial box goes
+// out 16 bytes a store (store_box_rows_aligned): per element it cost up_proj's 176-wide tiles
+// 1-2% (v21). Where the rows are not aligned the per-element stores stay: 16-byte stores
+// assembled by funnel shifts per row were 1.5% slower at 4093 (v21).
 template <int BN, int KIND_OUT, bool BY_TMA>
 __device__ __forceinline__ void store_accumulators_staged(const float (&acc)[BN / 2],
                                                           const TensorMap* c_map, void* c,
