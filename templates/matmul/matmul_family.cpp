@@ -300,6 +300,9 @@ struct WgmmaConfig {
   // K slices summed through the workspace (a second launch).
   int workspace_splits() const { return split_cluster ? 1 : split_k; }
   int threads() const { return (consumers + 1) * 128; }
+  // 176 and 224 columns: widths that fit a wide N to the waves (cuBLAS runs 1024x14336x4096 in
+  // 128x176 tiles); B's MN-major blocks are 64 wide, so they read B K-major.
+  bool wave_fitted_width() const { return block_n == 176 || block_n == 224; }
   // Consumer warpgroups sharing a tile's rows: all of them, or with pingpong one (whole tiles).
   int rows_sharing() const { return pingpong ? 1 : consumers; }
   // C leaves through the exchange buffer (TileExchange) instead of the TMA staging slots.
@@ -1275,12 +1278,10 @@ class MatmulFamily final : public Family {
       if (w.exchange()) return "pingpong sends C out by TMA: no swap_ab or split_cluster";
     }
     if (w.block_m % (64 * w.rows_sharing())) return "each consumer warpgroup takes whole 64-row wgmmas";
-    if ((w.block_n % 64 && w.block_n != 16 && w.block_n != 32 && w.block_n != 176 &&
-         w.block_n != 224) ||
+    if ((w.block_n % 64 && w.block_n != 16 && w.block_n != 32 && !w.wave_fitted_width()) ||
         w.block_n > 256)
       return "block_n must be 16, 32, 64, 128, 176, 192, 224 or 256";
-    // Widths that fit a wide N to the waves (cuBLAS runs 1024x14336x4096 in 128x176 tiles).
-    if ((w.block_n == 176 || w.block_n == 224) && (w.swap_ab || w.split_cluster))
+    if (w.wave_fitted_width() && (w.swap_ab || w.split_cluster))
       return "176- and 224-column tiles are for plain tiles (no swap_ab, no split_cluster)";
     // fp32 accumulators: (block_m / consumers / 64) m64 tiles of block_n / 2 registers each
     // (block_m / 64 of them with pingpong).
@@ -1331,7 +1332,7 @@ class MatmulFamily final : public Family {
     const MatmulShape s(problem);
     if (w.block_k * s.in_bytes != 128)
       return "block_k must fill one 128-byte swizzled row: 64 of bf16/f16, 32 of fp32";
-    if ((w.block_n == 176 || w.block_n == 224) && !s.as_read().b_columns)
+    if (w.wave_fitted_width() && !s.as_read().b_columns)
       return "176- and 224-column tiles need B K-major (column-major: x @ W^T)";
     if (w.swap_ab) {
       // The kernel reads A as wgmma's B operand, whose narrow tiles must be K-major.

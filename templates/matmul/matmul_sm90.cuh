@@ -214,6 +214,20 @@ __device__ __forceinline__ void store_accumulators(const float (&acc)[BN / 2], v
   }
 }
 
+// One 2- or 4-byte element of a staged box, from shared memory at `from` to global `to`.
+template <int BYTES>
+__device__ __forceinline__ void store_staged_element(unsigned from, void* to) {
+  if constexpr (BYTES == 4) {
+    unsigned value;
+    asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(value) : "r"(from));
+    *static_cast<unsigned*>(to) = value;
+  } else {
+    unsigned short value;
+    asm volatile("ld.shared.u16 %0, [%1];\n" : "=h"(value) : "r"(from));
+    *static_cast<unsigned short*>(to) = value;
+  }
+}
+
 // One staged box (64 rows of 128 bytes, 16-byte chunk k of row r at chunk k ^ (r % 8)) out to
 // C, whose rows start on 16-byte boundaries, with plain stores: `c` is the box's first element,
 // rows ldc_bytes apart; `rows` and `width` (bytes) clip it. Each warp writes four whole rows an
@@ -229,22 +243,15 @@ __device__ __forceinline__ void store_box_rows_aligned(unsigned slot, char* c, l
     if (r >= rows) break;
     const unsigned staged = slot + r * 128;
     char* const row = c + r * ldc_bytes;
+    const unsigned chunk = staged + ((k ^ (r % 8)) << 4);
     if (k < whole) {
-      const float4 v = load_shared_f32x4(staged + ((k ^ (r % 8)) << 4));
+      const float4 v = load_shared_f32x4(chunk);
       const unsigned words[4] = {__float_as_uint(v.x), __float_as_uint(v.y), __float_as_uint(v.z),
                                  __float_as_uint(v.w)};
       store_global_16(row + 16 * k, words);
     } else if (k == whole) {
-      for (int b = 16 * k; b < width; b += OUT_BYTES) {
-        const unsigned from = staged + ((k ^ (r % 8)) << 4) + (b % 16);
-        if (OUT_BYTES == 4) {
-          *reinterpret_cast<unsigned*>(row + b) = load_shared_u32(from);
-        } else {
-          unsigned short value;
-          asm volatile("ld.shared.u16 %0, [%1];\n" : "=h"(value) : "r"(from));
-          *reinterpret_cast<unsigned short*>(row + b) = value;
-        }
-      }
+      for (int b = 16 * k; b < width; b += OUT_BYTES)
+        store_staged_element<OUT_BYTES>(chunk + b % 16, row + b);
     }
   }
 }
@@ -337,15 +344,7 @@ __device__ __forceinline__ void store_accumulators_staged(const float (&acc)[BN 
           if (row >= m) break;
           const unsigned at = slot + r * 128 + ((((in_chunk >> 4) ^ (r % 8)) << 4) | (in_chunk & 15));
           const long long offset = static_cast<long long>(row) * ldc + col;
-          if (KIND_OUT == kF32) {
-            float value;
-            asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(value) : "r"(at));
-            static_cast<float*>(c)[offset] = value;
-          } else {
-            unsigned short value;
-            asm volatile("ld.shared.u16 %0, [%1];\n" : "=h"(value) : "r"(at));
-            static_cast<half_bits*>(c)[offset] = value;
-          }
+          store_staged_element<OUT_BYTES>(at, static_cast<char*>(c) + offset * OUT_BYTES);
         }
       }
     }
