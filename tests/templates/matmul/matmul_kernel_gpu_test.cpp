@@ -596,7 +596,9 @@ TEST_F(GpuMatmul, StridedAndSharedBatchesMatchTheReference) {
               testing::wgmma_config(64, 64, 4, 1, 1, 2)})},
       // x @ W^T into C rows 16-byte aligned but N odd, in 176-wide tiles: the partial last box
       // goes out 16 bytes a store and each row's last odd elements one by one (cooperative and
-      // ping-pong; 16-bit and fp32 C, whose boxes are 64 and 32 columns).
+      // ping-pong; 16-bit and fp32 C, whose boxes are 64 and 32 columns). The box holding
+      // column 300 must not go through TMA, which writes whole 16-byte chunks (301-303 are
+      // padding).
       {{"matmul", DType::bf16, DType::bf16, {2, 100, 301, 264}, {{"b", "col"}}},
        {264, 100 * 264 + 8, 264, 0, 0, 0, 312, 100 * 312 + 8},
        false,
@@ -607,6 +609,17 @@ TEST_F(GpuMatmul, StridedAndSharedBatchesMatchTheReference) {
        false,
        wgmma({testing::wgmma_config(128, 176, 4, 2, 1, 1),
               testing::wgmma_config(128, 176, 5, 2, 1, 1, 8, 1, 0, 0, 0, 256, 1)})},
+      // K = 261 inside rows padded to 264 (aligned: TMA reads them): the last 16-byte chunk of
+      // a row holds 3 elements of poison past K, which must not reach the sums (x @ W^T, and
+      // a row-major B whose rows past K hold no poison). C's rows end on 16 bytes.
+      {{"matmul", DType::bf16, DType::bf16, {2, 100, 296, 261}, {{"b", "col"}}},
+       {264, 100 * 264 + 8, 264, 0, 0, 0, 304, 100 * 304 + 8},
+       false,
+       wgmma({testing::wgmma_config(128, 128, 4, 2, 1, 1), testing::wgmma_config(128, 176, 4, 2, 1, 1)})},
+      {{"matmul", DType::bf16, DType::bf16, {2, 100, 296, 261}, {}},
+       {264, 100 * 264 + 8, 296, 0, 0, 0, 304, 100 * 304 + 8},
+       false,
+       wgmma({testing::wgmma_config(128, 128, 4, 2, 1, 1)})},
       // tf32: a shared row-major B transposed once, A's strided batches padded.
       {{"matmul", DType::f32, DType::f32, {3, 64, 96, 200}, {}},
        {203, 64 * 203 + 7, 100, 0, 0, 0, 96, 64 * 96},
