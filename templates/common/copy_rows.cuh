@@ -10,11 +10,16 @@
 // that holds no byte of the row is never read (reading it could cross the allocation's end).
 // The shift is the same for a whole row, so each row runs code compiled for its word offset:
 // picking words by a run-time index took 60 registers and ~80 instructions a chunk, which held
-// the copy to 4 blocks an SM and 2 TB/s (docs/perf/matmul.md v19). Both operands of a matmul go
-// in one launch, and the launch that follows may start early (it waits for this grid).
+// the copy to 4 blocks an SM and 2 TB/s (docs/perf/matmul.md v19). A row of fewer than 256
+// chunks leaves threads over: a block then copies 256 / team rows at once, a team of threads
+// (the power of two from 32 to 256 that covers the row's chunks, or all 256) a row. With one row
+// a block, the 11516 rows of 312 bytes of a 16x11516x156 weight took ~20 us, each block walking
+// 11 rows one DRAM round trip after another with 20 of its 256 threads (docs/perf/matmul.md
+// v22). Both operands of a matmul go in one launch, and the launch that follows may start
+// early (it waits for this grid).
 //
-// launch: block 256 threads, grid up to one block per row and 8 per SM (a grid-stride loop over
-// the rows of both matrices covers the rest); early starts of the next launch allowed.
+// launch: block 256 threads, grid up to one block per row and 8 per SM (grid-stride loops over
+// the rows of each matrix cover the rest); early starts of the next launch allowed.
 #pragma once
 
 #include "common/copy_rows_params.h"
@@ -41,19 +46,20 @@ __device__ __forceinline__ unsigned word_of(const Chunk16& lo, const Chunk16& hi
 }
 
 // One row whose bytes start WORD words and `bits` more bits into the aligned block at `base`
-// (`end` bytes from base to past the row's last byte): this thread's chunks of it.
+// (`end` bytes from base to past the row's last byte): the chunks of it that fall to thread
+// `member` of a team of `team` threads.
 template <int WORD>
 __device__ __forceinline__ void copy_row(const unsigned char* base, unsigned char* to, int chunks,
-                                         long long end, int bits) {
+                                         long long end, int bits, int member, int team) {
   // Chunks per thread whose loads are issued together, before any of their stores. (Local:
   // a namespace-scope constant is emitted into the cubin under a per-process name.)
   constexpr int kCopyChunksInFlight = 2;
   const bool shifted = WORD != 0 || bits != 0;
-  for (int first = threadIdx.x; first < chunks; first += 256 * kCopyChunksInFlight) {
+  for (int first = member; first < chunks; first += team * kCopyChunksInFlight) {
     Chunk16 lo[kCopyChunksInFlight], hi[kCopyChunksInFlight];
 #pragma unroll
     for (int u = 0; u < kCopyChunksInFlight; ++u) {
-      const int chunk = first + 256 * u;
+      const int chunk = first + team * u;
       // This chunk's bytes are [shift + 16 chunk, + 16) from base, clipped to the row's end:
       // they spill into the next aligned block only when the row is shifted and goes on there.
       lo[u] = hi[u] = Chunk16{{0u, 0u, 0u, 0u}};
@@ -63,7 +69,7 @@ __device__ __forceinline__ void copy_row(const unsigned char* base, unsigned cha
     }
 #pragma unroll
     for (int u = 0; u < kCopyChunksInFlight; ++u) {
-      const int chunk = first + 256 * u;
+      const int chunk = first + team * u;
       if (chunk >= chunks) break;
       const unsigned out[4] = {
           __funnelshift_r(word_of<WORD>(lo[u], hi[u]), word_of<WORD + 1>(lo[u], hi[u]), bits),
@@ -78,29 +84,33 @@ __device__ __forceinline__ void copy_row(const unsigned char* base, unsigned cha
 template <int ELEMENT_BYTES>
 __global__ void __launch_bounds__(256, 8) copy_rows(const CopyRowsParams p) {
   allow_next_launch();  // the kernel after the copy may set up; it waits for this grid to finish
-  const long long rows = p.matrix[0].rows + p.matrix[1].rows;
-  // A block per row at a time: the row's shift is worked out once, and no thread divides to find
-  // its row (a 64-bit division per chunk measured as costly as the copy's own instructions).
-  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
-    const bool second = row >= p.matrix[0].rows;
-    const CopyRowsMatrix& m = second ? p.matrix[1] : p.matrix[0];
-    const long long r = second ? row - p.matrix[0].rows : row;
-    const long long batch = r / m.batch_rows;  // once per row, not per chunk
-    const unsigned char* from =
-        static_cast<const unsigned char*>(m.src) +
-        (batch * m.src_batch_stride + (r - batch * m.batch_rows) * m.src_ld) * ELEMENT_BYTES;
-    unsigned char* to = static_cast<unsigned char*>(m.dst) + r * m.dst_ld * ELEMENT_BYTES;
+  for (int which = 0; which < 2; ++which) {
+    const CopyRowsMatrix& m = p.matrix[which];
     const long long row_bytes = m.cols * ELEMENT_BYTES;
     const int chunks = static_cast<int>((row_bytes + 15) / 16);
-    const unsigned shift = static_cast<unsigned>(reinterpret_cast<unsigned long long>(from) & 15);
-    const unsigned char* base = from - shift;  // the aligned block holding the row's first byte
-    const long long end = shift + row_bytes;
-    const int bits = 8 * static_cast<int>(shift % 4);
-    switch (shift / 4) {
-      case 0: copy_row<0>(base, to, chunks, end, bits); break;
-      case 1: copy_row<1>(base, to, chunks, end, bits); break;
-      case 2: copy_row<2>(base, to, chunks, end, bits); break;
-      default: copy_row<3>(base, to, chunks, end, bits); break;
+    int team = 32;
+    while (team < 256 && team < chunks) team *= 2;
+    const int teams = 256 / team, member = threadIdx.x % team;
+    // A team per row at a time: the row's shift is worked out once, and no thread divides to
+    // find its row (a 64-bit division per chunk measured as costly as the copy's own
+    // instructions).
+    for (long long r = static_cast<long long>(blockIdx.x) * teams + threadIdx.x / team; r < m.rows;
+         r += static_cast<long long>(gridDim.x) * teams) {
+      const long long batch = r / m.batch_rows;  // once per row, not per chunk
+      const unsigned char* from =
+          static_cast<const unsigned char*>(m.src) +
+          (batch * m.src_batch_stride + (r - batch * m.batch_rows) * m.src_ld) * ELEMENT_BYTES;
+      unsigned char* to = static_cast<unsigned char*>(m.dst) + r * m.dst_ld * ELEMENT_BYTES;
+      const unsigned shift = static_cast<unsigned>(reinterpret_cast<unsigned long long>(from) & 15);
+      const unsigned char* base = from - shift;  // the aligned block holding the row's first byte
+      const long long end = shift + row_bytes;
+      const int bits = 8 * static_cast<int>(shift % 4);
+      switch (shift / 4) {
+        case 0: copy_row<0>(base, to, chunks, end, bits, member, team); break;
+        case 1: copy_row<1>(base, to, chunks, end, bits, member, team); break;
+        case 2: copy_row<2>(base, to, chunks, end, bits, member, team); break;
+        default: copy_row<3>(base, to, chunks, end, bits, member, team); break;
+      }
     }
   }
 }

@@ -269,14 +269,12 @@ __device__ __forceinline__ void store_box_rows_aligned(unsigned slot, char* c, l
 // m x n): each warp writes a run of one row, 64 or 128 contiguous bytes, where storing straight
 // from the accumulators wrote 2-byte elements scattered over 8 rows per instruction. A block
 // whose last box is partial (BN 176, or 224 of 16-bit C) sends that box out the same way with
-// TMA too (a whole box would write into the next tile's columns), and so does the box holding
-// C's last column where N * bytes is not a multiple of 16 (TMA would write the rest of that
-// 16-byte chunk, past the view): `c`, ldc, m and n are then given as well, and each slot waits
-// for every earlier store's read (a plain box commits no bulk group, so counting groups would
-// not say which slot is free). Those boxes go out 16 bytes a store (store_box_rows_aligned):
-// per element it cost up_proj's 176-wide tiles 1-2% (v21). Where the rows are not aligned the
-// per-element stores stay: 16-byte stores assembled by funnel shifts per row were 1.5% slower
-// at 4093 (v21).
+// TMA too (a whole box would write into the next tile's columns): `c`, ldc, m and n are then
+// given as well, and each slot waits for every earlier store's read (the partial box commits
+// no bulk group, so counting groups would not say which slot is free). That partial box goes
+// out 16 bytes a store (store_box_rows_aligned): per element it cost up_proj's 176-wide tiles
+// 1-2% (v21). Where the rows are not aligned the per-element stores stay: 16-byte stores
+// assembled by funnel shifts per row were 1.5% slower at 4093 (v21).
 template <int BN, int KIND_OUT, bool BY_TMA>
 __device__ __forceinline__ void store_accumulators_staged(const float (&acc)[BN / 2],
                                                           const TensorMap* c_map, void* c,
@@ -290,17 +288,12 @@ __device__ __forceinline__ void store_accumulators_staged(const float (&acc)[BN 
   const int tid = threadIdx.x % 128, lane = threadIdx.x % 32, warp = tid / 32;
   const int q = lane % 4;
   constexpr int WHOLE_BOXES = BN / BOX_COLS;
-  // TMA writes whole 16-byte chunks of a row, also past C's last column (up to the next
-  // 16-byte boundary: a padded C's neighbouring data). Where C's width ends inside a chunk, the
-  // box holding that end goes out by plain stores, clipped to the element.
-  const bool ragged_end = (n * OUT_BYTES) % 16 != 0;
 #pragma unroll
   for (int box = 0; box < (BN + BOX_COLS - 1) / BOX_COLS; ++box) {
     const unsigned slot = staging + (boxes_issued & 1u) * 8192u;
-    const bool tma_box = BY_TMA && box < WHOLE_BOXES &&
-                         !(ragged_end && col0 + (box + 1) * BOX_COLS > n);
+    const bool tma_box = BY_TMA && box < WHOLE_BOXES;
     if (BY_TMA && tid == 0) {
-      if (BN % BOX_COLS || ragged_end) tma_store_wait_read<0>();
+      if (BN % BOX_COLS) tma_store_wait_read<0>();
       else tma_store_wait_read<1>();
     }
     named_barrier_sync(barrier_id, 128);
