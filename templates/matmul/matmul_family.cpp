@@ -83,8 +83,11 @@ struct MatmulShape {
   // fp32 inputs are multiplied as tf32, which both templates read K-major only (wgmma's rule;
   // ldmatrix's transposing form moves 16-bit halves): the plan first transposes a column-major
   // A or a row-major B into the workspace, its rows padded to 16 bytes.
+  // A column-major A of at most 16 rows is transposed too (at most 16 x K elements): read
+  // row-major, a few rows take the swap_ab tiles that stream B (docs/perf/matmul.md v22), where
+  // a column-major A held them to 128-row tiles.
   bool tf32() const { return in_bytes == 4; }
-  bool transposes_a() const { return tf32() && a_columns; }
+  bool transposes_a() const { return a_columns && (tf32() || m <= 16); }
   bool transposes_b() const { return tf32() && !b_columns; }
   // Whether the mma.sync kernel may move every row it reads in 16-byte chunks: a transposed
   // copy's rows are padded; an operand read in place needs its rows and strides aligned.
@@ -98,10 +101,8 @@ struct MatmulShape {
   // The product as the kernels read it, after those transposes.
   MatmulShape as_read() const {
     MatmulShape t = *this;
-    if (tf32()) {
-      t.a_columns = false;
-      t.b_columns = true;
-    }
+    if (transposes_a()) t.a_columns = false;
+    if (transposes_b()) t.b_columns = true;
     return t;
   }
 };
@@ -178,6 +179,20 @@ constexpr int kMmaSync = 0, kWgmma = 1, kDecode = 2, kGemv = 3;
 // Accumulator registers a ping-pong warpgroup may hold per thread (its whole tile): 232 after
 // setmaxnreg, less the ~40 its descriptors, loop and epilogue need.
 constexpr int kPingpongAccumulators = 192;
+// The least K the untuned decode default gives each slice of a split: a split costs a second
+// launch and the partials' round trip, which a short slice does not win back (16x1752x704 in
+// two 352-k slices 0.77x cuBLAS against 0.98x whole; 11x227x7448 in eight 931-k slices 1.80x
+// against 1.34x in two: docs/perf/matmul.md v22).
+constexpr long long kMinDecodeSliceK = 512;
+// Under this K the untuned default of a few-tile shape does not split K: the second launch and
+// the partials cost more than the slices save. Measured beside cuBLAS (v22), split against whole
+// in 64x64 tiles: 63x80x781 0.90x against 1.12x, 8x1408x1146 0.71x against 0.78x; from ~2000
+// the split wins (16x160x2064 0.85x against 0.82x, 338x200x2732 0.99x against 0.88x).
+constexpr long long kMinSplitK = 1536;
+// Up to this K, a few-tile shape whose smaller tiles fill half the SMs runs them with K whole
+// rather than 128x128 tiles in K slices (698x659x1576: 128x64 whole 1.28x cuBLAS, 128x128 in
+// two slices 0.90x; v22); past it K-heavy shapes keep their slices (512x512x16384).
+constexpr long long kMaxUnslicedK = 4096;
 
 // The parameters of each variant, with the values the tuner tries. Configs of one variant carry
 // exactly its parameters plus `variant`, so each config has one canonical text.
@@ -482,7 +497,7 @@ class MatmulFamily final : public Family {
         Config split_decode = decode;
         split_decode.values["split_k"] = split;
         if (s.batch * ceil_div(s.n, 16) * split <= 2ll * device.sm_count &&
-            !reject(split_decode, problem, device)) {
+            s.k >= kMinDecodeSliceK * split && !reject(split_decode, problem, device)) {
           decode = split_decode;
           break;
         }
@@ -533,13 +548,29 @@ class MatmulFamily final : public Family {
         set({{"block_n", 128}, {"cluster_m", 1}, {"l2_promotion", both_wide ? 0 : 256}});
       }
     }
-    if (shaped.at("swap_ab") || (few_tiles && !one_wave)) {
-      // The most slices that neither overfill the SMs nor leave a slice under two K blocks.
-      int split = 16;
+    const bool tiled = few_tiles && !one_wave && !shaped.at("swap_ab");
+    const std::optional<Config> filling =
+        tiled && s.k <= kMaxUnslicedK ? tiles_filling_half(shaped, problem, device) : std::nullopt;
+    if (filling) {
+      shaped = *filling;
+    } else if (shaped.at("swap_ab") || tiled) {
+      // The most slices that neither overfill the SMs nor leave a slice under two K blocks;
+      // none where K is under kMinSplitK.
+      int split = s.k < kMinSplitK ? 1 : 16;
       while (split > 1 && (kernel_tiles(WgmmaConfig(shaped), s) * split > device.sm_count ||
                            ceil_div(s.k, 64) < 2 * split))
         split /= 2;
       set({{"split_k", split}});
+      // K too short to split: the smallest tiles, the most of them, in one launch (559x272x248:
+      // 64x64 0.88x cuBLAS, 128x128 0.75x whole, 0.57x in two slices; v22).
+      if (split == 1 && tiled) {
+        Config small = shaped;
+        small.values["block_m"] = 64;
+        small.values["block_n"] = 64;
+        small.values["consumers"] = 1;
+        small.values["stages"] = 8;
+        if (!reject(small, problem, device)) shaped = small;
+      }
     } else if (!few_tiles) {
       shaped = fit_waves(shaped, problem, device);
       const int split = tail_split_of(shaped, problem, device);
@@ -758,9 +789,13 @@ class MatmulFamily final : public Family {
     const std::uint64_t in_bytes = dtype_size(problem.dtype);
     const std::uint64_t out_bytes = dtype_size(problem.out_dtype);
     // C through TMA stores where its rows and batches start on 16-byte boundaries (C itself is
-    // 16-byte aligned: the runtime and the tuner require it); else plain stores, any ldc.
+    // 16-byte aligned: the runtime and the tuner require it) and end on one: TMA writes whole
+    // 16-byte chunks, so a row ending inside one (N = 301 of a C padded to 312 columns) would
+    // have the rest of that chunk, past the view, overwritten (seen on the H100). Else plain
+    // stores, any ldc.
     p.c_store_tma = (strides.ldc * out_bytes) % 16 == 0 &&
                             (strides.stride_c * out_bytes) % 16 == 0 &&
+                            (s.n * static_cast<long long>(out_bytes)) % 16 == 0 &&
                             (w.split_k == 1 || tail) && !w.exchange()
                         ? 1
                         : 0;
@@ -1118,11 +1153,20 @@ class MatmulFamily final : public Family {
                                               reinterpret_cast<void*>(into), batches, rows,
                                               row_length, x.ld, x.stride, padded}));
       x = {into, padded, x.shared ? 0 : row_length * padded, x.shared};
-    } else if (index.copy >= 0) {
+    } else if (index.copy >= 0 && !tma_reads_in_place(s, x)) {
       copy = CopyRowsMatrix{reinterpret_cast<const void*>(x.address), reinterpret_cast<void*>(into),
                             batches * rows, row_length, x.ld, padded, rows, x.stride};
       x = {into, padded, x.shared ? 0 : rows * padded, x.shared};
     }
+  }
+
+  // Whether TMA can read an operand where it lies: its base, rows and batches on 16-byte
+  // boundaries. An unaligned problem pads only the operands that are not: the other may be
+  // large (2x10488x9248 with A column-major: A's rows of 2 elements are off, B's 194 MB are not,
+  // and copying them took 0.31 ms where cuBLAS takes 0.086; docs/perf/matmul.md v22).
+  static bool tma_reads_in_place(const MatmulShape& s, const Operand& x) {
+    const long long per_16 = s.per_16_bytes();
+    return x.address % 16 == 0 && x.ld % per_16 == 0 && (x.shared || x.stride % per_16 == 0);
   }
 
   // 32 x 32 tiles of rows x cols, a 32 x 8 block each (transpose_rows's launch).
@@ -1176,6 +1220,28 @@ class MatmulFamily final : public Family {
 
   // Where 128x256 tiles leave most SMs idle: the default then takes smaller tiles or K slices;
   // elsewhere it fits a large tile to the waves (fit_waves).
+  // The first of 128x128 (two consumers), 128x64 and 64x128 (one) tiles that fill half the SMs
+  // at least, each K whole; nothing where none does.
+  std::optional<Config> tiles_filling_half(const Config& config, const Problem& problem,
+                                           const DeviceTarget& device) const {
+    const MatmulShape s(problem);
+    struct Tile {
+      int block_m, block_n, consumers, stages;
+    };
+    for (const Tile& t : {Tile{128, 128, 2, 4}, Tile{128, 64, 1, 6}, Tile{64, 128, 1, 6}}) {
+      if (2 * s.batch * ceil_div(s.m, t.block_m) * ceil_div(s.n, t.block_n) < device.sm_count)
+        continue;
+      Config tiled = config;
+      tiled.values["block_m"] = t.block_m;
+      tiled.values["block_n"] = t.block_n;
+      tiled.values["consumers"] = t.consumers;
+      tiled.values["stages"] = t.stages;
+      tiled.values["split_k"] = 1;
+      if (!reject(tiled, problem, device)) return tiled;
+    }
+    return std::nullopt;
+  }
+
   static bool few_large_tiles(const MatmulShape& s, const DeviceTarget& device) {
     return s.batch * ceil_div(s.m, 128) * ceil_div(s.n, 256) < device.sm_count / 2;
   }

@@ -67,8 +67,9 @@
 //       {128 / bytes(KIND_OUT), 64, 1} (64 x 64 for 16-bit C, 32 x 64 for fp32).
 //    TMA needs 16-byte aligned base addresses and strides: lda, ldb, stride_a and stride_b
 //    multiples of 8 elements (the host copies others into padded rows first), A and B 16-byte
-//    aligned. For C through TMA: ldc * bytes and stride_c * bytes multiples of 16 and C 16-byte
-//    aligned; otherwise set c_store_tma = 0 and C is written with plain element stores from the
+//    aligned. For C through TMA: ldc * bytes, stride_c * bytes and N * bytes multiples of 16
+//    and C 16-byte aligned (TMA stores whole 16-byte chunks: with a ragged N the last one
+//    would write past the view); otherwise set c_store_tma = 0 and C is written with plain element stores from the
 //    same staging slots, a warp per row run (any ldc >= N, C aligned to its element). With
 //    SWAP or CLUSTER_K > 1, c_store_tma = 0: C goes out from the exchange buffer in runs of 4
 //    columns (vector stores where each batch's rows start on 4 elements).

@@ -286,6 +286,29 @@ TEST(MatmulTf32Test, RunsOnBothTiledTemplates) {
   EXPECT_TRUE(matmul().reject(testing::decode_config(16, 8, 2), decode, ampere));
 }
 
+// Few tiles: where K is at most 4096 and smaller tiles fill half the SMs, those with K whole;
+// where K is under 1536, the smallest tiles, whole; else 128x128 tiles in K slices (measured on
+// the H100, docs/perf/matmul.md v22).
+TEST(MatmulWgmmaTest, TheDefaultFillsWithSmallerTilesWhereKIsTooShortToSplit) {
+  const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
+  auto tile = [&](const Problem& problem) {
+    const Config config = matmul().default_config(problem, hopper);
+    EXPECT_EQ(matmul().reject(config, problem, hopper), std::nullopt) << config.text();
+    EXPECT_EQ(config.at("split_k"), 1) << config.text();
+    return std::to_string(config.at("block_m")) + "x" + std::to_string(config.at("block_n"));
+  };
+  // 128x128 leaves 36 tiles for 132 SMs; 128x64's 66 fill half.
+  EXPECT_EQ(tile({"matmul", DType::bf16, DType::bf16, {698, 659, 1576}, {{"a", "col"}}}), "128x64");
+  // No tile fills half: the smallest, 45 of them (128x128 in two slices before).
+  EXPECT_EQ(tile({"matmul", DType::bf16, DType::bf16, {559, 272, 248}, {{"b", "col"}}}), "64x64");
+  EXPECT_EQ(tile({"matmul", DType::bf16, DType::bf16, {24, 1408, 1146}, {{"a", "col"}}}), "64x64");
+  // Where 128x128 fills half, it stays (112 tiles, each K whole).
+  EXPECT_EQ(tile({"matmul", DType::bf16, DType::bf16, {128, 14336, 4096}, {{"b", "col"}}}), "128x128");
+  // A K long enough still splits (K-heavy: 16 tiles in 8 slices of 2048; 2 tiles in 16 slices).
+  EXPECT_EQ(matmul().default_config(matmul_problem(512, 512, 16384), hopper).at("split_k"), 8);
+  EXPECT_EQ(matmul().default_config(matmul_problem(246, 88, 4184), hopper).at("split_k"), 16);
+}
+
 // The untuned default fetches around L2's misses where a weight streams (decode, M = 128, big
 // squares) and not where several tiles of few read every row (K-heavy, 1000^3): measured both
 // ways on the H100 (docs/perf/matmul.md v13).
@@ -1045,23 +1068,24 @@ TEST(MatmulStridesTest, OddStridesRunAsTheProblemWithAlignedZero) {
   const std::string message = error_message_of(
       [&] { matmul().plan(testing::wgmma_config(64, 64, 4, 1, 1, 1), problem, hopper, addresses, 0, odd); });
   EXPECT_NE(message.find("aligned=0"), std::string::npos) << message;
-  // With aligned=0, A is copied from its strided batches into packed, padded rows; B, shared,
-  // is copied once; C, its batches one element off 16 bytes, leaves by plain stores.
+  // With aligned=0, A is copied from its strided batches into packed, padded rows; B, shared
+  // and aligned, is read where it lies; C, its batches one element off 16 bytes, leaves by
+  // plain stores.
   const Config config = testing::wgmma_config(64, 64, 4, 1, 1, 1);
   const LaunchPlan plan = matmul().plan(config, call, hopper, addresses, 0x100000, odd);
-  ASSERT_EQ(plan.step_count, 2);  // one launch copies both
+  ASSERT_EQ(plan.step_count, 2);
   CopyRowsParams copies;
   std::memcpy(&copies, plan.steps[0].args.bytes.data(), sizeof copies);
   const CopyRowsMatrix& copy_a = copies.matrix[0];
   const CopyRowsMatrix& copy_b = copies.matrix[1];
-  EXPECT_EQ(plan.steps[0].geometry.grid[0], 2u * 64 + 128);  // a block per row of both
+  EXPECT_EQ(plan.steps[0].geometry.grid[0], 2u * 64);  // a block per row of A
   EXPECT_TRUE(plan.steps[1].geometry.early_start);  // sm_90: the product sets up meanwhile
   EXPECT_EQ(copy_a.rows, 2 * 64);
   EXPECT_EQ(copy_a.src_ld, 131);
   EXPECT_EQ(copy_a.batch_rows, 64);
   EXPECT_EQ(copy_a.src_batch_stride, 64 * 131);
   EXPECT_EQ(copy_a.dst_ld, 128);
-  EXPECT_EQ(copy_b.rows, 128);  // one batch of B's 128 rows
+  EXPECT_EQ(copy_b.rows, 0);
   MatmulSm90Params params;
   std::memcpy(&params, plan.steps[1].args.bytes.data(), sizeof params);
   EXPECT_EQ(params.b_shared, 1);
@@ -1395,6 +1419,23 @@ TEST(MatmulWgmmaTest, TheDefaultsTileFitsTheWaves) {
   MatmulSm90Params f32_params;
   std::memcpy(&f32_params, f32_plan.steps[0].args.bytes.data(), sizeof f32_params);
   EXPECT_EQ(f32_params.c_store_tma, 1);
+  // C's rows 16-byte aligned (ldc 312) but N = 301: TMA stores whole 16-byte chunks, so it
+  // would write columns 301-303 of the padding; C goes out by plain stores.
+  const Problem ragged = testing::x_times_w_t({100, 301, 264});
+  CallScalars padded_c;
+  padded_c.row_strides[2] = 312;
+  const LaunchPlan ragged_plan =
+      matmul().plan(testing::wgmma_config(128, 176, 4, 2, 1, 1), ragged, hopper, addresses, 0x100000, padded_c);
+  MatmulSm90Params ragged_params;
+  std::memcpy(&ragged_params, ragged_plan.steps[0].args.bytes.data(), sizeof ragged_params);
+  EXPECT_EQ(ragged_params.ldc, 312);
+  EXPECT_EQ(ragged_params.c_store_tma, 0);
+  padded_c.row_strides[2] = 304;
+  const Problem even = testing::x_times_w_t({100, 304, 264});
+  const LaunchPlan even_plan =
+      matmul().plan(testing::wgmma_config(128, 176, 4, 2, 1, 1), even, hopper, addresses, 0x100000, padded_c);
+  std::memcpy(&ragged_params, even_plan.steps[0].args.bytes.data(), sizeof ragged_params);
+  EXPECT_EQ(ragged_params.c_store_tma, 1);
   // B read MN-major (row-major) comes in 64-wide blocks: no 176 or 224.
   EXPECT_TRUE(matmul().reject(wide, matmul_problem(1024, 14336, 4096), hopper));
   EXPECT_EQ(tile(Problem{"matmul", DType::bf16, DType::bf16, {8, 2048, 2048, 2048}}), "128x256");
@@ -1417,8 +1458,12 @@ TEST(MatmulWgmmaTest, SwapAbIsForSmallRowMajorMWithNarrowTiles) {
   EXPECT_TRUE(matmul().reject(swap(64, 32), decode, hopper));  // 16 rows of A in 32 columns
   EXPECT_EQ(matmul().reject(swap(64, 32), matmul_problem(17, 4096, 4096), hopper), std::nullopt);
   EXPECT_TRUE(matmul().reject(swap(64, 64), matmul_problem(65, 4096, 4096), hopper));  // M > 64
+  // A column-major A of up to 16 rows is transposed into the workspace first (read row-major);
+  // from 17 rows on it is read as it lies, which swap_ab cannot.
   const Problem a_columns{"matmul", DType::bf16, DType::bf16, {16, 4096, 4096}, {{"a", "col"}}};
-  EXPECT_TRUE(matmul().reject(swap(64, 16), a_columns, hopper));
+  EXPECT_EQ(matmul().reject(swap(64, 16), a_columns, hopper), std::nullopt);
+  const Problem a_columns_17{"matmul", DType::bf16, DType::bf16, {17, 4096, 4096}, {{"a", "col"}}};
+  EXPECT_TRUE(matmul().reject(swap(64, 32), a_columns_17, hopper));
   // Narrow tiles only swapped; no multicast when swapped.
   EXPECT_TRUE(matmul().reject(testing::wgmma_config(64, 16, 6, 1, 1, 1, 1), decode, hopper));
   EXPECT_TRUE(matmul().reject(testing::wgmma_config(64, 16, 6, 1, 2, 1, 1, 1, 0, 1), decode, hopper));
@@ -1591,6 +1636,9 @@ TEST(MatmulDecodeTest, IsForFewRowsTimesAColumnMajorWeight) {
   const Config narrow = matmul().default_config(x_times_w_t({3, 512, 4096}), ampere);
   EXPECT_EQ(narrow.at("variant"), 2);
   EXPECT_EQ(narrow.at("split_k"), 4);  // 32 column blocks x 4 slices: at most 2 CTAs an SM of 108
+  // Slices of under 512 of K cost their second launch more than they save.
+  EXPECT_EQ(matmul().default_config(x_times_w_t({16, 1752, 704}), hopper).at("split_k"), 1);
+  EXPECT_EQ(matmul().default_config(x_times_w_t({11, 227, 7448}), hopper).at("split_k"), 8);
   EXPECT_EQ(matmul().default_config(matmul_problem(16, 4096, 4096), ampere).at("variant"), 0);
 
   // K over 4 CTAs: their fp32 partials in the workspace, summed by splitk_reduce.

@@ -594,11 +594,9 @@ TEST_F(GpuMatmul, StridedAndSharedBatchesMatchTheReference) {
        true,
        wgmma({testing::wgmma_config(64, 64, 4, 1, 1, 1, 1, 2, 1), testing::wgmma_config(128, 64, 4, 2, 1, 1, 8, 2),
               testing::wgmma_config(64, 64, 4, 1, 1, 2)})},
-      // x @ W^T into C rows 16-byte aligned but N odd, in 176-wide tiles: the partial last box
-      // goes out 16 bytes a store and each row's last odd elements one by one (cooperative and
-      // ping-pong; 16-bit and fp32 C, whose boxes are 64 and 32 columns). The box holding
-      // column 300 must not go through TMA, which writes whole 16-byte chunks (301-303 are
-      // padding).
+      // x @ W^T into C rows 16-byte aligned but N odd, in 176-wide tiles (cooperative and
+      // ping-pong; 16-bit and fp32 C): C must not go through TMA, which writes whole 16-byte
+      // chunks and so wrote columns 301-303, the padding (seen on the H100); plain stores.
       {{"matmul", DType::bf16, DType::bf16, {2, 100, 301, 264}, {{"b", "col"}}},
        {264, 100 * 264 + 8, 264, 0, 0, 0, 312, 100 * 312 + 8},
        false,
