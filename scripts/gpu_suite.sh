@@ -8,6 +8,7 @@
 #   SUITE_STEPS="tune bench" TUNE_4096=200 scripts/gpu_suite.sh
 #   SUITE_STEPS="tests suite" SUITE_ARGS="--part 1/3 --tune-budget 15s" scripts/gpu_suite.sh
 #   SUITE_STEPS="rows" ROWS_ARGS="--dtypes f32 --fused=" scripts/gpu_suite.sh
+#   SUITE_STEPS="shapes" SHAPES_ARGS="--count 60 --seed 16" scripts/gpu_suite.sh
 #   TEST_FILTER='GpuRow*' SUITE_STEPS=tests scripts/gpu_suite.sh
 #   SUITE_STEPS="attention" ATTENTION_ARGS="--cases b4h16s4096d128 --tune-budget 20s" scripts/gpu_suite.sh
 #   SUITE_STEPS="attention_backward" ATTENTION_BACKWARD_ARGS="--cases b4h16s4096d128" scripts/gpu_suite.sh
@@ -21,7 +22,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-$(mktemp -d)}
 BUILD=${BUILD_DIR:-build}
-STEPS=${SUITE_STEPS:-"tests python tune sass bench suite rows attention attention_backward tuner replay shards"}
+STEPS=${SUITE_STEPS:-"tests python tune sass bench suite shapes rows attention attention_backward tuner replay shards"}
 TEST_FILTER=${TEST_FILTER:-'Gpu*'}
 # The row ops beside torch eager and torch.compile (bench/reductions_bench.py).
 ROWS_ARGS=${ROWS_ARGS:-"--tune-budget 6s"}
@@ -32,6 +33,8 @@ ATTENTION_BACKWARD_ARGS=${ATTENTION_BACKWARD_ARGS:-"--tune-budget 8s"}
 # The 27-case suite beside cuBLAS and Inductor (bench/matmul_suite.py): about 40 s a case with
 # tuning and Inductor's compile, so split it over runs with --part i/N and merge the JSON files.
 SUITE_ARGS=${SUITE_ARGS:-"--tune-budget 15s --deadline 500"}
+# The untuned default over random shapes beside cuBLAS (bench/matmul_shapes.py; ~1 s a shape).
+SHAPES_ARGS=${SHAPES_ARGS:-"--count 44 --seed 15"}
 export TILESMITH_DB=${TILESMITH_DB:-$OUT/tilesmith.db}
 export PYTHONUNBUFFERED=1
 # Budgets per tuned shape ("N" candidates or "Ns" seconds; "all" = exhaustive). A budgeted
@@ -123,6 +126,14 @@ if has_step suite; then
   python3 bench/matmul_suite.py --lib "$BUILD/libtilesmith.so" --db "$TILESMITH_DB" $SUITE_ARGS \
     --json "$OUT/suite.json" --tune-log "$OUT/suite_tune.log" > "$OUT/suite.log" 2>&1
   summary+=("suite exit status: $?")
+fi
+
+if has_step shapes; then
+  echo "== shapes (the untuned default over random shapes vs cuBLAS, same process)"
+  # shellcheck disable=SC2086
+  python3 bench/matmul_shapes.py --lib "$BUILD/libtilesmith.so" $SHAPES_ARGS \
+    --json "$OUT/shapes.json" > "$OUT/shapes.log" 2>&1
+  summary+=("shapes exit status: $?, $(tail -n 1 "$OUT/shapes.log" | cut -c1-160)")
 fi
 
 if has_step rows; then

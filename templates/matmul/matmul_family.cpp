@@ -189,6 +189,9 @@ constexpr long long kMinDecodeSliceK = 512;
 // in 64x64 tiles: 63x80x781 0.90x against 1.12x, 8x1408x1146 0.71x against 0.78x; from ~2000
 // the split wins (16x160x2064 0.85x against 0.82x, 338x200x2732 0.99x against 0.88x).
 constexpr long long kMinSplitK = 1536;
+// Up to this K, a few rows needing padding are gathered where they lie instead (see
+// default_config).
+constexpr long long kMaxGatheredK = 512;
 // Up to this K, a few-tile shape whose smaller tiles fill half the SMs runs them with K whole
 // rather than 128x128 tiles in K slices (698x659x1576: 128x64 whole 1.28x cuBLAS, 128x128 in
 // two slices 0.90x; v22); past it K-heavy shapes keep their slices (512x512x16384).
@@ -503,6 +506,17 @@ class MatmulFamily final : public Family {
         }
       }
       if (!reject(decode, problem, device)) return decode;
+    }
+    // A few rows whose rows need padding for TMA, and a short K: the mma.sync template gathers
+    // the rows where they lie in 16-row (or 32-row) tiles, where padding them first costs more
+    // than the product (16x11516x156: 1.03x cuBLAS against 0.74x; 32x8696x87: 1.07x against
+    // 0.64x; at K 617 they tie, at 4093 the padded wgmma path is 3x faster: v22).
+    if (hopper && !s.aligned() && s.m <= 32 && s.k <= kMaxGatheredK) {
+      const Config gathered{{{"variant", kMmaSync}, {"block_m", s.m <= 16 ? 16 : 32},
+                             {"block_n", 64}, {"block_k", 64}, {"warps_m", 1}, {"warps_n", 4},
+                             {"stages", 4}, {"group_m", 1}}};
+      if (2 * s.batch * ceil_div(s.n, 64) >= device.sm_count && !reject(gathered, problem, device))
+        return gathered;
     }
     const Config base{{{"variant", kWgmma}, {"block_m", 128}, {"block_n", 256},
                        {"block_k", s.tf32() ? 32 : 64}, {"stages", 4}, {"consumers", 2},

@@ -304,6 +304,14 @@ TEST(MatmulWgmmaTest, TheDefaultFillsWithSmallerTilesWhereKIsTooShortToSplit) {
   EXPECT_EQ(tile({"matmul", DType::bf16, DType::bf16, {24, 1408, 1146}, {{"a", "col"}}}), "64x64");
   // Where 128x128 fills half, it stays (112 tiles, each K whole).
   EXPECT_EQ(tile({"matmul", DType::bf16, DType::bf16, {128, 14336, 4096}, {{"b", "col"}}}), "128x128");
+  // A few rows whose rows need padding, with a short K: the mma.sync tiles read them in place.
+  const Problem short_k = testing::x_times_w_t({16, 11516, 156});
+  const Config gathered = matmul().default_config(short_k, hopper);
+  EXPECT_EQ(gathered.at("variant"), 0);
+  EXPECT_EQ(gathered.at("block_m"), 16);
+  EXPECT_EQ(matmul().reject(gathered, short_k, hopper), std::nullopt);
+  EXPECT_EQ(matmul().default_config(testing::x_times_w_t({32, 8696, 87}), hopper).at("block_m"), 32);
+  EXPECT_EQ(matmul().default_config(testing::x_times_w_t({16, 4093, 4093}), hopper).at("variant"), 1);
   // A K long enough still splits (K-heavy: 16 tiles in 8 slices of 2048; 2 tiles in 16 slices).
   EXPECT_EQ(matmul().default_config(matmul_problem(512, 512, 16384), hopper).at("split_k"), 8);
   EXPECT_EQ(matmul().default_config(matmul_problem(246, 88, 4184), hopper).at("split_k"), 16);

@@ -343,6 +343,12 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
       // Rows off 16 bytes (copied into padded workspace first), batches, tf32.
       problem(bf16, bf16, {2949, 2949, 2949}), problem(f16, f32, {3, 1000, 1001, 999}),
       problem(f32, f32, {1000, 1000, 1000}), problem(f32, bf16, {2, 3000, 3000, 600}, xwt),
+      // Only A's rows off 16 bytes: B read where it lies. A column-major A of 8 rows,
+      // transposed, for swap_ab. Few tiles and a short K: 128x64 or 64x64 tiles, K whole. A
+      // few rows off 16 bytes with a short K: the mma.sync tiles gather them in place.
+      problem(bf16, bf16, {100, 3000, 999}), problem(bf16, f32, {8, 1408, 1146}, {{"a", "col"}}),
+      problem(f16, bf16, {698, 659, 1576}, {{"a", "col"}}), problem(bf16, bf16, {559, 272, 248}, xwt),
+      problem(bf16, bf16, {16, 11516, 156}, xwt),
   };
   const std::size_t named = problems.size();
   // Log-uniform dimensions (M and N up to 6000, K up to 8192), up to 2^35 multiply-adds so
@@ -405,6 +411,7 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
     const int variant = config.at("variant");
     if (variant == 2) branches.insert("decode");
     if (variant == 3) branches.insert("gemv");
+    if (variant == 0) branches.insert("gathered");
     if (variant != 1) continue;
     const int bm = config.at("block_m"), bn = config.at("block_n");
     if (config.at("swap_ab")) branches.insert("swap_ab");
@@ -416,7 +423,7 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
   if (device_.arch() == "sm_90a")
     EXPECT_EQ(branches, (std::set<std::string>{"gemv", "decode", "swap_ab", "128x64 one wave",
                                                "64x64 skinny", "192-wide, fitted to the waves",
-                                               "K slices"}));
+                                               "K slices", "gathered"}));
 }
 
 // The decode template (variant 2, any sm_80+ GPU): 1 to 32 rows of A against a column-major

@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""The untuned default over random shapes, beside cuBLAS (torch.matmul), in rounds.
+
+usage: matmul_shapes.py [--count DRAWS] [--seed S] [--lib PATH] [--json FILE]
+
+Every shape nobody tuned runs the family's default config, so the default is what a user
+meets first. The suite (matmul_suite.py) times 27 shapes from peers' benchmarks; this draws
+shapes no list names: M log-uniform in 1..8192 (a fifth of them 1, 2, 7, 16 or 33), N and K
+log-uniform in 64..16384, each half the time rounded up to a multiple of 8 (else left as drawn,
+usually unaligned rows), each of the layouts rr, rc (x @ W^T, twice as often), cr. The
+runtime's database is empty, so each call takes the default. Each shape is verified first
+(NaN-poisoned output, relative Frobenius error against an fp32 reference), then timed in
+rounds beside cuBLAS (bench/matmul_bench.py make_rounds: both after their own L2 flush, at the
+same clocks). Prints a row a shape, the geometric mean x cuBLAS and the worst shapes. Exit
+status: 0 all verified, 1 a verification failure, 2 setup problem.
+"""
+import argparse, ctypes, json, math, os, random, sys, tempfile
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "bench"))
+import matmul_bench as mb  # noqa: E402
+
+mb.PROG = "matmul_shapes"
+
+
+def draw_shapes(count, seed):
+    """`count` shapes (m, n, k, layout) from `seed`; the same seed gives the same shapes, so a
+    change is measured on the shapes it was measured on before."""
+    rng = random.Random(seed)
+
+    def log_uniform(lo, hi):
+        return int(round(math.exp(rng.uniform(math.log(lo), math.log(hi)))))
+
+    shapes = []
+    for _ in range(count):
+        m = log_uniform(1, 8192) if rng.random() < 0.8 else rng.choice([1, 2, 7, 16, 33])
+        n, k = log_uniform(64, 16384), log_uniform(64, 16384)
+        if rng.random() < 0.5:
+            n = (n + 7) // 8 * 8
+        if rng.random() < 0.5:
+            k = (k + 7) // 8 * 8
+        if m * n * k > 2.2e11:  # a draw past a few ms is dropped
+            continue
+        shapes.append((m, n, k, rng.choice(["rr", "rc", "rc", "cr"])))
+    return shapes
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--count", type=int, default=44, help="draws (those past 2.2e11 M*N*K are dropped)")
+    p.add_argument("--seed", type=int, default=15)
+    p.add_argument("--lib", default=os.path.join(REPO, "build", "libtilesmith.so"))
+    p.add_argument("--json", help="also write the rows as JSON")
+    p.add_argument("--warmup-ms", type=float, default=60.0)
+    p.add_argument("--rep-ms", type=float, default=40.0)
+    args = p.parse_args()
+    try:
+        import torch
+    except ImportError:
+        mb.setup_error("torch is needed for the cuBLAS column")
+    if not torch.cuda.is_available():
+        mb.setup_error("no GPU: the shapes are timed on one")
+    lib = mb.load_lib(args.lib)
+    db = os.path.join(tempfile.mkdtemp(prefix="matmul_shapes."), "empty.db")
+    runtime = mb.create_runtime(lib, db)  # empty: every call takes the default
+    stream = torch.cuda.current_stream().cuda_stream
+    rounds = mb.make_rounds(args.warmup_ms, args.rep_ms)
+    code = mb.DTYPE_CODES["bf16"]
+    rows, failed = [], 0
+    for m, n, k, layout in draw_shapes(args.count, args.seed):
+        a_col, b_col = layout[0] == "c", layout[1] == "c"
+        a_store = torch.randn(*((k, m) if a_col else (m, k)), device="cuda", dtype=torch.bfloat16)
+        a_store *= k ** -0.5
+        b_store = torch.randn(*((n, k) if b_col else (k, n)), device="cuda", dtype=torch.bfloat16)
+        a = a_store.t() if a_col else a_store
+        b = b_store.t() if b_col else b_store
+        reference = torch.matmul(a.float(), b.float())
+        c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+        desc = mb._capi.MatmulDesc(a_store.data_ptr(), b_store.data_ptr(), c.data_ptr(), 1, m, n, k,
+                                   code, code, int(a_col), int(b_col), None, None, 0)
+
+        def ours(d=ctypes.byref(desc)):
+            mb.check(lib, lib.tilesmith_matmul_ex(runtime, d, stream), "tilesmith_matmul_ex")
+
+        ours()
+        torch.cuda.synchronize()
+        error = float((c.float() - reference).norm() / reference.norm())
+        ok = math.isfinite(error) and error <= mb.TOLERANCE["bf16"]
+        failed += not ok
+        timed = rounds({"ts": ours, "cb": lambda: torch.matmul(a, b)})
+        ts_ms, cb_ms = timed["ts"][0], timed["cb"][0]
+        row = {"m": m, "n": n, "k": k, "layout": layout, "ts_ms": ts_ms, "cb_ms": cb_ms,
+               "x_cublas": cb_ms / ts_ms, "error": error, "verified": ok}
+        rows.append(row)
+        print(f"{m:>5}x{n:>5}x{k:>5} {layout}  ts {ts_ms:.4f}  cuBLAS {cb_ms:.4f} ms  "
+              f"x {row['x_cublas']:.3f}  {2 * m * n * k / ts_ms / 1e9:7.1f} TFLOP/s  "
+              f"err {error:.1e}{'' if ok else '  FAILED'}", flush=True)
+    geomean = math.exp(sum(math.log(r["x_cublas"]) for r in rows) / len(rows))
+    worst = sorted(rows, key=lambda r: r["x_cublas"])[:8]
+    print(f"geomean x cuBLAS over {len(rows)} shapes (seed {args.seed}): {geomean:.3f}; "
+          f"{len(rows) - failed} verified; worst: "
+          + ", ".join(f"{r['m']}x{r['n']}x{r['k']} {r['layout']} {r['x_cublas']:.2f}" for r in worst))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"seed": args.seed, "geomean_x_cublas": geomean, "rows": rows}, f, indent=1)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
