@@ -83,11 +83,14 @@ struct MatmulShape {
   // fp32 inputs are multiplied as tf32, which both templates read K-major only (wgmma's rule;
   // ldmatrix's transposing form moves 16-bit halves): the plan first transposes a column-major
   // A or a row-major B into the workspace, its rows padded to 16 bytes.
-  // A column-major A of at most 16 rows is transposed too (at most 16 x K elements): read
-  // row-major, a few rows take the swap_ab tiles that stream B (docs/perf/matmul.md v22), where
-  // a column-major A held them to 128-row tiles.
+  // A column-major A of at most 16 rows is transposed too where B is large (4M elements or
+  // more): read row-major, a few rows take the swap_ab tiles that stream B, where a
+  // column-major A held them to 128-row tiles (14x2200x9920 0.67 -> 1.58x cuBLAS). Against a
+  // small B the transpose's launch costs more than it buys (2x410x168: 0.87 -> 0.70x; v22).
   bool tf32() const { return in_bytes == 4; }
-  bool transposes_a() const { return a_columns && (tf32() || m <= 16); }
+  bool transposes_a() const {
+    return a_columns && (tf32() || (m <= 16 && n * k >= (4ll << 20)));
+  }
   bool transposes_b() const { return tf32() && !b_columns; }
   // Whether the mma.sync kernel may move every row it reads in 16-byte chunks: a transposed
   // copy's rows are padded; an operand read in place needs its rows and strides aligned.
@@ -576,8 +579,10 @@ class MatmulFamily final : public Family {
         split /= 2;
       set({{"split_k", split}});
       // K too short to split: the smallest tiles, the most of them, in one launch (559x272x248:
-      // 64x64 0.88x cuBLAS, 128x128 0.75x whole, 0.57x in two slices; v22).
-      if (split == 1 && tiled) {
+      // 64x64 0.88x cuBLAS, 128x128 0.75x whole, 0.57x in two slices; v22). (Where a longer K
+      // is not split because the tiles fill the SMs, they stay: 4038x336x10669 in 64x64 tiles
+      // took 1.44x the time of 128x128.)
+      if (s.k < kMinSplitK && tiled) {
         Config small = shaped;
         small.values["block_m"] = 64;
         small.values["block_n"] = 64;
