@@ -1466,6 +1466,11 @@ TEST(MatmulWgmmaTest, SwapAbIsForSmallRowMajorMWithNarrowTiles) {
   EXPECT_TRUE(matmul().reject(swap(64, 32), decode, hopper));  // 16 rows of A in 32 columns
   EXPECT_EQ(matmul().reject(swap(64, 32), matmul_problem(17, 4096, 4096), hopper), std::nullopt);
   EXPECT_TRUE(matmul().reject(swap(64, 64), matmul_problem(65, 4096, 4096), hopper));  // M > 64
+  // Up to the power of two at or above M: 33-48 rows in one 64-column tile (the default's).
+  EXPECT_TRUE(matmul().reject(swap(64, 64), matmul_problem(32, 4096, 4096), hopper));
+  EXPECT_EQ(matmul().reject(swap(64, 64), matmul_problem(38, 4096, 4096), hopper), std::nullopt);
+  EXPECT_EQ(matmul().default_config(testing::x_times_w_t({38, 8600, 856}), hopper).at("block_n"), 64);
+  EXPECT_EQ(matmul().default_config(testing::x_times_w_t({32, 8600, 856}), hopper).at("block_n"), 32);
   // A column-major A of up to 16 rows is transposed into the workspace first (read row-major);
   // from 17 rows on it is read as it lies, which swap_ab cannot.
   const Problem a_columns{"matmul", DType::bf16, DType::bf16, {16, 4096, 4096}, {{"a", "col"}}};
