@@ -1240,8 +1240,6 @@ class MatmulFamily final : public Family {
            ceil_div(ks.n, w.block_n * w.cluster_n);
   }
 
-  // Where 128x256 tiles leave most SMs idle: the default then takes smaller tiles or K slices;
-  // elsewhere it fits a large tile to the waves (fit_waves).
   // The first of 128x128 (two consumers), 128x64 and 64x128 (one) tiles that fill half the SMs
   // at least, each K whole; nothing where none does.
   std::optional<Config> tiles_filling_half(const Config& config, const Problem& problem,
@@ -1264,6 +1262,8 @@ class MatmulFamily final : public Family {
     return std::nullopt;
   }
 
+  // Where 128x256 tiles leave most SMs idle: the default then takes smaller tiles or K slices;
+  // elsewhere it fits a large tile to the waves (fit_waves).
   static bool few_large_tiles(const MatmulShape& s, const DeviceTarget& device) {
     return s.batch * ceil_div(s.m, 128) * ceil_div(s.n, 256) < device.sm_count / 2;
   }
