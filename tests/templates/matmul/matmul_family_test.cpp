@@ -465,6 +465,40 @@ TEST(MatmulTf32Test, MnMajorOperandsAreTransposedFirst) {
   EXPECT_EQ(args.tensor_maps[1].stride_bytes[1], 200u * 300 * 4);
 }
 
+// A column-major A of a few rows against a large B (2x10488x9248): A (9248 rows of 2) is
+// transposed into the workspace, its rows of K padded; B's rows are on 16 bytes and it is read
+// where it lies, though the problem's A makes it unaligned (docs/perf/matmul.md v22).
+TEST(MatmulPlanTest, AFewColumnMajorRowsAreTransposedAndAnAlignedBIsNotCopied) {
+  const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
+  const Problem problem{"matmul", DType::bf16, DType::bf16, {2, 10488, 9248}, {{"a", "col"}}};
+  const Config config = matmul().default_config(problem, hopper);
+  EXPECT_EQ(config.at("swap_ab"), 1) << config.text();
+  const std::vector<std::string> kernels = matmul().kernel_expressions(config, problem);
+  EXPECT_NE(std::find(kernels.begin(), kernels.end(), "tilesmith::transpose_rows<2>"), kernels.end());
+  const std::vector<std::uint64_t> addresses = {0x10000, 0x2000000, 0x3000000};
+  const LaunchPlan plan = matmul().plan(config, problem, hopper, addresses, 0x100000000, {});
+  int copies = 0, transposes = 0;
+  for (int i = 0; i < plan.step_count; ++i) {
+    const std::string& kernel = kernels.at(static_cast<std::size_t>(plan.steps[i].kernel));
+    copies += kernel.find("copy_rows") != std::string::npos;
+    transposes += kernel.find("transpose_rows") != std::string::npos;
+  }
+  EXPECT_EQ(copies, 0);  // no copy of B's 194 MB
+  ASSERT_EQ(transposes, 1);
+  TransposeParams a;
+  std::memcpy(&a, plan.steps[0].args.bytes.data(), sizeof a);
+  EXPECT_EQ(a.rows, 9248);  // A stored k x m, written m x k
+  EXPECT_EQ(a.cols, 2);
+  EXPECT_EQ(a.dst_ld, 9248);
+  // Against a small B, A stays column-major (its rows only padded): the transpose's launch
+  // would cost more than it buys.
+  const Problem small{"matmul", DType::bf16, DType::bf16, {2, 410, 168}, {{"a", "col"}}};
+  const std::vector<std::string> small_kernels =
+      matmul().kernel_expressions(matmul().default_config(small, hopper), small);
+  EXPECT_EQ(std::find(small_kernels.begin(), small_kernels.end(), "tilesmith::transpose_rows<2>"),
+            small_kernels.end());
+}
+
 TEST(MatmulValidateTest, AcceptsEveryOutputTypeForEitherHalfInput) {
   for (DType in : {DType::f16, DType::bf16})
     for (DType out : {DType::f16, DType::bf16, DType::f32})
