@@ -201,6 +201,18 @@ constexpr long long kMaxGatheredK = 512;
 // two slices 0.90x; v22); past it K-heavy shapes keep their slices (512x512x16384).
 constexpr long long kMaxUnslicedK = 4096;
 
+// A wgmma tile the untuned default picks: its shape, consumer warpgroups and ring depth.
+struct WgmmaTile {
+  int block_m, block_n, consumers, stages;
+  Config on(Config config) const {
+    config.values["block_m"] = block_m;
+    config.values["block_n"] = block_n;
+    config.values["consumers"] = consumers;
+    config.values["stages"] = stages;
+    return config;
+  }
+};
+
 // The parameters of each variant, with the values the tuner tries. Configs of one variant carry
 // exactly its parameters plus `variant`, so each config has one canonical text.
 std::vector<ParamSpec> variant_space(int variant) {
@@ -536,7 +548,7 @@ class MatmulFamily final : public Family {
     if (s.m <= 64 && !s.as_read().a_columns) {
       // M's side in one tile: 33-48 rows in 64 columns ran 1.06-1.37x faster than in two of 32
       // (33x6032x14288, 48x1031x2000, 38x8600x856), 40x4096x4096 4% slower (v22).
-      set({{"swap_ab", 1}, {"block_m", 64}, {"block_n", s.m <= 16 ? 16 : s.m <= 32 ? 32 : 64},
+      set({{"swap_ab", 1}, {"block_m", 64}, {"block_n", swap_width(s)},
            {"stages", 8}, {"consumers", 1}, {"cluster_m", 1}});
     } else if (few_tiles) {
       // Where both M and N span several tiles, every operand row is read by several of them
@@ -586,11 +598,7 @@ class MatmulFamily final : public Family {
       // is not split because the tiles fill the SMs, they stay: 4038x336x10669 in 64x64 tiles
       // took 1.44x the time of 128x128.)
       if (s.k < kMinSplitK && tiled) {
-        Config small = shaped;
-        small.values["block_m"] = 64;
-        small.values["block_n"] = 64;
-        small.values["consumers"] = 1;
-        small.values["stages"] = 8;
+        const Config small = WgmmaTile{64, 64, 1, 8}.on(shaped);
         if (!reject(small, problem, device)) shaped = small;
       }
     } else if (!few_tiles) {
@@ -1245,21 +1253,21 @@ class MatmulFamily final : public Family {
   std::optional<Config> tiles_filling_half(const Config& config, const Problem& problem,
                                            const DeviceTarget& device) const {
     const MatmulShape s(problem);
-    struct Tile {
-      int block_m, block_n, consumers, stages;
-    };
-    for (const Tile& t : {Tile{128, 128, 2, 4}, Tile{128, 64, 1, 6}, Tile{64, 128, 1, 6}}) {
+    for (const WgmmaTile& t : {WgmmaTile{128, 128, 2, 4}, WgmmaTile{128, 64, 1, 6},
+                                WgmmaTile{64, 128, 1, 6}}) {
       if (2 * s.batch * ceil_div(s.m, t.block_m) * ceil_div(s.n, t.block_n) < device.sm_count)
         continue;
-      Config tiled = config;
-      tiled.values["block_m"] = t.block_m;
-      tiled.values["block_n"] = t.block_n;
-      tiled.values["consumers"] = t.consumers;
-      tiled.values["stages"] = t.stages;
+      Config tiled = t.on(config);
       tiled.values["split_k"] = 1;
       if (!reject(tiled, problem, device)) return tiled;
     }
     return std::nullopt;
+  }
+
+  // swap_ab's width over M: the power of two at or above it, 16 at least. (33-48 rows in one
+  // 64-column tile read each weight tile once, where two 32-column tiles read it twice: v22.)
+  static long long swap_width(const MatmulShape& s) {
+    return std::max<long long>(16, std::bit_ceil(static_cast<unsigned long long>(s.m)));
   }
 
   // Where 128x256 tiles leave most SMs idle: the default then takes smaller tiles or K slices;
@@ -1427,9 +1435,7 @@ class MatmulFamily final : public Family {
       if (s.as_read().a_columns) return "swap_ab needs A row-major";
       // Swapping pays where M leaves most of a 64-row wgmma tile empty.
       if (s.m > 64) return "swap_ab is for M <= 64";
-      // (Up to the power of two at or above M: 33-48 rows in one 64-column tile, each weight
-      // tile read once, against two 32-column tiles reading it twice.)
-      if (w.block_n > std::max<long long>(16, std::bit_ceil(static_cast<unsigned long long>(s.m))))
+      if (w.block_n > swap_width(s))
         return "with swap_ab, block_n above M rounded up to a power of two only multiplies zeros";
     }
     if (w.split_k > 1) {

@@ -69,8 +69,9 @@
 //    multiples of 8 elements (the host copies others into padded rows first), A and B 16-byte
 //    aligned. For C through TMA: ldc * bytes, stride_c * bytes and N * bytes multiples of 16
 //    and C 16-byte aligned (TMA stores whole 16-byte chunks: with a ragged N the last one
-//    would write past the view); otherwise set c_store_tma = 0 and C is written with plain element stores from the
-//    same staging slots, a warp per row run (any ldc >= N, C aligned to its element). With
+//    would write past the view); otherwise set c_store_tma = 0 and C is written with plain
+//    element stores from the same staging slots, a warp per row run (any ldc >= N, C aligned
+//    to its element). With
 //    SWAP or CLUSTER_K > 1, c_store_tma = 0: C goes out from the exchange buffer in runs of 4
 //    columns (vector stores where each batch's rows start on 4 elements).
 //  constraints: BK * bytes(KIND_IN) == 128 (64, or 32 for fp32); BN in {16, 32, 64, 128, 176,
