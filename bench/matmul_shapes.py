@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The untuned default over random shapes, beside cuBLAS (torch.matmul), in rounds.
 
-usage: matmul_shapes.py [--count DRAWS] [--seed S] [--lib PATH] [--json FILE]
+usage: matmul_shapes.py [--count DRAWS] [--seed S | --shapes MxNxK:LAYOUT,...] [--lib PATH]
+                        [--baseline PATH] [--json FILE]
 
 Every shape nobody tuned runs the family's default config, so the default is what a user
 meets first. The suite (matmul_suite.py) times 27 shapes from peers' benchmarks; this draws
@@ -11,8 +12,12 @@ usually unaligned rows), each of the layouts rr, rc (x @ W^T, twice as often), c
 runtime's database is empty, so each call takes the default. Each shape is verified first
 (NaN-poisoned output, relative Frobenius error against an fp32 reference), then timed in
 rounds beside cuBLAS (bench/matmul_bench.py make_rounds: both after their own L2 flush, at the
-same clocks). Prints a row a shape, the geometric mean x cuBLAS and the worst shapes. Exit
-status: 0 all verified, 1 a verification failure, 2 setup problem.
+same clocks). Prints a row a shape, the geometric mean x cuBLAS and the worst shapes. With
+--baseline, a second build's library (another commit's build/libtilesmith.so) runs the same
+shapes behind its own empty database, verified and timed in the same rounds: an A/B of a change
+to the default, each side against the same cuBLAS timings. --shapes names shapes instead of
+drawing them (layout rr, rc or cr: A then B, r row-major, c column-major). Exit status: 0 all
+verified, 1 a verification failure, 2 setup problem.
 """
 import argparse, ctypes, json, math, os, random, sys, tempfile
 
@@ -45,11 +50,29 @@ def draw_shapes(count, seed):
     return shapes
 
 
+def parse_shapes(text):
+    """MxNxK:LAYOUT,... as (m, n, k, layout) tuples."""
+    shapes = []
+    for item in text.split(","):
+        dims, _, layout = item.strip().partition(":")
+        layout = layout or "rr"
+        try:
+            m, n, k = (int(d) for d in dims.split("x"))
+        except ValueError:
+            mb.setup_error(f"--shapes: {item!r} is not MxNxK:LAYOUT")
+        if layout not in ("rr", "rc", "cr", "cc") or min(m, n, k) < 1:
+            mb.setup_error(f"--shapes: {item!r}: positive dims and a layout of rr, rc, cr or cc")
+        shapes.append((m, n, k, layout))
+    return shapes
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--count", type=int, default=44, help="draws (those past 2.2e11 M*N*K are dropped)")
     p.add_argument("--seed", type=int, default=15)
+    p.add_argument("--shapes", help="MxNxK:LAYOUT,... to time instead of drawing shapes")
     p.add_argument("--lib", default=os.path.join(REPO, "build", "libtilesmith.so"))
+    p.add_argument("--baseline", help="another build's libtilesmith.so, timed beside --lib")
     p.add_argument("--json", help="also write the rows as JSON")
     p.add_argument("--warmup-ms", type=float, default=60.0)
     p.add_argument("--rep-ms", type=float, default=40.0)
@@ -60,14 +83,21 @@ def main():
         mb.setup_error("torch is needed for the cuBLAS column")
     if not torch.cuda.is_available():
         mb.setup_error("no GPU: the shapes are timed on one")
-    lib = mb.load_lib(args.lib)
-    db = os.path.join(tempfile.mkdtemp(prefix="matmul_shapes."), "empty.db")
-    runtime = mb.create_runtime(lib, db)  # empty: every call takes the default
+    # name -> (library, runtime over an empty database: every call takes the default)
+    sides = {}
+    for name, path in (("ts", args.lib), ("base", args.baseline)):
+        if path:
+            lib = mb.load_lib(path)
+            db = os.path.join(tempfile.mkdtemp(prefix="matmul_shapes."), "empty.db")
+            sides[name] = (lib, mb.create_runtime(lib, db))
+    if len(sides) == 2 and sides["ts"][0]._handle == sides["base"][0]._handle:
+        mb.setup_error("--baseline loaded as the same library as --lib (the same file?)")
     stream = torch.cuda.current_stream().cuda_stream
     rounds = mb.make_rounds(args.warmup_ms, args.rep_ms)
     code = mb.DTYPE_CODES["bf16"]
     rows, failed = [], 0
-    for m, n, k, layout in draw_shapes(args.count, args.seed):
+    shapes = parse_shapes(args.shapes) if args.shapes else draw_shapes(args.count, args.seed)
+    for m, n, k, layout in shapes:
         a_col, b_col = layout[0] == "c", layout[1] == "c"
         a_store = torch.randn(*((k, m) if a_col else (m, k)), device="cuda", dtype=torch.bfloat16)
         a_store *= k ** -0.5
@@ -75,34 +105,48 @@ def main():
         a = a_store.t() if a_col else a_store
         b = b_store.t() if b_col else b_store
         reference = torch.matmul(a.float(), b.float())
-        c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
-        desc = mb._capi.MatmulDesc(a_store.data_ptr(), b_store.data_ptr(), c.data_ptr(), 1, m, n, k,
-                                   code, code, int(a_col), int(b_col), None, None, 0)
+        calls, errors = {}, {}
+        for name, (lib, runtime) in sides.items():
+            c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+            desc = mb._capi.MatmulDesc(a_store.data_ptr(), b_store.data_ptr(), c.data_ptr(), 1, m, n,
+                                       k, code, code, int(a_col), int(b_col), None, None, 0)
 
-        def ours(d=ctypes.byref(desc)):
-            mb.check(lib, lib.tilesmith_matmul_ex(runtime, d, stream), "tilesmith_matmul_ex")
+            def call(lib=lib, runtime=runtime, d=ctypes.byref(desc), keep=(desc, c)):
+                mb.check(lib, lib.tilesmith_matmul_ex(runtime, d, stream), "tilesmith_matmul_ex")
 
-        ours()
-        torch.cuda.synchronize()
-        error = float((c.float() - reference).norm() / reference.norm())
-        ok = math.isfinite(error) and error <= mb.TOLERANCE["bf16"]
+            call()
+            torch.cuda.synchronize()
+            errors[name] = float((c.float() - reference).norm() / reference.norm())
+            calls[name] = call
+        ok = all(math.isfinite(e) and e <= mb.TOLERANCE["bf16"] for e in errors.values())
         failed += not ok
-        timed = rounds({"ts": ours, "cb": lambda: torch.matmul(a, b)})
+        timed = rounds({**calls, "cb": lambda: torch.matmul(a, b)})
         ts_ms, cb_ms = timed["ts"][0], timed["cb"][0]
         row = {"m": m, "n": n, "k": k, "layout": layout, "ts_ms": ts_ms, "cb_ms": cb_ms,
-               "x_cublas": cb_ms / ts_ms, "error": error, "verified": ok}
+               "x_cublas": cb_ms / ts_ms, "error": errors["ts"], "verified": ok}
+        against = ""
+        if "base" in timed:
+            row["base_ms"] = timed["base"][0]
+            row["x_base"] = row["base_ms"] / ts_ms
+            row["base_error"] = errors["base"]
+            against = f"  base {row['base_ms']:.4f}  x base {row['x_base']:.3f}"
         rows.append(row)
         print(f"{m:>5}x{n:>5}x{k:>5} {layout}  ts {ts_ms:.4f}  cuBLAS {cb_ms:.4f} ms  "
-              f"x {row['x_cublas']:.3f}  {2 * m * n * k / ts_ms / 1e9:7.1f} TFLOP/s  "
-              f"err {error:.1e}{'' if ok else '  FAILED'}", flush=True)
+              f"x {row['x_cublas']:.3f}{against}  {2 * m * n * k / ts_ms / 1e9:7.1f} TFLOP/s  "
+              f"err {max(errors.values()):.1e}{'' if ok else '  FAILED'}", flush=True)
     geomean = math.exp(sum(math.log(r["x_cublas"]) for r in rows) / len(rows))
     worst = sorted(rows, key=lambda r: r["x_cublas"])[:8]
-    print(f"geomean x cuBLAS over {len(rows)} shapes (seed {args.seed}): {geomean:.3f}; "
+    if args.baseline:
+        base_geomean = math.exp(sum(math.log(r["x_base"]) for r in rows) / len(rows))
+        print(f"geomean x baseline ({args.baseline}): {base_geomean:.3f}")
+    source = "given" if args.shapes else f"seed {args.seed}"
+    print(f"geomean x cuBLAS over {len(rows)} shapes ({source}): {geomean:.3f}; "
           f"{len(rows) - failed} verified; worst: "
           + ", ".join(f"{r['m']}x{r['n']}x{r['k']} {r['layout']} {r['x_cublas']:.2f}" for r in worst))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"seed": args.seed, "geomean_x_cublas": geomean, "rows": rows}, f, indent=1)
+            json.dump({"seed": None if args.shapes else args.seed, "geomean_x_cublas": geomean,
+                       "rows": rows}, f, indent=1)
     return 1 if failed else 0
 
 

@@ -64,6 +64,22 @@ struct MatmulShape {
     return a_row_length() % per_16_bytes() == 0 && b_row_length() % per_16_bytes() == 0;
   }
   bool aligned() const { return rows_aligned() && !strides_unaligned; }
+  // A copied operand's row (padded or transposed into the workspace): on 128-byte boundaries,
+  // where TMA's 128-byte box rows then fill whole L2 lines; rows shorter than a line on 16.
+  long long padded_row_length(long long length) const {
+    const long long unit = length * in_bytes >= 128 ? 128 / in_bytes : per_16_bytes();
+    return (length + unit - 1) / unit * unit;
+  }
+  // How many of A and B TMA reads in rows off 128-byte boundaries, taking the rows as stored:
+  // a box row on one is one L2 line, where rows off it straddle two and cost two requests
+  // (1152x4224x6424 against 6400: 192x128 tiles 1.8x slower, 128x256 pairs 1.14x, cuBLAS
+  // 1.14x; docs/perf/matmul.md v23). Copied operands (transposed, or padded) are on them.
+  int operands_off_lines() const {
+    auto off = [&](long long length, bool copied) {
+      return !copied && length % per_16_bytes() == 0 && length * in_bytes % 128 != 0;
+    };
+    return off(a_row_length(), transposes_a()) + off(b_row_length(), transposes_b());
+  }
   // Whether an aligned problem needs C's and the residual's strides on 16-byte boundaries too,
   // besides A's and B's (whose rows the kernels move in 16-byte pieces): only with row-major
   // B, where N is a multiple of 8 and the mma.sync kernel stores C's column pairs unchecked.
@@ -188,11 +204,23 @@ constexpr int kPingpongAccumulators = 192;
 // two 352-k slices 0.77x cuBLAS against 0.98x whole; 11x227x7448 in eight 931-k slices 1.80x
 // against 1.34x in two: docs/perf/matmul.md v22).
 constexpr long long kMinDecodeSliceK = 512;
+// The untuned tiled default's estimate of a K split (split_time): a CTA's 64-k block takes
+// about 0.35 us, whether its tile is MMA-bound (128x128 at ~6 TFLOP/s an SM) or streams its
+// operand (swap_ab: 8 KB of weight a block, 132 CTAs at 3 TB/s); the partials are written and
+// read back at about 2.5 TB/s. Fitted to v23's measurements (91x1002x5232: 8 slices 0.96x
+// cuBLAS, 16 0.74x; 246x88x4184, 9x104x2984, 1x72x7040: 16 slices 1.09-1.16x faster than the
+// fewer those would give; 102x1544x10080: 8 slices 0.86x, 4 0.73x).
+constexpr double kKBlockUs = 0.35;
+constexpr double kPartialsBytesPerUs = 2.5e6;
 // Under this K the untuned default of a few-tile shape does not split K: the second launch and
-// the partials cost more than the slices save. Measured beside cuBLAS (v22), split against whole
-// in 64x64 tiles: 63x80x781 0.90x against 1.12x, 8x1408x1146 0.71x against 0.78x; from ~2000
-// the split wins (16x160x2064 0.85x against 0.82x, 338x200x2732 0.99x against 0.88x).
-constexpr long long kMinSplitK = 1536;
+// the partials cost more than the slices save. Measured beside cuBLAS, split against whole
+// in 64x64 tiles: 63x80x781 0.90x against 1.12x, 8x1408x1146 0.71x against 0.78x (v22),
+// 498x382x1636 0.78x in eight 128x128 slices against 1.01-1.04x (v23); from ~2000 the split
+// wins (16x160x2064 0.85x against 0.82x, 338x200x2732 0.99x against 0.88x: v22).
+constexpr long long kMinSplitK = 2048;
+// From this K, the untuned default's large tiles spend most of their time in the main loop, so
+// the L2 requests of rows off 128-byte lines decide between them (fit_waves; v23).
+constexpr long long kLineBoundK = 1536;
 // Up to this K, a few rows needing padding are gathered where they lie instead (see
 // default_config).
 constexpr long long kMaxGatheredK = 512;
@@ -586,12 +614,13 @@ class MatmulFamily final : public Family {
     if (filling) {
       shaped = *filling;
     } else if (shaped.at("swap_ab") || tiled) {
-      // The most slices that neither overfill the SMs nor leave a slice under two K blocks;
-      // none where K is under kMinSplitK.
-      int split = s.k < kMinSplitK ? 1 : 16;
-      while (split > 1 && (kernel_tiles(WgmmaConfig(shaped), s) * split > device.sm_count ||
-                           ceil_div(s.k, 64) < 2 * split))
-        split /= 2;
+      // Of the splits that neither overfill the SMs nor leave a slice under two K blocks, the
+      // one split_time puts first; none where K is under kMinSplitK.
+      int split = 1;
+      for (int slices = 2; s.k >= kMinSplitK && slices <= 16; slices *= 2)
+        if (kernel_tiles(WgmmaConfig(shaped), s) * slices <= device.sm_count &&
+            ceil_div(s.k, 64) >= 2 * slices && split_time(s, slices) < split_time(s, split))
+          split = slices;
       set({{"split_k", split}});
       // K too short to split: the smallest tiles, the most of them, in one launch (559x272x248:
       // 64x64 0.88x cuBLAS, 128x128 0.75x whole, 0.57x in two slices; v22). (Where a longer K
@@ -1131,11 +1160,11 @@ class MatmulFamily final : public Family {
         return at;
       };
       // A copy of `rows` stored rows of `length` elements (the transposed: `length` rows of
-      // `rows`), rows padded to 16 bytes.
+      // `rows`), rows padded (padded_row_length).
       auto copy = [&](bool transpose, long long rows, long long length, long long& ld) {
         if (!transpose && !prep.pads_rows) return std::uint64_t{0};
         if (transpose) std::swap(rows, length);
-        ld = (length + s.per_16_bytes() - 1) / s.per_16_bytes() * s.per_16_bytes();
+        ld = s.padded_row_length(length);
         return take(static_cast<std::size_t>(s.batch * rows * ld * s.in_bytes));
       };
       a = copy(s.transposes_a(), s.a_rows(), s.a_row_length(), lda);
@@ -1318,19 +1347,40 @@ class MatmulFamily final : public Family {
     };
     // The tuned winners of v16's awkward shapes and of up_proj.m1024 (v15), and the widths that
     // fit a column-major weight's N to the waves (128x176: cuBLAS's tile for 1024x14336x4096).
+    // The 192-row tiles run along N (group_m 1, their tuned order at 3000^3) where all of B
+    // stays in L2 while each row of tiles reads it, or where every tile runs in one wave;
+    // else in the base's groups of 8 rows (768x13056x1664, B 43 MB: 192x128 0.063 ms grouped
+    // against 0.075; 1536x4096x4096, B 34 MB: 0.077 against 0.071; 1137x4224x6424 in one
+    // wave: 0.094 against 0.097; v23).
+    auto in_row_order = [&](Config config) {
+      const WgmmaConfig w(config);
+      const bool fits = s.k * s.n * s.in_bytes <= 3 * device.l2_bytes / 4 ||
+                        kernel_tiles(w, s) <= wave_clusters(w, device.sm_count);
+      config.values["group_m"] = fits ? 1 : 8;
+      return config;
+    };
     const Config candidates[] = {
         variant({{"block_n", 176}}), variant({{"block_n", 224}}),
-        variant({{"block_m", 192}, {"block_n", 192}, {"consumers", 3}, {"cluster_m", 1},
-                 {"cluster_n", 2}, {"stages", 3}, {"group_m", 1}, {"l2_promotion", 0}}),
-        variant({{"block_m", 192}, {"block_n", 128}, {"consumers", 3}, {"cluster_m", 1},
-                 {"cluster_n", 1}, {"stages", 4}, {"group_m", 1}}),
+        in_row_order(variant({{"block_m", 192}, {"block_n", 192}, {"consumers", 3}, {"cluster_m", 1},
+                              {"cluster_n", 2}, {"stages", 3}, {"l2_promotion", 0}})),
+        in_row_order(variant({{"block_m", 192}, {"block_n", 128}, {"consumers", 3}, {"cluster_m", 1},
+                              {"cluster_n", 1}, {"stages", 4}})),
         variant({{"block_m", 128}, {"block_n", 192}, {"stages", 4}}),
         variant({{"block_n", 176}, {"pingpong", 1}, {"stages", 5}})};
     if (reject(base, problem, device)) return base;
     Config best = base;
     double best_cost = 0.95 * cost(base);
+    // Both operands' rows off L2's lines double the L2 requests of every box row: where the
+    // main loop is most of a tile's time (K from kLineBoundK), the tiles that read more bytes
+    // from L2 a multiply than the base then lose more than their waves gain (192x128: 1.8x
+    // slower at 1152x4224x6424 than at 6400; 128x176 in ping-pong 13-15% behind the base at
+    // 730x13112x1688 and 2163x6176x6376, where it wins on rows on the lines). With one operand
+    // off them, or a shorter K, they still won (857x5228x2064 +4%, 6688x784x608 +17%: v23).
+    const bool lines = s.operands_off_lines() < 2 || s.k < kLineBoundK;
     for (const Config& candidate : candidates) {
       if (reject(candidate, problem, device)) continue;
+      if (!lines && l2_intensity(WgmmaConfig(candidate)) < l2_intensity(WgmmaConfig(base)))
+        continue;
       const double c = cost(candidate);
       if (c < best_cost) best = candidate, best_cost = c;
     }
@@ -1350,6 +1400,23 @@ class MatmulFamily final : public Family {
       waves += split > 1 ? 1.0 / split + 0.3 : 1.0;
     }
     return waves * w.block_m * w.block_n;
+  }
+
+  // split_time's estimate of a product in `slices` K slices, in us: the longest slice's 64-k
+  // blocks, and the partials written and read back (kKBlockUs, kPartialsBytesPerUs).
+  static double split_time(const MatmulShape& s, int slices) {
+    const double blocks = static_cast<double>(ceil_div(ceil_div(s.k, 64), slices));
+    const double partials = slices > 1 ? 2.0 * slices * s.batch * s.m * s.n * 4 : 0.0;
+    return blocks * kKBlockUs + partials / kPartialsBytesPerUs;
+  }
+
+  // Multiply-adds a CTA of `w` does per byte of operand rows it reads from L2, up to a constant:
+  // its tile's area over the rows it reads, an operand shared across the cluster's other
+  // dimension read in part (TMA multicast). 128x256 in pairs and 192x192 in pairs: 128;
+  // 128x176 in pairs: 104; 192x128 alone: 77; 128x128 alone: 64.
+  static double l2_intensity(const WgmmaConfig& w) {
+    return static_cast<double>(w.block_m) * w.block_n /
+           (static_cast<double>(w.block_m) / w.cluster_n + static_cast<double>(w.block_n) / w.cluster_m);
   }
 
   // Clusters of `w` that run at once: one CTA an SM (its shared memory holds one).

@@ -287,8 +287,8 @@ TEST(MatmulTf32Test, RunsOnBothTiledTemplates) {
 }
 
 // Few tiles: where K is at most 4096 and smaller tiles fill half the SMs, those with K whole;
-// where K is under 1536, the smallest tiles, whole; else 128x128 tiles in K slices (measured on
-// the H100, docs/perf/matmul.md v22).
+// where K is under 2048, the smallest tiles, whole; else 128x128 tiles in K slices (measured on
+// the H100, docs/perf/matmul.md v22, v23).
 TEST(MatmulWgmmaTest, TheDefaultFillsWithSmallerTilesWhereKIsTooShortToSplit) {
   const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
   auto tile = [&](const Problem& problem) {
@@ -312,9 +312,23 @@ TEST(MatmulWgmmaTest, TheDefaultFillsWithSmallerTilesWhereKIsTooShortToSplit) {
   EXPECT_EQ(matmul().reject(gathered, short_k, hopper), std::nullopt);
   EXPECT_EQ(matmul().default_config(testing::x_times_w_t({32, 8696, 87}), hopper).at("block_m"), 32);
   EXPECT_EQ(matmul().default_config(testing::x_times_w_t({16, 4093, 4093}), hopper).at("variant"), 1);
-  // A K long enough still splits (K-heavy: 16 tiles in 8 slices of 2048; 2 tiles in 16 slices).
+  // K from 2048 splits, as far as the slices' k blocks save more than their partials cost
+  // (K-heavy: 16 tiles in 8 slices of 2048; 2 tiles in 16 slices; 8 tiles of 91x1002 in 8
+  // slices, where 16 wrote 5.8 MB of partials and ran 1.29x slower: v23).
   EXPECT_EQ(matmul().default_config(matmul_problem(512, 512, 16384), hopper).at("split_k"), 8);
   EXPECT_EQ(matmul().default_config(matmul_problem(246, 88, 4184), hopper).at("split_k"), 16);
+  EXPECT_EQ(matmul()
+                .default_config({"matmul", DType::bf16, DType::bf16, {91, 1002, 5232}, {{"a", "col"}}},
+                                hopper)
+                .at("split_k"),
+            8);
+  EXPECT_EQ(matmul()
+                .default_config({"matmul", DType::bf16, DType::bf16, {1, 72, 7040}, {{"a", "col"}}},
+                                hopper)
+                .at("split_k"),
+            16);
+  // Under it, no split: 498x382x1636 in 64x64 tiles, K whole (128x128 in 8 slices before).
+  EXPECT_EQ(tile(testing::x_times_w_t({498, 382, 1636})), "64x64");
 }
 
 // The untuned default fetches around L2's misses where a weight streams (decode, M = 128, big
@@ -386,7 +400,8 @@ TEST(MatmulTf32Test, MmaSyncReadsTransposedCopiesOfMnMajorOperands) {
   EXPECT_EQ(kernels[0], "tilesmith::matmul_kernel<64,64,32,2,2,3,1,2,2," +
                             std::to_string(kColumnMajorB) + ",0>");
   EXPECT_EQ(kernels[1], "tilesmith::transpose_rows<4>");
-  const std::size_t b_bytes = (3u * 200 * 300 * 4 + 255) / 256 * 256;
+  // The copy's rows of K = 300 (1200 bytes) padded to 128 bytes: 320 elements.
+  const std::size_t b_bytes = (3u * 200 * 320 * 4 + 255) / 256 * 256;
   EXPECT_EQ(matmul().workspace_bytes(config, problem, ampere), b_bytes);
 
   CallScalars shared_b;  // A packed, B one matrix for every batch
@@ -406,7 +421,7 @@ TEST(MatmulTf32Test, MmaSyncReadsTransposedCopiesOfMnMajorOperands) {
   EXPECT_EQ(reinterpret_cast<std::uint64_t>(p.a), 0x10000u);
   EXPECT_EQ(p.lda, 300);
   EXPECT_EQ(reinterpret_cast<std::uint64_t>(p.b), 0x100000u);
-  EXPECT_EQ(p.ldb, 300);
+  EXPECT_EQ(p.ldb, 320);
   EXPECT_EQ(p.stride_b, 0);
   EXPECT_EQ(p.stride_a, 100 * 300);
 
@@ -438,7 +453,8 @@ TEST(MatmulTf32Test, MnMajorOperandsAreTransposedFirst) {
       << kernels[0];  // f32 in and out, the kernel's layout row-major A, column-major B
   EXPECT_EQ(kernels[1], "tilesmith::transpose_rows<4>");
   auto on_256 = [](std::size_t bytes) { return (bytes + 255) / 256 * 256; };
-  const std::size_t a_bytes = on_256(3u * 100 * 300 * 4), b_bytes = on_256(3u * 200 * 300 * 4);
+  // Rows of K = 300 (1200 bytes) padded to 128 bytes: 320 elements.
+  const std::size_t a_bytes = on_256(3u * 100 * 320 * 4), b_bytes = on_256(3u * 200 * 320 * 4);
   EXPECT_EQ(matmul().workspace_bytes(config, problem, hopper), a_bytes + b_bytes);
   const std::vector<std::uint64_t> addresses = {0x10000, 0x20000, 0x30000};
   const LaunchPlan plan = matmul().plan(config, problem, hopper, addresses, 0x100000, {});
@@ -450,7 +466,7 @@ TEST(MatmulTf32Test, MnMajorOperandsAreTransposedFirst) {
   EXPECT_EQ(a.rows, 300);  // A stored k x m, written m x k
   EXPECT_EQ(a.cols, 100);
   EXPECT_EQ(a.src_batch_stride, 300 * 100);
-  EXPECT_EQ(a.dst_ld, 300);
+  EXPECT_EQ(a.dst_ld, 320);
   EXPECT_EQ(b.rows, 300);  // B stored k x n, written n x k
   EXPECT_EQ(b.cols, 200);
   EXPECT_EQ(reinterpret_cast<std::uint64_t>(b.dst), 0x100000u + a_bytes);
@@ -462,7 +478,8 @@ TEST(MatmulTf32Test, MnMajorOperandsAreTransposedFirst) {
   EXPECT_EQ(args.tensor_maps[0].dims[0], 300u);  // K innermost: K-major
   EXPECT_EQ(args.tensor_maps[0].box[0], 32u);    // 128 bytes of fp32
   EXPECT_EQ(args.tensor_maps[1].dims[0], 300u);
-  EXPECT_EQ(args.tensor_maps[1].stride_bytes[1], 200u * 300 * 4);
+  EXPECT_EQ(args.tensor_maps[0].stride_bytes[0], 320u * 4);
+  EXPECT_EQ(args.tensor_maps[1].stride_bytes[1], 200u * 320 * 4);
 }
 
 // A column-major A of a few rows against a large B (2x10488x9248): A (9248 rows of 2) is
@@ -489,7 +506,7 @@ TEST(MatmulPlanTest, AFewColumnMajorRowsAreTransposedAndAnAlignedBIsNotCopied) {
   std::memcpy(&a, plan.steps[0].args.bytes.data(), sizeof a);
   EXPECT_EQ(a.rows, 9248);  // A stored k x m, written m x k
   EXPECT_EQ(a.cols, 2);
-  EXPECT_EQ(a.dst_ld, 9248);
+  EXPECT_EQ(a.dst_ld, 9280);  // rows padded to 128 bytes
   // Against a small B, A stays column-major (its rows only padded): the transpose's launch
   // would cost more than it buys.
   const Problem small{"matmul", DType::bf16, DType::bf16, {2, 410, 168}, {{"a", "col"}}};
@@ -1290,11 +1307,12 @@ TEST(MatmulWgmmaTest, TheOperandMapsCarryTheConfigsL2Promotion) {
 TEST(MatmulWgmmaTest, PadsUnalignedInputsInTheWorkspace) {
   const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
   const Config config = testing::wgmma_config(128, 256, 4, 2, 2, 1);
-  const Problem problem = matmul_problem(4093, 1001, 300);  // K aligned, N not: both copied
+  const Problem problem = matmul_problem(4093, 1001, 300);  // rows of 600 and 2002 bytes
   EXPECT_EQ(matmul().workspace_bytes(config, matmul_problem(4096, 4096, 4096), hopper), 0u);
-  const std::size_t a_bytes = (4093u * 304 * 2 + 255) / 256 * 256;
+  // Each copy's rows padded to 128 bytes (whole L2 lines for TMA's box rows): 320 and 1024.
+  const std::size_t a_bytes = (4093u * 320 * 2 + 255) / 256 * 256;
   EXPECT_EQ(matmul().workspace_bytes(config, problem, hopper),
-            a_bytes + (300u * 1008 * 2 + 255) / 256 * 256);
+            a_bytes + (300u * 1024 * 2 + 255) / 256 * 256);
   EXPECT_EQ(matmul().kernel_expressions(config, problem).size(), 2u);
   const std::uint64_t addresses[3] = {0x10000, 0x20000, 0x30000};
   const std::uint64_t workspace = 0x100000;
@@ -1308,17 +1326,17 @@ TEST(MatmulWgmmaTest, PadsUnalignedInputsInTheWorkspace) {
   const CopyRowsMatrix& copy_b = copies.matrix[1];
   EXPECT_EQ(reinterpret_cast<std::uint64_t>(copy_a.src), 0x10000u);
   EXPECT_EQ(reinterpret_cast<std::uint64_t>(copy_a.dst), workspace);
-  EXPECT_EQ(copy_a.dst_ld, 304);
+  EXPECT_EQ(copy_a.dst_ld, 320);
   EXPECT_EQ(reinterpret_cast<std::uint64_t>(copy_b.dst), workspace + a_bytes);
   EXPECT_EQ(copy_b.rows, 300);
-  EXPECT_EQ(copy_b.dst_ld, 1008);
+  EXPECT_EQ(copy_b.dst_ld, 1024);
   const KernelArgs& args = plan.steps[1].args;
   ASSERT_EQ(args.tensor_map_count, 2);  // N * 2 bytes is not a multiple of 16: C by plain stores
   EXPECT_EQ(args.tensor_maps[0].address, workspace);
   EXPECT_EQ(args.tensor_maps[0].dims[0], 300u);  // the true K: TMA never reads the padding
-  EXPECT_EQ(args.tensor_maps[0].stride_bytes[0], 304u * 2);
+  EXPECT_EQ(args.tensor_maps[0].stride_bytes[0], 320u * 2);
   EXPECT_EQ(args.tensor_maps[1].address, workspace + a_bytes);
-  EXPECT_EQ(args.tensor_maps[1].stride_bytes[0], 1008u * 2);
+  EXPECT_EQ(args.tensor_maps[1].stride_bytes[0], 1024u * 2);
   MatmulSm90Params params;
   std::memcpy(&params, args.bytes.data(), sizeof params);
   EXPECT_EQ(params.c_store_tma, 0);
@@ -1431,6 +1449,28 @@ TEST(MatmulWgmmaTest, TheDefaultsTileFitsTheWaves) {
   EXPECT_EQ(tile(matmul_problem(1536, 4096, 4096)), "192x128");  // 256 tiles: two waves
   for (long long side : {2048, 4096, 8192}) EXPECT_EQ(tile(matmul_problem(side, side, side)), "128x256");
   EXPECT_EQ(tile(matmul_problem(5000, 5000, 2048)), "128x256");
+  // The 192-row tiles run along N where B stays in L2 (34 MB and less) or all tiles run in one
+  // wave, else in the base's groups of 8 tile rows (768x13056x1664, B 43 MB: 1.18x faster
+  // grouped; docs/perf/matmul.md v23).
+  auto group = [&](const Problem& p) { return matmul().default_config(p, hopper).at("group_m"); };
+  EXPECT_EQ(group(matmul_problem(1536, 4096, 4096)), 1);
+  EXPECT_EQ(group(matmul_problem(3000, 3000, 3000)), 1);
+  const Problem wide_b = testing::x_times_w_t({2825, 8974, 4983});  // padded: rows on lines
+  EXPECT_EQ(tile(wide_b), "192x128");
+  EXPECT_EQ(group(wide_b), 8);
+  const Problem one_wave = testing::x_times_w_t({1137, 4224, 6424});  // B 54 MB, 66 pairs
+  EXPECT_EQ(tile(one_wave), "192x192");  // pairs sharing A: as few L2 bytes a multiply as 128x256's
+  EXPECT_EQ(group(one_wave), 1);
+  // Both operands' rows off L2's 128-byte lines (K = 1688: 3376-byte rows) leave only the tiles
+  // that read as few L2 bytes a multiply as the base: 192x128 alone ran 730x13112x1688 1.48x
+  // slower than 128x256 pairs, 128x176 in ping-pong 1.14x (v23). On the lines, with one operand
+  // off them (B padded), or with a short K, the same shapes may take them.
+  EXPECT_EQ(tile(matmul_problem(730, 13112, 1688)), "128x256");
+  EXPECT_EQ(tile(testing::x_times_w_t({730, 13112, 1688})), "128x256");
+  EXPECT_EQ(tile(testing::x_times_w_t({2163, 6176, 6376})), "128x256");
+  EXPECT_EQ(tile(testing::x_times_w_t({2163, 6176, 6400})), "128x176");
+  EXPECT_EQ(tile(matmul_problem(857, 5228, 2064)), "192x128");
+  EXPECT_EQ(tile(matmul_problem(6688, 784, 608)), "192x128");
   // x @ W^T (B K-major) may take 176- or 224-wide tiles: 1024x14336x4096 in 128x176 pairs is
   // 328 for 66, five waves of 98% (cuBLAS's tile); 128x256 pairs take 3.4 waves, the last split.
   const Problem up{"matmul", DType::bf16, DType::bf16, {1024, 14336, 4096}, {{"b", "col"}}};
