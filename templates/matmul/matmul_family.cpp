@@ -1,5 +1,5 @@
 // The matmul family's descriptor: its space, constraints, launch plans, reference and work.
-// Four templates race in one space, told apart by the `variant` parameter:
+// Five templates race in one space, told apart by the `variant` parameter:
 //   variant 0: matmul.cuh, mma.sync + cp.async (sm_80+; any M, N, K);
 //   variant 1: matmul_sm90.cuh, wgmma + TMA + warp specialization + clusters (sm_90a). TMA reads
 //              rows that start on 16-byte boundaries: where K or N is not a multiple of 8, the
@@ -8,7 +8,9 @@
 //   variant 2: matmul_decode.cuh, decode shapes (M <= 32, x @ W^T, sm_80+): the weight streamed
 //              once into mma.sync fragments straight from global memory;
 //   variant 3: matmul_gemv.cuh, M <= 4 rows times a column-major weight (sm_80+): each CTA
-//              reduces whole weight rows along K in fp32, as a row reduction reads.
+//              reduces whole weight rows along K in fp32, as a row reduction reads;
+//   variant 4: matmul_gemv_kn.cuh, M <= 32 rows times a row-major B read where it lies at any
+//              alignment (sm_80+): threads walk K down adjacent columns, in fp32.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -195,7 +197,7 @@ struct MatmulStrides {
   }
 };
 
-constexpr int kMmaSync = 0, kWgmma = 1, kDecode = 2, kGemv = 3;
+constexpr int kMmaSync = 0, kWgmma = 1, kDecode = 2, kGemv = 3, kGemvKn = 4;
 // Accumulator registers a ping-pong warpgroup may hold per thread (its whole tile): 232 after
 // setmaxnreg, less the ~40 its descriptors, loop and epilogue need.
 constexpr int kPingpongAccumulators = 192;
@@ -276,6 +278,14 @@ std::vector<ParamSpec> variant_space(int variant) {
     // Weight rows per CTA, its warps (which split every row's K), and the 8-k chunks of each
     // row a thread loads before its products.
     return {{"block_n", {1, 2}}, {"warps", {2, 4, 8, 16}}, {"unroll", {1, 2}}};
+  if (variant == kGemvKn)
+    // Columns a thread loads at once (2 to 16 bytes, as N's alignment allows), the warps of a
+    // CTA (which take its K slice's rows in turn), the rows of B a thread loads before their
+    // products (what it keeps in flight), and K split over CTAs where the columns are few.
+    return {{"vector", {1, 2, 4, 8}},
+            {"warps", {4, 8}},
+            {"unroll", {4, 8, 16}},
+            {"split_k", {1, 2, 4, 8, 16, 32, 64}}};
   return {{"block_m", {64, 128, 192, 256}},
           {"block_n", {16, 32, 64, 128, 176, 192, 224, 256}},
           {"block_k", {32, 64}},  // one 128-byte row: 64 of bf16/f16, 32 of fp32 (tf32)
@@ -294,7 +304,7 @@ std::vector<ParamSpec> variant_space(int variant) {
 
 VariantSpaces variants() {
   return {{variant_space(kMmaSync), variant_space(kWgmma), variant_space(kDecode),
-           variant_space(kGemv)}};
+           variant_space(kGemv), variant_space(kGemvKn)}};
 }
 
 // The decode template's CTA (matmul_decode.cuh): block_n columns, `warps` warps splitting K,
@@ -335,6 +345,29 @@ struct GemvConfig {
   // and without the epilogue; sm_80, sm_90a): no spills.
   int registers(long long m) const {
     return rows(m) * block_n + 4 * unroll * (rows(m) + block_n) + 60;
+  }
+};
+
+// The row-major-B gemv template's CTA (matmul_gemv_kn.cuh): 32 x `vector` columns, its `warps`
+// warps taking the rows of its K slice in turn, each thread loading `unroll` rows of B before
+// their products; K split over split_k CTAs.
+struct GemvKnConfig {
+  int vector, warps, unroll, split_k;
+  explicit GemvKnConfig(const Config& config)
+      : vector(config.at("vector")),
+        warps(config.at("warps")),
+        unroll(config.at("unroll")),
+        split_k(config.at("split_k")) {}
+  int threads() const { return warps * 32; }
+  long long columns() const { return 32ll * vector; }  // a CTA's
+  int round_rows() const { return warps * unroll; }  // rows of B a CTA loads at once
+  // A's rows rounded up to the kernel's ROWS: a power of two up to 32.
+  static int rows(long long m) { return static_cast<int>(std::bit_ceil(static_cast<unsigned long long>(m))); }
+  // Per thread: the sums, `unroll` loads of `vector` elements, ~60 of addresses, loop state and
+  // A's values. Checked against ptxas -v (M = 1 and 26, vector 2, sm_90a: 32 and 128).
+  int registers(long long m) const { return rows(m) * vector + unroll * ((vector + 1) / 2) + 60; }
+  static std::size_t partials_bytes(int split_k, const MatmulShape& s) {
+    return split_k > 1 ? static_cast<std::size_t>(split_k * s.batch * s.m * s.n) * 4 : 0;
   }
 };
 
@@ -411,7 +444,7 @@ class MatmulFamily final : public Family {
     for (const char* file :
          {"matmul/matmul.cuh", "matmul/matmul_params.h", "matmul/matmul_epilogue.cuh",
           "matmul/matmul_sm90.cuh", "matmul/matmul_decode.cuh", "matmul/matmul_gemv.cuh",
-          "matmul/matmul_sm90_params.h", "matmul/matmul_splitk.cuh",
+          "matmul/matmul_gemv_kn.cuh", "matmul/matmul_sm90_params.h", "matmul/matmul_splitk.cuh",
           "matmul/matmul_tile_order.cuh", "common/tile_primitives.cuh", "common/activation.h",
           "common/elementwise.cuh", "common/hopper.cuh", "common/tensor_map.h",
           "common/copy_rows.cuh", "common/copy_rows_params.h"})
@@ -446,6 +479,8 @@ class MatmulFamily final : public Family {
     if (config.at("variant") == kWgmma) return reject_wgmma(WgmmaConfig(config), problem, device);
     if (config.at("variant") == kDecode) return reject_decode(DecodeConfig(config), problem, device);
     if (config.at("variant") == kGemv) return reject_gemv(GemvConfig(config), problem, device);
+    if (config.at("variant") == kGemvKn)
+      return reject_gemv_kn(GemvKnConfig(config), problem, device);
     const MatmulShape s(problem);
     TileConfig tile(config);
     if (tile.block_m <= 0 || tile.block_n <= 0 || tile.block_k <= 0 || tile.warps_m <= 0 ||
@@ -561,6 +596,32 @@ class MatmulFamily final : public Family {
                              {"stages", 4}, {"group_m", 1}}};
       if (2 * s.batch * ceil_div(s.n, 64) >= device.sm_count && !reject(gathered, problem, device))
         return gathered;
+    }
+    // Up to 8 rows times a row-major B whose rows TMA cannot read (N * bytes off 16: an odd N),
+    // K longer than the gathering tiles take: the gemv_kn template reads B once where it lies,
+    // 8 warps a CTA, 8 rows of B in flight a thread, as wide loads as N allows, K split until
+    // the CTAs fill the SMs 8 times over (slices of two rounds of 64 rows or more), where the
+    // tiled templates copy B into padded rows first (1x8490x12975: 0.12 against 0.29 ms,
+    // 2x11732x888 0.015 against 0.031, 8x50257x4096 0.34 against 0.51). From 10 rows its FMAs
+    // on CUDA cores cost more than the copy (26x1506x11128: 0.11 against 0.049; v23).
+    if (s.m <= 8 && !s.b_columns && !s.tf32() && s.b_row_length() % s.per_16_bytes()) {
+      int vector = 8;
+      while (vector > 1 && (s.n % vector || GemvKnConfig::rows(s.m) * vector > 64 || 32 * vector >= 2 * s.n))
+        vector /= 2;
+      Config gemv_kn{{{"variant", kGemvKn}, {"vector", vector}, {"warps", 8}, {"unroll", 8},
+                      {"split_k", 1}}};
+      const GemvKnConfig c(gemv_kn);
+      const long long blocks = s.batch * ceil_div(s.n, c.columns());
+      for (int split = 64; split > 1; split /= 2) {
+        Config split_kn = gemv_kn;
+        split_kn.values["split_k"] = split;
+        if (blocks * split <= 8ll * device.sm_count && s.k >= 2ll * c.round_rows() * split &&
+            !reject(split_kn, problem, device)) {
+          gemv_kn = split_kn;
+          break;
+        }
+      }
+      if (!reject(gemv_kn, problem, device)) return gemv_kn;
     }
     const Config base{{{"variant", kWgmma}, {"block_m", 128}, {"block_n", 256},
                        {"block_k", s.tf32() ? 32 : 64}, {"stages", 4}, {"consumers", 2},
@@ -690,6 +751,7 @@ class MatmulFamily final : public Family {
       case kWgmma: return "matmul/matmul_sm90.cuh";
       case kDecode: return "matmul/matmul_decode.cuh";
       case kGemv: return "matmul/matmul_gemv.cuh";
+      case kGemvKn: return "matmul/matmul_gemv_kn.cuh";
       default: return "matmul/matmul.cuh";
     }
   }
@@ -713,6 +775,16 @@ class MatmulFamily final : public Family {
       return {"tilesmith::matmul_gemv<" + std::to_string(GemvConfig::rows(s.m)) + "," +
               std::to_string(c.block_n) + "," + std::to_string(c.threads()) + "," +
               std::to_string(c.unroll) + "," + kinds + "," + std::to_string(s.epilogue) + ">"};
+    }
+    if (config.at("variant") == kGemvKn) {
+      const GemvKnConfig c(config);
+      std::vector<std::string> kernels = {
+          "tilesmith::matmul_gemv_kn<" + std::to_string(GemvKnConfig::rows(s.m)) + "," +
+          std::to_string(c.vector) + "," + std::to_string(c.warps) + "," +
+          std::to_string(c.unroll) + "," + kinds + "," + (s.a_columns ? "1" : "0") + "," +
+          std::to_string(s.epilogue) + ">"};
+      if (c.split_k > 1) kernels.push_back(splitk_reduce_expression(problem));
+      return kernels;
     }
     if (config.at("variant") == kWgmma) {
       WgmmaConfig w(config);
@@ -748,6 +820,8 @@ class MatmulFamily final : public Family {
     const MatmulShape s(problem);
     if (config.at("variant") == kDecode) return decode_partials_bytes(DecodeConfig(config), s);
     if (config.at("variant") == kGemv) return 0;
+    if (config.at("variant") == kGemvKn)
+      return GemvKnConfig::partials_bytes(GemvKnConfig(config).split_k, s);
     return Workspace(Preparation::of(config, s, &device), s, 0).bytes;
   }
 
@@ -767,6 +841,22 @@ class MatmulFamily final : public Family {
       geometry.grid[2] = static_cast<unsigned>(std::min<long long>(s.batch, 65535));
       geometry.block[0] = static_cast<unsigned>(c.threads());
       geometry.dynamic_smem_bytes = static_cast<unsigned>(c.smem_bytes(s.m));
+      const MatmulDecodeParams p{params(s, strides, operands, operands.c),
+                                 reinterpret_cast<float*>(workspace), c.split_k};
+      plan.add(0, geometry, KernelArgs::of(p));
+      if (c.split_k > 1)
+        add_splitk_reduce(plan, 1, device, s.batch * s.m * ceil_div(s.n, 4),
+                          splitk_reduce_params(s, strides, p.product.epilogue, workspace,
+                                               operands.c, c.split_k));
+      return plan;
+    }
+    if (variant == kGemvKn) {
+      const GemvKnConfig c(config);
+      LaunchGeometry geometry;
+      geometry.grid[0] = static_cast<unsigned>(ceil_div(s.n, c.columns()));
+      geometry.grid[1] = static_cast<unsigned>(c.split_k);
+      geometry.grid[2] = static_cast<unsigned>(s.batch);
+      geometry.block[0] = static_cast<unsigned>(c.threads());
       const MatmulDecodeParams p{params(s, strides, operands, operands.c),
                                  reinterpret_cast<float*>(workspace), c.split_k};
       plan.add(0, geometry, KernelArgs::of(p));
@@ -1071,6 +1161,32 @@ class MatmulFamily final : public Family {
     if (c.registers(s.m) > register_cap)
       return "needs about " + std::to_string(c.registers(s.m)) + " registers per thread; " +
              std::to_string(register_cap) + " available";
+    return std::nullopt;
+  }
+
+  // The constraints of matmul_gemv_kn.cuh, against this device and problem.
+  static std::optional<std::string> reject_gemv_kn(const GemvKnConfig& c, const Problem& problem,
+                                                   const DeviceTarget& device) {
+    const MatmulShape s(problem);
+    if (s.tf32()) return "the gemv_kn kernel takes bf16 or f16 inputs";
+    if (s.b_columns) return "the gemv_kn kernel reads B row-major (stored k x n)";
+    if (s.m > 32) return "the gemv_kn kernel is for M <= 32";
+    if (s.batch > 65535) return "the gemv_kn kernel takes a batch per grid z: at most 65535";
+    if (c.vector != 1 && c.vector != 2 && c.vector != 4 && c.vector != 8)
+      return "vector must be 1, 2, 4 or 8 columns";
+    if (c.warps < 1 || c.unroll < 1 || c.split_k < 1) return "warps, unroll and split_k must be positive";
+    // Wide loads need B's rows on vector x 2 bytes: where N is off them, every call would
+    // take the element-by-element loads.
+    if (s.n % c.vector) return "N is not a multiple of vector: its rows allow no wide loads";
+    if (c.vector > 1 && c.columns() >= 2 * s.n) return "a CTA's columns past twice N only read zeros";
+    if (c.threads() > device.max_threads_per_block) return "too many threads";
+    if (GemvKnConfig::rows(s.m) * c.vector > 64) return "more than 64 sums a thread: rows x vector";
+    const int register_cap = std::min(255, device.regs_per_block / c.threads());
+    if (c.registers(s.m) > register_cap)
+      return "needs about " + std::to_string(c.registers(s.m)) + " registers per thread; " +
+             std::to_string(register_cap) + " available";
+    if (c.split_k > 1 && ceil_div(s.k, c.round_rows()) < 2 * c.split_k)
+      return "K slices under two rounds of warps x unroll rows";
     return std::nullopt;
   }
 

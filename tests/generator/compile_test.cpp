@@ -339,6 +339,16 @@ std::vector<SampleCase> space_sample() {
        Problem{"matmul", DType::f16, DType::f32, {2, 4, 1000, 4096}, {{"b", "col"}, {"act", "silu"}, {"bias", "1"}, {"residual", "1"}}}},
       {"gemv2_w16_u2_m3", testing::gemv_config(2, 16, 2),
        Problem{"matmul", DType::bf16, DType::bf16, {3, 4096, 14336}, {{"b", "col"}}}},
+      // The row-major-B gemv template (sm_80 and later): the most sums a thread (32 rows x 2
+      // columns, 16 x 4, 8 x 8), one column a load, split K, A column-major, the epilogue.
+      {"gemvkn_v2_w8_u16_m32_split8", testing::gemv_kn_config(2, 8, 16, 8),
+       matmul_problem(26, 1506, 11128, DType::bf16, DType::bf16)},
+      {"gemvkn_v4_w4_u8_m16_colA_f16_epilogue", testing::gemv_kn_config(4, 4, 8),
+       Problem{"matmul", DType::f16, DType::f32, {2, 16, 4100, 1000}, {{"a", "col"}, {"act", "gelu"}, {"bias", "1"}, {"residual", "1"}}}},
+      {"gemvkn_v8_w8_u16_m8", testing::gemv_kn_config(8, 8, 16),
+       matmul_problem(8, 8200, 4096, DType::bf16, DType::bf16)},
+      {"gemvkn_v1_w8_u8_m1", testing::gemv_kn_config(1, 8, 8, 16),
+       matmul_problem(1, 8491, 12975, DType::bf16, DType::bf16)},
   };
   return sample;
 }

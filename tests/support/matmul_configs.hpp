@@ -62,6 +62,15 @@ inline Config gemv_config(int block_n, int warps, int unroll) {
   return Config{{{"variant", 3}, {"block_n", block_n}, {"warps", warps}, {"unroll", unroll}}};
 }
 
+// A config of the row-major-B gemv template (variant 4, matmul_gemv_kn.cuh).
+inline Config gemv_kn_config(int vector, int warps, int unroll, int split_k = 1) {
+  return Config{{{"variant", 4},
+                 {"vector", vector},
+                 {"warps", warps},
+                 {"unroll", unroll},
+                 {"split_k", split_k}}};
+}
+
 // The same for fp32 inputs, multiplied as tf32: k rows of 32 elements (128 bytes).
 template <class... Args>
 Config tf32_config(Args... args) {

@@ -95,7 +95,8 @@ TEST(MatmulFamilyTest, SpaceNamesEveryParameterOfEveryVariantOnce) {
             (std::set<std::string>{"variant", "block_m", "block_n", "block_k", "warps_m",
                                    "warps_n", "stages", "group_m", "consumers", "cluster_m",
                                    "cluster_n", "split_k", "split_cluster", "swap_ab",
-                                   "slice_major", "l2_promotion", "pingpong", "warps", "unroll"}));
+                                   "slice_major", "l2_promotion", "pingpong", "warps", "unroll",
+                                   "vector"}));
 }
 
 TEST(MatmulFamilyTest, EachVariantsConfigsCarryExactlyItsParameters) {
@@ -107,13 +108,14 @@ TEST(MatmulFamilyTest, EachVariantsConfigsCarryExactlyItsParameters) {
                                        "slice_major", "l2_promotion", "pingpong"};
   const std::set<std::string> decode = {"variant", "block_n", "warps", "unroll", "split_k"};
   const std::set<std::string> gemv = {"variant", "block_n", "warps", "unroll"};
+  const std::set<std::string> gemv_kn = {"variant", "vector", "warps", "unroll", "split_k"};
+  const std::map<int, std::set<std::string>> by_variant = {
+      {0, mma}, {1, wgmma}, {2, decode}, {3, gemv}, {4, gemv_kn}};
   std::set<std::string> texts;
   for (const Config& config : matmul().enumerate()) {
     std::set<std::string> keys;
     for (const auto& [name, value] : config.values) keys.insert(name);
-    const int variant = config.at("variant");
-    EXPECT_EQ(keys, variant == 0 ? mma : variant == 1 ? wgmma : variant == 2 ? decode : gemv)
-        << config.text();
+    EXPECT_EQ(keys, by_variant.at(config.at("variant"))) << config.text();
     texts.insert(config.text());
   }
   EXPECT_EQ(texts.size(), matmul().enumerate().size()) << "every config has one text";
@@ -1802,6 +1804,59 @@ TEST(MatmulGemvTest, IsForAFewRowsTimesAColumnMajorWeight) {
   EXPECT_EQ(matmul().default_config(x_times_w_t({1, 64, 4096}), hopper).at("variant"), 2);  // 32 CTAs
   EXPECT_EQ(matmul().default_config(x_times_w_t({4, 4096, 4096}), hopper).at("variant"), 2);
   EXPECT_EQ(matmul().default_config(matmul_problem(1, 4096, 4096), hopper).at("variant"), 1);
+}
+
+// The row-major-B gemv template (variant 4): up to 32 rows of A, either layout, times a B
+// stored k x n, 16-bit inputs; its loads as wide as N allows; K split through the workspace,
+// summed by splitk_reduce.
+TEST(MatmulGemvKnTest, IsForAFewRowsTimesARowMajorB) {
+  using testing::gemv_kn_config;
+  const DeviceTarget ampere = DeviceTarget::assumed_for_arch("sm_80");
+  const Config config = gemv_kn_config(2, 8, 8, 4);
+  EXPECT_EQ(matmul().reject(config, matmul_problem(26, 1506, 11128), ampere), std::nullopt);
+  EXPECT_TRUE(matmul().reject(config, testing::x_times_w_t({26, 1506, 11128}), ampere));  // B n x k
+  EXPECT_TRUE(matmul().reject(config, matmul_problem(33, 1506, 11128), ampere));
+  EXPECT_TRUE(matmul().reject(config, matmul_problem(26, 1507, 11128), ampere));  // N odd: no pairs
+  EXPECT_TRUE(matmul().reject(config, matmul_problem(26, 1506, 11128, DType::f32, DType::f32), ampere));
+  EXPECT_TRUE(matmul().reject(gemv_kn_config(4, 8, 8), matmul_problem(32, 4096, 4096), ampere));  // 128 sums
+  EXPECT_TRUE(matmul().reject(gemv_kn_config(2, 8, 8, 64), matmul_problem(1, 4096, 4000), ampere));  // 63 rounds
+  EXPECT_TRUE(matmul().reject(gemv_kn_config(8, 8, 8), matmul_problem(1, 100, 4096), ampere));  // 256 columns
+
+  const Problem problem{"matmul", DType::f16, DType::bf16, {3, 26, 1506, 11128}, {{"a", "col"}, {"act", "relu"}}};
+  const std::vector<std::string> kernels = matmul().kernel_expressions(config, problem);
+  ASSERT_EQ(kernels.size(), 2u);
+  EXPECT_EQ(kernels[0], "tilesmith::matmul_gemv_kn<32,2,8,8,0,1,1,1>");  // 26 rows in 32; A k x m; relu
+  EXPECT_NE(kernels[1].find("splitk_reduce"), std::string::npos);
+  EXPECT_EQ(matmul().kernel_file(config), "matmul/matmul_gemv_kn.cuh");
+  EXPECT_EQ(matmul().workspace_bytes(config, problem, ampere), 4u * 3 * 26 * 1506 * 4);
+  const std::uint64_t addresses[3] = {0x10000, 0x20000, 0x30000};
+  const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
+  const LaunchPlan plan = matmul().plan(config, problem, hopper, addresses, 0x100000, {});
+  ASSERT_EQ(plan.step_count, 2);
+  EXPECT_EQ(plan.steps[0].geometry.grid[0], 24u);  // 1506 columns, 64 a CTA
+  EXPECT_EQ(plan.steps[0].geometry.grid[1], 4u);  // K slices
+  EXPECT_EQ(plan.steps[0].geometry.grid[2], 3u);  // batches
+  EXPECT_EQ(plan.steps[0].geometry.block[0], 256u);
+  EXPECT_TRUE(plan.steps[1].geometry.early_start);  // the reduce starts behind it (sm_90)
+  MatmulDecodeParams params;
+  std::memcpy(&params, plan.steps[0].args.bytes.data(), sizeof params);
+  EXPECT_EQ(params.k_splits, 4);
+  EXPECT_EQ(reinterpret_cast<std::uint64_t>(params.partials), 0x100000u);
+  EXPECT_EQ(params.product.ldb, 1506);
+  EXPECT_EQ(params.product.lda, 26);  // A stored k x m
+
+  // The default where B's rows are off 16 bytes and M <= 8, on every GPU: as wide loads as N
+  // allows, K split until the CTAs fill the SMs 8 times (B padded by a copy before: v23).
+  EXPECT_EQ(matmul().default_config(matmul_problem(1, 8490, 12975), hopper).text(),
+            "split_k=4,unroll=8,variant=4,vector=2,warps=8");
+  EXPECT_EQ(matmul().default_config(matmul_problem(8, 1506, 11128), ampere).text(),
+            "split_k=32,unroll=8,variant=4,vector=2,warps=8");
+  EXPECT_EQ(matmul().default_config(matmul_problem(8, 4093, 4093), hopper).at("vector"), 1);
+  // Rows on 16 bytes (the wgmma template streams B by TMA), 10 rows (its FMAs cost more than
+  // the copy), or a short K over many columns (the gathering tiles): not this template.
+  EXPECT_NE(matmul().default_config(matmul_problem(1, 8496, 12975), hopper).at("variant"), 4);
+  EXPECT_NE(matmul().default_config(matmul_problem(10, 8490, 12975), hopper).at("variant"), 4);
+  EXPECT_EQ(matmul().default_config(matmul_problem(2, 12945, 272), hopper).at("variant"), 0);
 }
 
 }  // namespace

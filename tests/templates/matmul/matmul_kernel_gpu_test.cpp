@@ -349,6 +349,9 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
       problem(bf16, bf16, {100, 3000, 999}), problem(bf16, f32, {8, 2816, 2048}, {{"a", "col"}}),
       problem(f16, bf16, {698, 659, 1576}, {{"a", "col"}}), problem(bf16, bf16, {559, 272, 248}, xwt),
       problem(bf16, bf16, {16, 11516, 156}, xwt),
+      // A few rows against a row-major B whose rows are off 16 bytes: read where it lies, in
+      // K slices (N even: pairs of columns a load; A column-major).
+      problem(bf16, bf16, {2, 6133, 1472}), problem(f16, f32, {7, 1766, 4000}, {{"a", "col"}}),
   };
   const std::size_t named = problems.size();
   // Log-uniform dimensions (M and N up to 6000, K up to 8192), up to 2^35 multiply-adds so
@@ -412,6 +415,7 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
     if (variant == 2) branches.insert("decode");
     if (variant == 3) branches.insert("gemv");
     if (variant == 0) branches.insert("gathered");
+    if (variant == 4) branches.insert("gemv_kn");
     if (variant != 1) continue;
     const int bm = config.at("block_m"), bn = config.at("block_n");
     if (config.at("swap_ab")) branches.insert("swap_ab");
@@ -423,7 +427,7 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
   if (device_.arch() == "sm_90a")
     EXPECT_EQ(branches, (std::set<std::string>{"gemv", "decode", "swap_ab", "128x64 one wave",
                                                "64x64 skinny", "192-wide, fitted to the waves",
-                                               "K slices", "gathered"}));
+                                               "K slices", "gathered", "gemv_kn"}));
 }
 
 // The decode template (variant 2, any sm_80+ GPU): 1 to 32 rows of A against a column-major
@@ -494,6 +498,36 @@ TEST_F(GpuMatmul, GemvKernelMatchesTheReference) {
     checked += static_cast<int>(c.configs.size());
   }
   EXPECT_EQ(checked, 13);
+}
+
+// The row-major-B gemv template (variant 4, any sm_80+ GPU): 1 to 32 rows of A (either layout)
+// against B read where it lies, odd N (one element a load) and N on 2, 8 and 16 bytes, K off
+// the 64-k chunks and split over 2 to 8 CTAs, batches, every output type and the epilogue.
+TEST_F(GpuMatmul, GemvKnKernelMatchesTheReference) {
+  using testing::gemv_kn_config;
+  struct Case {
+    Problem problem;
+    std::vector<Config> configs;
+  };
+  const std::vector<Case> cases = {
+      {matmul(DType::bf16, DType::bf16, 1, 8490, 1000),
+       {gemv_kn_config(2, 8, 8), gemv_kn_config(2, 8, 8, 4), gemv_kn_config(1, 4, 16, 2)}},
+      {{"matmul", DType::f16, DType::f32, {26, 1506, 1100}, {{"a", "col"}}},
+       {gemv_kn_config(2, 8, 8, 8), gemv_kn_config(1, 8, 4)}},
+      {{"matmul", DType::bf16, DType::bf16, {7, 1001, 300}, {{"act", "gelu"}, {"bias", "1"}, {"residual", "1"}}},
+       {gemv_kn_config(1, 4, 8), gemv_kn_config(1, 8, 8, 2)}},
+      {{"matmul", DType::f16, DType::bf16, {3, 5, 520, 130}, {{"act", "silu"}, {"residual", "1"}}},
+       {gemv_kn_config(8, 4, 4), gemv_kn_config(4, 4, 4, 2)}},
+      {{"matmul", DType::bf16, DType::f16, {32, 37, 65}, {{"a", "col"}}}, {gemv_kn_config(1, 4, 16)}},
+      {matmul(DType::bf16, DType::f32, 1, 1, 8), {gemv_kn_config(1, 4, 4)}},
+      {{"matmul", DType::bf16, DType::bf16, {16, 4093, 4093}, {{"act", "relu"}}}, {gemv_kn_config(1, 8, 8, 8)}},
+  };
+  int checked = 0;
+  for (const Case& c : cases) {
+    ASSERT_NO_FATAL_FAILURE(verify_configs(c.problem, c.configs, {51, 52}));
+    checked += static_cast<int>(c.configs.size());
+  }
+  EXPECT_EQ(checked, 12);
 }
 
 // A batch of stored matrices inside a larger buffer, as a view of a bigger tensor gives them:
@@ -625,6 +659,12 @@ TEST_F(GpuMatmul, StridedAndSharedBatchesMatchTheReference) {
        {264, 100 * 264 + 8, 296, 0, 0, 0, 304, 100 * 304 + 8},
        false,
        wgmma({testing::wgmma_config(128, 128, 4, 2, 1, 1)})},
+      // A few rows against a row-major B whose rows and batches are off 16 bytes: the gemv_kn
+      // template's wide loads give way to one element at a time at run time.
+      {{"matmul", DType::bf16, DType::bf16, {2, 7, 520, 264}, {{"act", "relu"}}},
+       {272, 7 * 272 + 8, 523, 264 * 523 + 3, 0, 0, 528, 7 * 528 + 8},
+       true,
+       {mma, testing::gemv_kn_config(8, 4, 8), testing::gemv_kn_config(2, 4, 4, 2)}},
       // tf32: a shared row-major B transposed once, A's strided batches padded.
       {{"matmul", DType::f32, DType::f32, {3, 64, 96, 200}, {}},
        {203, 64 * 203 + 7, 100, 0, 0, 0, 96, 64 * 96},

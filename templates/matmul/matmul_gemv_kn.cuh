@@ -1,0 +1,157 @@
+// Matmul for a few rows of A (M <= 32) times a row-major B (stored k x n: x @ W with W stored
+// in x's own orientation), reading B where it lies at any alignment (sm_80+). TMA and cp.async
+// move 16 bytes, so the tiled templates first copy a B whose rows are off 16 bytes (an odd N)
+// into padded rows: for a few rows of A that copy is two passes over the weight for one
+// product's pass (1x8490x12975: 0.52x cuBLAS, docs/perf/matmul.md v23). Here each thread walks
+// K down VEC adjacent columns of B, so a warp reads 32 x VEC contiguous elements of a row at a
+// time, loaded VEC at a time (16, 8, 4 or 2 bytes) where B's base, rows and batches allow it at
+// run time, else one element at a time.
+//
+// per thread: VEC columns; UNROLL rows of B (k, WARPS apart) loaded before their products;
+//             ROWS x VEC fp32 sums, A's values read from shared memory (a broadcast).
+// per CTA:    32 x VEC columns of one K slice (slice blockIdx.y of gridDim.y), its WARPS warps
+//             taking the slice's rows in turn (short chains of loads: a single thread walking a
+//             long K waits out one DRAM latency per UNROLL rows); A's rows staged as fp32 in
+//             shared memory a round of WARPS x UNROLL rows at a time; the warps' sums added
+//             through shared memory. With one slice the epilogue is applied here; with
+//             several, each writes its fp32 partials and splitk_reduce sums them and applies it
+//             (a second launch, started early).
+// launch:     block WARPS x 32; grid (ceil(n / (32 x VEC)), k_splits, batch), batch <= 65535;
+//             no dynamic shared memory.
+#pragma once
+
+#include "common/tile_primitives.cuh"
+#include "matmul/matmul_epilogue.cuh"
+#include "matmul/matmul_params.h"
+#include "matmul/matmul_splitk.cuh"
+
+namespace tilesmith {
+
+// VEC 16-bit elements of B's row at `src`, zero past the row's end (`valid` of them inside),
+// as VEC / 2 words (one half-word for VEC 1). VECTOR: one load of VEC x 2 bytes (the address is
+// aligned to it); else element by element.
+template <int VEC, bool VECTOR>
+__device__ __forceinline__ void load_columns(const half_bits* src, int valid, unsigned (&words)[(VEC + 1) / 2]) {
+  if (VECTOR && valid >= VEC) {
+    if constexpr (VEC == 8) {
+      const uint4 v = __ldg(reinterpret_cast<const uint4*>(src));
+      words[0] = v.x, words[1] = v.y, words[2] = v.z, words[3] = v.w;
+    } else if constexpr (VEC == 4) {
+      const uint2 v = __ldg(reinterpret_cast<const uint2*>(src));
+      words[0] = v.x, words[1] = v.y;
+    } else if constexpr (VEC == 2) {
+      words[0] = __ldg(reinterpret_cast<const unsigned*>(src));
+    } else {
+      words[0] = __ldg(src);
+    }
+    return;
+  }
+#pragma unroll
+  for (int e = 0; e < VEC; e += 2) {
+    const unsigned lo = e < valid ? __ldg(src + e) : 0u;
+    const unsigned hi = VEC > 1 && e + 1 < valid ? __ldg(src + e + 1) : 0u;
+    words[e / 2] = lo | (hi << 16);
+  }
+}
+
+template <int ROWS, int VEC, int WARPS, int UNROLL, int IN_KIND, int A_COLUMNS>
+struct GemvKn {
+  static constexpr int kChunk = WARPS * UNROLL;  // rows of B (k) per round: UNROLL a warp
+  static constexpr int kWords = (VEC + 1) / 2;
+
+  // The slice's products into `sum`; VECTOR: B's loads VEC elements wide. Each round, a warp's
+  // UNROLL rows of B are loaded first, then the round's rows of A staged while they are in
+  // flight, so the two latencies overlap.
+  template <bool VECTOR>
+  __device__ static void run(const MatmulParams& p, int batch, int col, long long k_begin,
+                             long long k_end, float (&a_tile)[kChunk][ROWS], float (&sum)[ROWS][VEC]) {
+    const int warp = threadIdx.x / 32;
+    const int valid = col < p.n ? min(VEC, p.n - col) : 0;
+    const half_bits* b = static_cast<const half_bits*>(p.b) + batch * p.stride_b + (valid ? col : 0);
+    const half_bits* a = static_cast<const half_bits*>(p.a) + batch * p.stride_a;
+    for (long long k0 = k_begin; k0 < k_end; k0 += kChunk) {
+      const int rows_k = static_cast<int>(min(static_cast<long long>(kChunk), k_end - k0));
+      unsigned w[UNROLL][kWords];
+#pragma unroll
+      for (int u = 0; u < UNROLL; ++u) {
+        const int kk = warp + u * WARPS;
+        load_columns<VEC, VECTOR>(b + (k0 + kk) * p.ldb, kk < rows_k ? valid : 0, w[u]);
+      }
+      __syncthreads();  // the previous round's readers of a_tile are done
+      for (int i = threadIdx.x; i < kChunk * ROWS; i += WARPS * 32) {
+        const int kk = i / ROWS, r = i % ROWS;
+        const long long at = A_COLUMNS ? (k0 + kk) * p.lda + r : static_cast<long long>(r) * p.lda + k0 + kk;
+        a_tile[kk][r] = r < p.m && kk < rows_k ? to_float(a[at], IN_KIND) : 0.f;
+      }
+      __syncthreads();
+#pragma unroll
+      for (int u = 0; u < UNROLL; ++u)
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) {
+          const unsigned bits = e % 2 ? w[u][e / 2] >> 16 : w[u][e / 2] & 0xffffu;
+          const float x = to_float(static_cast<half_bits>(bits), IN_KIND);
+#pragma unroll
+          for (int r = 0; r < ROWS; ++r) sum[r][e] = fmaf(a_tile[warp + u * WARPS][r], x, sum[r][e]);
+        }
+    }
+  }
+};
+
+// A_COLUMNS: A stored k x m (column-major), else m x k.
+template <int ROWS, int VEC, int WARPS, int UNROLL, int IN_KIND, int OUT_KIND, int A_COLUMNS, int EPI>
+__global__ void __launch_bounds__(WARPS * 32) matmul_gemv_kn(const MatmulDecodeParams d) {
+  using Kernel = GemvKn<ROWS, VEC, WARPS, UNROLL, IN_KIND, A_COLUMNS>;
+  const MatmulParams& p = d.product;
+  __shared__ float a_tile[Kernel::kChunk][ROWS];
+  __shared__ float warp_sums[WARPS][32 * VEC];
+  const int batch = blockIdx.z, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int col0 = blockIdx.x * 32 * VEC;
+  // Slices of whole rounds, so every CTA's staging covers k of its own slice only.
+  const long long rounds = (p.k + Kernel::kChunk - 1) / Kernel::kChunk;
+  const long long k_begin = rounds * blockIdx.y / d.k_splits * Kernel::kChunk;
+  const long long k_end = min(static_cast<long long>(p.k), rounds * (blockIdx.y + 1) / d.k_splits * Kernel::kChunk);
+  float sum[ROWS][VEC];
+#pragma unroll
+  for (int r = 0; r < ROWS; ++r)
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) sum[r][e] = 0.f;
+  // The wide loads need B's base, rows and batches on VEC x 2 bytes, which a call may break
+  // (a view starting at an odd column): then element by element.
+  const unsigned long long offsets = reinterpret_cast<unsigned long long>(p.b) |
+                                     static_cast<unsigned long long>(p.ldb) * 2 |
+                                     static_cast<unsigned long long>(p.stride_b) * 2;
+  if (VEC > 1 && offsets % (VEC * 2) == 0)
+    Kernel::template run<true>(p, batch, col0 + lane * VEC, k_begin, k_end, a_tile, sum);
+  else
+    Kernel::template run<false>(p, batch, col0 + lane * VEC, k_begin, k_end, a_tile, sum);
+  // With split_k, splitk_reduce may start now (it waits for the partials this grid writes).
+  allow_next_launch();
+  // The warps' sums of each row, added through shared memory; thread i < 32 x VEC finishes
+  // column col0 + i (a warp's stores contiguous).
+#pragma unroll
+  for (int r = 0; r < ROWS; ++r) {
+    if (r >= p.m) break;
+    __syncthreads();
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) warp_sums[warp][lane * VEC + e] = sum[r][e];
+    __syncthreads();
+    for (int i = threadIdx.x; i < 32 * VEC; i += WARPS * 32) {
+      const int col = col0 + i;
+      if (col >= p.n) continue;
+      float v = 0.f;
+#pragma unroll
+      for (int w2 = 0; w2 < WARPS; ++w2) v += warp_sums[w2][i];
+      if (d.k_splits == 1) {
+        if (EPI != kActNone) v = epilogue_value<EPI, OUT_KIND>(p.epilogue, batch, r, col, v);
+        store_pair<OUT_KIND>(p.c, batch * p.stride_c + static_cast<long long>(r) * p.ldc + col, v,
+                             0.f, false, false);
+      } else {
+        // The slice's partials, packed: splitk_reduce adds them and applies the epilogue.
+        const long long at = ((static_cast<long long>(blockIdx.y) * p.batch + batch) * p.m + r) * p.n + col;
+        store_pair<kF32>(d.partials, at, v, 0.f, false, false);
+      }
+    }
+  }
+}
+
+}  // namespace tilesmith
