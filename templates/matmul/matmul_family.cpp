@@ -220,6 +220,9 @@ constexpr double kPartialsBytesPerUs = 2.5e6;
 // 498x382x1636 0.78x in eight 128x128 slices against 1.01-1.04x (v23); from ~2000 the split
 // wins (16x160x2064 0.85x against 0.82x, 338x200x2732 0.99x against 0.88x: v22).
 constexpr long long kMinSplitK = 2048;
+// Where even 64x64 tiles are too few for an eighth of the SMs, K splits from here (v22's
+// shortest split that paid, 1146 in 8x1408x1146, rounded up; 44x88x1800: v23).
+constexpr long long kMinFewTileSplitK = 1536;
 // From this K, the untuned default's large tiles spend most of their time in the main loop, so
 // the L2 requests of rows off 128-byte lines decide between them (fit_waves; v23).
 constexpr long long kLineBoundK = 1536;
@@ -603,8 +606,11 @@ class MatmulFamily final : public Family {
     // the CTAs fill the SMs 8 times over (slices of two rounds of 64 rows or more), where the
     // tiled templates copy B into padded rows first (1x8490x12975: 0.12 against 0.29 ms,
     // 2x11732x888 0.015 against 0.031, 8x50257x4096 0.34 against 0.51). From 10 rows its FMAs
-    // on CUDA cores cost more than the copy (26x1506x11128: 0.11 against 0.049; v23).
-    if (s.m <= 8 && !s.b_columns && !s.tf32() && s.b_row_length() % s.per_16_bytes()) {
+    // on CUDA cores cost more than the copy (26x1506x11128: 0.11 against 0.049), and from 3
+    // rows under K 1024 the copy of a small B costs less than its chains of loads (7x1311x496
+    // 0.0146 against 0.0101, 7x275x352 0.0128 against 0.0090; v23).
+    if (s.m <= 8 && (s.m <= 2 || s.k >= 1024) && !s.b_columns && !s.tf32() &&
+        s.b_row_length() % s.per_16_bytes()) {
       int vector = 8;
       while (vector > 1 && (s.n % vector || GemvKnConfig::rows(s.m) * vector > 64 || 32 * vector >= 2 * s.n))
         vector /= 2;
@@ -676,9 +682,13 @@ class MatmulFamily final : public Family {
       shaped = *filling;
     } else if (shaped.at("swap_ab") || tiled) {
       // Of the splits that neither overfill the SMs nor leave a slice under two K blocks, the
-      // one split_time puts first; none where K is under kMinSplitK.
+      // one split_time puts first; none where K is under kMinSplitK, unless even 64x64 tiles
+      // would leave all but a few SMs idle (44x88x1800: 2 of them; 16 slices ran it 1.19x
+      // faster: v23) and K is past the shortest that split paid at (v22).
+      const bool few_small_tiles = s.batch * ceil_div(s.m, 64) * ceil_div(s.n, 64) * 8 <= device.sm_count;
+      const bool splits = s.k >= kMinSplitK || (few_small_tiles && s.k >= kMinFewTileSplitK);
       int split = 1;
-      for (int slices = 2; s.k >= kMinSplitK && slices <= 16; slices *= 2)
+      for (int slices = 2; splits && slices <= 16; slices *= 2)
         if (kernel_tiles(WgmmaConfig(shaped), s) * slices <= device.sm_count &&
             ceil_div(s.k, 64) >= 2 * slices && split_time(s, slices) < split_time(s, split))
           split = slices;
@@ -687,7 +697,7 @@ class MatmulFamily final : public Family {
       // 64x64 0.88x cuBLAS, 128x128 0.75x whole, 0.57x in two slices; v22). (Where a longer K
       // is not split because the tiles fill the SMs, they stay: 4038x336x10669 in 64x64 tiles
       // took 1.44x the time of 128x128.)
-      if (s.k < kMinSplitK && tiled) {
+      if (!splits && tiled) {
         const Config small = WgmmaTile{64, 64, 1, 8}.on(shaped);
         if (!reject(small, problem, device)) shaped = small;
       }
