@@ -111,6 +111,7 @@ def main():
             desc = mb._capi.MatmulDesc(a_store.data_ptr(), b_store.data_ptr(), c.data_ptr(), 1, m, n,
                                        k, code, code, int(a_col), int(b_col), None, None, 0)
 
+            # Each side writes its own C; `keep` holds the descriptor and C for the rounds.
             def call(lib=lib, runtime=runtime, d=ctypes.byref(desc), keep=(desc, c)):
                 mb.check(lib, lib.tilesmith_matmul_ex(runtime, d, stream), "tilesmith_matmul_ex")
 

@@ -10,7 +10,8 @@
 //   variant 3: matmul_gemv.cuh, M <= 4 rows times a column-major weight (sm_80+): each CTA
 //              reduces whole weight rows along K in fp32, as a row reduction reads;
 //   variant 4: matmul_gemv_kn.cuh, M <= 32 rows times a row-major B read where it lies at any
-//              alignment (sm_80+): threads walk K down adjacent columns, in fp32.
+//              alignment (sm_80+): a CTA's warps take K's rows in turn down adjacent columns,
+//              in fp32 on CUDA cores.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -101,7 +102,7 @@ struct MatmulShape {
   }
   // fp32 inputs are multiplied as tf32, which both templates read K-major only (wgmma's rule;
   // ldmatrix's transposing form moves 16-bit halves): the plan first transposes a column-major
-  // A or a row-major B into the workspace, its rows padded to 16 bytes.
+  // A or a row-major B into the workspace, its rows padded (padded_row_length).
   // A column-major A of at most 16 rows is transposed too where B is large (4M elements or
   // more): read row-major, a few rows take the swap_ab tiles that stream B, where a
   // column-major A held them to 128-row tiles (14x2200x9920 0.67 -> 1.58x cuBLAS). Against a
@@ -683,7 +684,7 @@ class MatmulFamily final : public Family {
     } else if (shaped.at("swap_ab") || tiled) {
       // Of the splits that neither overfill the SMs nor leave a slice under two K blocks, the
       // one split_time puts first; none where K is under kMinSplitK, unless even 64x64 tiles
-      // would leave all but a few SMs idle (44x88x1800: 2 of them; 16 slices ran it 1.19x
+      // would leave all but a few SMs idle (44x88x1800: 2 of them; 8 slices ran it 1.19x
       // faster: v23) and K is past the shortest that split paid at (v22).
       const bool few_small_tiles = s.batch * ceil_div(s.m, 64) * ceil_div(s.n, 64) * 8 <= device.sm_count;
       const bool splits = s.k >= kMinSplitK || (few_small_tiles && s.k >= kMinFewTileSplitK);
@@ -822,9 +823,9 @@ class MatmulFamily final : public Family {
     return kernels;
   }
 
-  // The tiled templates' workspace: A and B with their rows padded to 16 bytes (wgmma,
-  // unaligned shapes) or transposed (tf32), then the fp32 partial products of the K slices
-  // (split_k > 1). The decode variant's: its K slices' partials.
+  // The tiled templates' workspace: A and B with their rows padded (wgmma, unaligned shapes)
+  // or transposed (tf32), then the fp32 partial products of the K slices (split_k > 1). The
+  // decode and gemv_kn variants': their K slices' partials.
   std::size_t workspace_bytes(const Config& config, const Problem& problem,
                               const DeviceTarget& device) const override {
     const MatmulShape s(problem);
@@ -1272,7 +1273,7 @@ class MatmulFamily final : public Family {
   };
 
   // A tiled config's workspace, each part on a 256-byte boundary: copies of A and B with rows
-  // padded to 16 bytes where they are unaligned and the template pads them, or transposed
+  // padded (padded_row_length) where they are unaligned and the template pads them, or transposed
   // (tf32: each MN-major operand, its rows of K padded), then the K slices' m x n fp32 partial
   // products where K is split.
   struct Workspace {
