@@ -370,9 +370,6 @@ struct GemvKnConfig {
   // Per thread: the sums, `unroll` loads of `vector` elements, ~60 of addresses, loop state and
   // A's values. Checked against ptxas -v (M = 1 and 26, vector 2, sm_90a: 32 and 128).
   int registers(long long m) const { return rows(m) * vector + unroll * ((vector + 1) / 2) + 60; }
-  static std::size_t partials_bytes(int split_k, const MatmulShape& s) {
-    return split_k > 1 ? static_cast<std::size_t>(split_k * s.batch * s.m * s.n) * 4 : 0;
-  }
 };
 
 // The sm_90a template's tile, stage ring, warpgroups and cluster (matmul_sm90.cuh's launch_info).
@@ -829,10 +826,9 @@ class MatmulFamily final : public Family {
   std::size_t workspace_bytes(const Config& config, const Problem& problem,
                               const DeviceTarget& device) const override {
     const MatmulShape s(problem);
-    if (config.at("variant") == kDecode) return decode_partials_bytes(DecodeConfig(config), s);
+    if (config.at("variant") == kDecode) return slice_partials_bytes(DecodeConfig(config).split_k, s);
     if (config.at("variant") == kGemv) return 0;
-    if (config.at("variant") == kGemvKn)
-      return GemvKnConfig::partials_bytes(GemvKnConfig(config).split_k, s);
+    if (config.at("variant") == kGemvKn) return slice_partials_bytes(GemvKnConfig(config).split_k, s);
     return Workspace(Preparation::of(config, s, &device), s, 0).bytes;
   }
 
@@ -852,13 +848,7 @@ class MatmulFamily final : public Family {
       geometry.grid[2] = static_cast<unsigned>(std::min<long long>(s.batch, 65535));
       geometry.block[0] = static_cast<unsigned>(c.threads());
       geometry.dynamic_smem_bytes = static_cast<unsigned>(c.smem_bytes(s.m));
-      const MatmulDecodeParams p{params(s, strides, operands, operands.c),
-                                 reinterpret_cast<float*>(workspace), c.split_k};
-      plan.add(0, geometry, KernelArgs::of(p));
-      if (c.split_k > 1)
-        add_splitk_reduce(plan, 1, device, s.batch * s.m * ceil_div(s.n, 4),
-                          splitk_reduce_params(s, strides, p.product.epilogue, workspace,
-                                               operands.c, c.split_k));
+      add_sliced_launch(plan, geometry, c.split_k, s, strides, operands, workspace, device);
       return plan;
     }
     if (variant == kGemvKn) {
@@ -868,13 +858,7 @@ class MatmulFamily final : public Family {
       geometry.grid[1] = static_cast<unsigned>(c.split_k);
       geometry.grid[2] = static_cast<unsigned>(s.batch);
       geometry.block[0] = static_cast<unsigned>(c.threads());
-      const MatmulDecodeParams p{params(s, strides, operands, operands.c),
-                                 reinterpret_cast<float*>(workspace), c.split_k};
-      plan.add(0, geometry, KernelArgs::of(p));
-      if (c.split_k > 1)
-        add_splitk_reduce(plan, 1, device, s.batch * s.m * ceil_div(s.n, 4),
-                          splitk_reduce_params(s, strides, p.product.epilogue, workspace,
-                                               operands.c, c.split_k));
+      add_sliced_launch(plan, geometry, c.split_k, s, strides, operands, workspace, device);
       return plan;
     }
     if (variant == kGemv) {
@@ -1201,8 +1185,10 @@ class MatmulFamily final : public Family {
     return std::nullopt;
   }
 
-  static std::size_t decode_partials_bytes(const DecodeConfig& c, const MatmulShape& s) {
-    return c.split_k > 1 ? static_cast<std::size_t>(c.split_k * s.batch * s.m * s.n) * 4 : 0;
+  // The workspace of a row-reading template (decode, gemv_kn) whose K is split over `split_k`
+  // CTAs: their fp32 partials, split_k x batch x m x n.
+  static std::size_t slice_partials_bytes(int split_k, const MatmulShape& s) {
+    return split_k > 1 ? static_cast<std::size_t>(split_k * s.batch * s.m * s.n) * 4 : 0;
   }
 
   // The constraints of matmul_decode.cuh, against this device and problem.
@@ -1702,6 +1688,21 @@ class MatmulFamily final : public Family {
     p.stride_c = t.stride_c;
     p.epilogue = epilogue_args(t, operands);
     return p;
+  }
+
+  // A row-reading template's launch (decode, gemv_kn: grid y its K slices), and with split_k
+  // slices splitk_reduce after it, summing their partials from the workspace.
+  static void add_sliced_launch(LaunchPlan& plan, const LaunchGeometry& geometry, int split_k,
+                                const MatmulShape& s, const MatmulStrides& strides,
+                                const Operands& operands, std::uint64_t workspace,
+                                const DeviceTarget& device) {
+    const MatmulDecodeParams p{params(s, strides, operands, operands.c),
+                               reinterpret_cast<float*>(workspace), split_k};
+    plan.add(0, geometry, KernelArgs::of(p));
+    if (split_k > 1)
+      add_splitk_reduce(plan, 1, device, s.batch * s.m * ceil_div(s.n, 4),
+                        splitk_reduce_params(s, strides, p.product.epilogue, workspace,
+                                             operands.c, split_k));
   }
 
   FamilySource source_;
