@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Prints the wgmma m64nN wrappers of templates/common/hopper.cuh (the block between the
-'generated' markers): both operands in shared memory (SS), and A in registers (RS, 16-bit types). The operand lists are long and regular; writing them by hand invites typos.
+'generated' markers): both operands in shared memory (SS), and A in registers (RS: 16-bit types, and tf32, whose B is K-major only). The operand lists are long and regular; writing them by hand invites typos.
 Usage: python3 scripts/gen_wgmma.py > /tmp/wgmma.inc, then paste between the markers."""
 
 NS = [16, 32, 64, 96, 128, 176, 192, 224, 256]
-# The RS form's N: attention's P V, N = the padded head dim.
-RS_NS = [64, 96, 128, 192, 256]
+# The RS form's N: attention's P V (N = the padded head dim) and the matmul tiles whose A is
+# an MN-major tf32 operand, loaded into registers (matmul_sm90.cuh): every N of the SS form.
+RS_NS = NS
 # KIND code (common/tile_primitives.cuh), PTX type, k per 32-byte step, transposable.
 KINDS = [("kBF16", "bf16", 16, True), ("kF16", "f16", 16, True), ("kF32", "tf32", 8, False)]
 
@@ -43,23 +44,26 @@ for n in NS:
     print("}")
 for n in RS_NS:
     regs = n // 2
-    print(f"// D[64x{n}] += A[64x16] * B[16 x {n}], A in registers (the m16n8k16 A fragment of each")
-    print("// warp's 16 rows: what an accumulator of the same rows becomes, packed in pairs), B in shared")
-    print("// memory; 16-bit types. TRANS_B: 1 = B N-major, 0 = K-major.")
+    print(f"// D[64x{n}] += A[64 x one k step] * B[one k step x {n}], A in registers (each warp's")
+    print("// m16n8k16 A fragment of its 16 rows: what an accumulator of the same rows becomes, packed")
+    print("// in pairs; for tf32 the m16n8k8 one, a 32-bit element a register), B in shared memory.")
+    print("// TRANS_B: 1 = B N-major, 0 = K-major; tf32 takes a K-major B only.")
     print("template <int KIND, int TRANS_B>")
     print(f"__device__ __forceinline__ void wgmma_m64n{n}_kstep_rs(float (&d)[{regs}], "
           "const unsigned (&a)[4], unsigned long long desc_b) {")
+    print('  static_assert(KIND != kF32 || TRANS_B == 0, "tf32 reads a K-major B");')
     acc = ", ".join(f"%{i}" for i in range(regs))
     outs = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
-    for i, dtype in enumerate(["bf16", "f16"]):
-        kind = "kBF16" if dtype == "bf16" else "kF16"
-        print(f"  {'if' if i == 0 else '} else'} constexpr (KIND == {kind}) {{" if i == 0 else "  } else {")
+    for i, (kind, dtype, k, transposable) in enumerate(KINDS):
+        print(f"  {'if' if i == 0 else '} else if'} constexpr (KIND == {kind}) {{")
         print("    asm volatile(")
-        print(f'        "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{dtype}.{dtype} "')
+        print(f'        "wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{dtype}.{dtype} "')
         print(f'        "{{{acc}}}, "')
-        print(f'        "{{%{regs}, %{regs + 1}, %{regs + 2}, %{regs + 3}}}, %{regs + 4}, 1, 1, 1, %{regs + 5};\\n"')
+        tail = f"1, 1, 1, %{regs + 5}" if transposable else "1, 1, 1"
+        print(f'        "{{%{regs}, %{regs + 1}, %{regs + 2}, %{regs + 3}}}, %{regs + 4}, {tail};\\n"')
         print(f"        : {outs}")
-        print(f'        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(TRANS_B));')
+        trans = ', "n"(TRANS_B)' if transposable else ""
+        print(f'        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b){trans});')
     print("  }")
     print("}")
 print("// ---- end of generated block ----")

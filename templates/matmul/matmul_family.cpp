@@ -39,6 +39,10 @@ struct MatmulShape {
   bool strides_unaligned = false;
   int epilogue = 0;  // MatmulEpilogueBits
   long long in_bytes = 2;  // of an element of A and B
+  // fp32 with B row-major under the sm_90a template's swap_ab: B is the kernel's A, which it
+  // reads through registers in either order (matmul_sm90.cuh), so B stays where it lies
+  // (shape_for sets it from the config).
+  bool b_in_registers = false;
   explicit MatmulShape(const Problem& problem)
       : in_bytes(static_cast<long long>(dtype_size(problem.dtype))) {
     const auto& dims = problem.shape;
@@ -102,7 +106,8 @@ struct MatmulShape {
   }
   // fp32 inputs are multiplied as tf32, which both templates read K-major only (wgmma's rule;
   // ldmatrix's transposing form moves 16-bit halves): the plan first transposes a column-major
-  // A or a row-major B into the workspace, its rows padded (padded_row_length).
+  // A or a row-major B into the workspace, its rows padded (padded_row_length), except a B
+  // read through registers (b_in_registers).
   // A column-major A of at most 16 rows is transposed too where B is large (4M elements or
   // more): read row-major, a few rows take the swap_ab tiles that stream B, where a
   // column-major A held them to 128-row tiles (14x2200x9920 0.67 -> 1.58x cuBLAS). Against a
@@ -111,7 +116,7 @@ struct MatmulShape {
   bool transposes_a() const {
     return a_columns && (tf32() || (m <= 16 && n * k >= (4ll << 20)));
   }
-  bool transposes_b() const { return tf32() && !b_columns; }
+  bool transposes_b() const { return tf32() && !b_columns && !b_in_registers; }
   // Whether the mma.sync kernel may move every row it reads in 16-byte chunks: a transposed
   // copy's rows are padded; an operand read in place needs its rows and strides aligned.
   bool reads_aligned() const {
@@ -199,6 +204,16 @@ struct MatmulStrides {
 };
 
 constexpr int kMmaSync = 0, kWgmma = 1, kDecode = 2, kGemv = 3, kGemvKn = 4;
+
+// The problem as a config's kernels read it: the sm_90a template under swap_ab reads an fp32 B
+// stored row-major in place, through registers (MatmulShape::b_in_registers), where every other
+// kernel reads it transposed first.
+MatmulShape shape_for(const Problem& problem, const Config& config) {
+  MatmulShape s(problem);
+  s.b_in_registers = s.tf32() && !s.b_columns && config.at("variant") == kWgmma &&
+                     config.at("swap_ab") == 1;
+  return s;
+}
 // Accumulator registers a ping-pong warpgroup may hold per thread (its whole tile): 232 after
 // setmaxnreg, less the ~40 its descriptors, loop and epilogue need.
 constexpr int kPingpongAccumulators = 192;
@@ -401,8 +416,11 @@ struct WgmmaConfig {
   bool wave_fitted_width() const { return block_n == 176 || block_n == 224; }
   // Consumer warpgroups sharing a tile's rows: all of them, or with pingpong one (whole tiles).
   int rows_sharing() const { return pingpong ? 1 : consumers; }
+  // swap_ab over a wide M (128 columns or more: fp32 with B row-major read in place), whose C^T
+  // goes out transposed through the staging slots.
+  bool swapped_wide() const { return swap_ab && block_n >= 128; }
   // C leaves through the exchange buffer (TileExchange) instead of the TMA staging slots.
-  bool exchange() const { return swap_ab || cluster_k() > 1; }
+  bool exchange() const { return (swap_ab && !swapped_wide()) || cluster_k() > 1; }
   int exchange_bytes() const {
     return swap_ab ? block_n * (block_m + 4) * 4 : block_m * (block_n + 8) * 4;
   }
@@ -477,7 +495,8 @@ class MatmulFamily final : public Family {
   std::optional<std::string> reject(const Config& config, const Problem& problem,
                                     const DeviceTarget& device) const override {
     if (auto wrong = variants().check(config)) return wrong;
-    if (config.at("variant") == kWgmma) return reject_wgmma(WgmmaConfig(config), problem, device);
+    if (config.at("variant") == kWgmma)
+      return reject_wgmma(WgmmaConfig(config), shape_for(problem, config), device);
     if (config.at("variant") == kDecode) return reject_decode(DecodeConfig(config), problem, device);
     if (config.at("variant") == kGemv) return reject_gemv(GemvConfig(config), problem, device);
     if (config.at("variant") == kGemvKn)
@@ -704,6 +723,17 @@ class MatmulFamily final : public Family {
       const int split = tail_split_of(shaped, problem, device);
       if (split > 1) set({{"split_k", split}});
     }
+    // fp32 with B row-major: tf32 wgmma reads shared memory K-major only, so B would be
+    // transposed into the workspace first (55 us of 0.40 ms at 4096^3, where cuBLAS reads it in
+    // place). Swapped, B is the kernel's A, read in place through registers: the same tile
+    // with its rows along N (128 of N x 256 of M), the pair still sharing B.
+    if (s.tf32() && !s.b_columns && !shaped.at("swap_ab") && !shaped.at("pingpong") &&
+        shaped.at("block_m") == 128 && shaped.at("block_n") == 256 && shaped.at("split_k") == 1) {
+      Config swapped = shaped;
+      swapped.values["swap_ab"] = 1;
+      std::swap(swapped.values["cluster_m"], swapped.values["cluster_n"]);
+      if (!reject(swapped, problem, device)) shaped = swapped;
+    }
     if (!reject(shaped, problem, device)) return shaped;
     if (!reject(base, problem, device)) return base;
     Config config;
@@ -768,7 +798,7 @@ class MatmulFamily final : public Family {
                                               const Problem& problem) const override {
     const std::string kinds = std::to_string(element_kind(problem.dtype)) + "," +
                               std::to_string(element_kind(problem.out_dtype));
-    const MatmulShape s(problem);
+    const MatmulShape s = shape_for(problem, config);
     if (config.at("variant") == kDecode) {
       const DecodeConfig c(config);
       std::vector<std::string> kernels = {
@@ -825,7 +855,7 @@ class MatmulFamily final : public Family {
   // decode and gemv_kn variants': their K slices' partials.
   std::size_t workspace_bytes(const Config& config, const Problem& problem,
                               const DeviceTarget& device) const override {
-    const MatmulShape s(problem);
+    const MatmulShape s = shape_for(problem, config);
     if (config.at("variant") == kDecode) return slice_partials_bytes(DecodeConfig(config).split_k, s);
     if (config.at("variant") == kGemv) return 0;
     if (config.at("variant") == kGemvKn) return slice_partials_bytes(GemvKnConfig(config).split_k, s);
@@ -836,7 +866,7 @@ class MatmulFamily final : public Family {
                   std::span<const std::uint64_t> addresses, std::uint64_t workspace,
                   const CallScalars& scalars) const override {
     LaunchPlan plan;
-    const MatmulShape s(problem);
+    const MatmulShape s = shape_for(problem, config);
     const Operands operands(s, addresses);
     const MatmulStrides strides = MatmulStrides::of_call(s, scalars);
     const int variant = config.at("variant");
@@ -1293,7 +1323,7 @@ class MatmulFamily final : public Family {
   // as in PlanKernels).
   static void add_preparation_kernels(std::vector<std::string>& kernels, const Config& config,
                                       const Problem& problem) {
-    const MatmulShape s(problem);
+    const MatmulShape s = shape_for(problem, config);
     const PlanKernels index(Preparation::of(config, s), s);
     const std::string element = std::to_string(s.in_bytes);
     if (index.copy >= 0) kernels.push_back("tilesmith::copy_rows<" + element + ">");
@@ -1551,7 +1581,7 @@ class MatmulFamily final : public Family {
     if (w.pingpong) {
       // Two warpgroups taking whole tiles in turn, each C out through its own staging slots.
       if (w.consumers != 2) return "pingpong takes two consumer warpgroups";
-      if (w.exchange()) return "pingpong sends C out by TMA: no swap_ab or split_cluster";
+      if (w.swap_ab || w.split_cluster) return "pingpong sends C out by TMA: no swap_ab or split_cluster";
     }
     if (w.block_m % (64 * w.rows_sharing())) return "each consumer warpgroup takes whole 64-row wgmmas";
     if ((w.block_n % 64 && w.block_n != 16 && w.block_n != 32 && !w.wave_fitted_width()) ||
@@ -1585,8 +1615,11 @@ class MatmulFamily final : public Family {
       return "slice_major orders K slices summed through the workspace (split_k > 1)";
     if (w.block_n < 64 && !w.swap_ab)
       return "16- and 32-column tiles are for swap_ab (M as the narrow wgmma N)";
-    if (w.swap_ab && w.cluster_m * w.cluster_n > 1)
+    if (w.swap_ab && !w.swapped_wide() && w.cluster_m * w.cluster_n > 1)
       return "with swap_ab the shared operand is at most 64 rows: multicast does not pay";
+    // C^T leaves a wide swapped tile transposed through the staging slots (matmul_sm90.cuh),
+    // whole: K slices would need their partials transposed too.
+    if (w.swapped_wide() && w.split_k > 1) return "swap_ab tiles of 128 columns or more take K whole";
     if (w.split_cluster) {
       if (w.split_k == 1) return "split_cluster needs split_k > 1";
       if (w.split_k > 8) return "split_cluster: a portable cluster holds at most 8 K slices";
@@ -1601,11 +1634,11 @@ class MatmulFamily final : public Family {
   }
 
   // The constraints of matmul_sm90.cuh (its launch_info), against this device and problem.
-  static std::optional<std::string> reject_wgmma(const WgmmaConfig& w, const Problem& problem,
+  // `s`: the problem as the config reads it (shape_for).
+  static std::optional<std::string> reject_wgmma(const WgmmaConfig& w, const MatmulShape& s,
                                                  const DeviceTarget& device) {
     if (device.arch() != "sm_90a") return "wgmma and TMA need sm_90a (this is " + device.arch() + ")";
     if (auto wrong = reject_wgmma_structure(w)) return wrong;
-    const MatmulShape s(problem);
     if (w.block_k * s.in_bytes != 128)
       return "block_k must fill one 128-byte swizzled row: 64 of bf16/f16, 32 of fp32";
     if (w.wave_fitted_width() && !s.as_read().b_columns)
@@ -1613,10 +1646,17 @@ class MatmulFamily final : public Family {
     if (w.swap_ab) {
       // The kernel reads A as wgmma's B operand, whose narrow tiles must be K-major.
       if (s.as_read().a_columns) return "swap_ab needs A row-major";
-      // Swapping pays where M leaves most of a 64-row wgmma tile empty.
-      if (s.m > 64) return "swap_ab is for M <= 64";
-      if (w.block_n > swap_width(s))
-        return "with swap_ab, block_n above M rounded up to a power of two only multiplies zeros";
+      if (w.swapped_wide()) {
+        // Wide swapped tiles read an fp32 B stored row-major in place (as the kernel's A,
+        // through registers), where the others transpose it first.
+        if (!s.b_in_registers)
+          return "swap_ab tiles of 128 columns or more are for fp32 with B row-major";
+      } else {
+        // Swapping pays where M leaves most of a 64-row wgmma tile empty.
+        if (s.m > 64) return "swap_ab is for M <= 64";
+        if (w.block_n > swap_width(s))
+          return "with swap_ab, block_n above M rounded up to a power of two only multiplies zeros";
+      }
     }
     if (w.split_k > 1) {
       // Every slice needs K blocks to work on. Where the tiles fill the SMs, K is split only in

@@ -6,18 +6,22 @@
 // either major order, so every layout runs the same pipeline: row-major A and column-major B
 // are K-major tiles (128-byte rows of k), column-major A and row-major B are MN-major tiles
 // ([BK][64] blocks, the transpose bits of the instruction). fp32 inputs are multiplied as tf32
-// (BK = 32: the same 128-byte rows), which wgmma reads K-major only: the host transposes an
-// MN-major fp32 operand into the workspace first. The epilogue (matmul_epilogue.cuh)
+// (BK = 32: the same 128-byte rows), which wgmma reads K-major only from shared memory: an
+// MN-major fp32 A goes through registers (the RS form, loaded from the stage by 32-bit shared
+// loads), and the host transposes an MN-major fp32 B into the workspace first. The epilogue (matmul_epilogue.cuh)
 // runs on the accumulators in registers, before C's stores. With SWAP the kernel computes
 // C^T = B^T A^T (the host passes B as the kernel's A and A as its B, m and n exchanged), so a
 // small M becomes a 16..64-wide wgmma N; with CLUSTER_K > 1 the K slices of a tile are the CTAs
 // of one cluster, summed through distributed shared memory. Both send C out through the
-// exchange buffer (TileExchange) instead of the TMA staging slots.
+// exchange buffer (TileExchange) instead of the TMA staging slots, except SWAP's tiles of 128
+// columns or more (fp32 times a row-major B, which is then the kernel's MN-major A, read in
+// place through registers): their C^T goes out transposed through the staging slots.
 //
 // ---- launch_info (what the host must do) --------------------------------------------------------
 //  template: matmul_sm90<BM, BN, BK, CONSUMERS, CLUSTER_M, CLUSTER_N, KIND_IN,
 //            KIND_OUT, LAYOUT, EPI, SWAP, CLUSTER_K, PINGPONG> (KIND_*: ElementKind codes, kF16 = 0,
-//            kBF16 = 1, kF32 = 2 (in: tf32, K-major only); LAYOUT, EPI: MatmulLayoutBits, MatmulEpilogueBits
+//            kBF16 = 1, kF32 = 2 (in: tf32; B K-major, A either); LAYOUT, EPI: MatmulLayoutBits,
+//            MatmulEpilogueBits
 //            (matmul_params.h), LAYOUT of the product the kernel computes: with SWAP, of C^T;
 //            SWAP 0 or 1; CLUSTER_K: K slices per cluster, 1 for none; PINGPONG 0 or 1: the
 //            two consumer warpgroups share each tile's rows, or take whole tiles in turn);
@@ -40,7 +44,7 @@
 //            correct and was measured 5% slower at 4096^3.
 //  smem:     dynamic, smem_bytes = stages * (BM + BN) * 128         (A and B rings)
 //                                + CONSUMERS * 16384                 (C staging, 2 x 8 KB each)
-//                                  or, with SWAP or CLUSTER_K > 1, the exchange buffer:
+//                                  or, with SWAP (BN <= 64) or CLUSTER_K > 1, the exchange buffer:
 //                                  SWAP ? BN * (BM + 4) * 4 : BM * (BN + 8) * 4
 //                                + 1024                              (alignment slack)
 //                                + 16 * stages + 16                  (mbarriers)
@@ -72,13 +76,14 @@
 //    would write past the view); otherwise set c_store_tma = 0 and C is written with plain
 //    element stores from the same staging slots, a warp per row run (any ldc >= N, C aligned
 //    to its element). With
-//    SWAP or CLUSTER_K > 1, c_store_tma = 0: C goes out from the exchange buffer in runs of 4
+//    SWAP (BN <= 64) or CLUSTER_K > 1, c_store_tma = 0: C goes out from the exchange buffer in runs of 4
 //    columns (vector stores where each batch's rows start on 4 elements).
 //  constraints: BK * bytes(KIND_IN) == 128 (64, or 32 for fp32); BN in {16, 32, 64, 128, 176,
 //     192, 224, 256}, 16, 32, 176 and 224 only with a K-major B (column-major in LAYOUT);
 //     BM / CONSUMERS a multiple of 64;
 //     (BM / CONSUMERS / 64) * BN <= 256 (accumulator registers); CONSUMERS in {1, 2, 3};
-//     PINGPONG: CONSUMERS = 2, SWAP = 0, CLUSTER_K = 1, (BM / 64) * BN <= 384;
+//     PINGPONG: CONSUMERS = 2, SWAP = 0, CLUSTER_K = 1, (BM / 64) * BN <= 384; SWAP with BN >= 128:
+//     CLUSTER_K = 1 and no K slices (C^T leaves whole tiles transposed);
 //     CONSUMERS == 3 needs BN <= 192 (entry cap 128 registers); CLUSTER_M, CLUSTER_N in {1, 2};
 //     CLUSTER_K in {1, 2, 4, 8}, and > 1 only without multicast;
 //     BM % (8 * CLUSTER_N) == 0; p.group_m >= 1; p.stages >= 2; smem_bytes <= 232448.
@@ -258,6 +263,29 @@ __device__ __forceinline__ void store_box_rows_aligned(unsigned slot, char* c, l
   }
 }
 
+// One staged box (64 rows of 128 bytes, swizzled as above) out to C with plain element stores,
+// for C whose rows TMA cannot write: `c` is the batch's C (rows ldc apart), the box's first
+// element at (row0, col0), clipped to m x n and to its first `cols` columns. Thread t writes
+// column t % BOX_COLS of every (128 / BOX_COLS)-th row.
+template <int OUT_BYTES>
+__device__ __forceinline__ void store_box_elements(unsigned slot, void* c, int ldc, int m, int n,
+                                                   int row0, int col0, int cols) {
+  constexpr int BOX_COLS = 128 / OUT_BYTES;
+  constexpr int ROW_STEP = 128 / BOX_COLS;
+  const int tid = threadIdx.x % 128;
+  const int col = col0 + tid % BOX_COLS;
+  const unsigned in_chunk = (tid % BOX_COLS) * OUT_BYTES;
+  if (col >= n || tid % BOX_COLS >= cols) return;
+#pragma unroll 4
+  for (int r = tid / BOX_COLS; r < 64; r += ROW_STEP) {
+    const int row = row0 + r;
+    if (row >= m) break;
+    const unsigned at = slot + r * 128 + ((((in_chunk >> 4) ^ (r % 8)) << 4) | (in_chunk & 15));
+    const long long offset = static_cast<long long>(row) * ldc + col;
+    store_staged_element<OUT_BYTES>(at, static_cast<char*>(c) + offset * OUT_BYTES);
+  }
+}
+
 // Stores one warpgroup's 64 x BN accumulator block at (row0, col0) of C through the TMA unit:
 // the block goes out as boxes of 64 rows x 128 bytes (64 columns of 16-bit C, 32 of fp32), each
 // written into one of the warpgroup's two 8 KB staging slots in the 128-byte swizzled layout the
@@ -334,23 +362,82 @@ __device__ __forceinline__ void store_accumulators_staged(const float (&acc)[BN 
             static_cast<long long>(ldc) * OUT_BYTES, min(64, m - row0), cols * OUT_BYTES);
     } else {
       named_barrier_sync(barrier_id, 128);
-      // Thread t writes column t % BOX_COLS of every (128 / BOX_COLS)-th row of the box; the
-      // slot is rewritten two boxes later, after the barriers of the box between.
-      const int col = col0 + box * BOX_COLS + tid % BOX_COLS;
-      constexpr int ROW_STEP = 128 / BOX_COLS;
-      const unsigned in_chunk = (tid % BOX_COLS) * OUT_BYTES;
-      if (col < n && col < col0 + BN) {
-#pragma unroll 4
-        for (int r = tid / BOX_COLS; r < 64; r += ROW_STEP) {
-          const int row = row0 + r;
-          if (row >= m) break;
-          const unsigned at = slot + r * 128 + ((((in_chunk >> 4) ^ (r % 8)) << 4) | (in_chunk & 15));
-          const long long offset = static_cast<long long>(row) * ldc + col;
-          store_staged_element<OUT_BYTES>(at, static_cast<char*>(c) + offset * OUT_BYTES);
+      // The slot is rewritten two boxes later, after the barriers of the box between.
+      store_box_elements<OUT_BYTES>(slot, c, ldc, m, n, row0, col0 + box * BOX_COLS,
+                                    BN - box * BOX_COLS);
+    }
+    ++boxes_issued;
+  }
+}
+
+// SWAP with tiles of 128 columns or more (fp32 with B row-major: the kernel computes C^T, B as
+// its A through registers): one warpgroup's 64 x BN accumulator block, whose rows are C's
+// columns c_col0.. and whose columns are C's rows c_row0.., goes out transposed through the
+// same staging slots. A round takes 64 of C's rows (8 accumulator groups) by the block's 64
+// columns: one box of 16-bit C, or two of fp32 (warps 0-1 and 2-3, 32 columns each), written an
+// element at a time into the swizzled slots (a store's 32 lanes hit 32 banks), the epilogue
+// applied on the way (m x n: C's rows and columns); then out by TMA (BY_TMA), or by plain
+// stores where TMA cannot write C. No K slices come this way (the host keeps split_k at 1).
+template <int BN, int KIND_OUT, int EPI, bool BY_TMA>
+__device__ __forceinline__ void store_accumulators_transposed(
+    const float (&acc)[BN / 2], const TensorMap* c_map, void* c, int ldc, int m, int n,
+    const MatmulEpilogueArgs& e, unsigned staging, int batch, int c_row0, int c_col0,
+    int barrier_id, unsigned& boxes_issued) {
+  constexpr int OUT_BYTES = KIND_OUT == kF32 ? 4 : 2;
+  constexpr int BOX_COLS = 128 / OUT_BYTES;
+  constexpr int BOXES = 64 / BOX_COLS;  // boxes a round: 2 of fp32, 1 of 16-bit C
+  static_assert(BN % 64 == 0, "whole 64-row rounds of C");
+  const int tid = threadIdx.x % 128, lane = threadIdx.x % 32, warp = tid / 32;
+  const int g = lane / 4, q = lane % 4;
+  const int box = BOXES == 2 ? warp / 2 : 0;  // this warp's box of the round
+#pragma unroll
+  for (int round = 0; round < BN / 64; ++round) {
+    // A 16-bit round's box takes the slots in turn; an fp32 round takes both.
+    const unsigned first_slot = BOXES == 2 ? 0u : (boxes_issued & 1u);
+    if (BY_TMA && tid == 0) tma_store_wait_read<BOXES == 2 ? 0 : 1>();
+    named_barrier_sync(barrier_id, 128);
+    const unsigned slot = staging + (first_slot + box) * 8192u;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int col_in_block = warp * 16 + g + 8 * half;
+      const int col = c_col0 + col_in_block;
+      const unsigned byte = (col_in_block - box * BOX_COLS) * OUT_BYTES;  // in the box's row
+#pragma unroll
+      for (int jj = 0; jj < 8; ++jj) {
+#pragma unroll
+        for (int odd = 0; odd < 2; ++odd) {
+          const int r = 8 * jj + 2 * q + odd;  // the box's row
+          const int row = c_row0 + round * 64 + r;
+          float v = acc[4 * (round * 8 + jj) + 2 * half + odd];
+          if (EPI != kActNone && row < m && col < n)
+            v = epilogue_value<EPI, KIND_OUT>(e, batch, row, col, v);
+          const unsigned at = slot + r * 128 + ((((byte >> 4) ^ (r % 8)) << 4) | (byte & 15));
+          if (KIND_OUT == kF32)
+            store_shared_f32(at, v);
+          else
+            store_shared_u16(at, from_float<KIND_OUT>(v));
         }
       }
     }
-    ++boxes_issued;
+    if (BY_TMA) {
+      fence_proxy_async_shared();
+      named_barrier_sync(barrier_id, 128);
+      if (tid == 0) {
+#pragma unroll
+        for (int b = 0; b < BOXES; ++b) {
+          tma_store_3d(c_map, staging + (first_slot + b) * 8192u, c_col0 + b * BOX_COLS,
+                       c_row0 + round * 64, batch);
+          tma_store_commit();
+        }
+      }
+    } else {
+      named_barrier_sync(barrier_id, 128);
+#pragma unroll
+      for (int b = 0; b < BOXES; ++b)
+        store_box_elements<OUT_BYTES>(staging + (first_slot + b) * 8192u, c, ldc, m, n,
+                                      c_row0 + round * 64, c_col0 + b * BOX_COLS, BOX_COLS);
+    }
+    boxes_issued += BOXES;
   }
 }
 
@@ -483,8 +570,12 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
         matmul_sm90(const __grid_constant__ MatmulSm90Params p) {
   constexpr int MULTICAST = CLUSTER_M * CLUSTER_N;  // CTAs sharing operand tiles
   constexpr int CLUSTER = MULTICAST * CLUSTER_K;
+  // SWAP's tiles of 128 columns or more (fp32, B row-major read in place as the kernel's A)
+  // send C^T out transposed through the staging slots; its narrow tiles (a few rows of A as
+  // wgmma's N) through the exchange buffer.
+  constexpr bool SWAP_STAGED = SWAP && BN >= 128;
   // C leaves through the TMA staging slots, or through the exchange buffer (TileExchange).
-  constexpr bool EXCHANGE = SWAP || CLUSTER_K > 1;
+  constexpr bool EXCHANGE = (SWAP && !SWAP_STAGED) || CLUSTER_K > 1;
   using Exchange = TileExchange<BM, BN, CONSUMERS, CLUSTER_K, SWAP>;
   constexpr bool A_COLUMNS = (LAYOUT & kColumnMajorA) != 0;  // A stored k x m: M-major tiles
   constexpr bool B_COLUMNS = (LAYOUT & kColumnMajorB) != 0;  // B stored n x k: K-major tiles
@@ -493,6 +584,10 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
   constexpr int MT = WG_M / 64;         // m64 wgmma tiles per consumer warpgroup
   // One k row of a tile is 128 bytes: BK = 64 of bf16/f16, 32 of fp32 (read as tf32).
   constexpr int ELEMENT = KIND_IN == kF32 ? 4 : 2;
+  // tf32 wgmma reads its shared-memory operands K-major only: an MN-major tf32 A goes through
+  // registers instead (the RS form), loaded from the stage by 32-bit shared loads.
+  constexpr bool A_REGS = KIND_IN == kF32 && A_COLUMNS;
+  constexpr int MN_COLS = 128 / ELEMENT;  // M or N elements in an MN-major block's 128-byte row
   constexpr int A_STAGE = BM * BK * ELEMENT;
   constexpr int B_STAGE = BN * BK * ELEMENT;
   constexpr int K_STEPS = BK * ELEMENT / 32;  // wgmmas per stage along k, 32 bytes each
@@ -513,7 +608,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
   static_assert(CLUSTER <= 8, "portable clusters: at most 8 CTAs");
   static_assert(WG_M % 64 == 0 && MT * BN <= (PINGPONG ? 384 : 256),
                 "accumulators must fit the registers");
-  static_assert(!PINGPONG || (CONSUMERS == 2 && !EXCHANGE),
+  static_assert(!PINGPONG || (CONSUMERS == 2 && !EXCHANGE && !SWAP),
                 "ping-pong: two consumer warpgroups, C out through their own staging slots");
   static_assert(CONSUMERS >= 1 && CONSUMERS <= 3, "1 to 3 consumer warpgroups");
   // ptxas allocates every role within the entry cap (128 registers at 512 threads): with three
@@ -522,8 +617,9 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
   static_assert(CLUSTER_M <= 2 && CLUSTER_N <= 2, "clusters of up to 2 x 2");
   static_assert(A_SLICE % 8 == 0 && B_SLICE % 8 == 0, "multicast slices are whole swizzle rows");
   static_assert(KIND_IN == kBF16 || KIND_IN == kF16 || KIND_IN == kF32, "bf16, f16 or fp32 in");
-  static_assert(KIND_IN != kF32 || (!A_COLUMNS && B_COLUMNS),
-                "tf32 reads K-major operands: the host transposes others first");
+  static_assert(KIND_IN != kF32 || B_COLUMNS,
+                "tf32 reads B K-major: the host transposes a row-major one first");
+  static_assert(!SWAP_STAGED || CLUSTER_K == 1, "swapped wide tiles: no K slices in a cluster");
   // Registers per thread after reallocation: the pool is 65536 / threads (rounded to 8) each.
   // wgmma groups left running when a stage is handed back (TS_SM90_MMA_IN_FLIGHT: probe only).
   constexpr int MMA_IN_FLIGHT = TS_SM90_MMA_IN_FLIGHT;
@@ -688,9 +784,9 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
           const int a_batch = p.a_shared ? 0 : w.batch, b_batch = p.b_shared ? 0 : w.batch;
           if (A_COLUMNS) {
 #pragma unroll
-            for (int j = 0; j < BM / 64; ++j)
+            for (int j = 0; j < BM / MN_COLS; ++j)
               load(a_stage + j * MN_CHUNK + cn * A_SLICE * 128, &p.a_map, full(stage),
-                   w.m0 + 64 * j, k0 + cn * A_SLICE, a_batch, CLUSTER_N > 1, a_mask);
+                   w.m0 + MN_COLS * j, k0 + cn * A_SLICE, a_batch, CLUSTER_N > 1, a_mask);
           } else {
             load(a_stage + cn * A_SLICE * 128, &p.a_map, full(stage), k0, w.m0 + cn * A_SLICE,
                  a_batch, CLUSTER_N > 1, a_mask);
@@ -730,6 +826,25 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
                                                  : wgmma_desc_sw128(b_ring, MN_CHUNK, 1024);
     constexpr int A_STEP_K = A_COLUMNS ? 16 * 128 : 32, A_STEP_M = A_COLUMNS ? MN_CHUNK : 64 * 128;
     constexpr int B_STEP_K = B_COLUMNS ? 32 : 16 * 128;
+    // A_REGS: where this thread's A fragment elements lie in a stage's A tile, per m64 tile: rows
+    // r = wg_row0 + 64 mt + 16 warp + lane / 4 (+ 8), k = lane % 4 (+ 4) of each 8-k step (the
+    // m16n8k8 tf32 A fragment, register 2 s + h for row + 8 h and k + 4 s). The tile is MN-major
+    // blocks of [BK k rows][32 m], chunk c of row k at c ^ (k % 8); an 8-k step is 1024 bytes on.
+    unsigned a_offset[A_REGS ? MT : 1][4];
+    if constexpr (A_REGS) {
+      const int g = tid % 32 / 4, q = tid % 4;
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int r = wg_row0 + 64 * mt + 16 * (tid / 32) + g + 8 * (i % 2), k = q + 4 * (i / 2);
+          a_offset[mt][i] = (r / MN_COLS) * MN_CHUNK + k * 128 +
+                            ((((r % MN_COLS) / 4) ^ k) << 4) + (r % 4) * 4;
+        }
+    }
+    // A_REGS: a k block's fragments stay in use until its wgmma group is done, one k block
+    // later, so neighbouring k blocks take turns between two sets.
+    unsigned a_frag[A_REGS ? 2 : 1][A_REGS ? MT : 1][A_REGS ? K_STEPS : 1][4];
     float acc[MT][BN / 2];
     unsigned boxes_issued = 0;
     unsigned exchanged = 0;  // tiles sent through the exchange buffer
@@ -759,8 +874,20 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
         for (int i = 0; i < BN / 2; ++i) acc[mt][i] = 0.f;
 
       int previous = 0;
-      for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
+      // One k block; `frag`: the A fragment set it loads and multiplies (A_REGS), a set the
+      // call names, so that once inlined its registers are fixed.
+      auto k_block = [&](int kb, unsigned (&frag)[A_REGS ? MT : 1][A_REGS ? K_STEPS : 1][4]) {
         mbarrier_wait(full(stage), phase);
+        if constexpr (A_REGS) {
+          const unsigned a_stage = a_ring + stage * A_STAGE;
+#pragma unroll
+          for (int kk = 0; kk < K_STEPS; ++kk)
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+              for (int i = 0; i < 4; ++i)
+                frag[mt][kk][i] = load_shared_u32(a_stage + kk * 1024 + a_offset[mt][i]);
+        }
         wgmma_fence();
         // The stage's offset added once, unsigned (a signed one cost a sign extension per
         // wgmma); the k steps and m tiles are then constants.
@@ -771,9 +898,13 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
           const unsigned long long desc_b = stage_b + static_cast<unsigned>((kk * B_STEP_K) >> 4);
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt) {
-            const unsigned long long desc_a =
-                stage_a + static_cast<unsigned>((mt * A_STEP_M + kk * A_STEP_K) >> 4);
-            wgmma_tile_m64<BN, KIND_IN, A_COLUMNS, !B_COLUMNS>(acc[mt], desc_a, desc_b);
+            if constexpr (A_REGS) {
+              wgmma_tile_m64_rs<BN, KIND_IN, 0>(acc[mt], frag[mt][kk], desc_b);
+            } else {
+              const unsigned long long desc_a =
+                  stage_a + static_cast<unsigned>((mt * A_STEP_M + kk * A_STEP_K) >> 4);
+              wgmma_tile_m64<BN, KIND_IN, A_COLUMNS, !B_COLUMNS>(acc[mt], desc_a, desc_b);
+            }
           }
         }
         wgmma_commit();
@@ -793,6 +924,12 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
           stage = 0;
           phase ^= 1u;
         }
+      };
+      for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
+        if (A_REGS && ((kb - w.kb_begin) & 1))
+          k_block(kb, a_frag[A_REGS ? 1 : 0]);
+        else
+          k_block(kb, a_frag[0]);
       }
       if (PINGPONG && tid == 0) mbarrier_arrive(turn_done(c));
       wgmma_wait<0>();
@@ -826,6 +963,22 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
           Exchange::template reduce_and_store<KIND_OUT, EPI>(
               exchange, exchange_full, exchange_empty, exchanged, p.epilogue, w.batch, c_batch,
               p.ldc, c_rows, c_cols, row0, col0);
+        }
+        continue;
+      }
+      if constexpr (SWAP_STAGED) {
+        // C^T's tile: the kernel's rows are C's columns (w.m0..), its columns C's rows (w.n0..).
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          const int c_col0 = w.m0 + wg_row0 + mt * 64;
+          if (p.c_store_tma)
+            store_accumulators_transposed<BN, KIND_OUT, EPI, true>(
+                acc[mt], &p.c_map, c_batch, p.ldc, p.n, p.m, p.epilogue, c_staging + c * 2 * 8192,
+                w.batch, w.n0, c_col0, 1 + c, boxes_issued);
+          else
+            store_accumulators_transposed<BN, KIND_OUT, EPI, false>(
+                acc[mt], nullptr, c_batch, p.ldc, p.n, p.m, p.epilogue, c_staging + c * 2 * 8192,
+                w.batch, w.n0, c_col0, 1 + c, boxes_issued);
         }
         continue;
       }

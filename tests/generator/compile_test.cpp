@@ -403,6 +403,16 @@ std::vector<SampleCase> wgmma_sample() {
        Problem{"matmul", DType::f32, DType::bf16, {16, 4096, 4096}, {{"b", "col"}}}},
       {"wg128x128_s4_c2_split4_tf32_colA_colB_padded", testing::tf32_config(128, 128, 4, 2, 1, 1, 8, 4),
        Problem{"matmul", DType::f32, DType::f32, {1001, 1003, 999}, {{"a", "col"}, {"b", "col"}}}},
+      // A row-major B read in place under swap_ab (the kernel's A, through registers; C^T out
+      // transposed): wide tiles in a pair, one consumer of two m64 tiles, the narrow tiles.
+      {"wg128x256_s4_c2_cl1x2_swap_tf32_rowB", testing::tf32_config(128, 256, 4, 2, 1, 2, 8, 1, 0, 1),
+       matmul_problem(4096, 4096, 4096, DType::f32, DType::f32)},
+      {"wg128x192_s4_c2_swap_tf32_rowB_bf16_epilogue", testing::tf32_config(128, 192, 4, 2, 1, 1, 8, 1, 0, 1),
+       Problem{"matmul", DType::f32, DType::bf16, {2, 1000, 777, 520}, {{"act", "gelu"}, {"bias", "1"}, {"residual", "1"}}}},
+      {"wg128x128_s4_c1_swap_tf32_rowB", testing::tf32_config(128, 128, 4, 1, 1, 1, 8, 1, 0, 1),
+       matmul_problem(300, 500, 200, DType::f32, DType::f32)},
+      {"wg64x16_s8_swap_tf32_rowB_split4", testing::tf32_config(64, 16, 8, 1, 1, 1, 1, 4, 0, 1),
+       matmul_problem(16, 4096, 4096, DType::f32, DType::f32)},
   };
 }
 

@@ -484,6 +484,57 @@ TEST(MatmulTf32Test, MnMajorOperandsAreTransposedFirst) {
   EXPECT_EQ(args.tensor_maps[1].stride_bytes[1], 200u * 320 * 4);
 }
 
+// Under swap_ab a row-major fp32 B is the kernel's A, which the sm_90a template reads through
+// registers in either order: no transpose, one launch, B's map MN-major where it lies. Wide
+// swapped tiles (C^T out transposed through the staging slots) are for that case only, with K
+// whole; the untuned default takes them for fp32 times a row-major B.
+TEST(MatmulTf32Test, ARowMajorBIsReadInPlaceUnderSwapAb) {
+  const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
+  const Config fallback =
+      matmul().default_config(Problem{"matmul", DType::f32, DType::f32, {4096, 4096, 4096}, {}}, hopper);
+  EXPECT_EQ(fallback.at("swap_ab"), 1);
+  EXPECT_EQ(fallback.at("block_m"), 128);
+  EXPECT_EQ(fallback.at("block_n"), 256);
+  EXPECT_EQ(fallback.at("cluster_m"), 1);
+  EXPECT_EQ(fallback.at("cluster_n"), 2);  // the pair along M still shares B
+  EXPECT_EQ(matmul().default_config(
+                Problem{"matmul", DType::f32, DType::f32, {4096, 4096, 4096}, {{"b", "col"}}}, hopper)
+                .at("swap_ab"),
+            0);
+
+  const Problem problem{"matmul", DType::f32, DType::f32, {300, 200, 136}, {}};
+  const Config config = testing::tf32_config(128, 128, 4, 2, 1, 2, 8, 1, 0, 1);
+  ASSERT_EQ(matmul().reject(config, problem, hopper), std::nullopt);
+  const std::vector<std::string> kernels = matmul().kernel_expressions(config, problem);
+  ASSERT_EQ(kernels.size(), 1u);  // no transpose
+  EXPECT_NE(kernels[0].find(",2,2," + std::to_string(kColumnMajorA | kColumnMajorB) + ","),
+            std::string::npos)
+      << kernels[0];  // C^T = B^T A^T: the kernel's A is B, MN-major; its B is A, K-major
+  EXPECT_EQ(matmul().workspace_bytes(config, problem, hopper), 0u);
+  const std::vector<std::uint64_t> addresses = {0x10000, 0x20000, 0x30000};
+  const LaunchPlan plan = matmul().plan(config, problem, hopper, addresses, 0x100000, {});
+  ASSERT_EQ(plan.step_count, 1);
+  const KernelArgs& args = plan.steps[0].args;
+  EXPECT_EQ(args.tensor_maps[0].address, 0x20000u);  // B where it lies
+  EXPECT_EQ(args.tensor_maps[0].dims[0], 200u);       // N innermost: MN-major
+  EXPECT_EQ(args.tensor_maps[0].box[0], 32u);         // 128 bytes of fp32
+  EXPECT_EQ(args.tensor_maps[0].box[1], 16u);         // 32 k rows, half from each of the pair
+  EXPECT_EQ(args.tensor_maps[1].address, 0x10000u);
+  EXPECT_EQ(args.tensor_maps[1].dims[0], 136u);       // A's K innermost: K-major
+
+  EXPECT_NE(matmul().reject(testing::wgmma_config(128, 128, 4, 2, 1, 2, 8, 1, 0, 1),
+                            Problem{"matmul", DType::bf16, DType::bf16, {300, 200, 136}, {}}, hopper),
+            std::nullopt);  // 16-bit B: wgmma reads it N-major itself
+  EXPECT_NE(matmul().reject(config, Problem{"matmul", DType::f32, DType::f32, {300, 200, 136}, {{"b", "col"}}},
+                            hopper),
+            std::nullopt);
+  EXPECT_NE(matmul().reject(testing::tf32_config(128, 128, 4, 2, 1, 1, 8, 2, 0, 1),
+                            Problem{"matmul", DType::f32, DType::f32, {300, 200, 4096}, {}}, hopper),
+            std::nullopt);  // K whole
+  EXPECT_NE(matmul().reject(testing::tf32_config(128, 128, 4, 2, 1, 1, 8, 1, 0, 1, 0, 256, 1), problem, hopper),
+            std::nullopt);  // no ping-pong
+}
+
 // A column-major A of a few rows against a large B (2x10488x9248): A (9248 rows of 2) is
 // transposed into the workspace, its rows of K padded; B's rows are on 16 bytes and it is read
 // where it lies, though the problem's A makes it unaligned (docs/perf/matmul.md v22).

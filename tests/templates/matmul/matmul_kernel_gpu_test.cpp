@@ -301,6 +301,22 @@ TEST_F(GpuMatmul, WgmmaSplitKAndPaddedPlansMatchTheReference) {
       {matmul(DType::f32, DType::f32, 512, 512, 4096), testing::tf32_config(128, 128, 4, 2, 1, 1, 8, 4, 1)},
       {{"matmul", DType::f32, DType::f16, {7, 33, 65}, {{"a", "col"}, {"b", "col"}, {"residual", "1"}}},
        testing::tf32_config(64, 64, 4, 1, 1, 1, 1)},
+      // fp32 with B row-major under swap_ab: B read in place as the kernel's A, through
+      // registers, C^T out transposed (wide tiles) or through the exchange (narrow ones): a pair
+      // sharing B, TMA and plain stores of fp32 and 16-bit C (N 1031 and 777: rows off 16
+      // bytes, padded first), batches with the epilogue, A column-major (transposed first),
+      // one consumer of two m64 tiles, split K.
+      {matmul(DType::f32, DType::f32, 1000, 1000, 1000), testing::tf32_config(128, 256, 4, 2, 1, 2, 8, 1, 0, 1)},
+      {{"matmul", DType::f32, DType::bf16, {2, 300, 200, 136}, {{"act", "gelu"}, {"bias", "1"}, {"residual", "1"}}},
+       testing::tf32_config(128, 128, 4, 2, 1, 1, 8, 1, 0, 1)},
+      {matmul(DType::f32, DType::f32, 257, 1031, 517), testing::tf32_config(128, 256, 4, 2, 1, 1, 8, 1, 0, 1)},
+      {{"matmul", DType::f32, DType::f16, {1000, 777, 520}, {{"bias", "1"}}},
+       testing::tf32_config(128, 192, 4, 2, 1, 2, 1, 1, 0, 1)},
+      {{"matmul", DType::f32, DType::f32, {3, 100, 200, 300}, {{"a", "col"}, {"act", "silu"}}},
+       testing::tf32_config(128, 128, 4, 2, 1, 2, 8, 1, 0, 1)},
+      {matmul(DType::f32, DType::f32, 300, 500, 200), testing::tf32_config(128, 128, 4, 1, 1, 1, 8, 1, 0, 1)},
+      {matmul(DType::f32, DType::f32, 16, 4096, 4096), testing::tf32_config(64, 16, 8, 1, 1, 1, 1, 4, 0, 1)},
+      {matmul(DType::f32, DType::bf16, 7, 33, 65), testing::tf32_config(64, 16, 4, 1, 1, 1, 1, 1, 0, 1)},
   };
   for (const Case& c : cases) ASSERT_NO_FATAL_FAILURE(verify_configs(c.problem, {c.config}, {11, 12}));
 }
