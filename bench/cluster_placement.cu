@@ -4,27 +4,11 @@
 // of shared memory each). Needs no tilesmith build:
 //   nvcc -O2 -arch=sm_90a -cudart static -o build/cluster_placement bench/cluster_placement.cu
 //   build/cluster_placement            (on the GPU machine, carrying build/)
-#include <cuda_runtime.h>
-
 #include <cstdio>
 #include <map>
 #include <vector>
 
-// A CUDA runtime call that fails ends the probe with its name and error.
-#define CHECK(x)                                     \
-  do {                                               \
-    cudaError_t e = (x);                             \
-    if (e != cudaSuccess) {                          \
-      printf("%s: %s\n", #x, cudaGetErrorString(e)); \
-      return 1;                                      \
-    }                                                \
-  } while (0)
-
-__device__ unsigned smid() {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%smid;" : "=r"(r));
-  return r;
-}
+#include "probe_common.cuh"
 
 __device__ unsigned long long gtime() {
   unsigned long long r;

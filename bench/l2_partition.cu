@@ -7,20 +7,11 @@
 // 1) for experiments that place work by partition. Needs no tilesmith build:
 //   nvcc -O2 -arch=sm_90a -cudart static -o build/l2_partition bench/l2_partition.cu
 //   build/l2_partition                 (on the GPU machine, carrying build/)
-#include <cuda_runtime.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <vector>
 
-#define CHECK(x)                                     \
-  do {                                               \
-    cudaError_t e = (x);                             \
-    if (e != cudaSuccess) {                          \
-      printf("%s: %s\n", #x, cudaGetErrorString(e)); \
-      return 1;                                      \
-    }                                                \
-  } while (0)
+#include "probe_common.cuh"
 
 constexpr int LINES = 192;
 constexpr int MAX_SM = 192;
@@ -29,8 +20,7 @@ __device__ unsigned ticket_counter, turn_counter;
 
 __global__ void probe(const unsigned* buffer, const long long* offsets, unsigned* claimed,
                       unsigned* miss, unsigned* hit, int* sm_of_turn) {
-  unsigned sm;
-  asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+  const unsigned sm = smid();
   if (threadIdx.x != 0 || sm >= MAX_SM) return;
   if (atomicCAS(&claimed[sm], 0u, 1u) != 0u) return;
   const unsigned ticket = atomicAdd(&ticket_counter, 1u);
