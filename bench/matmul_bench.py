@@ -16,6 +16,7 @@ import _capi  # noqa: E402  (the C ABI through ctypes; no torch needed to import
 
 DTYPE_CODES = _capi.DTYPE
 TOLERANCE = {"bf16": 1e-2, "f16": 2e-3, "f32": 5e-4}  # by the output dtype's precision
+TF32_TOLERANCE = 5e-3  # the matmul family's for fp32 inputs (multiplied as tf32)
 PROG = "matmul_bench"  # the name setup errors carry; a script importing this module sets its own
 
 

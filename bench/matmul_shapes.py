@@ -76,6 +76,8 @@ def main():
     p.add_argument("--json", help="also write the rows as JSON")
     p.add_argument("--warmup-ms", type=float, default=60.0)
     p.add_argument("--rep-ms", type=float, default=40.0)
+    p.add_argument("--dtype", choices=("bf16", "f16", "f32"), default="bf16",
+                   help="A, B and C (f32: multiplied as tf32 by both sides, checked against fp64)")
     args = p.parse_args()
     try:
         import torch
@@ -94,20 +96,24 @@ def main():
         mb.setup_error("--baseline loaded as the same library as --lib (the same file?)")
     stream = torch.cuda.current_stream().cuda_stream
     rounds = mb.make_rounds(args.warmup_ms, args.rep_ms)
-    code = mb.DTYPE_CODES["bf16"]
+    code = mb.DTYPE_CODES[args.dtype]
+    tf32 = args.dtype == "f32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    dtype = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}[args.dtype]
+    tolerance = mb.TF32_TOLERANCE if tf32 else mb.TOLERANCE[args.dtype]
     rows, failed = [], 0
     shapes = parse_shapes(args.shapes) if args.shapes else draw_shapes(args.count, args.seed)
     for m, n, k, layout in shapes:
         a_col, b_col = layout[0] == "c", layout[1] == "c"
-        a_store = torch.randn(*((k, m) if a_col else (m, k)), device="cuda", dtype=torch.bfloat16)
+        a_store = torch.randn(*((k, m) if a_col else (m, k)), device="cuda", dtype=dtype)
         a_store *= k ** -0.5
-        b_store = torch.randn(*((n, k) if b_col else (k, n)), device="cuda", dtype=torch.bfloat16)
+        b_store = torch.randn(*((n, k) if b_col else (k, n)), device="cuda", dtype=dtype)
         a = a_store.t() if a_col else a_store
         b = b_store.t() if b_col else b_store
-        reference = torch.matmul(a.float(), b.float())
+        reference = (torch.matmul(a.double(), b.double()) if tf32 else torch.matmul(a.float(), b.float())).float()
         calls, errors = {}, {}
         for name, (lib, runtime) in sides.items():
-            c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+            c = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
             desc = mb._capi.MatmulDesc(a_store.data_ptr(), b_store.data_ptr(), c.data_ptr(), 1, m, n,
                                        k, code, code, int(a_col), int(b_col), None, None, 0)
 
@@ -119,7 +125,7 @@ def main():
             torch.cuda.synchronize()
             errors[name] = float((c.float() - reference).norm() / reference.norm())
             calls[name] = call
-        ok = all(math.isfinite(e) and e <= mb.TOLERANCE["bf16"] for e in errors.values())
+        ok = all(math.isfinite(e) and e <= tolerance for e in errors.values())
         failed += not ok
         timed = rounds({**calls, "cb": lambda: torch.matmul(a, b)})
         ts_ms, cb_ms = timed["ts"][0], timed["cb"][0]

@@ -39,9 +39,11 @@ struct MatmulShape {
   bool strides_unaligned = false;
   int epilogue = 0;  // MatmulEpilogueBits
   long long in_bytes = 2;  // of an element of A and B
-  // fp32 with B row-major under the sm_90a template's swap_ab: B is the kernel's A, which it
-  // reads through registers in either order (matmul_sm90.cuh), so B stays where it lies
-  // (shape_for sets it from the config).
+  // fp32 operands the sm_90a template reads in place through registers, in either order
+  // (matmul_sm90.cuh: its MN-major tf32 A), where every other kernel transposes them first
+  // (shape_for sets them from the config): a column-major A without swap_ab, and a row-major
+  // B under swap_ab (B is then the kernel's A).
+  bool a_in_registers = false;
   bool b_in_registers = false;
   explicit MatmulShape(const Problem& problem)
       : in_bytes(static_cast<long long>(dtype_size(problem.dtype))) {
@@ -106,15 +108,15 @@ struct MatmulShape {
   }
   // fp32 inputs are multiplied as tf32, which both templates read K-major only (wgmma's rule;
   // ldmatrix's transposing form moves 16-bit halves): the plan first transposes a column-major
-  // A or a row-major B into the workspace, its rows padded (padded_row_length), except a B
-  // read through registers (b_in_registers).
+  // A or a row-major B into the workspace, its rows padded (padded_row_length), except an
+  // operand read through registers (a_in_registers, b_in_registers).
   // A column-major A of at most 16 rows is transposed too where B is large (4M elements or
   // more): read row-major, a few rows take the swap_ab tiles that stream B, where a
   // column-major A held them to 128-row tiles (14x2200x9920 0.67 -> 1.58x cuBLAS). Against a
   // small B the transpose's launch costs more than it buys (2x410x168: 0.87 -> 0.70x; v22).
   bool tf32() const { return in_bytes == 4; }
   bool transposes_a() const {
-    return a_columns && (tf32() || (m <= 16 && n * k >= (4ll << 20)));
+    return a_columns && !a_in_registers && (tf32() || (m <= 16 && n * k >= (4ll << 20)));
   }
   bool transposes_b() const { return tf32() && !b_columns && !b_in_registers; }
   // Whether the mma.sync kernel may move every row it reads in 16-byte chunks: a transposed
@@ -205,13 +207,14 @@ struct MatmulStrides {
 
 constexpr int kMmaSync = 0, kWgmma = 1, kDecode = 2, kGemv = 3, kGemvKn = 4;
 
-// The problem as a config's kernels read it: the sm_90a template under swap_ab reads an fp32 B
-// stored row-major in place, through registers (MatmulShape::b_in_registers), where every other
-// kernel reads it transposed first.
+// The problem as a config's kernels read it: the sm_90a template reads an fp32 operand stored
+// MN-major in place, through registers, where it is the kernel's A (MatmulShape::a_in_registers,
+// b_in_registers); every other kernel reads it transposed first.
 MatmulShape shape_for(const Problem& problem, const Config& config) {
   MatmulShape s(problem);
-  s.b_in_registers = s.tf32() && !s.b_columns && config.at("variant") == kWgmma &&
-                     config.at("swap_ab") == 1;
+  const bool wgmma = s.tf32() && config.at("variant") == kWgmma;
+  s.a_in_registers = wgmma && s.a_columns && config.at("swap_ab") == 0;
+  s.b_in_registers = wgmma && !s.b_columns && config.at("swap_ab") == 1;
   return s;
 }
 // Accumulator registers a ping-pong warpgroup may hold per thread (its whole tile): 232 after
@@ -723,16 +726,13 @@ class MatmulFamily final : public Family {
       const int split = tail_split_of(shaped, problem, device);
       if (split > 1) set({{"split_k", split}});
     }
-    // fp32 with B row-major: tf32 wgmma reads shared memory K-major only, so B would be
-    // transposed into the workspace first (55 us of 0.40 ms at 4096^3, where cuBLAS reads it in
-    // place). Swapped, B is the kernel's A, read in place through registers: the same tile
-    // with its rows along N (128 of N x 256 of M), the pair still sharing B.
-    if (s.tf32() && !s.b_columns && !shaped.at("swap_ab") && !shaped.at("pingpong") &&
-        shaped.at("block_m") == 128 && shaped.at("block_n") == 256 && shaped.at("split_k") == 1) {
-      Config swapped = shaped;
-      swapped.values["swap_ab"] = 1;
-      std::swap(swapped.values["cluster_m"], swapped.values["cluster_n"]);
-      if (!reject(swapped, problem, device)) shaped = swapped;
+    // fp32 with B row-major: the swapped twin (B read in place); where the wave-fitted tile has
+    // none (ping-pong, 176 or 224 columns: B K-major), 128x256's.
+    if (s.tf32() && !s.b_columns && !shaped.at("swap_ab")) {
+      std::optional<Config> twin;
+      if (!shaped.at("pingpong")) twin = swapped_twin(shaped, problem, device);
+      if (!twin && !few_tiles) twin = swapped_twin(base, problem, device);
+      if (twin) shaped = *twin;
     }
     if (!reject(shaped, problem, device)) return shaped;
     if (!reject(base, problem, device)) return base;
@@ -1420,6 +1420,38 @@ class MatmulFamily final : public Family {
            ceil_div(ks.n, w.block_n * w.cluster_n);
   }
 
+  // fp32 with B row-major: tf32 wgmma reads shared memory K-major only, so B would be
+  // transposed into the workspace first (55 us of 0.40 ms at 4096^3, where cuBLAS reads it in
+  // place). Swapped, B is the kernel's A, read in place through registers. The swapped twin of
+  // the default's tile: 128x256 keeps its tile with its rows along N (128 of N x 256 of M, the
+  // pair still sharing B: 1.01x cuBLAS at 4096^3, docs/perf/matmul.md v24); any other takes
+  // its tile transposed (block_n of N x block_m of M), the cluster sharing the same operand,
+  // on as many consumers as its rows allow. K slices through the workspace stay; a tail split
+  // goes (it takes the tiles unswapped). Tiles under 128 columns of M send C^T through the
+  // exchange buffer, which takes no cluster. Nothing where no such twin fits.
+  std::optional<Config> swapped_twin(const Config& config, const Problem& problem,
+                                     const DeviceTarget& device) const {
+    const WgmmaConfig w(config);
+    const bool same_tile = w.block_m == 128 && w.block_n == 256;
+    Config twin = config;
+    twin.values["swap_ab"] = 1;
+    std::swap(twin.values["cluster_m"], twin.values["cluster_n"]);
+    if (!same_tile) {
+      twin.values["block_m"] = w.block_n;
+      twin.values["block_n"] = w.block_m;
+      if (w.block_m < 128) twin.values["cluster_m"] = twin.values["cluster_n"] = 1;
+    }
+    if (tail_split(w, MatmulShape(problem), device.sm_count)) twin.values["split_k"] = 1;
+    for (const int consumers : {w.consumers, 1, 2, 3}) {
+      twin.values["consumers"] = consumers;
+      for (int stages = w.stages; stages >= 2; --stages) {
+        twin.values["stages"] = stages;
+        if (!reject(twin, problem, device)) return twin;
+      }
+    }
+    return std::nullopt;
+  }
+
   // The first of 128x128 (two consumers), 128x64 and 64x128 (one) tiles that fill half the SMs
   // at least, each K whole; nothing where none does.
   std::optional<Config> tiles_filling_half(const Config& config, const Problem& problem,
@@ -1617,9 +1649,11 @@ class MatmulFamily final : public Family {
       return "16- and 32-column tiles are for swap_ab (M as the narrow wgmma N)";
     if (w.swap_ab && !w.swapped_wide() && w.cluster_m * w.cluster_n > 1)
       return "with swap_ab the shared operand is at most 64 rows: multicast does not pay";
-    // C^T leaves a wide swapped tile transposed through the staging slots (matmul_sm90.cuh),
-    // whole: K slices would need their partials transposed too.
-    if (w.swapped_wide() && w.split_k > 1) return "swap_ab tiles of 128 columns or more take K whole";
+    // C^T leaves a wide swapped tile transposed through the staging slots, or its K slices'
+    // partials transposed from registers (matmul_sm90.cuh); slices in a cluster would need the
+    // exchange buffer, which such a tile does not fit.
+    if (w.swapped_wide() && w.split_cluster)
+      return "swap_ab tiles of 128 columns or more sum K slices through the workspace only";
     if (w.split_cluster) {
       if (w.split_k == 1) return "split_cluster needs split_k > 1";
       if (w.split_k > 8) return "split_cluster: a portable cluster holds at most 8 K slices";
@@ -1651,11 +1685,12 @@ class MatmulFamily final : public Family {
         // through registers), where the others transpose it first.
         if (!s.b_in_registers)
           return "swap_ab tiles of 128 columns or more are for fp32 with B row-major";
-      } else {
-        // Swapping pays where M leaves most of a 64-row wgmma tile empty.
-        if (s.m > 64) return "swap_ab is for M <= 64";
-        if (w.block_n > swap_width(s))
-          return "with swap_ab, block_n above M rounded up to a power of two only multiplies zeros";
+      } else if (s.m > 64) {
+        // Swapping pays where M leaves most of a 64-row wgmma tile empty, or where it reads an
+        // fp32 B in place.
+        if (!s.b_in_registers) return "swap_ab is for M <= 64, or fp32 with B row-major";
+      } else if (w.block_n > swap_width(s)) {
+        return "with swap_ab, block_n above M rounded up to a power of two only multiplies zeros";
       }
     }
     if (w.split_k > 1) {

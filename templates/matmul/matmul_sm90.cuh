@@ -15,7 +15,8 @@
 // of one cluster, summed through distributed shared memory. Both send C out through the
 // exchange buffer (TileExchange) instead of the TMA staging slots, except SWAP's tiles of 128
 // columns or more (fp32 times a row-major B, which is then the kernel's MN-major A, read in
-// place through registers): their C^T goes out transposed through the staging slots.
+// place through registers): their C^T goes out transposed through the staging slots, or, for
+// K slices summed through the workspace, into the partials transposed from registers.
 //
 // ---- launch_info (what the host must do) --------------------------------------------------------
 //  template: matmul_sm90<BM, BN, BK, CONSUMERS, CLUSTER_M, CLUSTER_N, KIND_IN,
@@ -221,6 +222,29 @@ __device__ __forceinline__ void store_accumulators(const float (&acc)[BN / 2], v
   }
 }
 
+// One warpgroup's 64 x BN accumulator block of C^T (SWAP: the kernel's rows are C's columns)
+// at the kernel's (row0, col0) into the fp32 partials of a K slice, laid out as C (its rows
+// ld = the kernel's m apart), transposed and clipped to the kernel's m x n. A store's eight
+// lanes of one lane % 4 write eight neighbouring floats: each store fills four 32-byte sectors.
+template <int BN>
+__device__ __forceinline__ void store_partials_transposed(const float (&acc)[BN / 2],
+                                                          float* partial, int m, int n,
+                                                          int row0, int col0) {
+  const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int r = row0 + warp * 16 + lane / 4 + 8 * half;
+    if (r >= m) continue;
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+      for (int odd = 0; odd < 2; ++odd) {
+        const int col = col0 + 8 * j + 2 * (lane % 4) + odd;
+        if (col < n) partial[static_cast<long long>(col) * m + r] = acc[4 * j + 2 * half + odd];
+      }
+  }
+}
+
 // One 2- or 4-byte element of a staged box, from shared memory at `from` to global `to`.
 template <int BYTES>
 __device__ __forceinline__ void store_staged_element(unsigned from, void* to) {
@@ -377,7 +401,8 @@ __device__ __forceinline__ void store_accumulators_staged(const float (&acc)[BN 
 // columns: one box of 16-bit C, or two of fp32 (warps 0-1 and 2-3, 32 columns each), written an
 // element at a time into the swizzled slots (a store's 32 lanes hit 32 banks), the epilogue
 // applied on the way (m x n: C's rows and columns); then out by TMA (BY_TMA), or by plain
-// stores where TMA cannot write C. No K slices come this way (the host keeps split_k at 1).
+// stores where TMA cannot write C. K slices go to their partials instead
+// (store_partials_transposed).
 template <int BN, int KIND_OUT, int EPI, bool BY_TMA>
 __device__ __forceinline__ void store_accumulators_transposed(
     const float (&acc)[BN / 2], const TensorMap* c_map, void* c, int ldc, int m, int n,
@@ -968,6 +993,13 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
       }
       if constexpr (SWAP_STAGED) {
         // C^T's tile: the kernel's rows are C's columns (w.m0..), its columns C's rows (w.n0..).
+        if (partial != nullptr) {
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt)
+            store_partials_transposed<BN>(acc[mt], partial, p.m, p.n, w.m0 + wg_row0 + mt * 64,
+                                          w.n0);
+          continue;
+        }
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
           const int c_col0 = w.m0 + wg_row0 + mt * 64;

@@ -403,6 +403,9 @@ std::vector<SampleCase> wgmma_sample() {
        Problem{"matmul", DType::f32, DType::bf16, {16, 4096, 4096}, {{"b", "col"}}}},
       {"wg128x128_s4_c2_split4_tf32_colA_colB_padded", testing::tf32_config(128, 128, 4, 2, 1, 1, 8, 4),
        Problem{"matmul", DType::f32, DType::f32, {1001, 1003, 999}, {{"a", "col"}, {"b", "col"}}}},
+      // A column-major A read in place (through registers), no swap.
+      {"wg128x256_s4_c2_cl1x2_tf32_colA_colB", testing::tf32_config(128, 256, 4, 2, 1, 2),
+       Problem{"matmul", DType::f32, DType::f32, {4096, 4096, 4096}, {{"a", "col"}, {"b", "col"}}}},
       // A row-major B read in place under swap_ab (the kernel's A, through registers; C^T out
       // transposed): wide tiles in a pair, one consumer of two m64 tiles, the narrow tiles.
       {"wg128x256_s4_c2_cl1x2_swap_tf32_rowB", testing::tf32_config(128, 256, 4, 2, 1, 2, 8, 1, 0, 1),
@@ -413,6 +416,11 @@ std::vector<SampleCase> wgmma_sample() {
        matmul_problem(300, 500, 200, DType::f32, DType::f32)},
       {"wg64x16_s8_swap_tf32_rowB_split4", testing::tf32_config(64, 16, 8, 1, 1, 1, 1, 4, 0, 1),
        matmul_problem(16, 4096, 4096, DType::f32, DType::f32)},
+      // Wide swapped tiles in K slices (partials transposed), three consumers of 192 rows.
+      {"wg128x128_s4_c2_swap_tf32_rowB_split8", testing::tf32_config(128, 128, 4, 2, 1, 1, 8, 8, 0, 1),
+       matmul_problem(512, 512, 16384, DType::f32, DType::f32)},
+      {"wg192x192_s3_c3_cl2x1_swap_tf32_rowB", testing::tf32_config(192, 192, 3, 3, 2, 1, 1, 1, 0, 1),
+       matmul_problem(3000, 3000, 3000, DType::f32, DType::f32)},
   };
 }
 

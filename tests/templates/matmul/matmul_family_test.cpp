@@ -442,52 +442,55 @@ TEST(MatmulTf32Test, MmaSyncReadsTransposedCopiesOfMnMajorOperands) {
   EXPECT_NE(padded[0].find(",3,1,2,2,"), std::string::npos) << padded[0];
 }
 
-// tf32 reads K-major operands: row-major B (and column-major A) are transposed into the
-// workspace first, and the kernel reads the copies as column-major B and row-major A.
-TEST(MatmulTf32Test, MnMajorOperandsAreTransposedFirst) {
+// tf32 reads shared memory K-major only: the sm_90a template reads a column-major fp32 A in
+// place (through registers, as its MN-major A), and a row-major B is transposed into the
+// workspace first where it is not swapped (the next test), its rows padded to 128 bytes.
+TEST(MatmulTf32Test, AColumnMajorAIsReadInPlaceAndARowMajorBTransposedFirst) {
   const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
   const Problem problem{"matmul", DType::f32, DType::f32, {3, 100, 200, 300}, {{"a", "col"}}};
   const Config config = testing::tf32_config(128, 128, 4, 2, 1, 1);
   ASSERT_EQ(matmul().reject(config, problem, hopper), std::nullopt);
   const std::vector<std::string> kernels = matmul().kernel_expressions(config, problem);
   ASSERT_EQ(kernels.size(), 2u);
-  EXPECT_NE(kernels[0].find(",2,2," + std::to_string(kColumnMajorB) + ","), std::string::npos)
-      << kernels[0];  // f32 in and out, the kernel's layout row-major A, column-major B
+  EXPECT_NE(kernels[0].find(",2,2," + std::to_string(kColumnMajorA | kColumnMajorB) + ","),
+            std::string::npos)
+      << kernels[0];  // f32 in and out; the kernel's A column-major (where it lies), B the copy
   EXPECT_EQ(kernels[1], "tilesmith::transpose_rows<4>");
   auto on_256 = [](std::size_t bytes) { return (bytes + 255) / 256 * 256; };
-  // Rows of K = 300 (1200 bytes) padded to 128 bytes: 320 elements.
-  const std::size_t a_bytes = on_256(3u * 100 * 320 * 4), b_bytes = on_256(3u * 200 * 320 * 4);
-  EXPECT_EQ(matmul().workspace_bytes(config, problem, hopper), a_bytes + b_bytes);
+  // B's rows of K = 300 (1200 bytes) padded to 128 bytes: 320 elements.
+  const std::size_t b_bytes = on_256(3u * 200 * 320 * 4);
+  EXPECT_EQ(matmul().workspace_bytes(config, problem, hopper), b_bytes);
   const std::vector<std::uint64_t> addresses = {0x10000, 0x20000, 0x30000};
   const LaunchPlan plan = matmul().plan(config, problem, hopper, addresses, 0x100000, {});
-  ASSERT_EQ(plan.step_count, 3);
-  TransposeParams a, b;
-  std::memcpy(&a, plan.steps[0].args.bytes.data(), sizeof a);
-  std::memcpy(&b, plan.steps[1].args.bytes.data(), sizeof b);
+  ASSERT_EQ(plan.step_count, 2);
+  TransposeParams b;
+  std::memcpy(&b, plan.steps[0].args.bytes.data(), sizeof b);
   EXPECT_EQ(plan.steps[0].kernel, 1);
-  EXPECT_EQ(a.rows, 300);  // A stored k x m, written m x k
-  EXPECT_EQ(a.cols, 100);
-  EXPECT_EQ(a.src_batch_stride, 300 * 100);
-  EXPECT_EQ(a.dst_ld, 320);
   EXPECT_EQ(b.rows, 300);  // B stored k x n, written n x k
   EXPECT_EQ(b.cols, 200);
-  EXPECT_EQ(reinterpret_cast<std::uint64_t>(b.dst), 0x100000u + a_bytes);
-  EXPECT_FALSE(plan.steps[1].geometry.early_start);  // transposes run one after the other
-  EXPECT_TRUE(plan.steps[2].geometry.early_start);   // the product sets up during the second
-  const KernelArgs& args = plan.steps[2].args;
-  EXPECT_EQ(args.tensor_maps[0].address, 0x100000u);
-  EXPECT_EQ(args.tensor_maps[0].dtype, DType::f32);
-  EXPECT_EQ(args.tensor_maps[0].dims[0], 300u);  // K innermost: K-major
-  EXPECT_EQ(args.tensor_maps[0].box[0], 32u);    // 128 bytes of fp32
-  EXPECT_EQ(args.tensor_maps[1].dims[0], 300u);
-  EXPECT_EQ(args.tensor_maps[0].stride_bytes[0], 320u * 4);
+  EXPECT_EQ(reinterpret_cast<std::uint64_t>(b.dst), 0x100000u);
+  EXPECT_EQ(b.dst_ld, 320);
+  EXPECT_TRUE(plan.steps[1].geometry.early_start);  // the product sets up during the transpose
+  const KernelArgs& args = plan.steps[1].args;
+  EXPECT_EQ(args.tensor_maps[0].address, 0x10000u);  // A where it lies
+  EXPECT_EQ(args.tensor_maps[0].dims[0], 100u);       // M innermost: MN-major
+  EXPECT_EQ(args.tensor_maps[0].box[0], 32u);         // 128 bytes of fp32
+  EXPECT_EQ(args.tensor_maps[0].stride_bytes[1], 300u * 100 * 4);
+  EXPECT_EQ(args.tensor_maps[1].address, 0x100000u);
+  EXPECT_EQ(args.tensor_maps[1].dims[0], 300u);  // K innermost: K-major
+  EXPECT_EQ(args.tensor_maps[1].stride_bytes[0], 320u * 4);
   EXPECT_EQ(args.tensor_maps[1].stride_bytes[1], 200u * 320 * 4);
+  // Both operands column-major: nothing to transpose, one launch.
+  const Problem both{"matmul", DType::f32, DType::f32, {3, 100, 200, 300}, {{"a", "col"}, {"b", "col"}}};
+  EXPECT_EQ(matmul().kernel_expressions(config, both).size(), 1u);
+  EXPECT_EQ(matmul().workspace_bytes(config, both, hopper), 0u);
 }
 
 // Under swap_ab a row-major fp32 B is the kernel's A, which the sm_90a template reads through
 // registers in either order: no transpose, one launch, B's map MN-major where it lies. Wide
-// swapped tiles (C^T out transposed through the staging slots) are for that case only, with K
-// whole; the untuned default takes them for fp32 times a row-major B.
+// swapped tiles (C^T out transposed through the staging slots, or K slices' partials
+// transposed) are for that case only; the untuned default takes the swapped twin of its tile
+// for fp32 times a row-major B, whatever the regime.
 TEST(MatmulTf32Test, ARowMajorBIsReadInPlaceUnderSwapAb) {
   const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
   const Config fallback =
@@ -501,6 +504,28 @@ TEST(MatmulTf32Test, ARowMajorBIsReadInPlaceUnderSwapAb) {
                 Problem{"matmul", DType::f32, DType::f32, {4096, 4096, 4096}, {{"b", "col"}}}, hopper)
                 .at("swap_ab"),
             0);
+  // Every other regime's tile swapped: 1000^3's 128x64 pair along N sharing A becomes 64 of N
+  // x 128 of M, the pair along N still sharing A; K-heavy keeps its K slices; M = 128's 64x64
+  // pair goes unclustered (narrow swapped tiles go through the exchange buffer).
+  auto default_of = [&](std::vector<std::int64_t> shape) {
+    return matmul().default_config(Problem{"matmul", DType::f32, DType::f32, shape, {}}, hopper);
+  };
+  const Config one_wave = default_of({1000, 1000, 1000});
+  EXPECT_EQ(one_wave.at("swap_ab"), 1);
+  EXPECT_EQ(one_wave.at("block_m"), 64);
+  EXPECT_EQ(one_wave.at("block_n"), 128);
+  EXPECT_EQ(one_wave.at("cluster_m"), 2);
+  const Config k_heavy = default_of({512, 512, 16384});
+  EXPECT_EQ(k_heavy.at("swap_ab"), 1);
+  EXPECT_GT(k_heavy.at("split_k"), 1);
+  const Config skinny = default_of({128, 4096, 4096});
+  EXPECT_EQ(skinny.at("swap_ab"), 1);
+  EXPECT_EQ(skinny.at("block_n"), 64);
+  EXPECT_EQ(skinny.at("cluster_m") * skinny.at("cluster_n"), 1);
+  // The wave-fitted ping-pong 128x176 reads B K-major: 128x256 swapped instead.
+  const Config waves = default_of({8192, 8192, 8192});
+  EXPECT_EQ(waves.at("swap_ab"), 1);
+  EXPECT_EQ(waves.at("block_n"), 256);
 
   const Problem problem{"matmul", DType::f32, DType::f32, {300, 200, 136}, {}};
   const Config config = testing::tf32_config(128, 128, 4, 2, 1, 2, 8, 1, 0, 1);
@@ -528,9 +553,14 @@ TEST(MatmulTf32Test, ARowMajorBIsReadInPlaceUnderSwapAb) {
   EXPECT_NE(matmul().reject(config, Problem{"matmul", DType::f32, DType::f32, {300, 200, 136}, {{"b", "col"}}},
                             hopper),
             std::nullopt);
-  EXPECT_NE(matmul().reject(testing::tf32_config(128, 128, 4, 2, 1, 1, 8, 2, 0, 1),
-                            Problem{"matmul", DType::f32, DType::f32, {300, 200, 4096}, {}}, hopper),
-            std::nullopt);  // K whole
+  // K slices through the workspace: the partials, then splitk_reduce; not inside a cluster.
+  const Problem long_k{"matmul", DType::f32, DType::f32, {300, 200, 4096}, {}};
+  const Config sliced = testing::tf32_config(128, 128, 4, 2, 1, 1, 8, 2, 0, 1);
+  ASSERT_EQ(matmul().reject(sliced, long_k, hopper), std::nullopt);
+  EXPECT_EQ(matmul().workspace_bytes(sliced, long_k, hopper), 2u * 300 * 200 * 4);
+  EXPECT_EQ(matmul().plan(sliced, long_k, hopper, addresses, 0x100000, {}).step_count, 2);
+  EXPECT_NE(matmul().reject(testing::tf32_config(128, 128, 4, 2, 1, 1, 8, 2, 1, 1), long_k, hopper),
+            std::nullopt);
   EXPECT_NE(matmul().reject(testing::tf32_config(128, 128, 4, 2, 1, 1, 8, 1, 0, 1, 0, 256, 1), problem, hopper),
             std::nullopt);  // no ping-pong
 }

@@ -317,6 +317,26 @@ TEST_F(GpuMatmul, WgmmaSplitKAndPaddedPlansMatchTheReference) {
       {matmul(DType::f32, DType::f32, 300, 500, 200), testing::tf32_config(128, 128, 4, 1, 1, 1, 8, 1, 0, 1)},
       {matmul(DType::f32, DType::f32, 16, 4096, 4096), testing::tf32_config(64, 16, 8, 1, 1, 1, 1, 4, 0, 1)},
       {matmul(DType::f32, DType::bf16, 7, 33, 65), testing::tf32_config(64, 16, 4, 1, 1, 1, 1, 1, 0, 1)},
+      // ... and the swapped twins of the other regimes: wide tiles in K slices (the partials
+      // transposed from registers; ragged M and N, slice-major order, a pair sharing B, slices
+      // left empty), the narrow exchange tiles over more than 64 rows of M, three consumers.
+      {matmul(DType::f32, DType::f32, 257, 1031, 4100), testing::tf32_config(128, 128, 4, 2, 1, 1, 8, 4, 0, 1)},
+      {{"matmul", DType::f32, DType::bf16, {2, 300, 777, 2056}, {{"act", "relu"}, {"bias", "1"}}},
+       testing::tf32_config(64, 128, 6, 1, 1, 1, 8, 2, 0, 1, 1)},
+      {matmul(DType::f32, DType::f32, 1000, 1000, 1000), testing::tf32_config(64, 128, 6, 1, 2, 1, 1, 2, 0, 1)},
+      {matmul(DType::f32, DType::f32, 300, 200, 1088), testing::tf32_config(128, 128, 4, 2, 1, 1, 8, 8, 0, 1)},
+      {{"matmul", DType::f32, DType::f32, {128, 4096, 4096}, {{"residual", "1"}}},
+       testing::tf32_config(64, 64, 13, 1, 1, 1, 1, 1, 0, 1)},
+      {matmul(DType::f32, DType::f16, 200, 1031, 517), testing::tf32_config(64, 64, 8, 1, 1, 1, 1, 2, 0, 1)},
+      {matmul(DType::f32, DType::f32, 1000, 1000, 600), testing::tf32_config(192, 192, 3, 3, 2, 1, 1, 1, 0, 1)},
+      // A column-major fp32 A read in place (the kernel's MN-major A through registers): with
+      // B column-major nothing is transposed; a pair sharing A's multicast slices, K slices,
+      // batches with the epilogue, fp32 and 16-bit C.
+      {{"matmul", DType::f32, DType::f32, {1000, 1000, 1000}, {{"a", "col"}, {"b", "col"}}},
+       testing::tf32_config(128, 256, 4, 2, 1, 2)},
+      {{"matmul", DType::f32, DType::bf16, {2, 257, 1031, 517}, {{"a", "col"}, {"b", "col"}, {"act", "silu"}, {"residual", "1"}}},
+       testing::tf32_config(128, 128, 4, 2, 2, 1)},
+      {{"matmul", DType::f32, DType::f32, {300, 500, 4104}, {{"a", "col"}}}, testing::tf32_config(64, 128, 6, 1, 1, 2, 8, 4)},
   };
   for (const Case& c : cases) ASSERT_NO_FATAL_FAILURE(verify_configs(c.problem, {c.config}, {11, 12}));
 }
@@ -359,6 +379,11 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
       // Rows off 16 bytes (copied into padded workspace first), batches, tf32.
       problem(bf16, bf16, {2949, 2949, 2949}), problem(f16, f32, {3, 1000, 1001, 999}),
       problem(f32, f32, {1000, 1000, 1000}), problem(f32, bf16, {2, 3000, 3000, 600}, xwt),
+      // fp32 times a row-major B: each regime's tile swapped (B read in place), K slices and a
+      // skinny M of over 64 rows among them; a column-major fp32 A read in place.
+      problem(f32, f32, {512, 512, 8192}), problem(f32, bf16, {100, 4096, 2000}),
+      problem(f32, f32, {300, 5000, 3000}), problem(f32, f32, {3000, 3000, 1000}),
+      problem(f32, f32, {2048, 2048, 1000}, {{"a", "col"}, {"b", "col"}}),
       // Only A's rows off 16 bytes: B read where it lies. A column-major A of 8 rows,
       // transposed, for swap_ab. Few tiles and a short K: 128x64 or 64x64 tiles, K whole. A
       // few rows off 16 bytes with a short K: the mma.sync tiles gather them in place.
