@@ -220,6 +220,9 @@ MatmulShape shape_for(const Problem& problem, const Config& config) {
 // Accumulator registers a ping-pong warpgroup may hold per thread (its whole tile): 232 after
 // setmaxnreg, less the ~40 its descriptors, loop and epilogue need.
 constexpr int kPingpongAccumulators = 192;
+// The share of a tile's time that ping-pong hides (its epilogue under the other warpgroup's
+// main loop), credited where each cluster takes three tiles or more (fit_waves).
+constexpr double kPingpongEpilogueShare = 0.04;
 // The least K the untuned decode default gives each slice of a split: a split costs a second
 // launch and the partials' round trip, which a short slice does not win back (16x1752x704 in
 // two 352-k slices 0.77x cuBLAS against 0.98x whole; 11x227x7448 in eight 931-k slices 1.80x
@@ -726,12 +729,23 @@ class MatmulFamily final : public Family {
       const int split = tail_split_of(shaped, problem, device);
       if (split > 1) set({{"split_k", split}});
     }
-    // fp32 with B row-major: the swapped twin (B read in place); where the wave-fitted tile has
-    // none (ping-pong, 176 or 224 columns: B K-major), 128x256's.
+    // fp32 with B row-major: the swapped twin of the tile (B read in place). Where the
+    // wave-fitted tile has none (ping-pong, 176, 224 or 192 rows on three consumers), 128x256's
+    // twin, unless its waves cost more than the fitted tile's with B's transpose: the transpose
+    // writes and reads 8 bytes an element of B at ~2.5 TB/s, the product runs 2MNK at ~360
+    // TFLOP/s, so it adds about 576 / M to the product (5437x1032x376: the fitted 128x176 with
+    // B transposed 0.0281 ms, 128x256 swapped 0.0318; 1024x14336x4096: 0.514 against 0.361).
     if (s.tf32() && !s.b_columns && !shaped.at("swap_ab")) {
       std::optional<Config> twin;
       if (!shaped.at("pingpong")) twin = swapped_twin(shaped, problem, device);
-      if (!twin && !few_tiles) twin = swapped_twin(base, problem, device);
+      if (!twin && !few_tiles) {
+        const std::optional<Config> wide = swapped_twin(base, problem, device);
+        const double fitted = wave_cost(WgmmaConfig(shaped), s, device.sm_count) *
+                              (shaped.at("pingpong") ? 1.0 - kPingpongEpilogueShare : 1.0);
+        if (wide && wave_cost(WgmmaConfig(*wide), s, device.sm_count) <=
+                        fitted * (1.0 + 576.0 / static_cast<double>(s.m)))
+          twin = wide;
+      }
       if (twin) shaped = *twin;
     }
     if (!reject(shaped, problem, device)) return shaped;
@@ -1428,7 +1442,8 @@ class MatmulFamily final : public Family {
   // its tile transposed (block_n of N x block_m of M), the cluster sharing the same operand,
   // on as many consumers as its rows allow. K slices through the workspace stay; a tail split
   // goes (it takes the tiles unswapped). Tiles under 128 columns of M send C^T through the
-  // exchange buffer, which takes no cluster. Nothing where no such twin fits.
+  // exchange buffer, which takes no cluster. Nothing where no such twin fits on one or two
+  // consumer warpgroups.
   std::optional<Config> swapped_twin(const Config& config, const Problem& problem,
                                      const DeviceTarget& device) const {
     const WgmmaConfig w(config);
@@ -1442,7 +1457,11 @@ class MatmulFamily final : public Family {
       if (w.block_m < 128) twin.values["cluster_m"] = twin.values["cluster_n"] = 1;
     }
     if (tail_split(w, MatmulShape(problem), device.sm_count)) twin.values["split_k"] = 1;
-    for (const int consumers : {w.consumers, 1, 2, 3}) {
+    // Not on three consumers: ptxas fits every role in 128 registers there, and the A
+    // fragments with 192 accumulator columns ran 2-4% slower than the tile unswapped with B
+    // transposed (3000^3, 817x4259x1822; docs/perf/matmul.md v25).
+    for (const int consumers : {w.consumers, 1, 2}) {
+      if (consumers > 2) continue;
       twin.values["consumers"] = consumers;
       for (int stages = w.stages; stages >= 2; --stages) {
         twin.values["stages"] = stages;
@@ -1513,7 +1532,7 @@ class MatmulFamily final : public Family {
       config.values["split_k"] = tail_split_of(config, problem, device);
       const WgmmaConfig w(config);
       const bool turns = w.pingpong && kernel_tiles(w, s) >= 3 * wave_clusters(w, device.sm_count);
-      return wave_cost(w, s, device.sm_count) * (turns ? 0.96 : 1.0);
+      return wave_cost(w, s, device.sm_count) * (turns ? 1.0 - kPingpongEpilogueShare : 1.0);
     };
     auto variant = [&](std::initializer_list<std::pair<const char*, int>> values) {
       Config config = base;
