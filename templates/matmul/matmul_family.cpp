@@ -389,8 +389,11 @@ struct GemvKnConfig {
   // A's rows rounded up to the kernel's ROWS: a power of two up to 32.
   static int rows(long long m) { return static_cast<int>(std::bit_ceil(static_cast<unsigned long long>(m))); }
   // Per thread: the sums, `unroll` loads of `vector` elements, ~60 of addresses, loop state and
-  // A's values. Checked against ptxas -v (M = 1 and 26, vector 2, sm_90a: 32 and 128).
-  int registers(long long m) const { return rows(m) * vector + unroll * ((vector + 1) / 2) + 60; }
+  // A's values (a register holds two 16-bit elements or one fp32). Checked against ptxas -v (M =
+  // 1 and 26, vector 2, sm_90a: 32 and 128).
+  int registers(long long m, long long in_bytes) const {
+    return rows(m) * vector + unroll * (in_bytes == 4 ? vector : (vector + 1) / 2) + 60;
+  }
 };
 
 // The sm_90a template's tile, stage ring, warpgroups and cluster (matmul_sm90.cuh's launch_info).
@@ -632,9 +635,9 @@ class MatmulFamily final : public Family {
     // on CUDA cores cost more than the copy (26x1506x11128: 0.11 against 0.049), and from 3
     // rows under K 1024 the copy of a small B costs less than its chains of loads (7x1311x496
     // 0.0146 against 0.0101, 7x275x352 0.0128 against 0.0090; v23).
-    if (s.m <= 8 && (s.m <= 2 || s.k >= 1024) && !s.b_columns && !s.tf32() &&
+    if (s.m <= 8 && (s.m <= 2 || s.k >= 1024) && !s.b_columns &&
         s.b_row_length() % s.per_16_bytes()) {
-      int vector = 8;
+      int vector = static_cast<int>(s.per_16_bytes());
       while (vector > 1 && (s.n % vector || GemvKnConfig::rows(s.m) * vector > 64 || 32 * vector >= 2 * s.n))
         vector /= 2;
       Config gemv_kn{{{"variant", kGemvKn}, {"vector", vector}, {"warps", 8}, {"unroll", 8},
@@ -731,14 +734,15 @@ class MatmulFamily final : public Family {
     }
     // fp32 with B row-major: the swapped twin of the tile (B read in place). Where the
     // wave-fitted tile has none (ping-pong, 176, 224 or 192 rows on three consumers), 128x256's
-    // twin, unless its waves cost more than the fitted tile's with B's transpose: the transpose
-    // writes and reads 8 bytes an element of B at ~2.5 TB/s, the product runs 2MNK at ~360
-    // TFLOP/s, so it adds about 576 / M to the product (5437x1032x376: the fitted 128x176 with
-    // B transposed 0.0281 ms, 128x256 swapped 0.0318; 1024x14336x4096: 0.514 against 0.361).
+    // twin (not with A column-major, which swapped tiles transpose), unless its waves cost more
+    // than the fitted tile's with B's transpose: the transpose writes and reads 8 bytes an
+    // element of B at ~2.5 TB/s, the product runs 2MNK at ~360 TFLOP/s, so it adds about
+    // 576 / M to the product (5437x1032x376: the fitted 128x176 with B transposed 0.0281 ms,
+    // 128x256 swapped 0.0318; 1024x14336x4096: 0.514 against 0.361).
     if (s.tf32() && !s.b_columns && !shaped.at("swap_ab")) {
       std::optional<Config> twin;
       if (!shaped.at("pingpong")) twin = swapped_twin(shaped, problem, device);
-      if (!twin && !few_tiles) {
+      if (!twin && !few_tiles && !s.a_columns) {
         const std::optional<Config> wide = swapped_twin(base, problem, device);
         const double fitted = wave_cost(WgmmaConfig(shaped), s, device.sm_count) *
                               (shaped.at("pingpong") ? 1.0 - kPingpongEpilogueShare : 1.0);
@@ -1207,12 +1211,12 @@ class MatmulFamily final : public Family {
   static std::optional<std::string> reject_gemv_kn(const GemvKnConfig& c, const Problem& problem,
                                                    const DeviceTarget& device) {
     const MatmulShape s(problem);
-    if (s.tf32()) return "the gemv_kn kernel takes bf16 or f16 inputs";
     if (s.b_columns) return "the gemv_kn kernel reads B row-major (stored k x n)";
     if (s.m > 32) return "the gemv_kn kernel is for M <= 32";
     if (s.batch > 65535) return "the gemv_kn kernel takes a batch per grid z: at most 65535";
     if (c.vector != 1 && c.vector != 2 && c.vector != 4 && c.vector != 8)
       return "vector must be 1, 2, 4 or 8 columns";
+    if (c.vector > s.per_16_bytes()) return "at most 16 bytes a load: vector <= 16 / element bytes";
     if (c.warps < 1 || c.unroll < 1 || c.split_k < 1) return "warps, unroll and split_k must be positive";
     // Wide loads need B's rows on vector x 2 bytes: where N is off them, every call would
     // take the element-by-element loads.
@@ -1221,8 +1225,8 @@ class MatmulFamily final : public Family {
     if (c.threads() > device.max_threads_per_block) return "too many threads";
     if (GemvKnConfig::rows(s.m) * c.vector > 64) return "more than 64 sums a thread: rows x vector";
     const int register_cap = std::min(255, device.regs_per_block / c.threads());
-    if (c.registers(s.m) > register_cap)
-      return "needs about " + std::to_string(c.registers(s.m)) + " registers per thread; " +
+    if (c.registers(s.m, s.in_bytes) > register_cap)
+      return "needs about " + std::to_string(c.registers(s.m, s.in_bytes)) + " registers per thread; " +
              std::to_string(register_cap) + " available";
     if (c.split_k > 1 && ceil_div(s.k, c.round_rows()) < 2 * c.split_k)
       return "K slices under two rounds of warps x unroll rows";
@@ -1442,12 +1446,19 @@ class MatmulFamily final : public Family {
   // its tile transposed (block_n of N x block_m of M), the cluster sharing the same operand,
   // on as many consumers as its rows allow. K slices through the workspace stay; a tail split
   // goes (it takes the tiles unswapped). Tiles under 128 columns of M send C^T through the
-  // exchange buffer, which takes no cluster. Nothing where no such twin fits on one or two
-  // consumer warpgroups.
+  // exchange buffer, which takes no cluster; they pay only against a large B (4M elements or
+  // more: 128x4096x4096 0.0925 -> 0.0348 ms), where a small one's transpose costs less than
+  // their slower epilogue (496x655x264: 0.0111 transposed, 0.0120 swapped). A column-major A
+  // keeps its tile unswapped (read in place there, where swapped it would be transposed), but
+  // for 128x256 (4096^3 with A column-major: 1.40x cuBLAS swapped, v24). Nothing where no such
+  // twin fits on one or two consumer warpgroups.
   std::optional<Config> swapped_twin(const Config& config, const Problem& problem,
                                      const DeviceTarget& device) const {
     const WgmmaConfig w(config);
+    const MatmulShape s(problem);
     const bool same_tile = w.block_m == 128 && w.block_n == 256;
+    if (!same_tile && (s.a_columns || (w.block_m < 128 && s.k * s.n < (4ll << 20))))
+      return std::nullopt;
     Config twin = config;
     twin.values["swap_ab"] = 1;
     std::swap(twin.values["cluster_m"], twin.values["cluster_n"]);
@@ -1456,7 +1467,7 @@ class MatmulFamily final : public Family {
       twin.values["block_n"] = w.block_m;
       if (w.block_m < 128) twin.values["cluster_m"] = twin.values["cluster_n"] = 1;
     }
-    if (tail_split(w, MatmulShape(problem), device.sm_count)) twin.values["split_k"] = 1;
+    if (tail_split(w, s, device.sm_count)) twin.values["split_k"] = 1;
     // Not on three consumers: ptxas fits every role in 128 registers there, and the A
     // fragments with 192 accumulator columns ran 2-4% slower than the tile unswapped with B
     // transposed (3000^3, 817x4259x1822; docs/perf/matmul.md v25).

@@ -4,8 +4,9 @@
 // into padded rows: for a few rows of A that copy is two passes over the weight for one
 // product's pass (1x8490x12975: 0.52x cuBLAS, docs/perf/matmul.md v23). Here each thread walks
 // K down VEC adjacent columns of B, so a warp reads 32 x VEC contiguous elements of a row at a
-// time, loaded VEC at a time (16, 8, 4 or 2 bytes) where B's base, rows and batches allow it at
-// run time, else one element at a time.
+// time, loaded VEC at a time (up to 16 bytes) where B's base, rows and batches allow it at run
+// time, else one element at a time. 16-bit or fp32 inputs (fp32 multiplied in fp32: the FMAs
+// are on CUDA cores either way).
 //
 // per thread: VEC columns; UNROLL rows of B (k, WARPS apart) loaded before their products;
 //             ROWS x VEC fp32 sums, A's values read from shared memory (a broadcast).
@@ -27,11 +28,39 @@
 
 namespace tilesmith {
 
-// VEC 16-bit elements of B's row at `src`, zero past the row's end (`valid` of them inside),
-// as VEC / 2 words (one half-word for VEC 1). VECTOR: one load of VEC x 2 bytes (the address is
-// aligned to it); else element by element.
-template <int VEC, bool VECTOR>
-__device__ __forceinline__ void load_columns(const half_bits* src, int valid, unsigned (&words)[(VEC + 1) / 2]) {
+// How the template holds its input elements: 16-bit bits, VEC of them in (VEC + 1) / 2 words
+// (one half-word for VEC 1), or fp32 values.
+template <int KIND>
+struct GemvKnElement {
+  using type = half_bits;
+  template <int VEC>
+  struct Columns {
+    unsigned words[(VEC + 1) / 2];
+  };
+  template <int VEC>
+  __device__ __forceinline__ static float value(const Columns<VEC>& c, int e) {
+    return to_float(static_cast<half_bits>(e % 2 ? c.words[e / 2] >> 16 : c.words[e / 2] & 0xffffu), KIND);
+  }
+  __device__ __forceinline__ static float value(half_bits bits) { return to_float(bits, KIND); }
+};
+template <>
+struct GemvKnElement<kF32> {
+  using type = float;
+  template <int VEC>
+  struct Columns {
+    float values[VEC];
+  };
+  template <int VEC>
+  __device__ __forceinline__ static float value(const Columns<VEC>& c, int e) { return c.values[e]; }
+  __device__ __forceinline__ static float value(float v) { return v; }
+};
+
+// VEC 16-bit elements of B's row at `src`, zero past the row's end (`valid` of them inside).
+// VECTOR: one load of VEC x 2 bytes (the address is aligned to it); else element by element.
+template <int VEC, bool VECTOR, int KIND>
+__device__ __forceinline__ void load_columns(const half_bits* src, int valid,
+                                             typename GemvKnElement<KIND>::template Columns<VEC>& columns) {
+  unsigned (&words)[(VEC + 1) / 2] = columns.words;
   if (VECTOR && valid >= VEC) {
     if constexpr (VEC == 8) {
       const uint4 v = __ldg(reinterpret_cast<const uint4*>(src));
@@ -54,10 +83,33 @@ __device__ __forceinline__ void load_columns(const half_bits* src, int valid, un
   }
 }
 
+// The same of fp32 elements: one load of VEC x 4 bytes (VEC <= 4), or element by element.
+template <int VEC, bool VECTOR, int KIND>
+__device__ __forceinline__ void load_columns(const float* src, int valid,
+                                             typename GemvKnElement<kF32>::template Columns<VEC>& columns) {
+  float (&x)[VEC] = columns.values;
+  if (VECTOR && valid >= VEC) {
+    if constexpr (VEC == 4) {
+      const float4 v = __ldg(reinterpret_cast<const float4*>(src));
+      x[0] = v.x, x[1] = v.y, x[2] = v.z, x[3] = v.w;
+    } else if constexpr (VEC == 2) {
+      const float2 v = __ldg(reinterpret_cast<const float2*>(src));
+      x[0] = v.x, x[1] = v.y;
+    } else {
+      x[0] = __ldg(src);
+    }
+    return;
+  }
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) x[e] = e < valid ? __ldg(src + e) : 0.f;
+}
+
 template <int ROWS, int VEC, int WARPS, int UNROLL, int IN_KIND, int A_COLUMNS>
 struct GemvKn {
   static constexpr int kChunk = WARPS * UNROLL;  // rows of B (k) per round: UNROLL a warp
-  static constexpr int kWords = (VEC + 1) / 2;
+  using Element = GemvKnElement<IN_KIND>;
+  using T = typename Element::type;
+  static_assert(VEC * sizeof(T) <= 16, "at most 16 bytes a load");
 
   // The slice's products into `sum`; VECTOR: B's loads VEC elements wide. Each round, a warp's
   // UNROLL rows of B are loaded first, then the round's rows of A staged while they are in
@@ -67,29 +119,28 @@ struct GemvKn {
                              long long k_end, float (&a_tile)[kChunk][ROWS], float (&sum)[ROWS][VEC]) {
     const int warp = threadIdx.x / 32;
     const int valid = col < p.n ? min(VEC, p.n - col) : 0;
-    const half_bits* b = static_cast<const half_bits*>(p.b) + batch * p.stride_b + (valid ? col : 0);
-    const half_bits* a = static_cast<const half_bits*>(p.a) + batch * p.stride_a;
+    const T* b = static_cast<const T*>(p.b) + batch * p.stride_b + (valid ? col : 0);
+    const T* a = static_cast<const T*>(p.a) + batch * p.stride_a;
     for (long long k0 = k_begin; k0 < k_end; k0 += kChunk) {
       const int rows_k = static_cast<int>(min(static_cast<long long>(kChunk), k_end - k0));
-      unsigned w[UNROLL][kWords];
+      typename Element::template Columns<VEC> w[UNROLL];
 #pragma unroll
       for (int u = 0; u < UNROLL; ++u) {
         const int kk = warp + u * WARPS;
-        load_columns<VEC, VECTOR>(b + (k0 + kk) * p.ldb, kk < rows_k ? valid : 0, w[u]);
+        load_columns<VEC, VECTOR, IN_KIND>(b + (k0 + kk) * p.ldb, kk < rows_k ? valid : 0, w[u]);
       }
       __syncthreads();  // the previous round's readers of a_tile are done
       for (int i = threadIdx.x; i < kChunk * ROWS; i += WARPS * 32) {
         const int kk = i / ROWS, r = i % ROWS;
         const long long at = A_COLUMNS ? (k0 + kk) * p.lda + r : static_cast<long long>(r) * p.lda + k0 + kk;
-        a_tile[kk][r] = r < p.m && kk < rows_k ? to_float(a[at], IN_KIND) : 0.f;
+        a_tile[kk][r] = r < p.m && kk < rows_k ? Element::value(a[at]) : 0.f;
       }
       __syncthreads();
 #pragma unroll
       for (int u = 0; u < UNROLL; ++u)
 #pragma unroll
         for (int e = 0; e < VEC; ++e) {
-          const unsigned bits = e % 2 ? w[u][e / 2] >> 16 : w[u][e / 2] & 0xffffu;
-          const float x = to_float(static_cast<half_bits>(bits), IN_KIND);
+          const float x = Element::value(w[u], e);
 #pragma unroll
           for (int r = 0; r < ROWS; ++r) sum[r][e] = fmaf(a_tile[warp + u * WARPS][r], x, sum[r][e]);
         }
@@ -115,12 +166,13 @@ __global__ void __launch_bounds__(WARPS * 32) matmul_gemv_kn(const MatmulDecodeP
   for (int r = 0; r < ROWS; ++r)
 #pragma unroll
     for (int e = 0; e < VEC; ++e) sum[r][e] = 0.f;
-  // The wide loads need B's base, rows and batches on VEC x 2 bytes, which a call may break
-  // (a view starting at an odd column): then element by element.
+  // The wide loads need B's base, rows and batches on VEC elements, which a call may break (a
+  // view starting at an odd column): then element by element.
+  constexpr unsigned long long kBytes = sizeof(typename Kernel::T);
   const unsigned long long offsets = reinterpret_cast<unsigned long long>(p.b) |
-                                     static_cast<unsigned long long>(p.ldb) * 2 |
-                                     static_cast<unsigned long long>(p.stride_b) * 2;
-  if (VEC > 1 && offsets % (VEC * 2) == 0)
+                                     static_cast<unsigned long long>(p.ldb) * kBytes |
+                                     static_cast<unsigned long long>(p.stride_b) * kBytes;
+  if (VEC > 1 && offsets % (VEC * kBytes) == 0)
     Kernel::template run<true>(p, batch, col0 + lane * VEC, k_begin, k_end, a_tile, sum);
   else
     Kernel::template run<false>(p, batch, col0 + lane * VEC, k_begin, k_end, a_tile, sum);

@@ -349,6 +349,8 @@ std::vector<SampleCase> space_sample() {
        matmul_problem(8, 8200, 4096, DType::bf16, DType::bf16)},
       {"gemvkn_v1_w8_u8_m1", testing::gemv_kn_config(1, 8, 8, 16),
        matmul_problem(1, 8491, 12975, DType::bf16, DType::bf16)},
+      {"gemvkn_v4_w8_u8_m8_f32", testing::gemv_kn_config(4, 8, 8, 4),
+       matmul_problem(8, 8204, 4096, DType::f32, DType::f32)},
   };
   return sample;
 }

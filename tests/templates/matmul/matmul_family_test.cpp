@@ -1888,8 +1888,8 @@ TEST(MatmulGemvTest, IsForAFewRowsTimesAColumnMajorWeight) {
 }
 
 // The row-major-B gemv template (variant 4): up to 32 rows of A, either layout, times a B
-// stored k x n, 16-bit inputs; its loads as wide as N allows; K split through the workspace,
-// summed by splitk_reduce.
+// stored k x n, 16-bit or fp32 inputs; its loads as wide as N allows, 16 bytes at most; K split
+// through the workspace, summed by splitk_reduce.
 TEST(MatmulGemvKnTest, IsForAFewRowsTimesARowMajorB) {
   using testing::gemv_kn_config;
   const DeviceTarget ampere = DeviceTarget::assumed_for_arch("sm_80");
@@ -1898,7 +1898,13 @@ TEST(MatmulGemvKnTest, IsForAFewRowsTimesARowMajorB) {
   EXPECT_TRUE(matmul().reject(config, testing::x_times_w_t({26, 1506, 11128}), ampere));  // B n x k
   EXPECT_TRUE(matmul().reject(config, matmul_problem(33, 1506, 11128), ampere));
   EXPECT_TRUE(matmul().reject(config, matmul_problem(26, 1507, 11128), ampere));  // N odd: no pairs
-  EXPECT_TRUE(matmul().reject(config, matmul_problem(26, 1506, 11128, DType::f32, DType::f32), ampere));
+  EXPECT_EQ(matmul().reject(config, matmul_problem(26, 1506, 11128, DType::f32, DType::f32), ampere), std::nullopt);
+  EXPECT_TRUE(matmul().reject(gemv_kn_config(8, 4, 8), matmul_problem(2, 8200, 4096, DType::f32, DType::f32), ampere));  // 32 bytes
+  // fp32 with B's rows off 16 bytes: the default reads B in place here too, 8 bytes a load.
+  const DeviceTarget h100 = DeviceTarget::assumed_for_arch("sm_90a");
+  const Config fp32 = matmul().default_config(matmul_problem(7, 6682, 5263, DType::f32, DType::f32), h100);
+  EXPECT_EQ(fp32.at("variant"), 4);
+  EXPECT_EQ(fp32.at("vector"), 2);
   EXPECT_TRUE(matmul().reject(gemv_kn_config(4, 8, 8), matmul_problem(32, 4096, 4096), ampere));  // 128 sums
   EXPECT_TRUE(matmul().reject(gemv_kn_config(2, 8, 8, 64), matmul_problem(1, 4096, 4000), ampere));  // 63 rounds
   EXPECT_TRUE(matmul().reject(gemv_kn_config(8, 8, 8), matmul_problem(1, 100, 4096), ampere));  // 256 columns

@@ -393,6 +393,7 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
       // A few rows against a row-major B whose rows are off 16 bytes: read where it lies, in
       // K slices (N even: pairs of columns a load; A column-major).
       problem(bf16, bf16, {2, 6133, 1472}), problem(f16, f32, {7, 1766, 4000}, {{"a", "col"}}),
+      problem(f32, f32, {1, 721, 15976}),
   };
   const std::size_t named = problems.size();
   // Log-uniform dimensions (M and N up to 6000, K up to 8192), up to 2^35 multiply-adds so
@@ -543,7 +544,8 @@ TEST_F(GpuMatmul, GemvKernelMatchesTheReference) {
 
 // The row-major-B gemv template (variant 4, any sm_80+ GPU): 1 to 32 rows of A (either layout)
 // against B read where it lies, odd N (one element a load) and N on 2, 8 and 16 bytes, K off
-// the 64-k chunks and split over 2 to 8 CTAs, batches, every output type and the epilogue.
+// the 64-k chunks and split over 2 to 8 CTAs, batches, every output type and the epilogue;
+// 16-bit and fp32 inputs.
 TEST_F(GpuMatmul, GemvKnKernelMatchesTheReference) {
   using testing::gemv_kn_config;
   struct Case {
@@ -562,13 +564,18 @@ TEST_F(GpuMatmul, GemvKnKernelMatchesTheReference) {
       {{"matmul", DType::bf16, DType::f16, {32, 37, 65}, {{"a", "col"}}}, {gemv_kn_config(1, 4, 16)}},
       {matmul(DType::bf16, DType::f32, 1, 1, 8), {gemv_kn_config(1, 4, 4)}},
       {{"matmul", DType::bf16, DType::bf16, {16, 4093, 4093}, {{"act", "relu"}}}, {gemv_kn_config(1, 8, 8, 8)}},
+      // fp32 in (multiplied in fp32): N odd, on 8 bytes and on 16, fp32 and 16-bit C.
+      {matmul(DType::f32, DType::f32, 1, 721, 1999), {gemv_kn_config(1, 8, 8, 4)}},
+      {{"matmul", DType::f32, DType::bf16, {2, 7, 1002, 1030}, {{"a", "col"}, {"act", "gelu"}, {"bias", "1"}}},
+       {gemv_kn_config(2, 8, 8, 2)}},
+      {matmul(DType::f32, DType::f32, 8, 4100, 600), {gemv_kn_config(4, 4, 8)}},
   };
   int checked = 0;
   for (const Case& c : cases) {
     ASSERT_NO_FATAL_FAILURE(verify_configs(c.problem, c.configs, {51, 52}));
     checked += static_cast<int>(c.configs.size());
   }
-  EXPECT_EQ(checked, 12);
+  EXPECT_EQ(checked, 15);
 }
 
 // A batch of stored matrices inside a larger buffer, as a view of a bigger tensor gives them:
