@@ -1218,7 +1218,7 @@ class MatmulFamily final : public Family {
       return "vector must be 1, 2, 4 or 8 columns";
     if (c.vector > s.per_16_bytes()) return "at most 16 bytes a load: vector <= 16 / element bytes";
     if (c.warps < 1 || c.unroll < 1 || c.split_k < 1) return "warps, unroll and split_k must be positive";
-    // Wide loads need B's rows on vector x 2 bytes: where N is off them, every call would
+    // Wide loads need B's rows on `vector` elements: where N is off them, every call would
     // take the element-by-element loads.
     if (s.n % c.vector) return "N is not a multiple of vector: its rows allow no wide loads";
     if (c.vector > 1 && c.columns() >= 2 * s.n) return "a CTA's columns past twice N only read zeros";

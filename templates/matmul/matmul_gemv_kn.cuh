@@ -83,7 +83,8 @@ __device__ __forceinline__ void load_columns(const half_bits* src, int valid,
   }
 }
 
-// The same of fp32 elements: one load of VEC x 4 bytes (VEC <= 4), or element by element.
+// The same of fp32 elements: one load of VEC x 4 bytes (VEC <= 4), or element by element. (KIND
+// only keeps the two forms' calls alike.)
 template <int VEC, bool VECTOR, int KIND>
 __device__ __forceinline__ void load_columns(const float* src, int valid,
                                              typename GemvKnElement<kF32>::template Columns<VEC>& columns) {
