@@ -1457,6 +1457,24 @@ class MatmulFamily final : public Family {
     const WgmmaConfig w(config);
     const MatmulShape s(problem);
     const bool same_tile = w.block_m == 128 && w.block_n == 256;
+    if (!s.a_columns && w.block_m < 128 && s.m > 64 && s.m <= 128 && s.m % 64) {
+      // A skinny M off a multiple of 64 would leave most of a narrow twin's second tile empty
+      // (100x4096x2000: 0.81x cuBLAS, where 128 rows ran 1.01x): M in one 128-column tile
+      // instead, 128 rows of N on two consumers, K split until the tiles fill the SMs
+      // (100x4096x1000-8192 and 72x4096x2000: 0.59-0.73x -> 0.85-1.03x; docs/perf/matmul.md v25).
+      Config wide = config;
+      for (const auto& [name, value] : {std::pair<const char*, int>{"swap_ab", 1}, {"block_m", 128},
+                                        {"block_n", 128}, {"consumers", 2}, {"cluster_m", 1},
+                                        {"cluster_n", 1}, {"stages", 4}, {"split_k", 1}})
+        wide.values[name] = value;
+      const long long tiles = s.batch * ceil_div(s.n, 128);
+      for (int slices = 8; slices > 1; slices /= 2)
+        if (tiles * slices <= device.sm_count && ceil_div(s.k, w.block_k) >= 4ll * slices) {
+          wide.values["split_k"] = slices;
+          break;
+        }
+      if (!reject(wide, problem, device)) return wide;
+    }
     if (!same_tile && (s.a_columns || (w.block_m < 128 && s.k * s.n < (4ll << 20))))
       return std::nullopt;
     Config twin = config;

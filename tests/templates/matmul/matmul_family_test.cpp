@@ -522,6 +522,11 @@ TEST(MatmulTf32Test, ARowMajorBIsReadInPlaceUnderSwapAb) {
   EXPECT_EQ(skinny.at("swap_ab"), 1);
   EXPECT_EQ(skinny.at("block_n"), 64);
   EXPECT_EQ(skinny.at("cluster_m") * skinny.at("cluster_n"), 1);
+  // ... but 100 rows in one 128-column tile, K split to fill the SMs.
+  const Config ragged = default_of({100, 4096, 2000});
+  EXPECT_EQ(ragged.at("swap_ab"), 1);
+  EXPECT_EQ(ragged.at("block_n"), 128);
+  EXPECT_EQ(ragged.at("split_k"), 4);
   // The wave-fitted ping-pong 128x176 reads B K-major: 128x256 swapped instead.
   const Config waves = default_of({8192, 8192, 8192});
   EXPECT_EQ(waves.at("swap_ab"), 1);
