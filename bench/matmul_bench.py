@@ -20,6 +20,21 @@ TF32_TOLERANCE = 5e-3  # the matmul family's for fp32 inputs (multiplied as tf32
 PROG = "matmul_bench"  # the name setup errors carry; a script importing this module sets its own
 
 
+def torch_dtype(torch, name):
+    """torch's dtype for a tilesmith dtype name (bf16, f16, f32)."""
+    return {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}[name]
+
+
+def compare_inputs(torch, name):
+    """(tf32, tolerance) for inputs of dtype `name`, torch's matmul set to match: fp32 inputs
+    are multiplied as tf32 by everyone timed and checked against an fp64 reference (tf32 keeps
+    10 mantissa bits of each input: ~1e-3 relative over a long sum); 16-bit inputs against a
+    reference that must really be fp32."""
+    tf32 = name == "f32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    return tf32, TF32_TOLERANCE if tf32 else TOLERANCE[name]
+
+
 def setup_error(message):
     print(f"{PROG}: setup error: {message}", file=sys.stderr)
     sys.exit(2)
@@ -247,8 +262,7 @@ def main(argv=None):
         rt = create_runtime(lib, args.db)
     except RuntimeError as error:
         setup_error(str(error))
-    tdt = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
-    in_dt, out_dt = tdt[args.dtype], tdt[args.out_dtype]
+    in_dt, out_dt = torch_dtype(torch, args.dtype), torch_dtype(torch, args.out_dtype)
     torch.backends.cuda.matmul.allow_tf32 = False  # the fp32 reference must really be fp32
     torch.manual_seed(0)
 

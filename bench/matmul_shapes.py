@@ -97,10 +97,8 @@ def main():
     stream = torch.cuda.current_stream().cuda_stream
     rounds = mb.make_rounds(args.warmup_ms, args.rep_ms)
     code = mb.DTYPE_CODES[args.dtype]
-    tf32 = args.dtype == "f32"
-    torch.backends.cuda.matmul.allow_tf32 = tf32
-    dtype = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}[args.dtype]
-    tolerance = mb.TF32_TOLERANCE if tf32 else mb.TOLERANCE[args.dtype]
+    tf32, tolerance = mb.compare_inputs(torch, args.dtype)
+    dtype = mb.torch_dtype(torch, args.dtype)
     rows, failed = [], 0
     shapes = parse_shapes(args.shapes) if args.shapes else draw_shapes(args.count, args.seed)
     for m, n, k, layout in shapes:

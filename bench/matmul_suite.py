@@ -510,14 +510,9 @@ def main(argv=None):
     except RuntimeError as error:
         mb.setup_error(str(error))
 
-    dt = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}[args.dtype]
+    dt = mb.torch_dtype(torch, args.dtype)
     code = mb.DTYPE_CODES[args.dtype]
-    tf32 = args.dtype == "f32"
-    # tf32 keeps 10 mantissa bits of each input: ~1e-3 relative over a long sum.
-    tolerance = mb.TF32_TOLERANCE if tf32 else mb.TOLERANCE[args.dtype]
-    # fp32 inputs are multiplied as tf32 by everyone timed; the 16-bit cases' fp32 reference
-    # must really be fp32 (the fp32 cases' reference is fp64).
-    torch.backends.cuda.matmul.allow_tf32 = tf32
+    tf32, tolerance = mb.compare_inputs(torch, args.dtype)
     bench = mb.make_bench(args.warmup_ms, args.rep_ms)
     rounds = mb.make_rounds(args.warmup_ms, args.rep_ms)
     copy_gbs = mb.copy_bandwidth_gbs(bench)

@@ -1462,11 +1462,9 @@ class MatmulFamily final : public Family {
       // (100x4096x2000: 0.81x cuBLAS, where 128 rows ran 1.01x): M in one 128-column tile
       // instead, 128 rows of N on two consumers, K split until the tiles fill the SMs
       // (100x4096x1000-8192 and 72x4096x2000: 0.59-0.73x -> 0.85-1.03x; docs/perf/matmul.md v25).
-      Config wide = config;
-      for (const auto& [name, value] : {std::pair<const char*, int>{"swap_ab", 1}, {"block_m", 128},
-                                        {"block_n", 128}, {"consumers", 2}, {"cluster_m", 1},
-                                        {"cluster_n", 1}, {"stages", 4}, {"split_k", 1}})
-        wide.values[name] = value;
+      Config wide = WgmmaTile{128, 128, 2, 4}.on(config);
+      wide.values["swap_ab"] = 1;
+      wide.values["cluster_m"] = wide.values["cluster_n"] = wide.values["split_k"] = 1;
       const long long tiles = s.batch * ceil_div(s.n, 128);
       for (int slices = 8; slices > 1; slices /= 2)
         if (tiles * slices <= device.sm_count && ceil_div(s.k, w.block_k) >= 4ll * slices) {
