@@ -248,6 +248,11 @@ constexpr long long kMinFewTileSplitK = 1536;
 // From this K, the untuned default's large tiles spend most of their time in the main loop, so
 // the L2 requests of rows off 128-byte lines decide between them (fit_waves; v23).
 constexpr long long kLineBoundK = 1536;
+// From this K, fit_waves breaks a tie between two tiles of one area by their padding. Over
+// three random draws (v26) the 128x192 pairs that padded less than 192x128 alone ran 34 shapes
+// of K 1165 and more 1.11x faster on the geometric mean (0.97-1.35x); under it they lost 3%
+// (7 shapes of K 530-1039: 0.92-1.06x).
+constexpr long long kPaddedTieMinK = 1152;
 // Up to this K, a few rows needing padding are gathered where they lie instead (see
 // default_config).
 constexpr long long kMaxGatheredK = 512;
@@ -1588,6 +1593,16 @@ class MatmulFamily final : public Family {
                               {"cluster_n", 1}, {"stages", 4}})),
         variant({{"block_m", 128}, {"block_n", 192}, {"stages", 4}}),
         variant({{"block_n", 176}, {"pingpong", 1}, {"stages", 5}})};
+    // Tiles of one area often cost the same waves (192x128 alone and 128x192 in pairs); of
+    // those, from a K of kPaddedTieMinK, the one that computes the fewest padded rows and
+    // columns. The waves do not count padding, yet 1000x2816x4096 in 192x128 tiles (132, the
+    // last row of tiles 21% full) ran 0.0536 ms against 0.0383 in 128x192 pairs (120 CTAs),
+    // where at 960 rows (110 whole tiles) 192x128 was 3% faster (docs/perf/matmul.md v26).
+    auto padded_area = [&](const Config& config) {
+      const WgmmaConfig w(config);
+      const long long rows = w.block_m * w.cluster_m, columns = w.block_n * w.cluster_n;
+      return ceil_div(s.m, rows) * rows * ceil_div(s.n, columns) * columns;
+    };
     if (reject(base, problem, device)) return base;
     Config best = base;
     double best_cost = 0.95 * cost(base);
@@ -1603,7 +1618,11 @@ class MatmulFamily final : public Family {
       if (!lines && l2_intensity(WgmmaConfig(candidate)) < l2_intensity(WgmmaConfig(base)))
         continue;
       const double c = cost(candidate);
-      if (c < best_cost) best = candidate, best_cost = c;
+      const WgmmaConfig w(candidate), held(best);
+      const bool tie = best != base && c == best_cost && s.k >= kPaddedTieMinK &&
+                       w.block_m * w.block_n == held.block_m * held.block_n &&
+                       padded_area(candidate) < padded_area(best);
+      if (c < best_cost || tie) best = candidate, best_cost = c;
     }
     return best;
   }

@@ -82,45 +82,77 @@ __device__ __forceinline__ void reduce_tail(const SplitKReduceParams& p) {
   }
 }
 
+// Where run r of the non-tail sums lies: its row over every batch, its batch, row and first
+// column. 32-bit divisions where the runs fit them (64-bit ones are several times longer).
+struct ReducedRun {
+  long long first;  // its first element in one slice
+  int batch, row, col;
+};
+__device__ __forceinline__ ReducedRun locate_run(const SplitKReduceParams& p, long long r, int runs,
+                                                 bool narrow) {
+  long long rows_before;
+  int col;
+  if (narrow) {
+    const unsigned r32 = static_cast<unsigned>(r), rows = r32 / static_cast<unsigned>(runs);
+    rows_before = rows;
+    col = static_cast<int>(r32 - rows * static_cast<unsigned>(runs)) * 4;
+  } else {
+    rows_before = r / runs;
+    col = static_cast<int>(r - rows_before * runs) * 4;
+  }
+  ReducedRun run;
+  run.batch = narrow ? static_cast<int>(static_cast<unsigned>(rows_before) / static_cast<unsigned>(p.m))
+                     : static_cast<int>(rows_before / p.m);
+  run.row = static_cast<int>(rows_before - static_cast<long long>(run.batch) * p.m);
+  run.col = col;
+  run.first = rows_before * p.n + col;
+  return run;
+}
+
 // A thread sums a run of 4 columns of one row over the slices: 16-byte loads where rows of n
-// partials start on 16 bytes, and the row and batch worked out once per run (v1 summed one
-// element per thread, with two 64-bit divisions each: 9.3 us for 512x512 in 8 slices, a third
-// of the whole K-heavy matmul).
+// partials start on 16 bytes, eight slices' loads in flight at once. The first run's place is
+// worked out before waiting for the product (launched early, the kernel does it while the
+// product drains), with 32-bit divisions where they suffice (v1 summed one element per thread,
+// with two 64-bit divisions each: 9.3 us for 512x512 in 8 slices, a third of the whole K-heavy
+// matmul).
 template <int KIND_OUT, int EPI>
 __global__ void __launch_bounds__(256) splitk_reduce(const SplitKReduceParams p) {
-  wait_for_previous_launch();  // launched early on sm_90 (LaunchGeometry::early_start)
   if (p.tail) {
+    wait_for_previous_launch();  // launched early on sm_90 (LaunchGeometry::early_start)
     reduce_tail<KIND_OUT, EPI>(p);
     return;
   }
-  const long long matrix = static_cast<long long>(p.m) * p.n;
-  const long long count = matrix * p.batch;  // one K slice's partial products
-  const int runs = (p.n + 3) / 4;            // per row
+  const long long count = static_cast<long long>(p.m) * p.n * p.batch;  // one K slice's products
+  const int runs = (p.n + 3) / 4;  // per row
   const long long total = static_cast<long long>(p.m) * p.batch * runs;
+  const bool narrow = total <= 0xffffffffll;
   const bool vector_loads = p.n % 4 == 0;
-  for (long long r = blockIdx.x * 256ll + threadIdx.x; r < total; r += gridDim.x * 256ll) {
-    const long long rows_before = r / runs;  // rows of every batch, in order
-    const int col = static_cast<int>(r - rows_before * runs) * 4;
-    const int batch = static_cast<int>(rows_before / p.m);
-    const int row = static_cast<int>(rows_before - static_cast<long long>(batch) * p.m);
-    const long long first = rows_before * p.n + col;  // in one slice
+  long long r = blockIdx.x * 256ll + threadIdx.x;
+  ReducedRun run = locate_run(p, r, runs, narrow);
+  wait_for_previous_launch();  // launched early on sm_90 (LaunchGeometry::early_start)
+  for (; r < total; r += gridDim.x * 256ll) {
+    if (r != blockIdx.x * 256ll + threadIdx.x) run = locate_run(p, r, runs, narrow);
     float v[4] = {0.f, 0.f, 0.f, 0.f};
     if (vector_loads) {
-#pragma unroll 4
-      for (int s = 0; s < p.splits; ++s) {
-        const float4 x = *reinterpret_cast<const float4*>(p.partials + s * count + first);
-        v[0] += x.x;
-        v[1] += x.y;
-        v[2] += x.z;
-        v[3] += x.w;
+      for (int s0 = 0; s0 < p.splits; s0 += 8) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+          if (s0 + j < p.splits) {
+            const float4 x =
+                *reinterpret_cast<const float4*>(p.partials + (s0 + j) * count + run.first);
+            v[0] += x.x;
+            v[1] += x.y;
+            v[2] += x.z;
+            v[3] += x.w;
+          }
       }
     } else {
       for (int s = 0; s < p.splits; ++s)
 #pragma unroll
         for (int q = 0; q < 4; ++q)
-          if (col + q < p.n) v[q] += p.partials[s * count + first + q];
+          if (run.col + q < p.n) v[q] += p.partials[s * count + run.first + q];
     }
-    store_reduced_run<KIND_OUT, EPI>(p, batch, row, col, v);
+    store_reduced_run<KIND_OUT, EPI>(p, run.batch, run.row, run.col, v);
   }
 }
 

@@ -1535,6 +1535,15 @@ TEST(MatmulWgmmaTest, TheDefaultsTileFitsTheWaves) {
   EXPECT_EQ(tile(matmul_problem(2048, 2176, 4096)), "192x192");  // 66 pairs: one wave
   EXPECT_EQ(tile(matmul_problem(3000, 3000, 3000)), "192x192");  // 128 pairs: two waves
   EXPECT_EQ(tile(matmul_problem(1536, 4096, 4096)), "192x128");  // 256 tiles: two waves
+  // 192x128 alone and 128x192 in pairs cost the same waves here; the fewer padded rows decide:
+  // 1000 rows pad to 1152 in 192-row tiles, to 1024 in 128-row pairs (0.0536 against 0.0383 ms,
+  // docs/perf/matmul.md v26); 960 rows are five whole 192-row tiles.
+  EXPECT_EQ(tile(matmul_problem(1000, 2816, 4096)), "128x192");
+  EXPECT_EQ(tile(matmul_problem(2000, 2816, 4096)), "128x192");
+  EXPECT_EQ(tile(matmul_problem(960, 2816, 4096)), "192x128");
+  EXPECT_EQ(tile(matmul_problem(1100, 2816, 4096)), "192x128");  // 128x192 pairs: two waves
+  EXPECT_EQ(tile(matmul_problem(2752, 751, 714)), "192x128");  // K too short to break the tie
+  EXPECT_EQ(tile(matmul_problem(5784, 1364, 1527)), "192x192");  // another area: no tie-break
   for (long long side : {2048, 4096, 8192}) EXPECT_EQ(tile(matmul_problem(side, side, side)), "128x256");
   EXPECT_EQ(tile(matmul_problem(5000, 5000, 2048)), "128x256");
   // The 192-row tiles run along N where B stays in L2 (34 MB and less) or all tiles run in one
