@@ -29,9 +29,9 @@ lib.nvrtcGetCUBIN.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
 
 
 def compile_one(args, cubin_out=None):
-    # The probe's configs leave layout, epilogue, swap_ab and the cluster's K slices at their
-    # defaults (row-major, none, 0, 1).
-    expr = "&tilesmith::matmul_sm90<%s,0,0,0,1>" % ",".join(str(a) for a in args)
+    # The probe's configs leave layout, epilogue, swap_ab, the cluster's K slices, ping-pong and
+    # the in-grid split sum at their defaults (row-major, none, 0, 1, 0, 0).
+    expr = "&tilesmith::matmul_sm90<%s,0,0,0,1,0,0>" % ",".join(str(a) for a in args)
     src = b'#include "matmul/matmul_sm90.cuh"\n'
     prog = ctypes.c_void_p()
     assert lib.nvrtcCreateProgram(ctypes.byref(prog), src, b"matmul_sm90_tu.cu", 0, None, None) == 0

@@ -183,6 +183,8 @@ CUresult LaunchableKernel::try_launch(const LaunchGeometry& requested, const Ker
     // None resident: the launch itself reports why (too much shared memory, ...).
     if (resident > 0) geometry.grid[0] = std::min(geometry.grid[0], resident);
     geometry.grid[0] -= geometry.grid[0] % std::max(geometry.waiting_group, 1u);
+    // Fewer CTAs fit at once than one group of waiting CTAs holds.
+    if (geometry.grid[0] == 0) return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
   }
   void* params[] = {const_cast<std::byte*>(launched->bytes.data())};  // one Params struct
   if (cluster_size(geometry) == 1 && !geometry.early_start && geometry.waiting_group <= 1)

@@ -288,8 +288,9 @@ std::vector<ParamSpec> variant_space(int variant) {
             {"group_m", {1, 8}}};
   // Non-powers of two (192) so the count of output tiles can be matched to the 132 SMs; split_k
   // for grids with fewer tiles than SMs (small, skinny and K-heavy shapes), its slices summed
-  // through the workspace by a second launch, or (split_cluster) by the CTAs of one cluster
-  // through distributed shared memory; where the tiles fill the SMs, split_k splits only the
+  // through the workspace by a second launch, or (split_in_grid) by the product's own CTAs
+  // once every slice is in, or (split_cluster) by the CTAs of one cluster through distributed
+  // shared memory; where the tiles fill the SMs, split_k splits only the
   // last wave's tiles, if that wave leaves half the SMs idle (a tail split); swap_ab
   // (C^T = B^T A^T) for M below the 64-row wgmma tile, with 16- and 32-column tiles over M;
   // slice_major, the order of the workspace's K slices among the units (a tile's slices side
@@ -329,7 +330,8 @@ std::vector<ParamSpec> variant_space(int variant) {
           {"swap_ab", {0, 1}},
           {"slice_major", {0, 1}},
           {"l2_promotion", {0, 256}},
-          {"pingpong", {0, 1}}};
+          {"pingpong", {0, 1}},
+          {"split_in_grid", {0, 1}}};
 }
 
 VariantSpaces variants() {
@@ -404,7 +406,7 @@ struct GemvKnConfig {
 // The sm_90a template's tile, stage ring, warpgroups and cluster (matmul_sm90.cuh's launch_info).
 struct WgmmaConfig {
   int block_m, block_n, block_k, stages, consumers, cluster_m, cluster_n, group_m, split_k,
-      split_cluster, swap_ab, slice_major, l2_promotion, pingpong;
+      split_cluster, swap_ab, slice_major, l2_promotion, pingpong, split_in_grid;
   explicit WgmmaConfig(const Config& config)
       : block_m(config.at("block_m")),
         block_n(config.at("block_n")),
@@ -419,10 +421,11 @@ struct WgmmaConfig {
         swap_ab(config.at("swap_ab")),
         slice_major(config.at("slice_major")),
         l2_promotion(config.at("l2_promotion")),
-        pingpong(config.at("pingpong")) {}
+        pingpong(config.at("pingpong")),
+        split_in_grid(config.at("split_in_grid")) {}
   int cluster_k() const { return split_cluster ? split_k : 1; }  // K slices in one cluster
   int cluster() const { return cluster_m * cluster_n * cluster_k(); }
-  // K slices summed through the workspace (a second launch).
+  // K slices summed through the workspace (by a second launch, or split_in_grid by this one).
   int workspace_splits() const { return split_cluster ? 1 : split_k; }
   int threads() const { return (consumers + 1) * 128; }
   // 176 and 224 columns: widths that fit a wide N to the waves (cuBLAS runs 1024x14336x4096 in
@@ -664,7 +667,7 @@ class MatmulFamily final : public Family {
                        {"block_k", s.tf32() ? 32 : 64}, {"stages", 4}, {"consumers", 2},
                        {"cluster_m", 2}, {"cluster_n", 1}, {"group_m", 8}, {"split_k", 1},
                        {"split_cluster", 0}, {"swap_ab", 0}, {"slice_major", 0},
-                       {"l2_promotion", 256}, {"pingpong", 0}}};
+                       {"l2_promotion", 256}, {"pingpong", 0}, {"split_in_grid", 0}}};
     Config shaped = base;
     auto set = [&](std::initializer_list<std::pair<const char*, int>> values) {
       for (const auto& [name, value] : values) shaped.values[name] = value;
@@ -858,7 +861,8 @@ class MatmulFamily final : public Family {
           std::to_string(w.consumers) + "," + std::to_string(w.cluster_m) + "," +
           std::to_string(w.cluster_n) + "," + kinds + "," + std::to_string(ks.layout()) + "," +
           std::to_string(s.epilogue) + "," + std::to_string(w.swap_ab) + "," +
-          std::to_string(w.cluster_k()) + "," + std::to_string(w.pingpong) + ">"};
+          std::to_string(w.cluster_k()) + "," + std::to_string(w.pingpong) + "," +
+          std::to_string(w.split_in_grid) + ">"};
       add_preparation_kernels(kernels, config, problem);
       return kernels;
     }
@@ -926,6 +930,12 @@ class MatmulFamily final : public Family {
     const Preparation prep = Preparation::of(config, s, &device);
     const PlanKernels index(prep, s);
     const Workspace space(prep, s, workspace);
+    // split_in_grid's counters start at zero in every call (the workspace is shared: the tuner's
+    // between configs). A memset: a kernel that zeroed them cost ~1 us more, even launched
+    // for the product to overlap (docs/perf/matmul.md v27).
+    if (prep.arrival_counters > 0)
+      plan.add_zero_fill(space.arrivals, static_cast<std::uint64_t>(prep.arrival_counters) * 4);
+    const int zero_fills = plan.step_count;
     Operand a{operands.a, strides.lda, strides.stride_a, strides.stride_a == 0 && s.batch > 1};
     Operand b{operands.b, strides.ldb, strides.stride_b, strides.stride_b == 0 && s.batch > 1};
     CopyRowsParams copies{};
@@ -937,7 +947,7 @@ class MatmulFamily final : public Family {
       plan.add(index.copy, copy_geometry(device, copies.matrix[0].rows + copies.matrix[1].rows),
                KernelArgs::of(copies));
     // The product may set up while the preparation drains (it waits for it before reading).
-    const bool prepared = plan.step_count > 0 && device.cc_major >= 9;
+    const bool prepared = plan.step_count > zero_fills && device.cc_major >= 9;
     if (variant == kMmaSync) {
       const TileConfig t(config);
       LaunchGeometry geometry;
@@ -971,6 +981,9 @@ class MatmulFamily final : public Family {
     geometry.block[0] = static_cast<unsigned>(w.threads());
     geometry.dynamic_smem_bytes = static_cast<unsigned>(w.smem_bytes());
     geometry.early_start = prepared;
+    // split_in_grid: CTAs wait on each other's slices, so all of them run at once, or the
+    // driver refuses the launch (reject() keeps the units within a wave).
+    if (w.split_in_grid) geometry.waiting_group = geometry.grid[0];
     MatmulSm90Params p{};
     p.c = reinterpret_cast<void*>(operands.c);
     p.m = static_cast<int>(ks.m);
@@ -1000,6 +1013,7 @@ class MatmulFamily final : public Family {
     p.slice_major = w.slice_major;
     p.tail = tail ? 1 : 0;
     p.partials = reinterpret_cast<float*>(space.partials);
+    p.slice_arrivals = reinterpret_cast<unsigned*>(space.arrivals);
     p.epilogue = epilogue_args(strides, operands);
     KernelArgs args = KernelArgs::of(p);
     // The dimensions are the true ones: TMA reads zeros past them, never the padding. A
@@ -1281,15 +1295,18 @@ class MatmulFamily final : public Family {
   // `tail_blocks`: with a tail split, the most CTA blocks of partials it writes (one per SM),
   // each `block_floats` long; 0 where the slices are whole m x n matrices, or without a device
   // (the kernels a plan runs do not depend on it).
+  // `arrival_counters`: with split_in_grid, the CTA blocks whose slices the product sums itself
+  // (one counter each; no reduce launch).
   struct Preparation {
     bool pads_rows;
     int splits;
-    long long tail_blocks = 0, block_floats = 0;
+    long long tail_blocks = 0, block_floats = 0, arrival_counters = 0;
     static Preparation of(const Config& config, const MatmulShape& s,
                           const DeviceTarget* device = nullptr) {
       if (config.at("variant") != kWgmma) return {false, 1};
       const WgmmaConfig w(config);
       Preparation prep{!s.aligned(), w.workspace_splits()};
+      if (w.split_in_grid) prep.arrival_counters = kernel_tiles(w, s) * w.cluster();
       if (device && tail_split(w, s, device->sm_count)) {
         prep.tail_blocks = device->sm_count;
         prep.block_floats = static_cast<long long>(w.block_m) * w.block_n;
@@ -1299,25 +1316,25 @@ class MatmulFamily final : public Family {
   };
 
   // The kernels of a tiled config, as numbered in kernel_expressions: the product (0), then the
-  // padding copy (of an operand not transposed anyway), the transpose, split-K's reduction; -1
-  // where not used.
+  // padding copy (of an operand not transposed anyway), the transpose, split-K's reduction
+  // (none where the product sums its slices itself: split_in_grid); -1 where not used.
   struct PlanKernels {
     int copy = -1, transpose = -1, reduce = -1;
     PlanKernels(const Preparation& prep, const MatmulShape& s) {
       int next = 1;
       if (prep.pads_rows && !(s.transposes_a() && s.transposes_b())) copy = next++;
       if (s.transposes_a() || s.transposes_b()) transpose = next++;
-      if (prep.splits > 1) reduce = next++;
+      if (prep.splits > 1 && prep.arrival_counters == 0) reduce = next++;
     }
   };
 
   // A tiled config's workspace, each part on a 256-byte boundary: copies of A and B with rows
   // padded (padded_row_length) where they are unaligned and the template pads them, or transposed
   // (tf32: each MN-major operand, its rows of K padded), then the K slices' m x n fp32 partial
-  // products where K is split.
+  // products where K is split, then split_in_grid's arrival counters.
   struct Workspace {
     long long lda = 0, ldb = 0;
-    std::uint64_t a = 0, b = 0, partials = 0;
+    std::uint64_t a = 0, b = 0, partials = 0, arrivals = 0;
     std::size_t bytes = 0;
     Workspace(const Preparation& prep, const MatmulShape& s, std::uint64_t base) {
       auto take = [&](std::size_t size) {
@@ -1339,6 +1356,8 @@ class MatmulFamily final : public Family {
         partials = take(static_cast<std::size_t>(kTailHeader + prep.tail_blocks * prep.block_floats) * 4);
       else if (prep.splits > 1)
         partials = take(static_cast<std::size_t>(prep.splits * s.batch * s.m * s.n) * 4);
+      if (prep.arrival_counters > 0)
+        arrivals = take(static_cast<std::size_t>(prep.arrival_counters) * 4);
     }
   };
 
@@ -1719,6 +1738,12 @@ class MatmulFamily final : public Family {
     // exchange buffer, which such a tile does not fit.
     if (w.swapped_wide() && w.split_cluster)
       return "swap_ab tiles of 128 columns or more sum K slices through the workspace only";
+    if (w.split_in_grid != 0 && w.split_in_grid != 1) return "split_in_grid must be 0 or 1";
+    if (w.split_in_grid) {
+      if (w.split_k == 1 || w.split_cluster)
+        return "split_in_grid sums K slices of the workspace (split_k > 1)";
+      if (w.swap_ab || w.pingpong) return "split_in_grid sums plain tiles (no swap_ab or pingpong)";
+    }
     if (w.split_cluster) {
       if (w.split_k == 1) return "split_cluster needs split_k > 1";
       if (w.split_k > 8) return "split_cluster: a portable cluster holds at most 8 K slices";
@@ -1767,7 +1792,11 @@ class MatmulFamily final : public Family {
       if (!tail_split(w, s, device.sm_count)) {
         if (kernel_tiles(w, s) * w.cluster_m * w.cluster_n >= device.sm_count)
           return "the output tiles already fill the SMs: no split-K";
+        // Its CTAs wait for each other: every unit runs at once, a CTA each.
+        if (w.split_in_grid && kernel_tiles(w, s) * w.split_k > wave_clusters(w, device.sm_count))
+          return "split_in_grid needs every K slice of every tile on the SMs at once";
       } else {
+        if (w.split_in_grid) return "split_in_grid sums every tile's slices, not a tail split";
         if (w.swap_ab || w.slice_major)
           return "a tail split takes the tiles as they are: no swap_ab or slice_major";
         const long long clusters = wave_clusters(w, device.sm_count);

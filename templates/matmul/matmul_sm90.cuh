@@ -20,12 +20,14 @@
 //
 // ---- launch_info (what the host must do) --------------------------------------------------------
 //  template: matmul_sm90<BM, BN, BK, CONSUMERS, CLUSTER_M, CLUSTER_N, KIND_IN,
-//            KIND_OUT, LAYOUT, EPI, SWAP, CLUSTER_K, PINGPONG> (KIND_*: ElementKind codes, kF16 = 0,
-//            kBF16 = 1, kF32 = 2 (in: tf32; B K-major, A either); LAYOUT, EPI: MatmulLayoutBits,
-//            MatmulEpilogueBits
-//            (matmul_params.h), LAYOUT of the product the kernel computes: with SWAP, of C^T;
-//            SWAP 0 or 1; CLUSTER_K: K slices per cluster, 1 for none; PINGPONG 0 or 1: the
-//            two consumer warpgroups share each tile's rows, or take whole tiles in turn);
+//            KIND_OUT, LAYOUT, EPI, SWAP, CLUSTER_K, PINGPONG, GRID_SUM> (KIND_*: ElementKind
+//            codes, kF16 = 0, kBF16 = 1, kF32 = 2 (in: tf32; B K-major, A either); LAYOUT, EPI:
+//            MatmulLayoutBits, MatmulEpilogueBits (matmul_params.h), LAYOUT of the product the
+//            kernel computes: with SWAP, of C^T; SWAP 0 or 1; CLUSTER_K: K slices per
+//            cluster, 1 for none; PINGPONG 0 or 1: the two consumer warpgroups share each
+//            tile's rows, or take whole tiles in turn;
+//            GRID_SUM 0 or 1: K slices through the workspace summed by splitk_reduce, or in
+//            this grid (sum_block_in_grid));
 //            with SWAP: m = N, n = M, a_map is B's map as the kernel's A, b_map A's as its B;
 //            ldc, stride_c and the epilogue stay C's.
 //            kernel parameter: const __grid_constant__ MatmulSm90Params (matmul_sm90_params.h).
@@ -43,6 +45,9 @@
 //            floor(SMs / CLUSTER) where the query is not at hand. Any grid of at least one cluster
 //            is correct; grid = CLUSTER * units (one cluster per unit, no persistence) is also
 //            correct and was measured 5% slower at 4096^3.
+//            GRID_SUM: grid = CLUSTER * units, every CTA resident at once (a cooperative
+//            launch), and p.slice_arrivals zeroed before it: one counter per CTA block
+//            (tiles x batch x CLUSTER).
 //  smem:     dynamic, smem_bytes = stages * (BM + BN) * 128         (A and B rings)
 //                                + CONSUMERS * 16384                 (C staging, 2 x 8 KB each)
 //                                  or, with SWAP (BN <= 64) or CLUSTER_K > 1, the exchange buffer:
@@ -588,8 +593,83 @@ struct TileExchange {
   }
 };
 
+// The sum over `splits` K slices, `slice_floats` apart, of the run of four partials at `first`
+// (sum_block_in_grid): 16-byte loads where the runs start on 16 bytes (`vector`), eight slices'
+// loads in flight at once; else element by element, columns from `cols_left` on skipped. Read
+// through L2 only: other SMs wrote them in this grid.
+__device__ __forceinline__ void sum_slices(const float* first, long long slice_floats, int splits,
+                                           bool vector, int cols_left, float (&v)[4]) {
+  v[0] = v[1] = v[2] = v[3] = 0.f;
+  if (vector) {
+    for (int s0 = 0; s0 < splits; s0 += 8) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        if (s0 + j < splits) {
+          const float4 x = __ldcg(reinterpret_cast<const float4*>(first + (s0 + j) * slice_floats));
+          v[0] += x.x;
+          v[1] += x.y;
+          v[2] += x.z;
+          v[3] += x.w;
+        }
+    }
+  } else {
+    for (int s = 0; s < splits; ++s)
+#pragma unroll
+      for (int q = 0; q < 4; ++q)
+        if (q < cols_left) v[q] += __ldcg(first + s * slice_floats + q);
+  }
+}
+
+// GRID_SUM: the K slices of a CTA block are summed by the CTAs that computed them, in the
+// product's own grid, not by a second launch that waits for the whole grid. Every consumer
+// thread, once its partials are stored: the CTA counts itself in on the block's counter in the
+// workspace (zeroed by the plan before the launch), waits until every slice has, then sums its
+// 1 / splits of the block's runs of 4 columns over the slices into C through the epilogue. The
+// host launches one CTA per unit, all at once (a cooperative launch), so no CTA waits on one
+// that cannot start.
+template <int BM, int BN, int CONSUMERS, int KIND_OUT, int EPI>
+__device__ __forceinline__ void sum_block_in_grid(const MatmulSm90Params& p, int splits,
+                                                  int slice, int block, int batch, int m0, int n0) {
+  constexpr int THREADS = CONSUMERS * 128;
+  constexpr int BARRIER_ID = 5;  // 1..3: the staging slots', 4: TileExchange's
+  named_barrier_sync(BARRIER_ID, THREADS);
+  if (threadIdx.x == 128) {
+    // The barrier orders the CTA's partial stores before this thread's fence and count.
+    unsigned* const arrivals = p.slice_arrivals + block;
+    __threadfence();
+    atomicAdd(arrivals, 1u);
+    unsigned seen;
+    do {
+      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(seen) : "l"(arrivals) : "memory");
+    } while (seen < static_cast<unsigned>(splits));
+  }
+  named_barrier_sync(BARRIER_ID, THREADS);
+  // A thread per run of 4 columns of the CTA's share of the block, all slices' loads of a run
+  // in flight at once (sum_slices). Holding a batch of runs a thread in flight instead ran the
+  // in-grid defaults 0.84x as fast (docs/perf/matmul.md v27).
+  constexpr int RUNS_ROW = BN / 4, RUNS = BM * RUNS_ROW;
+  const int share = (RUNS + splits - 1) / splits, end = min(RUNS, (slice + 1) * share);
+  const long long slice_floats = static_cast<long long>(p.batch) * p.m * p.n;
+  const float* const partials = p.partials + static_cast<long long>(batch) * p.m * p.n;
+  SplitKReduceParams to{};  // where the sums go: splitk_reduce's view of C and the epilogue
+  to.c = p.c;
+  to.n = p.n;
+  to.ldc = p.ldc;
+  to.stride_c = p.stride_c;
+  to.epilogue = p.epilogue;
+  for (int r = slice * share + static_cast<int>(threadIdx.x) - 128; r < end; r += THREADS) {
+    const int row = m0 + r / RUNS_ROW, col = n0 + (r % RUNS_ROW) * 4;
+    if (row >= p.m || col >= p.n) continue;
+    float v[4];
+    sum_slices(partials + static_cast<long long>(row) * p.n + col, slice_floats, splits,
+               p.n % 4 == 0, p.n - col, v);
+    store_reduced_run<KIND_OUT, EPI>(to, batch, row, col, v);
+  }
+}
+
 template <int BM, int BN, int BK, int CONSUMERS, int CLUSTER_M, int CLUSTER_N,
-          int KIND_IN, int KIND_OUT, int LAYOUT, int EPI, int SWAP, int CLUSTER_K, int PINGPONG>
+          int KIND_IN, int KIND_OUT, int LAYOUT, int EPI, int SWAP, int CLUSTER_K, int PINGPONG,
+          int GRID_SUM>
 __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     __cluster_dims__(CLUSTER_M* CLUSTER_N* CLUSTER_K, 1, 1)
         matmul_sm90(const __grid_constant__ MatmulSm90Params p) {
@@ -645,6 +725,8 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
   static_assert(KIND_IN != kF32 || B_COLUMNS,
                 "tf32 reads B K-major: the host transposes a row-major one first");
   static_assert(!SWAP_STAGED || CLUSTER_K == 1, "swapped wide tiles: no K slices in a cluster");
+  static_assert(!GRID_SUM || (!SWAP && CLUSTER_K == 1 && !PINGPONG),
+                "K slices summed in the grid: plain tiles, their slices in the workspace");
   // Registers per thread after reallocation: the pool is 65536 / threads (rounded to 8) each.
   // wgmma groups left running when a stage is handed back (TS_SM90_MMA_IN_FLIGHT: probe only).
   constexpr int MMA_IN_FLIGHT = TS_SM90_MMA_IN_FLIGHT;
@@ -731,7 +813,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
   // Where unit `unit` works: its batch, the CTA's first row and column of C, its k blocks, and
   // where its fp32 partial products go (nullptr: it writes C).
   struct Work {
-    int batch, slice, m0, n0, kb_begin, kb_end;
+    int tile, batch, slice, m0, n0, kb_begin, kb_end;  // tile: over every batch
     float* partial;
   };
   auto work_of = [&](int unit) {
@@ -750,6 +832,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
       w.slice = p.slice_major ? unit / (tiles * p.batch) : unit - tile * splits;
       slices = splits;
     }
+    w.tile = tile;
     w.batch = tile / tiles;
     if (!p.tail)
       w.partial = splits > 1 ? p.partials + (static_cast<long long>(w.slice) * p.batch + w.batch) *
@@ -1026,6 +1109,9 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
         for (int mt = 0; mt < MT; ++mt)
           store_accumulators<BN, kF32>(acc[mt], partial, p.n, p.m, p.n,
                                        w.m0 + wg_row0 + mt * 64, w.n0, p.n % 2 == 0);
+        if constexpr (GRID_SUM)
+          sum_block_in_grid<BM, BN, CONSUMERS, KIND_OUT, EPI>(
+              p, splits, w.slice, w.tile * CLUSTER + static_cast<int>(rank), w.batch, w.m0, w.n0);
         continue;
       }
 #pragma unroll

@@ -44,6 +44,9 @@ struct MatmulSm90Params {
   // BM x BN fp32 block (rows BN apart) at partials + kTailHeader + ((r * s + j) * CLUSTER +
   // rank) * BM * BN, and block 0 writes {T - R, s, R} at partials[0..2] for splitk_reduce.
   int tail;
+  // GRID_SUM (matmul_sm90.cuh): the K slices summed in this grid, not by splitk_reduce; one
+  // arrival counter per CTA block (tile x batch x CLUSTER + rank), zeroed before the launch.
+  unsigned* slice_arrivals;
 };
 
 // Floats before a tail split's partial blocks: its header, padded to 256 bytes.

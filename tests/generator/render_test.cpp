@@ -143,7 +143,7 @@ TEST(RenderTest, VariantPicksTheKernelFileAndTemplate) {
   EXPECT_NE(mma.text.find("#include \"matmul/matmul.cuh\""), std::string::npos);
   EXPECT_NE(wgmma.text.find("#include \"matmul/matmul_sm90.cuh\""), std::string::npos);
   ASSERT_EQ(wgmma.kernel_expressions.size(), 1u);
-  EXPECT_EQ(wgmma.kernel_expressions[0], "tilesmith::matmul_sm90<128,256,64,2,2,1,1,1,0,0,0,1,0>");
+  EXPECT_EQ(wgmma.kernel_expressions[0], "tilesmith::matmul_sm90<128,256,64,2,2,1,1,1,0,0,0,1,0,0>");
   EXPECT_NE(mma.hash, wgmma.hash);
 }
 

@@ -30,7 +30,7 @@ inline Config tile_config(int block_m, int block_n, int block_k, int warps_m, in
 inline Config wgmma_config(int block_m, int block_n, int stages, int consumers, int cluster_m,
                            int cluster_n, int group_m = 8, int split_k = 1,
                            int split_cluster = 0, int swap_ab = 0, int slice_major = 0,
-                           int l2_promotion = 256, int pingpong = 0) {
+                           int l2_promotion = 256, int pingpong = 0, int split_in_grid = 0) {
   return Config{{{"variant", 1},
                  {"block_m", block_m},
                  {"block_n", block_n},
@@ -45,7 +45,8 @@ inline Config wgmma_config(int block_m, int block_n, int stages, int consumers, 
                  {"swap_ab", swap_ab},
                  {"slice_major", slice_major},
                  {"l2_promotion", l2_promotion},
-                 {"pingpong", pingpong}}};
+                 {"pingpong", pingpong},
+                 {"split_in_grid", split_in_grid}}};
 }
 
 // A config of the decode template (variant 2: M <= 32, B column-major).

@@ -327,7 +327,10 @@ TEST(StrategyReplayTest, ReplaysEveryStrategyAgainstTheRecordedTrials) {
       db.record_trial(other, trial);
     }
   }
-  const std::vector<ReplayResult> results = replay_strategies(db, key, 5);
+  // 11 seeds: with 5 the medians moved with which configs the hash fails (a change of the
+  // configs' text put random's at 269 trials and the model's at 328; over 15 and 31 seeds
+  // 444-506 against 65-69).
+  const std::vector<ReplayResult> results = replay_strategies(db, key, 11);
   ASSERT_EQ(results.size(), 6u);
   std::map<std::string, std::size_t> trials;
   for (const ReplayResult& result : results) {

@@ -95,8 +95,8 @@ TEST(MatmulFamilyTest, SpaceNamesEveryParameterOfEveryVariantOnce) {
             (std::set<std::string>{"variant", "block_m", "block_n", "block_k", "warps_m",
                                    "warps_n", "stages", "group_m", "consumers", "cluster_m",
                                    "cluster_n", "split_k", "split_cluster", "swap_ab",
-                                   "slice_major", "l2_promotion", "pingpong", "warps", "unroll",
-                                   "vector"}));
+                                   "slice_major", "l2_promotion", "pingpong", "split_in_grid",
+                                   "warps", "unroll", "vector"}));
 }
 
 TEST(MatmulFamilyTest, EachVariantsConfigsCarryExactlyItsParameters) {
@@ -105,7 +105,7 @@ TEST(MatmulFamilyTest, EachVariantsConfigsCarryExactlyItsParameters) {
   const std::set<std::string> wgmma = {"variant",   "block_m",   "block_n",   "block_k",
                                        "stages",    "consumers", "cluster_m", "cluster_n",
                                        "group_m",   "split_k",   "split_cluster", "swap_ab",
-                                       "slice_major", "l2_promotion", "pingpong"};
+                                       "slice_major", "l2_promotion", "pingpong", "split_in_grid"};
   const std::set<std::string> decode = {"variant", "block_n", "warps", "unroll", "split_k"};
   const std::set<std::string> gemv = {"variant", "block_n", "warps", "unroll"};
   const std::set<std::string> gemv_kn = {"variant", "vector", "warps", "unroll", "split_k"};
@@ -896,7 +896,7 @@ std::vector<std::string> alignment_and_dtypes(const Config& config, const Proble
 std::vector<std::string> layout_and_epilogue(const Config& config, const Problem& problem) {
   std::vector<std::string> arguments =
       template_arguments(matmul().kernel_expressions(config, problem).at(0));
-  const std::size_t after = config.at("variant") == 1 ? 3 : 0;  // swap_ab, cluster_k, pingpong
+  const std::size_t after = config.at("variant") == 1 ? 4 : 0;  // swap_ab, cluster_k, pingpong, grid sum
   if (arguments.size() < 2 + after) return arguments;
   return std::vector<std::string>(arguments.end() - 2 - after, arguments.end() - after);
 }
@@ -997,6 +997,58 @@ TEST(MatmulKernelExpressionTest, TheSliceOrderIsAnArgumentOfWorkspaceSplitsOnly)
   ASSERT_EQ(matmul().reject(in_cluster, problem, hopper), std::nullopt);
   in_cluster.values["slice_major"] = 1;
   EXPECT_TRUE(matmul().reject(in_cluster, problem, hopper).has_value());
+}
+
+// split_in_grid: the product's own CTAs sum the K slices, so the plan zeroes their arrival
+// counters (one per CTA block, after the partials in the workspace) first, launches every unit
+// at once (cooperatively) and runs no reduce. Only where every unit fits one wave, never a tail
+// split.
+TEST(MatmulKernelExpressionTest, SlicesSummedInTheGridTakeNoReduceAndRunAtOnce) {
+  const Problem problem = matmul_problem(512, 512, 16384);
+  const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
+  const Config config = testing::wgmma_config(128, 128, 6, 2, 2, 1, 8, /*split_k=*/8, 0, 0, 0, 0, 0,
+                                              /*split_in_grid=*/1);
+  ASSERT_EQ(matmul().reject(config, problem, hopper), std::nullopt);
+  EXPECT_EQ(matmul().kernel_expressions(config, problem),
+            (std::vector<std::string>{"tilesmith::matmul_sm90<128,128,64,2,2,1,1,1,0,0,0,1,0,1>"}));
+  const std::uint64_t workspace = 1ull << 32;
+  const std::size_t partials = 8ull * 512 * 512 * 4;
+  EXPECT_EQ(matmul().workspace_bytes(config, problem, hopper), partials + 256);
+  const std::uint64_t addresses[3] = {0x10000, 0x20000, 0x30000};
+  const LaunchPlan plan = matmul().plan(config, problem, hopper, addresses, workspace, {});
+  ASSERT_EQ(plan.step_count, 2);
+  EXPECT_EQ(plan.steps[0].kernel, LaunchStep::kZeroFill);
+  EXPECT_EQ(plan.steps[0].zero_address, workspace + partials);
+  EXPECT_EQ(plan.steps[0].zero_bytes, 16u * 4);  // 8 pair tiles of 256 x 128, 2 CTAs each
+  EXPECT_EQ(plan.steps[1].kernel, 0);
+  const LaunchGeometry& g = plan.steps[1].geometry;
+  EXPECT_EQ(g.grid[0], 64u * 2);  // 8 pair tiles x 8 slices
+  EXPECT_EQ(g.waiting_group, g.grid[0]);
+  EXPECT_FALSE(g.early_start);
+  MatmulSm90Params p;
+  ASSERT_EQ(plan.steps[1].args.size, sizeof p);
+  std::memcpy(&p, plan.steps[1].args.bytes.data(), sizeof p);
+  EXPECT_EQ(p.k_splits, 8);
+  EXPECT_EQ(reinterpret_cast<std::uint64_t>(p.partials), workspace);
+  EXPECT_EQ(reinterpret_cast<std::uint64_t>(p.slice_arrivals), workspace + partials);
+
+  // More units than a wave holds (16 slices: 128 pairs for 66), a tail split, no split, a
+  // cluster summing the slices, and swapped tiles: refused.
+  Config refused = config;
+  refused.values["split_k"] = 16;
+  EXPECT_TRUE(matmul().reject(refused, problem, hopper).has_value());
+  EXPECT_TRUE(matmul().reject(testing::wgmma_config(128, 128, 4, 2, 1, 1, 8, 2, 0, 0, 0, 256, 0, 1),
+                              matmul_problem(1000, 2750, 520), hopper)
+                  .has_value());
+  refused = config;
+  refused.values["split_k"] = 1;
+  EXPECT_TRUE(matmul().reject(refused, problem, hopper).has_value());
+  EXPECT_TRUE(matmul().reject(testing::wgmma_config(128, 128, 6, 2, 1, 1, 8, 8, 1, 0, 0, 0, 0, 1),
+                              problem, hopper)
+                  .has_value());
+  EXPECT_TRUE(matmul().reject(testing::wgmma_config(64, 16, 8, 1, 1, 1, 1, 4, 0, 1, 0, 0, 0, 1),
+                              testing::x_times_w_t({16, 4096, 4096}), hopper)
+                  .has_value());
 }
 
 TEST(MatmulKernelExpressionTest, EncodesTheAlignmentAndDtypes) {
@@ -1678,14 +1730,14 @@ TEST(MatmulWgmmaTest, SwapAbIsForSmallRowMajorMWithNarrowTiles) {
             6u * (64 + 16) * 128 + 16 * (64 + 4) * 4 + 16 * 6 + 16 + 1024);
   const std::vector<std::string> kernels = matmul().kernel_expressions(swap(64, 16), gemv);
   ASSERT_EQ(kernels.size(), 1u);
-  EXPECT_NE(kernels[0].find(",2,0,1,1,0>"), std::string::npos) << kernels[0];  // b=col, swap, no cluster K
+  EXPECT_NE(kernels[0].find(",2,0,1,1,0,0>"), std::string::npos) << kernels[0];  // b=col, swap, no cluster K
 
   // B row-major (k x n) becomes the kernel's column-major A.
   const Problem row_b = matmul_problem(16, 4096, 4096);
   const LaunchPlan row_plan = matmul().plan(swap(64, 16), row_b, hopper, addresses, 0, {});
   EXPECT_EQ(row_plan.steps[0].args.tensor_maps[0].dims[0], 4096u);  // N innermost
   EXPECT_EQ(row_plan.steps[0].args.tensor_maps[0].box[1], 64u);      // block_k rows of k
-  EXPECT_NE(matmul().kernel_expressions(swap(64, 16), row_b)[0].find(",3,0,1,1,0>"),
+  EXPECT_NE(matmul().kernel_expressions(swap(64, 16), row_b)[0].find(",3,0,1,1,0,0>"),
             std::string::npos);  // kernel A column-major, kernel B column-major
 }
 
@@ -1699,7 +1751,7 @@ TEST(MatmulWgmmaTest, SplitClusterSumsTheSlicesInOneLaunch) {
   EXPECT_EQ(matmul().workspace_bytes(config, problem, hopper), 0u);
   const std::vector<std::string> kernels = matmul().kernel_expressions(config, problem);
   ASSERT_EQ(kernels.size(), 1u);
-  EXPECT_NE(kernels[0].find(",0,8,0>"), std::string::npos) << kernels[0];
+  EXPECT_NE(kernels[0].find(",0,8,0,0>"), std::string::npos) << kernels[0];
   const std::uint64_t addresses[3] = {0x10000, 0x20000, 0x30000};
   const LaunchPlan plan = matmul().plan(config, problem, hopper, addresses, 0, {});
   ASSERT_EQ(plan.step_count, 1);
@@ -1729,7 +1781,7 @@ TEST(MatmulWgmmaTest, PingPongGivesEachOfTwoConsumersWholeTiles) {
     ASSERT_EQ(matmul().reject(config, problem, hopper), std::nullopt) << config.text();
     const std::vector<std::string> kernels = matmul().kernel_expressions(config, problem);
     ASSERT_EQ(kernels.size(), 1u);
-    EXPECT_NE(kernels[0].find(",0,1,1>"), std::string::npos) << kernels[0];  // swap, cluster_k, pingpong
+    EXPECT_NE(kernels[0].find(",0,1,1,0>"), std::string::npos) << kernels[0];  // swap, cluster_k, pingpong, grid sum
     const std::uint64_t addresses[3] = {0x10000, 0x20000, 0x30000};
     const LaunchPlan plan = matmul().plan(config, problem, hopper, addresses, 0, {});
     ASSERT_EQ(plan.step_count, 1);

@@ -246,6 +246,19 @@ TEST_F(GpuMatmul, WgmmaSplitKAndPaddedPlansMatchTheReference) {
       {{"matmul", DType::f16, DType::f16, {257, 1031, 517}, {{"a", "col"}, {"b", "col"}, {"residual", "1"}}},
        testing::wgmma_config(64, 64, 4, 1, 1, 1, 1, 4, 1)},
       {matmul(DType::bf16, DType::bf16, 300, 200, 1088), testing::wgmma_config(64, 64, 4, 1, 1, 1, 1, 8, 1)},
+      // K slices summed in the product's own grid (split_in_grid; each case runs twice, so the
+      // arrival counters must start over): a pair sharing B; ragged tiles with N off 4 columns
+      // (element loads); batches with the epilogue and slices left empty (17 K blocks in 8);
+      // slice-major order with a pair sharing A and fp32 C; tf32 with A column-major.
+      {matmul(DType::bf16, DType::bf16, 512, 512, 16384),
+       testing::wgmma_config(128, 128, 6, 2, 2, 1, 8, 8, 0, 0, 0, 0, 0, 1)},
+      {matmul(DType::f16, DType::f32, 257, 1031, 517), testing::wgmma_config(128, 128, 4, 2, 1, 1, 8, 4, 0, 0, 0, 256, 0, 1)},
+      {{"matmul", DType::bf16, DType::bf16, {2, 300, 200, 1088}, {{"act", "gelu"}, {"bias", "1"}, {"residual", "1"}}},
+       testing::wgmma_config(128, 128, 4, 2, 1, 1, 8, 8, 0, 0, 0, 256, 0, 1)},
+      {{"matmul", DType::bf16, DType::f32, {1000, 1000, 1000}, {{"act", "relu"}, {"bias", "1"}}},
+       testing::wgmma_config(128, 128, 4, 2, 1, 2, 8, 2, 0, 0, 1, 256, 0, 1)},
+      {{"matmul", DType::f32, DType::f32, {300, 500, 4104}, {{"a", "col"}}},
+       testing::tf32_config(128, 128, 4, 2, 1, 1, 8, 4, 0, 0, 0, 256, 0, 1)},
       // swap_ab (C^T = B^T A^T) for small M: alone, with split-K through the workspace, in a
       // cluster, B in either layout, unaligned rows, batches, narrow tiles cut by M.
       {{"matmul", DType::bf16, DType::bf16, {16, 4096, 4096}, {{"b", "col"}}},
