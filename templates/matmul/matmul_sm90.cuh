@@ -593,33 +593,6 @@ struct TileExchange {
   }
 };
 
-// The sum over `splits` K slices, `slice_floats` apart, of the run of four partials at `first`
-// (sum_block_in_grid): 16-byte loads where the runs start on 16 bytes (`vector`), eight slices'
-// loads in flight at once; else element by element, columns from `cols_left` on skipped. Read
-// through L2 only: other SMs wrote them in this grid.
-__device__ __forceinline__ void sum_slices(const float* first, long long slice_floats, int splits,
-                                           bool vector, int cols_left, float (&v)[4]) {
-  v[0] = v[1] = v[2] = v[3] = 0.f;
-  if (vector) {
-    for (int s0 = 0; s0 < splits; s0 += 8) {
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-        if (s0 + j < splits) {
-          const float4 x = __ldcg(reinterpret_cast<const float4*>(first + (s0 + j) * slice_floats));
-          v[0] += x.x;
-          v[1] += x.y;
-          v[2] += x.z;
-          v[3] += x.w;
-        }
-    }
-  } else {
-    for (int s = 0; s < splits; ++s)
-#pragma unroll
-      for (int q = 0; q < 4; ++q)
-        if (q < cols_left) v[q] += __ldcg(first + s * slice_floats + q);
-  }
-}
-
 // GRID_SUM: the K slices of a CTA block are summed by the CTAs that computed them, in the
 // product's own grid, not by a second launch that waits for the whole grid. Every consumer
 // thread, once its partials are stored: the CTA counts itself in on the block's counter in the
@@ -661,8 +634,9 @@ __device__ __forceinline__ void sum_block_in_grid(const MatmulSm90Params& p, int
     const int row = m0 + r / RUNS_ROW, col = n0 + (r % RUNS_ROW) * 4;
     if (row >= p.m || col >= p.n) continue;
     float v[4];
-    sum_slices(partials + static_cast<long long>(row) * p.n + col, slice_floats, splits,
-               p.n % 4 == 0, p.n - col, v);
+    // Through L2 only: other SMs wrote them in this grid.
+    sum_slices<true>(partials + static_cast<long long>(row) * p.n + col, slice_floats, splits,
+                     p.n % 4 == 0, p.n - col, v);
     store_reduced_run<KIND_OUT, EPI>(to, batch, row, col, v);
   }
 }

@@ -82,6 +82,40 @@ __device__ __forceinline__ void reduce_tail(const SplitKReduceParams& p) {
   }
 }
 
+// The sum over `splits` K slices, `slice_floats` apart, of the run of four partials at `first`:
+// 16-byte loads where the runs start on 16 bytes (`vector`), eight slices' loads in flight at
+// once; else element by element, columns from `cols_left` on skipped. L2_ONLY reads through L2
+// (ld.global.cg, a strong load in SASS) for partials other SMs wrote in the same grid (the
+// product's in-grid sum); the reduce, a launch after them, keeps weak loads (strong ones cost it
+// ~6%: docs/perf/matmul.md v27).
+template <bool L2_ONLY>
+__device__ __forceinline__ void sum_slices(const float* first, long long slice_floats, int splits,
+                                           bool vector, int cols_left, float (&v)[4]) {
+  v[0] = v[1] = v[2] = v[3] = 0.f;
+  if (vector) {
+    for (int s0 = 0; s0 < splits; s0 += 8) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        if (s0 + j < splits) {
+          const float4* at = reinterpret_cast<const float4*>(first + (s0 + j) * slice_floats);
+          const float4 x = L2_ONLY ? __ldcg(at) : *at;
+          v[0] += x.x;
+          v[1] += x.y;
+          v[2] += x.z;
+          v[3] += x.w;
+        }
+    }
+  } else {
+    for (int s = 0; s < splits; ++s)
+#pragma unroll
+      for (int q = 0; q < 4; ++q)
+        if (q < cols_left) {
+          const float* at = first + s * slice_floats + q;
+          v[q] += L2_ONLY ? __ldcg(at) : *at;
+        }
+  }
+}
+
 // Where run r of the non-tail sums lies: its row over every batch, its batch, row and first
 // column. 32-bit divisions where the runs fit them (64-bit ones are several times longer).
 struct ReducedRun {
@@ -109,9 +143,8 @@ __device__ __forceinline__ ReducedRun locate_run(const SplitKReduceParams& p, lo
   return run;
 }
 
-// A thread sums a run of 4 columns of one row over the slices: 16-byte loads where rows of n
-// partials start on 16 bytes, eight slices' loads in flight at once. The first run's place is
-// worked out before waiting for the product (launched early, the kernel does it while the
+// A thread sums a run of 4 columns of one row over the slices (sum_slices). The first run's
+// place is worked out before waiting for the product (launched early, the kernel does it while the
 // product drains), with 32-bit divisions where they suffice (v1 summed one element per thread,
 // with two 64-bit divisions each: 9.3 us for 512x512 in 8 slices, a third of the whole K-heavy
 // matmul).
@@ -132,26 +165,8 @@ __global__ void __launch_bounds__(256) splitk_reduce(const SplitKReduceParams p)
   wait_for_previous_launch();  // launched early on sm_90 (LaunchGeometry::early_start)
   for (; r < total; r += gridDim.x * 256ll) {
     if (r != blockIdx.x * 256ll + threadIdx.x) run = locate_run(p, r, runs, narrow);
-    float v[4] = {0.f, 0.f, 0.f, 0.f};
-    if (vector_loads) {
-      for (int s0 = 0; s0 < p.splits; s0 += 8) {
-#pragma unroll
-        for (int j = 0; j < 8; ++j)
-          if (s0 + j < p.splits) {
-            const float4 x =
-                *reinterpret_cast<const float4*>(p.partials + (s0 + j) * count + run.first);
-            v[0] += x.x;
-            v[1] += x.y;
-            v[2] += x.z;
-            v[3] += x.w;
-          }
-      }
-    } else {
-      for (int s = 0; s < p.splits; ++s)
-#pragma unroll
-        for (int q = 0; q < 4; ++q)
-          if (run.col + q < p.n) v[q] += p.partials[s * count + run.first + q];
-    }
+    float v[4];
+    sum_slices<false>(p.partials + run.first, count, p.splits, vector_loads, p.n - run.col, v);
     store_reduced_run<KIND_OUT, EPI>(p, run.batch, run.row, run.col, v);
   }
 }
