@@ -634,8 +634,8 @@ __device__ __forceinline__ void sum_block_in_grid(const MatmulSm90Params& p, int
     const int row = m0 + r / RUNS_ROW, col = n0 + (r % RUNS_ROW) * 4;
     if (row >= p.m || col >= p.n) continue;
     float v[4];
-    // Through L2 only: other SMs wrote them in this grid.
-    sum_slices<true>(partials + static_cast<long long>(row) * p.n + col, slice_floats, splits,
+    // Plain loads: thread 128's acquire and the barrier order them after every slice's stores.
+    sum_slices(partials + static_cast<long long>(row) * p.n + col, slice_floats, splits,
                      p.n % 4 == 0, p.n - col, v);
     store_reduced_run<KIND_OUT, EPI>(to, batch, row, col, v);
   }

@@ -84,11 +84,10 @@ __device__ __forceinline__ void reduce_tail(const SplitKReduceParams& p) {
 
 // The sum over `splits` K slices, `slice_floats` apart, of the run of four partials at `first`:
 // 16-byte loads where the runs start on 16 bytes (`vector`), eight slices' loads in flight at
-// once; else element by element, columns from `cols_left` on skipped. L2_ONLY reads through L2
-// (ld.global.cg, a strong load in SASS) for partials other SMs wrote in the same grid (the
-// product's in-grid sum); the reduce, a launch after them, keeps weak loads (strong ones cost it
-// ~6%: docs/perf/matmul.md v27).
-template <bool L2_ONLY>
+// once; else element by element, columns from `cols_left` on skipped. Plain (weak) loads, also
+// for the product's in-grid sum, where an acquire orders them after the other SMs' stores: the
+// strong loads of ld.global.cg cost the reduce ~6% and the in-grid sum ~2% (docs/perf/matmul.md
+// v27, v28).
 __device__ __forceinline__ void sum_slices(const float* first, long long slice_floats, int splits,
                                            bool vector, int cols_left, float (&v)[4]) {
   v[0] = v[1] = v[2] = v[3] = 0.f;
@@ -97,8 +96,7 @@ __device__ __forceinline__ void sum_slices(const float* first, long long slice_f
 #pragma unroll
       for (int j = 0; j < 8; ++j)
         if (s0 + j < splits) {
-          const float4* at = reinterpret_cast<const float4*>(first + (s0 + j) * slice_floats);
-          const float4 x = L2_ONLY ? __ldcg(at) : *at;
+          const float4 x = *reinterpret_cast<const float4*>(first + (s0 + j) * slice_floats);
           v[0] += x.x;
           v[1] += x.y;
           v[2] += x.z;
@@ -109,10 +107,7 @@ __device__ __forceinline__ void sum_slices(const float* first, long long slice_f
     for (int s = 0; s < splits; ++s)
 #pragma unroll
       for (int q = 0; q < 4; ++q)
-        if (q < cols_left) {
-          const float* at = first + s * slice_floats + q;
-          v[q] += L2_ONLY ? __ldcg(at) : *at;
-        }
+        if (q < cols_left) v[q] += first[s * slice_floats + q];
   }
 }
 
@@ -166,7 +161,7 @@ __global__ void __launch_bounds__(256) splitk_reduce(const SplitKReduceParams p)
   for (; r < total; r += gridDim.x * 256ll) {
     if (r != blockIdx.x * 256ll + threadIdx.x) run = locate_run(p, r, runs, narrow);
     float v[4];
-    sum_slices<false>(p.partials + run.first, count, p.splits, vector_loads, p.n - run.col, v);
+    sum_slices(p.partials + run.first, count, p.splits, vector_loads, p.n - run.col, v);
     store_reduced_run<KIND_OUT, EPI>(p, run.batch, run.row, run.col, v);
   }
 }
