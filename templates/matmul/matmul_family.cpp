@@ -306,9 +306,10 @@ std::vector<ParamSpec> variant_space(int variant) {
             {"unroll", {1, 2, 4, 8}},
             {"split_k", {1, 2, 4, 8}}};
   if (variant == kGemv)
-    // Weight rows per CTA, its warps (which split every row's K), and the 8-k chunks of each
-    // row a thread loads before its products.
-    return {{"block_n", {1, 2}}, {"warps", {2, 4, 8, 16}}, {"unroll", {1, 2}}};
+    // Weight rows per CTA, its warps (which split every row's K), the chunks of each row a
+    // thread loads before its products, and the elements of a chunk (one load: 2 to 16 bytes,
+    // as K's alignment allows).
+    return {{"block_n", {1, 2}}, {"warps", {2, 4, 8, 16}}, {"unroll", {1, 2, 4}}, {"vector", {1, 2, 4, 8}}};
   if (variant == kGemvKn)
     // Columns a thread loads at once (2 to 16 bytes, as N's alignment allows), the warps of a
     // CTA (which take its K slice's rows in turn), the rows of B a thread loads before their
@@ -364,19 +365,22 @@ struct DecodeConfig {
 };
 
 // The gemv template's CTA (matmul_gemv.cuh): block_n weight rows reduced along K by `warps`
-// warps, each thread loading `unroll` 8-k chunks of every row before their products.
+// warps, each thread loading `unroll` chunks of `vector` k of every row before their products.
 struct GemvConfig {
-  int block_n, warps, unroll;
+  int block_n, warps, unroll, vector;
   explicit GemvConfig(const Config& config)
-      : block_n(config.at("block_n")), warps(config.at("warps")), unroll(config.at("unroll")) {}
+      : block_n(config.at("block_n")),
+        warps(config.at("warps")),
+        unroll(config.at("unroll")),
+        vector(config.at("vector")) {}
   int threads() const { return warps * 32; }
   // A's rows rounded up to the kernel's ROWS: 1, 2 or 4.
   static int rows(long long m) { return m <= 1 ? 1 : m <= 2 ? 2 : 4; }
-  // Per thread: the sums, `unroll` 16-byte pieces of every row of W and A, ~60 of addresses,
-  // loop state and the epilogue. Checked against ptxas -v over the space (M = 1, 3, 4, with
-  // and without the epilogue; sm_80, sm_90a): no spills.
+  // Per thread: the sums, `unroll` pieces (a register per two elements) of every row of W and
+  // A, ~60 of addresses, loop state and the epilogue. Checked against ptxas -v over the space
+  // (M = 1, 3, 4, with and without the epilogue; sm_80, sm_90a): no spills.
   int registers(long long m) const {
-    return rows(m) * block_n + 4 * unroll * (rows(m) + block_n) + 60;
+    return rows(m) * block_n + (vector + 1) / 2 * unroll * (rows(m) + block_n) + 60;
   }
 };
 
@@ -480,7 +484,7 @@ class MatmulFamily final : public Family {
     for (const char* file :
          {"matmul/matmul.cuh", "matmul/matmul_params.h", "matmul/matmul_epilogue.cuh",
           "matmul/matmul_sm90.cuh", "matmul/matmul_decode.cuh", "matmul/matmul_gemv.cuh",
-          "matmul/matmul_gemv_kn.cuh", "matmul/matmul_sm90_params.h", "matmul/matmul_splitk.cuh",
+          "matmul/matmul_gemv_kn.cuh", "matmul/matmul_row_loads.cuh", "matmul/matmul_sm90_params.h", "matmul/matmul_splitk.cuh",
           "matmul/matmul_tile_order.cuh", "common/tile_primitives.cuh", "common/activation.h",
           "common/elementwise.cuh", "common/hopper.cuh", "common/tensor_map.h",
           "common/copy_rows.cuh", "common/copy_rows_params.h"})
@@ -594,10 +598,18 @@ class MatmulFamily final : public Family {
     // the 117 MB weights at 1.05-1.10x the floor (docs/perf/matmul.md v18). From four rows on
     // the decode template's MMAs win (4x4096x4096: 0.0167 against 0.0178 ms).
     if (s.m <= 2 && s.batch * ceil_div(s.n, 2) >= 2ll * device.sm_count) {
+      // Where K's rows are off 16 bytes, loads as wide as they allow, read in place (padded,
+      // the weight took three passes: 1x8968x6564 0.151 ms against 0.047, 1.44x cuBLAS), and
+      // for rows on 4 or 2 bytes 4 chunks a thread in flight on 8 warps (1x8192x4094: 0.0286
+      // ms, against 0.0360 at the 16-byte loads' 1 chunk on 16; docs/perf/matmul.md v28).
+      int vector = 8;
+      while (s.k % vector || (vector == 8 && !s.aligned())) vector /= 2;
+      const int unroll = vector <= 2 ? 4 : static_cast<int>(s.m);
+      const int most_warps = s.m == 2 ? 4 : vector <= 2 ? 8 : 16;
       for (int warps : {16, 8, 4, 2}) {
-        if (s.m == 2 && warps > 4) continue;
+        if (warps > most_warps) continue;
         const Config gemv{{{"variant", kGemv}, {"block_n", 2}, {"warps", warps},
-                           {"unroll", static_cast<int>(s.m)}}};
+                           {"unroll", unroll}, {"vector", vector}}};
         if (!reject(gemv, problem, device)) return gemv;
       }
     }
@@ -838,7 +850,8 @@ class MatmulFamily final : public Family {
       const GemvConfig c(config);
       return {"tilesmith::matmul_gemv<" + std::to_string(GemvConfig::rows(s.m)) + "," +
               std::to_string(c.block_n) + "," + std::to_string(c.threads()) + "," +
-              std::to_string(c.unroll) + "," + kinds + "," + std::to_string(s.epilogue) + ">"};
+              std::to_string(c.unroll) + "," + std::to_string(c.vector) + "," + kinds + "," +
+              std::to_string(s.epilogue) + ">"};
     }
     if (config.at("variant") == kGemvKn) {
       const GemvKnConfig c(config);
@@ -1190,15 +1203,12 @@ class MatmulFamily final : public Family {
     plan.add(index, reduce, KernelArgs::of(p));
   }
 
-  // What the templates that read x @ W^T's rows straight from global memory in 16-byte pieces
-  // (decode, gemv) need of the problem; `kernel` names the template in the reason.
+  // What the templates that read x @ W^T's rows straight from global memory (decode, gemv)
+  // need of the problem; `kernel` names the template in the reason.
   static std::optional<std::string> reject_row_reader(const MatmulShape& s, const std::string& kernel) {
     if (s.tf32()) return "the " + kernel + " kernel takes bf16 or f16 inputs";
     if (s.a_columns || !s.b_columns)
       return "the " + kernel + " kernel reads A row-major and B column-major (x @ W^T)";
-    if (!s.aligned())
-      return "the " + kernel + " kernel reads rows in 16-byte pieces: K and the row strides "
-             "must be multiples of 8 elements";
     return std::nullopt;
   }
 
@@ -1207,6 +1217,13 @@ class MatmulFamily final : public Family {
                                                 const DeviceTarget& device) {
     const MatmulShape s(problem);
     if (auto wrong = reject_row_reader(s, "gemv")) return wrong;
+    if (c.vector != 1 && c.vector != 2 && c.vector != 4 && c.vector != 8)
+      return "vector must be 1, 2, 4 or 8 elements";
+    // Wide loads need the rows on `vector` elements: where K is off them, every call would take
+    // the element-by-element loads.
+    if (s.k % c.vector) return "K is not a multiple of vector: its rows allow no wide loads";
+    if (c.vector == 8 && !s.aligned())
+      return "16-byte loads (vector 8) need rows and strides on 16 bytes (an aligned problem)";
     // Eight rows of A made ptxas spill a few bytes where registers were left (M = 8 with one
     // row of W, sm_80 and sm_90a); the MMA templates take them.
     if (s.m > 4) return "the gemv kernel is for M <= 4";
@@ -1217,7 +1234,7 @@ class MatmulFamily final : public Family {
     if (GemvConfig::rows(s.m) * c.block_n > c.threads()) return "fewer threads than outputs";
     if (c.block_n > 1 && c.block_n / 2 >= s.n) return "block_n past twice N only reads zeros";
     // Every thread needs a chunk of every row: more threads than K's chunks only idle.
-    if (c.warps > 2 && static_cast<long long>(c.threads() / 2) * 8 >= s.k)
+    if (c.warps > 2 && static_cast<long long>(c.threads() / 2) * c.vector >= s.k)
       return "half the threads would have no chunk of K";
     const int register_cap = std::min(255, device.regs_per_block / c.threads());
     if (c.registers(s.m) > register_cap)
@@ -1263,6 +1280,9 @@ class MatmulFamily final : public Family {
                                                   const DeviceTarget& device) {
     const MatmulShape s(problem);
     if (auto wrong = reject_row_reader(s, "decode")) return wrong;
+    if (!s.aligned())
+      return "the decode kernel reads rows in 16-byte pieces: K and the row strides must be "
+             "multiples of 8 elements";
     if (s.m > 32) return "the decode kernel is for M <= 32";
     if (c.block_n <= 0 || c.block_n % 8) return "block_n must be a positive multiple of 8";
     if (c.warps < 1 || c.unroll < 1 || c.split_k < 1)

@@ -1,12 +1,16 @@
 // Matmul for a few rows of A (M <= 4) with B column-major (x @ W^T), sm_80+: each CTA reduces
 // COLS whole rows of the weight W (stored n x k) along K, the access of a row reduction, which
-// is what Inductor's kernel for M = 1 is (docs/perf/matmul.md v18): every thread reads 16
-// contiguous bytes of each of the CTA's rows per chunk, so a warp reads 512 contiguous bytes of
-// a row an instruction, and the CTAs are small and many (one or two rows each), so the SMs
-// take them as they free up and no SM is left with a longer share of the weight.
+// is what Inductor's kernel for M = 1 is (docs/perf/matmul.md v18): every thread reads VEC
+// contiguous elements of each of the CTA's rows per chunk (16 bytes where K allows; 8, 4 or 2
+// where K is off 16 bytes, so rows TMA cannot read are read in place, not copied into padded
+// ones first), so a warp reads 32 x VEC contiguous elements of a row an instruction, and the
+// CTAs are small and many (one or two rows each), so the SMs take them as they free up and no SM
+// is left with a longer share of the weight.
 //
-// per thread: chunks of 8 k, THREADS x 8 k apart; UNROLL chunks of every row (W's and A's) are
+// per thread: chunks of VEC k, THREADS x VEC k apart; UNROLL chunks of every row (W's and A's)
 //             loaded before their products, and the fp32 sums of its ROWS x COLS outputs kept.
+//             One load a chunk where the call's rows and batches of A and W are on VEC
+//             elements (always at VEC 8: aligned problems only), else element by element.
 // per CTA:    the sums reduced over each warp by shuffles, then over the warps through shared
 //             memory; thread i < ROWS x COLS finishes output (i / COLS, i % COLS) with the
 //             epilogue and stores it.
@@ -18,28 +22,65 @@
 #include "matmul/matmul_decode.cuh"
 #include "matmul/matmul_epilogue.cuh"
 #include "matmul/matmul_params.h"
+#include "matmul/matmul_row_loads.cuh"
 
 namespace tilesmith {
 
-// The dot product of eight 16-bit elements of a and b, added to sum in fp32.
-template <int KIND>
-__device__ __forceinline__ float dot8(const uint4& a, const uint4& b, float sum) {
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const unsigned x = word(a, i), y = word(b, i);
-    sum = fmaf(to_float(static_cast<half_bits>(x & 0xffffu), KIND),
-               to_float(static_cast<half_bits>(y & 0xffffu), KIND), sum);
-    sum = fmaf(to_float(static_cast<half_bits>(x >> 16), KIND),
-               to_float(static_cast<half_bits>(y >> 16), KIND), sum);
-  }
-  return sum;
-}
+template <int ROWS, int COLS, int THREADS, int UNROLL, int VEC, int IN_KIND>
+struct Gemv {
+  using Element = RowElement<IN_KIND>;
+  using Piece = typename Element::template Columns<VEC>;
+  static_assert(VEC == 1 || VEC == 2 || VEC == 4 || VEC == 8, "VEC: 2 to 16 bytes a load");
 
-template <int ROWS, int COLS, int THREADS, int UNROLL, int IN_KIND, int OUT_KIND, int EPI>
+  // VEC elements of a row from `src`, `valid` of them inside K (all or none where WIDE). W's
+  // rows are read once (STREAMED keeps 16-byte pieces out of L1, which A's rows use).
+  template <bool WIDE, bool STREAMED>
+  __device__ __forceinline__ static Piece load(const half_bits* src, int valid) {
+    Piece piece;
+    if constexpr (WIDE && VEC == 8) {
+      const uint4 v = load_16_or_zero<STREAMED>(src, valid > 0);
+      piece.words[0] = v.x, piece.words[1] = v.y, piece.words[2] = v.z, piece.words[3] = v.w;
+    } else {
+      load_columns<VEC, WIDE, IN_KIND>(src, valid, piece);
+    }
+    return piece;
+  }
+
+  // The thread's sums over its chunks of K; WIDE: one load a chunk.
+  template <bool WIDE>
+  __device__ static void run(const MatmulParams& p, const half_bits* const (&w_row)[COLS],
+                             const bool (&w_inside)[COLS], const half_bits* const (&a_row)[ROWS],
+                             const bool (&a_inside)[ROWS], float (&sum)[ROWS][COLS]) {
+    constexpr int STEP = THREADS * VEC;  // k between a thread's chunks
+    for (int k0 = threadIdx.x * VEC; k0 < p.k; k0 += UNROLL * STEP) {
+      Piece w[UNROLL][COLS], x[UNROLL][ROWS];
+#pragma unroll
+      for (int u = 0; u < UNROLL; ++u) {
+        const int k = k0 + u * STEP;
+        const int valid = max(0, min(VEC, p.k - k));
+#pragma unroll
+        for (int c = 0; c < COLS; ++c) w[u][c] = load<WIDE, true>(w_row[c] + k, w_inside[c] ? valid : 0);
+#pragma unroll
+        for (int r = 0; r < ROWS; ++r) x[u][r] = load<WIDE, false>(a_row[r] + k, a_inside[r] ? valid : 0);
+      }
+#pragma unroll
+      for (int u = 0; u < UNROLL; ++u)
+#pragma unroll
+        for (int r = 0; r < ROWS; ++r)
+#pragma unroll
+          for (int c = 0; c < COLS; ++c)
+#pragma unroll
+            for (int e = 0; e < VEC; ++e)
+              sum[r][c] = fmaf(Element::value(x[u][r], e), Element::value(w[u][c], e), sum[r][c]);
+    }
+  }
+};
+
+template <int ROWS, int COLS, int THREADS, int UNROLL, int VEC, int IN_KIND, int OUT_KIND, int EPI>
 __global__ void __launch_bounds__(THREADS) matmul_gemv(const MatmulParams p) {
   static_assert(THREADS % 32 == 0 && ROWS * COLS <= THREADS, "whole warps; a thread per output");
+  using Kernel = Gemv<ROWS, COLS, THREADS, UNROLL, VEC, IN_KIND>;
   constexpr int WARPS = THREADS / 32;
-  constexpr int STEP = THREADS * 8;  // k between a thread's chunks
   __shared__ float warp_sums[WARPS][ROWS * COLS];
 
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -68,27 +109,19 @@ __global__ void __launch_bounds__(THREADS) matmul_gemv(const MatmulParams p) {
   for (int r = 0; r < ROWS; ++r)
 #pragma unroll
     for (int c = 0; c < COLS; ++c) sum[r][c] = 0.f;
-
-  for (int k0 = threadIdx.x * 8; k0 < p.k; k0 += UNROLL * STEP) {
-    uint4 w[UNROLL][COLS], x[UNROLL][ROWS];
-#pragma unroll
-    for (int u = 0; u < UNROLL; ++u) {
-      // K is a multiple of 8 (aligned problems only): a thread's 8 k are all inside or out.
-      const int k = k0 + u * STEP;
-      const bool k_inside = k < p.k;
-#pragma unroll
-      for (int c = 0; c < COLS; ++c)
-        w[u][c] = load_16_or_zero<true>(w_row[c] + k, k_inside && w_inside[c]);
-#pragma unroll
-      for (int r = 0; r < ROWS; ++r)
-        x[u][r] = load_16_or_zero<false>(a_row[r] + k, k_inside && a_inside[r]);
-    }
-#pragma unroll
-    for (int u = 0; u < UNROLL; ++u)
-#pragma unroll
-      for (int r = 0; r < ROWS; ++r)
-#pragma unroll
-        for (int c = 0; c < COLS; ++c) sum[r][c] = dot8<IN_KIND>(x[u][r], w[u][c], sum[r][c]);
+  // Loads of 16 bytes are for aligned problems only, whose rows, batches and bases are on them.
+  // Narrower ones need A's and W's rows and batches on VEC elements, which a call may break (a
+  // view starting at an odd column): then element by element. (Not compiled in for VEC 8: its
+  // registers cost the 16-byte loop a CTA an SM.)
+  if constexpr (VEC == 8) {
+    Kernel::template run<true>(p, w_row, w_inside, a_row, a_inside, sum);
+  } else {
+    const unsigned long long offsets =
+        static_cast<unsigned long long>(p.lda | p.ldb | p.stride_a | p.stride_b) * sizeof(half_bits);
+    if (offsets % (VEC * sizeof(half_bits)) == 0)
+      Kernel::template run<true>(p, w_row, w_inside, a_row, a_inside, sum);
+    else
+      Kernel::template run<false>(p, w_row, w_inside, a_row, a_inside, sum);
   }
 
 #pragma unroll

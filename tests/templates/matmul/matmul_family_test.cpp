@@ -107,7 +107,7 @@ TEST(MatmulFamilyTest, EachVariantsConfigsCarryExactlyItsParameters) {
                                        "group_m",   "split_k",   "split_cluster", "swap_ab",
                                        "slice_major", "l2_promotion", "pingpong", "split_in_grid"};
   const std::set<std::string> decode = {"variant", "block_n", "warps", "unroll", "split_k"};
-  const std::set<std::string> gemv = {"variant", "block_n", "warps", "unroll"};
+  const std::set<std::string> gemv = {"variant", "block_n", "warps", "unroll", "vector"};
   const std::set<std::string> gemv_kn = {"variant", "vector", "warps", "unroll", "split_k"};
   const std::map<int, std::set<std::string>> by_variant = {
       {0, mma}, {1, wgmma}, {2, decode}, {3, gemv}, {4, gemv_kn}};
@@ -1914,6 +1914,12 @@ TEST(MatmulGemvTest, IsForAFewRowsTimesAColumnMajorWeight) {
   EXPECT_TRUE(matmul().reject(config, x_times_w_t({5, 4096, 4096}), ampere));
   EXPECT_TRUE(matmul().reject(config, x_times_w_t({1, 4096, 4096}, DType::f32), ampere));
   EXPECT_TRUE(matmul().reject(config, x_times_w_t({1, 4096, 4100}), ampere));
+  // Rows off 16 bytes are read in place, in loads as wide as K allows.
+  EXPECT_EQ(matmul().reject(testing::gemv_config(2, 8, 2, 4), x_times_w_t({1, 4096, 4100}), ampere), std::nullopt);
+  EXPECT_EQ(matmul().reject(testing::gemv_config(2, 8, 2, 2), x_times_w_t({2, 4096, 4094}), ampere), std::nullopt);
+  EXPECT_EQ(matmul().reject(testing::gemv_config(2, 8, 2, 1), x_times_w_t({1, 4096, 4095}), ampere), std::nullopt);
+  EXPECT_TRUE(matmul().reject(testing::gemv_config(2, 8, 2, 2), x_times_w_t({1, 4096, 4095}), ampere));
+  EXPECT_TRUE(matmul().reject(testing::gemv_config(2, 8, 2, 3), x_times_w_t({1, 4096, 4095}), ampere));
   // Rows past twice N, threads with no chunk of K, more batches than grid z holds.
   EXPECT_TRUE(matmul().reject(testing::gemv_config(2, 2, 1), x_times_w_t({1, 1, 4096}), ampere));
   EXPECT_TRUE(matmul().reject(testing::gemv_config(1, 8, 1), x_times_w_t({1, 4096, 1024}), ampere));
@@ -1924,7 +1930,7 @@ TEST(MatmulGemvTest, IsForAFewRowsTimesAColumnMajorWeight) {
   const Problem problem = x_times_w_t({2, 3, 1000, 1032}, DType::f16, DType::bf16, {{"act", "gelu"}, {"bias", "1"}});
   const std::vector<std::string> kernels = matmul().kernel_expressions(config, problem);
   ASSERT_EQ(kernels.size(), 1u);
-  EXPECT_EQ(kernels[0], "tilesmith::matmul_gemv<4,2,256,2,0,1,6>");  // 3 rows in 4; gelu + bias
+  EXPECT_EQ(kernels[0], "tilesmith::matmul_gemv<4,2,256,2,8,0,1,6>");  // 3 rows in 4; gelu + bias
   EXPECT_EQ(matmul().kernel_file(config), "matmul/matmul_gemv.cuh");
   EXPECT_EQ(matmul().workspace_bytes(config, problem, ampere), 0u);
   const std::uint64_t addresses[4] = {0x10000, 0x20000, 0x30000, 0x40000};
@@ -1944,10 +1950,17 @@ TEST(MatmulGemvTest, IsForAFewRowsTimesAColumnMajorWeight) {
   // give two CTAs an SM: 16 warps for one row, 4 for two, fewer where K is short.
   const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
   const Config one = matmul().default_config(x_times_w_t({1, 14336, 4096}), hopper);
-  EXPECT_EQ(one.text(), "block_n=2,unroll=1,variant=3,warps=16");
+  EXPECT_EQ(one.text(), "block_n=2,unroll=1,variant=3,vector=8,warps=16");
   EXPECT_EQ(matmul().default_config(x_times_w_t({2, 4096, 4096}), ampere).text(),
-            "block_n=2,unroll=2,variant=3,warps=4");
+            "block_n=2,unroll=2,variant=3,vector=8,warps=4");
   EXPECT_EQ(matmul().default_config(x_times_w_t({1, 4096, 1024}), hopper).at("warps"), 4);
+  EXPECT_EQ(matmul().default_config(x_times_w_t({1, 8968, 6564}), hopper).text(),
+            "block_n=2,unroll=1,variant=3,vector=4,warps=16");
+  EXPECT_EQ(matmul().default_config(x_times_w_t({1, 8192, 4094}), hopper).text(),
+            "block_n=2,unroll=4,variant=3,vector=2,warps=8");
+  EXPECT_EQ(matmul().default_config(x_times_w_t({2, 8192, 4094}), hopper).text(),
+            "block_n=2,unroll=4,variant=3,vector=2,warps=4");
+  EXPECT_EQ(matmul().default_config(x_times_w_t({1, 8192, 4095}), hopper).at("vector"), 1);
   EXPECT_EQ(matmul().default_config(x_times_w_t({1, 64, 4096}), hopper).at("variant"), 2);  // 32 CTAs
   EXPECT_EQ(matmul().default_config(x_times_w_t({4, 4096, 4096}), hopper).at("variant"), 2);
   EXPECT_EQ(matmul().default_config(matmul_problem(1, 4096, 4096), hopper).at("variant"), 1);

@@ -526,8 +526,8 @@ TEST_F(GpuMatmul, DecodeKernelMatchesTheReference) {
 
 // The gemv template (variant 3, any sm_80+ GPU): 1 to 4 rows of A against a column-major
 // weight, one or two weight rows a CTA, K split among 2 to 16 warps, N and K off the CTAs'
-// chunks (K = 40 and 264: threads with no chunk), batches, every output type and the fused
-// epilogue.
+// chunks (K = 40 and 264: threads with no chunk), rows off 16 bytes read in place (K = 4100,
+// 1030, 1001), batches, every output type and the fused epilogue.
 TEST_F(GpuMatmul, GemvKernelMatchesTheReference) {
   using testing::gemv_config;
   using testing::x_times_w_t;
@@ -546,13 +546,19 @@ TEST_F(GpuMatmul, GemvKernelMatchesTheReference) {
        {gemv_config(1, 2, 1), gemv_config(2, 2, 1)}},
       {x_times_w_t({1, 1, 8}, DType::bf16, DType::f32), {gemv_config(1, 2, 1)}},
       {x_times_w_t({1, 4096, 14336}, DType::bf16, DType::bf16, {{"act", "relu"}}), {gemv_config(1, 8, 2)}},
+      // Rows off 16 bytes, read in place: loads of 8, 4 and 2 bytes; N odd.
+      {x_times_w_t({1, 4096, 4100}, DType::bf16, DType::bf16), {gemv_config(2, 16, 1, 4), gemv_config(2, 8, 4, 4)}},
+      {x_times_w_t({2, 1001, 1030}, DType::f16, DType::f32, {{"act", "relu"}, {"bias", "1"}}),
+       {gemv_config(2, 4, 2, 2), gemv_config(1, 2, 4, 2)}},
+      {x_times_w_t({3, 2, 77, 1001}, DType::bf16, DType::bf16, {{"residual", "1"}}),
+       {gemv_config(2, 4, 2, 1), gemv_config(1, 8, 1, 1)}},
   };
   int checked = 0;
   for (const Case& c : cases) {
     ASSERT_NO_FATAL_FAILURE(verify_configs(c.problem, c.configs, {41, 42}));
     checked += static_cast<int>(c.configs.size());
   }
-  EXPECT_EQ(checked, 13);
+  EXPECT_EQ(checked, 19);
 }
 
 // The row-major-B gemv template (variant 4, any sm_80+ GPU): 1 to 32 rows of A (either layout)
@@ -726,6 +732,13 @@ TEST_F(GpuMatmul, StridedAndSharedBatchesMatchTheReference) {
        {272, 7 * 272 + 8, 523, 264 * 523 + 3, 0, 0, 528, 7 * 528 + 8},
        true,
        {mma, testing::gemv_kn_config(8, 4, 8), testing::gemv_kn_config(2, 4, 4, 2)}},
+      // Two rows against a weight whose rows and batches are off 16 bytes, and A's rows off
+      // every wide load: the gemv template reads them in place, one element at a time at run
+      // time, whatever its vector.
+      {{"matmul", DType::bf16, DType::bf16, {2, 2, 300, 520}, {{"b", "col"}}},
+       {523, 2 * 523 + 1, 522, 300 * 522 + 2, 0, 0, 304, 2 * 304 + 8},
+       true,
+       {testing::gemv_config(2, 4, 2, 8), testing::gemv_config(2, 4, 2, 4), testing::gemv_config(1, 4, 1, 2)}},
       // tf32: a shared row-major B transposed once, A's strided batches padded.
       {{"matmul", DType::f32, DType::f32, {3, 64, 96, 200}, {}},
        {203, 64 * 203 + 7, 100, 0, 0, 0, 96, 64 * 96},
