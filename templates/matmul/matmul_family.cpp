@@ -597,15 +597,18 @@ class MatmulFamily final : public Family {
     // 1x4096x4096 0.0153 ms against the decode template's 0.0176 and Inductor's 0.0161, and
     // the 117 MB weights at 1.05-1.10x the floor (docs/perf/matmul.md v18). From four rows on
     // the decode template's MMAs win (4x4096x4096: 0.0167 against 0.0178 ms).
-    if (s.m <= 2 && s.batch * ceil_div(s.n, 2) >= 2ll * device.sm_count) {
-      // Where K's rows are off 16 bytes, loads as wide as they allow, read in place (padded,
-      // the weight took three passes: 1x8968x6564 0.151 ms against 0.047, 1.44x cuBLAS), and
-      // for rows on 4 or 2 bytes 4 chunks a thread in flight on 8 warps (1x8192x4094: 0.0286
-      // ms, against 0.0360 at the 16-byte loads' 1 chunk on 16; docs/perf/matmul.md v28).
+    // Where K's rows are off 16 bytes, also for three or four rows (the decode template reads
+    // 16-byte pieces), with loads as wide as the rows allow, read in place (padded, the weight
+    // took three passes: 1x8968x6564 0.151 ms against 0.047, 1.44x cuBLAS). For one or two rows
+    // on 4 or 2 bytes, 4 chunks a thread in flight on 8 warps (1x8192x4094: 0.0286 ms, against
+    // 0.0360 at the 16-byte loads' 1 chunk on 16); for three or four rows, whose sums take the
+    // registers, 1 chunk (2 of one element) on 4 warps: the sweeps' winners at 3x8192x4094,
+    // 4x4096x4095 and 4x14336x4100 (docs/perf/matmul.md v28).
+    if ((s.m <= 2 || (s.m <= 4 && !s.aligned())) && s.batch * ceil_div(s.n, 2) >= 2ll * device.sm_count) {
       int vector = 8;
       while (s.k % vector || (vector == 8 && !s.aligned())) vector /= 2;
-      const int unroll = vector <= 2 ? 4 : static_cast<int>(s.m);
-      const int most_warps = s.m == 2 ? 4 : vector <= 2 ? 8 : 16;
+      const int unroll = s.m > 2 ? (vector == 1 ? 2 : 1) : vector <= 2 ? 4 : static_cast<int>(s.m);
+      const int most_warps = s.m >= 2 ? 4 : vector <= 2 ? 8 : 16;
       for (int warps : {16, 8, 4, 2}) {
         if (warps > most_warps) continue;
         const Config gemv{{{"variant", kGemv}, {"block_n", 2}, {"warps", warps},

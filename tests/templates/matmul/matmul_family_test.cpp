@@ -1920,6 +1920,11 @@ TEST(MatmulGemvTest, IsForAFewRowsTimesAColumnMajorWeight) {
   EXPECT_EQ(matmul().reject(testing::gemv_config(2, 8, 2, 1), x_times_w_t({1, 4096, 4095}), ampere), std::nullopt);
   EXPECT_TRUE(matmul().reject(testing::gemv_config(2, 8, 2, 2), x_times_w_t({1, 4096, 4095}), ampere));
   EXPECT_TRUE(matmul().reject(testing::gemv_config(2, 8, 2, 3), x_times_w_t({1, 4096, 4095}), ampere));
+  // 16-byte loads only where a call's strides must be on 16 bytes too.
+  EXPECT_TRUE(matmul().reject(config, x_times_w_t({1, 4096, 4096}, DType::bf16, DType::bf16, {{"aligned", "0"}}), ampere));
+  EXPECT_EQ(matmul().reject(testing::gemv_config(2, 8, 2, 4), x_times_w_t({1, 4096, 4096}, DType::bf16, DType::bf16,
+                                                                         {{"aligned", "0"}}), ampere),
+            std::nullopt);
   // Rows past twice N, threads with no chunk of K, more batches than grid z holds.
   EXPECT_TRUE(matmul().reject(testing::gemv_config(2, 2, 1), x_times_w_t({1, 1, 4096}), ampere));
   EXPECT_TRUE(matmul().reject(testing::gemv_config(1, 8, 1), x_times_w_t({1, 4096, 1024}), ampere));
@@ -1961,6 +1966,12 @@ TEST(MatmulGemvTest, IsForAFewRowsTimesAColumnMajorWeight) {
   EXPECT_EQ(matmul().default_config(x_times_w_t({2, 8192, 4094}), hopper).text(),
             "block_n=2,unroll=4,variant=3,vector=2,warps=4");
   EXPECT_EQ(matmul().default_config(x_times_w_t({1, 8192, 4095}), hopper).at("vector"), 1);
+  // Three or four rows too where the rows are off 16 bytes (the decode template's are on them).
+  EXPECT_EQ(matmul().default_config(x_times_w_t({4, 8968, 6564}), hopper).text(),
+            "block_n=2,unroll=1,variant=3,vector=4,warps=4");
+  EXPECT_EQ(matmul().default_config(x_times_w_t({3, 8192, 4095}), hopper).text(),
+            "block_n=2,unroll=2,variant=3,vector=1,warps=4");
+  EXPECT_EQ(matmul().default_config(x_times_w_t({4, 4096, 4096}), hopper).at("variant"), 2);  // decode
   EXPECT_EQ(matmul().default_config(x_times_w_t({1, 64, 4096}), hopper).at("variant"), 2);  // 32 CTAs
   EXPECT_EQ(matmul().default_config(x_times_w_t({4, 4096, 4096}), hopper).at("variant"), 2);
   EXPECT_EQ(matmul().default_config(matmul_problem(1, 4096, 4096), hopper).at("variant"), 1);

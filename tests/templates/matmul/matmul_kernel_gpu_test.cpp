@@ -732,13 +732,17 @@ TEST_F(GpuMatmul, StridedAndSharedBatchesMatchTheReference) {
        {272, 7 * 272 + 8, 523, 264 * 523 + 3, 0, 0, 528, 7 * 528 + 8},
        true,
        {mma, testing::gemv_kn_config(8, 4, 8), testing::gemv_kn_config(2, 4, 4, 2)}},
-      // Two rows against a weight whose rows and batches are off 16 bytes, and A's rows off
-      // every wide load: the gemv template reads them in place, one element at a time at run
-      // time, whatever its vector.
+      // Two rows against a weight whose rows and batches are off 16 bytes: the gemv template
+      // reads them in place, its loads of 4 bytes where the strides allow them (the second
+      // case), else one element at a time (A's odd rows in the first, rows off 8 bytes).
       {{"matmul", DType::bf16, DType::bf16, {2, 2, 300, 520}, {{"b", "col"}}},
        {523, 2 * 523 + 1, 522, 300 * 522 + 2, 0, 0, 304, 2 * 304 + 8},
        true,
-       {testing::gemv_config(2, 4, 2, 8), testing::gemv_config(2, 4, 2, 4), testing::gemv_config(1, 4, 1, 2)}},
+       {testing::gemv_config(2, 4, 2, 4), testing::gemv_config(1, 4, 1, 2), testing::gemv_config(2, 4, 4, 1)}},
+      {{"matmul", DType::bf16, DType::bf16, {2, 2, 300, 520}, {{"b", "col"}}},
+       {522, 2 * 522 + 2, 522, 300 * 522 + 2, 0, 0, 304, 2 * 304 + 8},
+       true,
+       {testing::gemv_config(2, 4, 4, 2), testing::gemv_config(2, 4, 2, 4)}},
       // tf32: a shared row-major B transposed once, A's strided batches padded.
       {{"matmul", DType::f32, DType::f32, {3, 64, 96, 200}, {}},
        {203, 64 * 203 + 7, 100, 0, 0, 0, 96, 64 * 96},
