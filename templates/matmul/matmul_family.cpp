@@ -69,6 +69,14 @@ struct MatmulShape {
   long long b_row_length() const { return b_columns ? k : n; }
   // cp.async and TMA move 16 bytes: stored rows must start on 16-byte boundaries.
   long long per_16_bytes() const { return 16 / in_bytes; }
+  // The elements a row reader (gemv) loads at once from rows of K (16-bit inputs): 16 bytes in
+  // an aligned problem, else as many as divide K (8, 4, 2 bytes or one element). A call whose
+  // strides are off them is read element by element (checked by the kernel at run time).
+  int row_vector() const {
+    int vector = 8;
+    while (k % vector || (vector == 8 && !aligned())) vector /= 2;
+    return vector;
+  }
   bool rows_aligned() const {
     return a_row_length() % per_16_bytes() == 0 && b_row_length() % per_16_bytes() == 0;
   }
@@ -306,10 +314,9 @@ std::vector<ParamSpec> variant_space(int variant) {
             {"unroll", {1, 2, 4, 8}},
             {"split_k", {1, 2, 4, 8}}};
   if (variant == kGemv)
-    // Weight rows per CTA, its warps (which split every row's K), the chunks of each row a
-    // thread loads before its products, and the elements of a chunk (one load: 2 to 16 bytes,
-    // as K's alignment allows).
-    return {{"block_n", {1, 2}}, {"warps", {2, 4, 8, 16}}, {"unroll", {1, 2, 4}}, {"vector", {1, 2, 4, 8}}};
+    // Weight rows per CTA, its warps (which split every row's K), and the chunks of each row a
+    // thread loads before its products (a chunk: MatmulShape::row_vector() elements).
+    return {{"block_n", {1, 2}}, {"warps", {2, 4, 8, 16}}, {"unroll", {1, 2, 4}}};
   if (variant == kGemvKn)
     // Columns a thread loads at once (2 to 16 bytes, as N's alignment allows), the warps of a
     // CTA (which take its K slice's rows in turn), the rows of B a thread loads before their
@@ -365,21 +372,19 @@ struct DecodeConfig {
 };
 
 // The gemv template's CTA (matmul_gemv.cuh): block_n weight rows reduced along K by `warps`
-// warps, each thread loading `unroll` chunks of `vector` k of every row before their products.
+// warps, each thread loading `unroll` chunks (of row_vector() k) of every row before their
+// products.
 struct GemvConfig {
-  int block_n, warps, unroll, vector;
+  int block_n, warps, unroll;
   explicit GemvConfig(const Config& config)
-      : block_n(config.at("block_n")),
-        warps(config.at("warps")),
-        unroll(config.at("unroll")),
-        vector(config.at("vector")) {}
+      : block_n(config.at("block_n")), warps(config.at("warps")), unroll(config.at("unroll")) {}
   int threads() const { return warps * 32; }
   // A's rows rounded up to the kernel's ROWS: 1, 2 or 4.
   static int rows(long long m) { return m <= 1 ? 1 : m <= 2 ? 2 : 4; }
-  // Per thread: the sums, `unroll` pieces (a register per two elements) of every row of W and
+  // Per thread: the sums, `unroll` chunks (a register per two elements) of every row of W and
   // A, ~60 of addresses, loop state and the epilogue. Checked against ptxas -v over the space
   // (M = 1, 3, 4, with and without the epilogue; sm_80, sm_90a): no spills.
-  int registers(long long m) const {
+  int registers(long long m, int vector) const {
     return rows(m) * block_n + (vector + 1) / 2 * unroll * (rows(m) + block_n) + 60;
   }
 };
@@ -605,14 +610,13 @@ class MatmulFamily final : public Family {
     // registers, 1 chunk (2 of one element) on 4 warps: the sweeps' winners at 3x8192x4094,
     // 4x4096x4095 and 4x14336x4100 (docs/perf/matmul.md v28).
     if ((s.m <= 2 || (s.m <= 4 && !s.aligned())) && s.batch * ceil_div(s.n, 2) >= 2ll * device.sm_count) {
-      int vector = 8;
-      while (s.k % vector || (vector == 8 && !s.aligned())) vector /= 2;
+      const int vector = s.row_vector();
       const int unroll = s.m > 2 ? (vector == 1 ? 2 : 1) : vector <= 2 ? 4 : static_cast<int>(s.m);
       const int most_warps = s.m >= 2 ? 4 : vector <= 2 ? 8 : 16;
       for (int warps : {16, 8, 4, 2}) {
         if (warps > most_warps) continue;
         const Config gemv{{{"variant", kGemv}, {"block_n", 2}, {"warps", warps},
-                           {"unroll", unroll}, {"vector", vector}}};
+                           {"unroll", unroll}}};
         if (!reject(gemv, problem, device)) return gemv;
       }
     }
@@ -853,7 +857,7 @@ class MatmulFamily final : public Family {
       const GemvConfig c(config);
       return {"tilesmith::matmul_gemv<" + std::to_string(GemvConfig::rows(s.m)) + "," +
               std::to_string(c.block_n) + "," + std::to_string(c.threads()) + "," +
-              std::to_string(c.unroll) + "," + std::to_string(c.vector) + "," + kinds + "," +
+              std::to_string(c.unroll) + "," + std::to_string(s.row_vector()) + "," + kinds + "," +
               std::to_string(s.epilogue) + ">"};
     }
     if (config.at("variant") == kGemvKn) {
@@ -1220,13 +1224,6 @@ class MatmulFamily final : public Family {
                                                 const DeviceTarget& device) {
     const MatmulShape s(problem);
     if (auto wrong = reject_row_reader(s, "gemv")) return wrong;
-    if (c.vector != 1 && c.vector != 2 && c.vector != 4 && c.vector != 8)
-      return "vector must be 1, 2, 4 or 8 elements";
-    // Wide loads need the rows on `vector` elements: where K is off them, every call would take
-    // the element-by-element loads.
-    if (s.k % c.vector) return "K is not a multiple of vector: its rows allow no wide loads";
-    if (c.vector == 8 && !s.aligned())
-      return "16-byte loads (vector 8) need rows and strides on 16 bytes (an aligned problem)";
     // Eight rows of A made ptxas spill a few bytes where registers were left (M = 8 with one
     // row of W, sm_80 and sm_90a); the MMA templates take them.
     if (s.m > 4) return "the gemv kernel is for M <= 4";
@@ -1237,12 +1234,12 @@ class MatmulFamily final : public Family {
     if (GemvConfig::rows(s.m) * c.block_n > c.threads()) return "fewer threads than outputs";
     if (c.block_n > 1 && c.block_n / 2 >= s.n) return "block_n past twice N only reads zeros";
     // Every thread needs a chunk of every row: more threads than K's chunks only idle.
-    if (c.warps > 2 && static_cast<long long>(c.threads() / 2) * c.vector >= s.k)
+    if (c.warps > 2 && static_cast<long long>(c.threads() / 2) * s.row_vector() >= s.k)
       return "half the threads would have no chunk of K";
     const int register_cap = std::min(255, device.regs_per_block / c.threads());
-    if (c.registers(s.m) > register_cap)
-      return "needs about " + std::to_string(c.registers(s.m)) + " registers per thread; " +
-             std::to_string(register_cap) + " available";
+    if (c.registers(s.m, s.row_vector()) > register_cap)
+      return "needs about " + std::to_string(c.registers(s.m, s.row_vector())) +
+             " registers per thread; " + std::to_string(register_cap) + " available";
     return std::nullopt;
   }
 

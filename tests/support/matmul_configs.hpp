@@ -59,8 +59,8 @@ inline Config decode_config(int block_n, int warps, int unroll, int split_k = 1)
 }
 
 // A config of the gemv template (variant 3: M <= 4, B column-major).
-inline Config gemv_config(int block_n, int warps, int unroll, int vector = 8) {
-  return Config{{{"variant", 3}, {"block_n", block_n}, {"warps", warps}, {"unroll", unroll}, {"vector", vector}}};
+inline Config gemv_config(int block_n, int warps, int unroll) {
+  return Config{{{"variant", 3}, {"block_n", block_n}, {"warps", warps}, {"unroll", unroll}}};
 }
 
 // A config of the row-major-B gemv template (variant 4, matmul_gemv_kn.cuh).

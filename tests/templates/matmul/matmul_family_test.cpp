@@ -107,7 +107,7 @@ TEST(MatmulFamilyTest, EachVariantsConfigsCarryExactlyItsParameters) {
                                        "group_m",   "split_k",   "split_cluster", "swap_ab",
                                        "slice_major", "l2_promotion", "pingpong", "split_in_grid"};
   const std::set<std::string> decode = {"variant", "block_n", "warps", "unroll", "split_k"};
-  const std::set<std::string> gemv = {"variant", "block_n", "warps", "unroll", "vector"};
+  const std::set<std::string> gemv = {"variant", "block_n", "warps", "unroll"};
   const std::set<std::string> gemv_kn = {"variant", "vector", "warps", "unroll", "split_k"};
   const std::map<int, std::set<std::string>> by_variant = {
       {0, mma}, {1, wgmma}, {2, decode}, {3, gemv}, {4, gemv_kn}};
@@ -1908,23 +1908,24 @@ TEST(MatmulGemvTest, IsForAFewRowsTimesAColumnMajorWeight) {
   EXPECT_EQ(matmul().reject(config, x_times_w_t({1, 4096, 4096}), ampere), std::nullopt);
   EXPECT_EQ(matmul().reject(config, x_times_w_t({3, 4, 1000, 4096}, DType::f16), ampere), std::nullopt);
   EXPECT_EQ(matmul().reject(testing::gemv_config(1, 2, 1), x_times_w_t({1, 1, 8}), ampere), std::nullopt);
-  // Row-major B, column-major A, more than 4 rows, fp32 (tf32) and K off 8 are the others'.
+  // Row-major B, column-major A, more than 4 rows and fp32 (tf32) are the others'.
   EXPECT_TRUE(matmul().reject(config, matmul_problem(1, 4096, 4096), ampere));
   EXPECT_TRUE(matmul().reject(config, x_times_w_t({1, 4096, 4096}, DType::bf16, DType::bf16, {{"a", "col"}}), ampere));
   EXPECT_TRUE(matmul().reject(config, x_times_w_t({5, 4096, 4096}), ampere));
   EXPECT_TRUE(matmul().reject(config, x_times_w_t({1, 4096, 4096}, DType::f32), ampere));
-  EXPECT_TRUE(matmul().reject(config, x_times_w_t({1, 4096, 4100}), ampere));
-  // Rows off 16 bytes are read in place, in loads as wide as K allows.
-  EXPECT_EQ(matmul().reject(testing::gemv_config(2, 8, 2, 4), x_times_w_t({1, 4096, 4100}), ampere), std::nullopt);
-  EXPECT_EQ(matmul().reject(testing::gemv_config(2, 8, 2, 2), x_times_w_t({2, 4096, 4094}), ampere), std::nullopt);
-  EXPECT_EQ(matmul().reject(testing::gemv_config(2, 8, 2, 1), x_times_w_t({1, 4096, 4095}), ampere), std::nullopt);
-  EXPECT_TRUE(matmul().reject(testing::gemv_config(2, 8, 2, 2), x_times_w_t({1, 4096, 4095}), ampere));
-  EXPECT_TRUE(matmul().reject(testing::gemv_config(2, 8, 2, 3), x_times_w_t({1, 4096, 4095}), ampere));
-  // 16-byte loads only where a call's strides must be on 16 bytes too.
-  EXPECT_TRUE(matmul().reject(config, x_times_w_t({1, 4096, 4096}, DType::bf16, DType::bf16, {{"aligned", "0"}}), ampere));
-  EXPECT_EQ(matmul().reject(testing::gemv_config(2, 8, 2, 4), x_times_w_t({1, 4096, 4096}, DType::bf16, DType::bf16,
-                                                                         {{"aligned", "0"}}), ampere),
-            std::nullopt);
+  // Rows off 16 bytes are read in place, in loads as wide as K allows: 8, 4 or 2 bytes, or
+  // (K odd) one element; 16 bytes only where a call's strides must be on them too.
+  auto loads = [&](const Problem& problem) {
+    return matmul().kernel_expressions(testing::gemv_config(2, 8, 2), problem).at(0);
+  };
+  EXPECT_EQ(matmul().reject(testing::gemv_config(2, 8, 2), x_times_w_t({1, 4096, 4100}), ampere), std::nullopt);
+  EXPECT_EQ(matmul().reject(testing::gemv_config(2, 8, 2), x_times_w_t({1, 4096, 4095}), ampere), std::nullopt);
+  EXPECT_EQ(loads(x_times_w_t({1, 4096, 4096})), "tilesmith::matmul_gemv<1,2,256,2,8,1,1,0>");
+  EXPECT_EQ(loads(x_times_w_t({1, 4096, 4100})), "tilesmith::matmul_gemv<1,2,256,2,4,1,1,0>");
+  EXPECT_EQ(loads(x_times_w_t({2, 4096, 4094})), "tilesmith::matmul_gemv<2,2,256,2,2,1,1,0>");
+  EXPECT_EQ(loads(x_times_w_t({1, 4096, 4095})), "tilesmith::matmul_gemv<1,2,256,2,1,1,1,0>");
+  EXPECT_EQ(loads(x_times_w_t({1, 4096, 4096}, DType::bf16, DType::bf16, {{"aligned", "0"}})),
+            "tilesmith::matmul_gemv<1,2,256,2,4,1,1,0>");
   // Rows past twice N, threads with no chunk of K, more batches than grid z holds.
   EXPECT_TRUE(matmul().reject(testing::gemv_config(2, 2, 1), x_times_w_t({1, 1, 4096}), ampere));
   EXPECT_TRUE(matmul().reject(testing::gemv_config(1, 8, 1), x_times_w_t({1, 4096, 1024}), ampere));
@@ -1955,22 +1956,21 @@ TEST(MatmulGemvTest, IsForAFewRowsTimesAColumnMajorWeight) {
   // give two CTAs an SM: 16 warps for one row, 4 for two, fewer where K is short.
   const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
   const Config one = matmul().default_config(x_times_w_t({1, 14336, 4096}), hopper);
-  EXPECT_EQ(one.text(), "block_n=2,unroll=1,variant=3,vector=8,warps=16");
+  EXPECT_EQ(one.text(), "block_n=2,unroll=1,variant=3,warps=16");
   EXPECT_EQ(matmul().default_config(x_times_w_t({2, 4096, 4096}), ampere).text(),
-            "block_n=2,unroll=2,variant=3,vector=8,warps=4");
+            "block_n=2,unroll=2,variant=3,warps=4");
   EXPECT_EQ(matmul().default_config(x_times_w_t({1, 4096, 1024}), hopper).at("warps"), 4);
   EXPECT_EQ(matmul().default_config(x_times_w_t({1, 8968, 6564}), hopper).text(),
-            "block_n=2,unroll=1,variant=3,vector=4,warps=16");
+            "block_n=2,unroll=1,variant=3,warps=16");
   EXPECT_EQ(matmul().default_config(x_times_w_t({1, 8192, 4094}), hopper).text(),
-            "block_n=2,unroll=4,variant=3,vector=2,warps=8");
+            "block_n=2,unroll=4,variant=3,warps=8");
   EXPECT_EQ(matmul().default_config(x_times_w_t({2, 8192, 4094}), hopper).text(),
-            "block_n=2,unroll=4,variant=3,vector=2,warps=4");
-  EXPECT_EQ(matmul().default_config(x_times_w_t({1, 8192, 4095}), hopper).at("vector"), 1);
+            "block_n=2,unroll=4,variant=3,warps=4");
   // Three or four rows too where the rows are off 16 bytes (the decode template's are on them).
   EXPECT_EQ(matmul().default_config(x_times_w_t({4, 8968, 6564}), hopper).text(),
-            "block_n=2,unroll=1,variant=3,vector=4,warps=4");
+            "block_n=2,unroll=1,variant=3,warps=4");
   EXPECT_EQ(matmul().default_config(x_times_w_t({3, 8192, 4095}), hopper).text(),
-            "block_n=2,unroll=2,variant=3,vector=1,warps=4");
+            "block_n=2,unroll=2,variant=3,warps=4");
   EXPECT_EQ(matmul().default_config(x_times_w_t({4, 4096, 4096}), hopper).at("variant"), 2);  // decode
   EXPECT_EQ(matmul().default_config(x_times_w_t({1, 64, 4096}), hopper).at("variant"), 2);  // 32 CTAs
   EXPECT_EQ(matmul().default_config(x_times_w_t({4, 4096, 4096}), hopper).at("variant"), 2);

@@ -547,11 +547,11 @@ TEST_F(GpuMatmul, GemvKernelMatchesTheReference) {
       {x_times_w_t({1, 1, 8}, DType::bf16, DType::f32), {gemv_config(1, 2, 1)}},
       {x_times_w_t({1, 4096, 14336}, DType::bf16, DType::bf16, {{"act", "relu"}}), {gemv_config(1, 8, 2)}},
       // Rows off 16 bytes, read in place: loads of 8, 4 and 2 bytes; N odd.
-      {x_times_w_t({1, 4096, 4100}, DType::bf16, DType::bf16), {gemv_config(2, 16, 1, 4), gemv_config(2, 8, 4, 4)}},
+      {x_times_w_t({1, 4096, 4100}, DType::bf16, DType::bf16), {gemv_config(2, 16, 1), gemv_config(2, 8, 4)}},
       {x_times_w_t({2, 1001, 1030}, DType::f16, DType::f32, {{"act", "relu"}, {"bias", "1"}}),
-       {gemv_config(2, 4, 2, 2), gemv_config(1, 2, 4, 2)}},
+       {gemv_config(2, 4, 2), gemv_config(1, 2, 4)}},
       {x_times_w_t({3, 2, 77, 1001}, DType::bf16, DType::bf16, {{"residual", "1"}}),
-       {gemv_config(2, 4, 2, 1), gemv_config(1, 8, 1, 1)}},
+       {gemv_config(2, 4, 2), gemv_config(1, 8, 1)}},
   };
   int checked = 0;
   for (const Case& c : cases) {
@@ -732,17 +732,18 @@ TEST_F(GpuMatmul, StridedAndSharedBatchesMatchTheReference) {
        {272, 7 * 272 + 8, 523, 264 * 523 + 3, 0, 0, 528, 7 * 528 + 8},
        true,
        {mma, testing::gemv_kn_config(8, 4, 8), testing::gemv_kn_config(2, 4, 4, 2)}},
-      // Two rows against a weight whose rows and batches are off 16 bytes: the gemv template
-      // reads them in place, its loads of 4 bytes where the strides allow them (the second
-      // case), else one element at a time (A's odd rows in the first, rows off 8 bytes).
+      // Two rows against a weight whose rows and batches are off 16 bytes (K on 16: the
+      // problem's loads are 8 bytes): the gemv template reads them in place, 8 bytes a load
+      // where the strides allow it (the second case), else one element at a time (A's odd
+      // rows in the first).
       {{"matmul", DType::bf16, DType::bf16, {2, 2, 300, 520}, {{"b", "col"}}},
        {523, 2 * 523 + 1, 522, 300 * 522 + 2, 0, 0, 304, 2 * 304 + 8},
        true,
-       {testing::gemv_config(2, 4, 2, 4), testing::gemv_config(1, 4, 1, 2), testing::gemv_config(2, 4, 4, 1)}},
+       {testing::gemv_config(2, 4, 2), testing::gemv_config(1, 4, 4)}},
       {{"matmul", DType::bf16, DType::bf16, {2, 2, 300, 520}, {{"b", "col"}}},
-       {522, 2 * 522 + 2, 522, 300 * 522 + 2, 0, 0, 304, 2 * 304 + 8},
+       {524, 2 * 524 + 4, 524, 300 * 524 + 4, 0, 0, 304, 2 * 304 + 8},
        true,
-       {testing::gemv_config(2, 4, 4, 2), testing::gemv_config(2, 4, 2, 4)}},
+       {testing::gemv_config(2, 4, 4), testing::gemv_config(1, 8, 1)}},
       // tf32: a shared row-major B transposed once, A's strided batches padded.
       {{"matmul", DType::f32, DType::f32, {3, 64, 96, 200}, {}},
        {203, 64 * 203 + 7, 100, 0, 0, 0, 96, 64 * 96},
