@@ -2,8 +2,11 @@
 // (stored n x k) is read once, straight into mma.sync m16n8k16 fragments with no shared-memory
 // staging, so there is no pipeline to fill. On the H100 it starts ~2 us sooner than the wgmma
 // template's swap_ab and streams ~10% slower (docs/perf/matmul.md v7): it wins on small weights.
+// Rows off 16 bytes, which TMA cannot read, are read in place too: the same 16 bytes of a lane
+// in VEC-element loads (8, 4 or 2 bytes, or one element: the widest that divides K), one
+// element at a time where a call's strides are off them.
 //
-// fragments from global memory: a lane's 16-byte load of a weight row (8 k) is its B fragment
+// fragments from global memory: a lane's 16 bytes of a weight row (8 k) are its B fragment
 //           for two k16 MMAs, read as a permutation of K: in MMA j of a 32-k chunk, lane q's
 //           fragment k 2q+{0,1} is the chunk's k 8q+4j+{0,1} and its k 2q+8+{0,1} is k
 //           8q+4j+2+{0,1}. The sum over K does not care in which order it adds, so A's rows are
@@ -22,6 +25,7 @@
 #include "common/tile_primitives.cuh"
 #include "matmul/matmul_epilogue.cuh"
 #include "matmul/matmul_params.h"
+#include "matmul/matmul_row_loads.cuh"
 #include "matmul/matmul_splitk.cuh"
 
 namespace tilesmith {
@@ -50,7 +54,28 @@ __device__ __forceinline__ unsigned word(const uint4& v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
 
-template <int ROWS, int COLS, int WARPS, int UNROLL, int IN_KIND, int OUT_KIND, int EPI>
+// The 8 elements at `src` of a row off 16 bytes, `valid` of them inside K, zeros past them:
+// loads of VEC (< 8) elements where `wide` (the call's strides on them), else one at a time.
+template <int VEC, int KIND>
+__device__ __forceinline__ uint4 load_8_elements(const half_bits* src, int valid, bool wide) {
+  static_assert(VEC < 8, "16-byte pieces: load_16_or_zero");
+  constexpr int LOAD = VEC < 2 ? 2 : VEC;  // elements a call of load_columns
+  unsigned words[4];
+#pragma unroll
+  for (int i = 0; i < 8; i += LOAD) {
+    typename RowElement<KIND>::template Columns<LOAD> part;
+    const int inside = max(0, min(LOAD, valid - i));
+    if (VEC >= 2 && wide)
+      load_columns<LOAD, true, KIND>(src + i, inside, part);
+    else
+      load_columns<LOAD, false, KIND>(src + i, inside, part);
+#pragma unroll
+    for (int w = 0; w < LOAD / 2; ++w) words[i / 2 + w] = part.words[w];
+  }
+  return make_uint4(words[0], words[1], words[2], words[3]);
+}
+
+template <int ROWS, int COLS, int WARPS, int UNROLL, int VEC, int IN_KIND, int OUT_KIND, int EPI>
 __global__ void __launch_bounds__(WARPS * 32) matmul_decode(const MatmulDecodeParams d) {
   static_assert(ROWS == 8 || ROWS == 16 || ROWS == 32, "ROWS: A's rows rounded up to 8, 16 or 32");
   static_assert(COLS % 8 == 0, "COLS: whole n8 MMA tiles");
@@ -70,6 +95,9 @@ __global__ void __launch_bounds__(WARPS * 32) matmul_decode(const MatmulDecodePa
   // C's column pairs go as one store where C's rows, batches and base keep them aligned.
   const bool paired_store = ((p.ldc | p.stride_c) & 1) == 0 &&
                             reinterpret_cast<unsigned long long>(p.c) % (OUT_KIND == kF32 ? 8 : 4) == 0;
+  // Loads narrower than 16 bytes need A's and W's rows and batches on them, which a call may
+  // break (a view from an odd column): then one element at a time.
+  const bool wide = VEC == 8 || (static_cast<unsigned long long>(p.lda | p.ldb | p.stride_a | p.stride_b) % VEC) == 0;
 
   for (int batch = blockIdx.z; batch < p.batch; batch += gridDim.z) {
     // This lane's weight rows (one per n8 tile) and rows of A (one per half), at its 8 k of a
@@ -109,15 +137,26 @@ __global__ void __launch_bounds__(WARPS * 32) matmul_decode(const MatmulDecodePa
 #pragma unroll
       for (int u = 0; u < UNROLL; ++u) {
         const int c = c0 + u * WARPS;
-        // K is a multiple of 8 (aligned problems only): a lane's 8 k are all inside or all out.
-        const bool k_inside = c < last && c * 32 + quad * 8 < p.k;
         const long long k = static_cast<long long>(c) * 32;
+        if constexpr (VEC == 8) {
+          // K is a multiple of 8 (aligned problems only): a lane's 8 k are all inside or all out.
+          const bool k_inside = c < last && c * 32 + quad * 8 < p.k;
 #pragma unroll
-        for (int t = 0; t < TILES_N; ++t)
-          w[buffer][u][t] = load_16_or_zero<true>(w_row[t] + k, k_inside && w_inside[t]);
+          for (int t = 0; t < TILES_N; ++t)
+            w[buffer][u][t] = load_16_or_zero<true>(w_row[t] + k, k_inside && w_inside[t]);
 #pragma unroll
-        for (int h = 0; h < HALVES; ++h)
-          x[buffer][u][h] = load_16_or_zero<false>(a_row[h] + k, k_inside && a_inside[h]);
+          for (int h = 0; h < HALVES; ++h)
+            x[buffer][u][h] = load_16_or_zero<false>(a_row[h] + k, k_inside && a_inside[h]);
+        } else {
+          // The lane's 8 k of chunk c inside K.
+          const int valid = c < last ? max(0, min(8, p.k - (c * 32 + quad * 8))) : 0;
+#pragma unroll
+          for (int t = 0; t < TILES_N; ++t)
+            w[buffer][u][t] = load_8_elements<VEC, IN_KIND>(w_row[t] + k, w_inside[t] ? valid : 0, wide);
+#pragma unroll
+          for (int h = 0; h < HALVES; ++h)
+            x[buffer][u][h] = load_8_elements<VEC, IN_KIND>(a_row[h] + k, a_inside[h] ? valid : 0, wide);
+        }
       }
     };
     auto multiply_group = [&](int buffer) {

@@ -69,7 +69,7 @@ struct MatmulShape {
   long long b_row_length() const { return b_columns ? k : n; }
   // cp.async and TMA move 16 bytes: stored rows must start on 16-byte boundaries.
   long long per_16_bytes() const { return 16 / in_bytes; }
-  // The elements a row reader (gemv) loads at once from rows of K (16-bit inputs): 16 bytes in
+  // The elements a row reader (gemv, decode) loads at once from rows of K (16-bit inputs): 16 bytes in
   // an aligned problem, else as many as divide K (8, 4, 2 bytes or one element). A call whose
   // strides are off them is read element by element (checked by the kernel at run time).
   int row_vector() const {
@@ -609,7 +609,10 @@ class MatmulFamily final : public Family {
     // 0.0360 at the 16-byte loads' 1 chunk on 16); for three or four rows, whose sums take the
     // registers, 1 chunk (2 of one element) on 4 warps: the sweeps' winners at 3x8192x4094,
     // 4x4096x4095 and 4x14336x4100 (docs/perf/matmul.md v28).
-    if ((s.m <= 2 || (s.m <= 4 && !s.aligned())) && s.batch * ceil_div(s.n, 2) >= 2ll * device.sm_count) {
+    // Rows off 16 bytes only past the gathering tiles' short K (at or under 512 the mma.sync
+    // template took 2x15256x113 in 0.58x gemv's time, gemv 2x3707x165 in 0.72x theirs).
+    const bool gemv_rows = s.aligned() ? s.m <= 2 : s.m <= 4 && s.k > kMaxGatheredK;
+    if (gemv_rows && s.batch * ceil_div(s.n, 2) >= 2ll * device.sm_count) {
       const int vector = s.row_vector();
       const int unroll = s.m > 2 ? (vector == 1 ? 2 : 1) : vector <= 2 ? 4 : static_cast<int>(s.m);
       const int most_warps = s.m >= 2 ? 4 : vector <= 2 ? 8 : 16;
@@ -626,9 +629,17 @@ class MatmulFamily final : public Family {
     // wgmma template to take them. On Hopper only up to 64 MB of weights: it starts ~2 us
     // sooner than the TMA ring of swap_ab but streams ~5% slower (v7: 4096x4096 weights
     // 0.0173 against 0.0186 ms, 14336x4096 0.0479 against 0.0442).
+    // On Hopper also where the weight's rows are off 16 bytes, whatever its size, read in place
+    // where padding it would take three passes over it (K past the gathering tiles' short
+    // rows), except rows of an odd K under more than 8 rows of A: loaded an element at a time,
+    // they ran 0.79-0.95x the padded swap_ab on 8 of 12 such shapes (9x1458x6433, 16x4624x933),
+    // where even K ran 1.7-2.5x (16x8192x4094, 8x8968x6564; docs/perf/matmul.md v28). (Off
+    // Hopper unmeasured: such rows take the mma.sync paths.)
     const bool hopper = device.arch() == "sm_90a";
-    if (s.m <= (hopper ? 16 : 32) &&
-        (!hopper || s.batch * s.n * s.k * s.in_bytes <= (64ll << 20))) {
+    const bool rows_in_place =
+        hopper && !s.aligned() && s.k > kMaxGatheredK && (s.row_vector() >= 2 || s.m <= 8);
+    if (s.m <= (hopper ? 16 : 32) && (s.aligned() || rows_in_place) &&
+        (!hopper || rows_in_place || s.batch * s.n * s.k * s.in_bytes <= (64ll << 20))) {
       Config decode{{{"variant", kDecode}, {"block_n", 16}, {"warps", 8}, {"unroll", 2},
                      {"split_k", 1}}};
       for (int split : {8, 4, 2}) {
@@ -849,7 +860,8 @@ class MatmulFamily final : public Family {
       std::vector<std::string> kernels = {
           "tilesmith::matmul_decode<" + std::to_string(DecodeConfig::rows(s.m)) + "," +
           std::to_string(c.block_n) + "," + std::to_string(c.warps) + "," +
-          std::to_string(c.unroll) + "," + kinds + "," + std::to_string(s.epilogue) + ">"};
+          std::to_string(c.unroll) + "," + std::to_string(s.row_vector()) + "," + kinds + "," +
+          std::to_string(s.epilogue) + ">"};
       if (c.split_k > 1) kernels.push_back(splitk_reduce_expression(problem));
       return kernels;
     }
@@ -1280,9 +1292,6 @@ class MatmulFamily final : public Family {
                                                   const DeviceTarget& device) {
     const MatmulShape s(problem);
     if (auto wrong = reject_row_reader(s, "decode")) return wrong;
-    if (!s.aligned())
-      return "the decode kernel reads rows in 16-byte pieces: K and the row strides must be "
-             "multiples of 8 elements";
     if (s.m > 32) return "the decode kernel is for M <= 32";
     if (c.block_n <= 0 || c.block_n % 8) return "block_n must be a positive multiple of 8";
     if (c.warps < 1 || c.unroll < 1 || c.split_k < 1)

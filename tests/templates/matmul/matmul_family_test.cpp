@@ -313,7 +313,10 @@ TEST(MatmulWgmmaTest, TheDefaultFillsWithSmallerTilesWhereKIsTooShortToSplit) {
   EXPECT_EQ(gathered.at("block_m"), 16);
   EXPECT_EQ(matmul().reject(gathered, short_k, hopper), std::nullopt);
   EXPECT_EQ(matmul().default_config(testing::x_times_w_t({32, 8696, 87}), hopper).at("block_m"), 32);
+  // Past K 512 the decode template reads them in place, unless an odd K under more than 8
+  // rows: the wgmma tiles' padding copy.
   EXPECT_EQ(matmul().default_config(testing::x_times_w_t({16, 4093, 4093}), hopper).at("variant"), 1);
+  EXPECT_EQ(matmul().default_config(testing::x_times_w_t({16, 4094, 4094}), hopper).at("variant"), 2);
   // K from 2048 splits, as far as the slices' k blocks save more than their partials cost
   // (K-heavy: 16 tiles in 8 slices of 2048; 2 tiles in 16 slices; 8 tiles of 91x1002 in 8
   // slices, where 16 wrote 5.8 MB of partials and ran 1.29x slower: v23).
@@ -1822,13 +1825,19 @@ TEST(MatmulDecodeTest, IsForFewRowsTimesAColumnMajorWeight) {
   EXPECT_EQ(matmul().reject(config, x_times_w_t({16, 4096, 4096}), ampere), std::nullopt);
   EXPECT_EQ(matmul().reject(config, x_times_w_t({3, 32, 4096, 4096}, DType::f16), ampere), std::nullopt);
   EXPECT_EQ(matmul().reject(testing::decode_config(8, 4, 1), x_times_w_t({1, 1, 8}), ampere), std::nullopt);
-  // Row-major B, column-major A, more than 32 rows, fp32 (tf32) and K off 8 are the others'.
+  // Row-major B, column-major A, more than 32 rows and fp32 (tf32) are the others'.
   EXPECT_TRUE(matmul().reject(config, matmul_problem(16, 4096, 4096), ampere));
   EXPECT_TRUE(matmul().reject(config, x_times_w_t({16, 4096, 4096}, DType::bf16, DType::bf16, {{"a", "col"}}), ampere));
   EXPECT_TRUE(matmul().reject(config, x_times_w_t({33, 4096, 4096}), ampere));
   EXPECT_TRUE(matmul().reject(config, x_times_w_t({16, 4096, 4096}, DType::f32), ampere));
-  EXPECT_TRUE(matmul().reject(config, x_times_w_t({16, 4096, 4100}), ampere));
-  EXPECT_TRUE(matmul().reject(config, x_times_w_t({16, 4096, 4096}, DType::bf16, DType::bf16, {{"aligned", "0"}}), ampere));
+  // Rows off 16 bytes are read in place, a lane's 16 bytes in loads as wide as K allows.
+  EXPECT_EQ(matmul().reject(config, x_times_w_t({16, 4096, 4100}), ampere), std::nullopt);
+  EXPECT_EQ(matmul().reject(config, x_times_w_t({16, 4096, 4096}, DType::bf16, DType::bf16, {{"aligned", "0"}}), ampere),
+            std::nullopt);
+  EXPECT_EQ(matmul().kernel_expressions(config, x_times_w_t({16, 4096, 4100}))[0],
+            "tilesmith::matmul_decode<16,32,8,2,4,1,1,0>");
+  EXPECT_EQ(matmul().kernel_expressions(config, x_times_w_t({5, 4096, 4095}))[0],
+            "tilesmith::matmul_decode<8,32,8,2,1,1,1,0>");
   // Column blocks wider than twice N, buffers past the register file, split K where the
   // blocks fill the SMs or the slices' warps would find no chunk.
   EXPECT_TRUE(matmul().reject(testing::decode_config(64, 4, 1), x_times_w_t({16, 32, 4096}), ampere));
@@ -1841,7 +1850,7 @@ TEST(MatmulDecodeTest, IsForFewRowsTimesAColumnMajorWeight) {
   const Problem problem = x_times_w_t({2, 5, 1000, 1032}, DType::f16, DType::bf16, {{"act", "gelu"}, {"bias", "1"}});
   const std::vector<std::string> kernels = matmul().kernel_expressions(config, problem);
   ASSERT_EQ(kernels.size(), 1u);
-  EXPECT_EQ(kernels[0], "tilesmith::matmul_decode<8,32,8,2,0,1,6>");  // 5 rows in 8; gelu + bias
+  EXPECT_EQ(kernels[0], "tilesmith::matmul_decode<8,32,8,2,8,0,1,6>");  // 5 rows in 8; gelu + bias
   EXPECT_EQ(matmul().kernel_file(config), "matmul/matmul_decode.cuh");
   EXPECT_EQ(matmul().workspace_bytes(config, problem, ampere), 0u);
   const std::uint64_t addresses[4] = {0x10000, 0x20000, 0x30000, 0x40000};
@@ -1876,6 +1885,14 @@ TEST(MatmulDecodeTest, IsForFewRowsTimesAColumnMajorWeight) {
   EXPECT_EQ(matmul().default_config(x_times_w_t({16, 1752, 704}), hopper).at("split_k"), 1);
   EXPECT_EQ(matmul().default_config(x_times_w_t({11, 227, 7448}), hopper).at("split_k"), 8);
   EXPECT_EQ(matmul().default_config(matmul_problem(16, 4096, 4096), ampere).at("variant"), 0);
+  // On Hopper also rows off 16 bytes, read in place, whatever the weight's size, past the
+  // gathering tiles' short K (at or under 512: the mma.sync template gathers them).
+  EXPECT_EQ(matmul().default_config(x_times_w_t({16, 14336, 4100}), hopper).at("variant"), 2);
+  EXPECT_EQ(matmul().default_config(x_times_w_t({5, 8192, 4095}), hopper).at("variant"), 2);
+  EXPECT_EQ(matmul().default_config(x_times_w_t({16, 8192, 4094}), hopper).at("variant"), 2);
+  EXPECT_EQ(matmul().default_config(x_times_w_t({9, 1458, 6433}), hopper).at("variant"), 1);  // odd K
+  EXPECT_EQ(matmul().default_config(x_times_w_t({16, 11516, 156}), hopper).at("variant"), 0);
+  EXPECT_EQ(matmul().default_config(x_times_w_t({16, 4096, 4100}), ampere).at("variant"), 0);
 
   // K over 4 CTAs: their fp32 partials in the workspace, summed by splitk_reduce.
   const Config split = testing::decode_config(32, 4, 2, 4);
@@ -1966,6 +1983,8 @@ TEST(MatmulGemvTest, IsForAFewRowsTimesAColumnMajorWeight) {
             "block_n=2,unroll=4,variant=3,warps=8");
   EXPECT_EQ(matmul().default_config(x_times_w_t({2, 8192, 4094}), hopper).text(),
             "block_n=2,unroll=4,variant=3,warps=4");
+  // Short rows off 16 bytes (K <= 512): the mma.sync template gathers them.
+  EXPECT_EQ(matmul().default_config(x_times_w_t({2, 15256, 113}), hopper).at("variant"), 0);
   // Three or four rows too where the rows are off 16 bytes (the decode template's are on them).
   EXPECT_EQ(matmul().default_config(x_times_w_t({4, 8968, 6564}), hopper).text(),
             "block_n=2,unroll=1,variant=3,warps=4");

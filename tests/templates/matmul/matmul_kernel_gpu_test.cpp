@@ -509,6 +509,13 @@ TEST_F(GpuMatmul, DecodeKernelMatchesTheReference) {
        {decode_config(16, 4, 1), decode_config(8, 4, 1, 2), testing::tile_config(64, 64, 32, 2, 2, 3)}},
       {x_times_w_t({1, 1, 8}, DType::bf16, DType::f32), {decode_config(8, 4, 1)}},
       {x_times_w_t({8, 4096, 14336}, DType::bf16, DType::bf16, {{"act", "relu"}}), {decode_config(16, 8, 2)}},
+      // Rows off 16 bytes, read in place: a lane's 16 bytes in loads of 8, 4 or 2 bytes; K off
+      // the 32-k chunks, split over CTAs, N odd, the epilogue, batches.
+      {x_times_w_t({16, 1000, 1036}, DType::bf16, DType::bf16), {decode_config(16, 8, 2), decode_config(32, 4, 1, 2)}},
+      {x_times_w_t({7, 1001, 1030}, DType::f16, DType::f32, {{"act", "gelu"}, {"bias", "1"}}),
+       {decode_config(16, 8, 2), decode_config(32, 4, 2, 2)}},
+      {x_times_w_t({2, 13, 77, 1001}, DType::bf16, DType::bf16, {{"residual", "1"}}),
+       {decode_config(16, 4, 2), decode_config(8, 8, 1)}},
   };
   // Odd output widths with aligned K (N = 100, 33, 7, 1) run on every template: the wgmma
   // template's swap_ab and plain tiles too where this is Hopper.
@@ -521,7 +528,7 @@ TEST_F(GpuMatmul, DecodeKernelMatchesTheReference) {
     ASSERT_NO_FATAL_FAILURE(verify_configs(c.problem, c.configs, {31, 32}));
     checked += static_cast<int>(c.configs.size());
   }
-  EXPECT_EQ(checked, hopper ? 25 : 16);
+  EXPECT_EQ(checked, hopper ? 37 : 22);
 }
 
 // The gemv template (variant 3, any sm_80+ GPU): 1 to 4 rows of A against a column-major
@@ -732,6 +739,16 @@ TEST_F(GpuMatmul, StridedAndSharedBatchesMatchTheReference) {
        {272, 7 * 272 + 8, 523, 264 * 523 + 3, 0, 0, 528, 7 * 528 + 8},
        true,
        {mma, testing::gemv_kn_config(8, 4, 8), testing::gemv_kn_config(2, 4, 4, 2)}},
+      // Decode rows against a weight off 16 bytes: 8-byte loads where the strides allow them
+      // (the second case), else one element at a time (A's odd rows in the first).
+      {{"matmul", DType::bf16, DType::bf16, {2, 12, 300, 520}, {{"b", "col"}}},
+       {523, 12 * 523 + 1, 522, 300 * 522 + 2, 0, 0, 304, 12 * 304 + 8},
+       true,
+       {testing::decode_config(16, 8, 2), testing::decode_config(8, 4, 1, 2)}},
+      {{"matmul", DType::bf16, DType::bf16, {2, 12, 300, 520}, {{"b", "col"}}},
+       {524, 12 * 524 + 4, 524, 300 * 524 + 4, 0, 0, 304, 12 * 304 + 8},
+       true,
+       {testing::decode_config(16, 8, 2), testing::decode_config(8, 4, 1, 2)}},
       // Two rows against a weight whose rows and batches are off 16 bytes (K on 16: the
       // problem's loads are 8 bytes): the gemv template reads them in place, 8 bytes a load
       // where the strides allow it (the second case), else one element at a time (A's odd
