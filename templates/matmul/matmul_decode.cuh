@@ -95,9 +95,8 @@ __global__ void __launch_bounds__(WARPS * 32) matmul_decode(const MatmulDecodePa
   // C's column pairs go as one store where C's rows, batches and base keep them aligned.
   const bool paired_store = ((p.ldc | p.stride_c) & 1) == 0 &&
                             reinterpret_cast<unsigned long long>(p.c) % (OUT_KIND == kF32 ? 8 : 4) == 0;
-  // Loads narrower than 16 bytes need A's and W's rows and batches on them, which a call may
-  // break (a view from an odd column): then one element at a time.
-  const bool wide = VEC == 8 || (static_cast<unsigned long long>(p.lda | p.ldb | p.stride_a | p.stride_b) % VEC) == 0;
+  // Loads narrower than 16 bytes go one element at a time where a call's strides are off them.
+  const bool wide = VEC == 8 || strides_on(p, VEC);
 
   for (int batch = blockIdx.z; batch < p.batch; batch += gridDim.z) {
     // This lane's weight rows (one per n8 tile) and rows of A (one per half), at its 8 k of a

@@ -110,15 +110,12 @@ __global__ void __launch_bounds__(THREADS) matmul_gemv(const MatmulParams p) {
 #pragma unroll
     for (int c = 0; c < COLS; ++c) sum[r][c] = 0.f;
   // Loads of 16 bytes are for aligned problems only, whose rows, batches and bases are on them.
-  // Narrower ones need A's and W's rows and batches on VEC elements, which a call may break (a
-  // view starting at an odd column): then element by element. (Not compiled in for VEC 8: its
-  // registers cost the 16-byte loop a CTA an SM.)
+  // Narrower ones go element by element where a call's strides are off them. (Not compiled in
+  // for VEC 8: beside it the 16-byte loop ran 1.2x slower, docs/perf/matmul.md v28.)
   if constexpr (VEC == 8) {
     Kernel::template run<true>(p, w_row, w_inside, a_row, a_inside, sum);
   } else {
-    const unsigned long long offsets =
-        static_cast<unsigned long long>(p.lda | p.ldb | p.stride_a | p.stride_b) * sizeof(half_bits);
-    if (offsets % (VEC * sizeof(half_bits)) == 0)
+    if (strides_on(p, VEC))
       Kernel::template run<true>(p, w_row, w_inside, a_row, a_inside, sum);
     else
       Kernel::template run<false>(p, w_row, w_inside, a_row, a_inside, sum);

@@ -86,4 +86,10 @@ __device__ __forceinline__ void load_columns(const float* src, int valid,
   for (int e = 0; e < VEC; ++e) x[e] = e < valid ? __ldg(src + e) : 0.f;
 }
 
+// Whether a call's rows and batches of A and B are all on `vec` elements, so that loads of vec
+// elements stay aligned: a view starting at an odd column breaks it (the bases are on 16 bytes).
+__device__ __forceinline__ bool strides_on(const MatmulParams& p, int vec) {
+  return static_cast<unsigned long long>(p.lda | p.ldb | p.stride_a | p.stride_b) % vec == 0;
+}
+
 }  // namespace tilesmith
