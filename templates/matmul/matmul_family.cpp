@@ -69,9 +69,10 @@ struct MatmulShape {
   long long b_row_length() const { return b_columns ? k : n; }
   // cp.async and TMA move 16 bytes: stored rows must start on 16-byte boundaries.
   long long per_16_bytes() const { return 16 / in_bytes; }
-  // The elements a row reader (gemv, decode) loads at once from rows of K (16-bit inputs): 16 bytes in
-  // an aligned problem, else as many as divide K (8, 4, 2 bytes or one element). A call whose
-  // strides are off them is read element by element (checked by the kernel at run time).
+  // The elements a row reader (gemv, decode) loads at once from rows of K (16-bit inputs): 16
+  // bytes in an aligned problem, else as many as divide K (8, 4, 2 bytes or one element). A
+  // call whose strides are off them is read element by element (checked by the kernel at run
+  // time).
   int row_vector() const {
     int vector = 8;
     while (k % vector || (vector == 8 && !aligned())) vector /= 2;
@@ -364,10 +365,12 @@ struct DecodeConfig {
   // Per thread: two buffers of `unroll` chunks of a 16-byte piece per n8 tile and per 8 rows
   // of A, the accumulators twice (ptxas keeps copies around the MMAs), and ~40 of addresses
   // and loop state. Checked against ptxas -v over the space (M = 1, 16, 32; sm_90a): never
-  // under; up to 90 over where ptxas overlaps the buffers.
-  int registers(long long m) const {
+  // under; up to 90 over where ptxas overlaps the buffers. Pieces loaded in parts (rows off 16
+  // bytes: `vector` under 8) and the element-by-element fallback take ~40 more (16 rows, 16
+  // warps: 64 -> 104, 82 -> 128 with a spill, 102 -> 128 with 116 bytes of spills).
+  int registers(long long m, int vector) const {
     return 2 * unroll * 4 * (block_n / 8 + rows(m) / 8) +
-           8 * ((rows(m) + 15) / 16) * (block_n / 8) + 40;
+           8 * ((rows(m) + 15) / 16) * (block_n / 8) + 40 + (vector < 8 ? 40 : 0);
   }
 };
 
@@ -489,8 +492,9 @@ class MatmulFamily final : public Family {
     for (const char* file :
          {"matmul/matmul.cuh", "matmul/matmul_params.h", "matmul/matmul_epilogue.cuh",
           "matmul/matmul_sm90.cuh", "matmul/matmul_decode.cuh", "matmul/matmul_gemv.cuh",
-          "matmul/matmul_gemv_kn.cuh", "matmul/matmul_row_loads.cuh", "matmul/matmul_sm90_params.h", "matmul/matmul_splitk.cuh",
-          "matmul/matmul_tile_order.cuh", "common/tile_primitives.cuh", "common/activation.h",
+          "matmul/matmul_gemv_kn.cuh", "matmul/matmul_row_loads.cuh", "matmul/matmul_sm90_params.h",
+          "matmul/matmul_splitk.cuh", "matmul/matmul_tile_order.cuh", "common/tile_primitives.cuh",
+          "common/activation.h",
           "common/elementwise.cuh", "common/hopper.cuh", "common/tensor_map.h",
           "common/copy_rows.cuh", "common/copy_rows_params.h"})
       source_.files[file] = std::string(embedded::file(file));
@@ -1299,8 +1303,9 @@ class MatmulFamily final : public Family {
     if (c.block_n > 8 && c.block_n / 2 >= s.n) return "block_n past twice N only reads zeros";
     if (c.threads() > device.max_threads_per_block) return "too many threads";
     const int register_cap = std::min(255, device.regs_per_block / c.threads());
-    if (c.registers(s.m) > register_cap)
-      return "needs about " + std::to_string(c.registers(s.m)) + " registers per thread; " +
+    if (c.registers(s.m, s.row_vector()) > register_cap)
+      return "needs about " + std::to_string(c.registers(s.m, s.row_vector())) +
+             " registers per thread; " +
              std::to_string(register_cap) + " available";
     if (c.smem_bytes(s.m) > device.max_smem_per_block_optin)
       return "needs " + std::to_string(c.smem_bytes(s.m)) +
