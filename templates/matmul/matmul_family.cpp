@@ -1250,12 +1250,13 @@ class MatmulFamily final : public Family {
     if (GemvConfig::rows(s.m) * c.block_n > c.threads()) return "fewer threads than outputs";
     if (c.block_n > 1 && c.block_n / 2 >= s.n) return "block_n past twice N only reads zeros";
     // Every thread needs a chunk of every row: more threads than K's chunks only idle.
-    if (c.warps > 2 && static_cast<long long>(c.threads() / 2) * s.row_vector() >= s.k)
+    const int vector = s.row_vector();
+    if (c.warps > 2 && static_cast<long long>(c.threads() / 2) * vector >= s.k)
       return "half the threads would have no chunk of K";
     const int register_cap = std::min(255, device.regs_per_block / c.threads());
-    if (c.registers(s.m, s.row_vector()) > register_cap)
-      return "needs about " + std::to_string(c.registers(s.m, s.row_vector())) +
-             " registers per thread; " + std::to_string(register_cap) + " available";
+    if (c.registers(s.m, vector) > register_cap)
+      return "needs about " + std::to_string(c.registers(s.m, vector)) + " registers per thread; " +
+             std::to_string(register_cap) + " available";
     return std::nullopt;
   }
 
@@ -1303,9 +1304,9 @@ class MatmulFamily final : public Family {
     if (c.block_n > 8 && c.block_n / 2 >= s.n) return "block_n past twice N only reads zeros";
     if (c.threads() > device.max_threads_per_block) return "too many threads";
     const int register_cap = std::min(255, device.regs_per_block / c.threads());
-    if (c.registers(s.m, s.row_vector()) > register_cap)
-      return "needs about " + std::to_string(c.registers(s.m, s.row_vector())) +
-             " registers per thread; " +
+    const int registers = c.registers(s.m, s.row_vector());
+    if (registers > register_cap)
+      return "needs about " + std::to_string(registers) + " registers per thread; " +
              std::to_string(register_cap) + " available";
     if (c.smem_bytes(s.m) > device.max_smem_per_block_optin)
       return "needs " + std::to_string(c.smem_bytes(s.m)) +

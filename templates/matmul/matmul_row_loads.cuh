@@ -1,7 +1,7 @@
 // Loads of a few adjacent elements of a row, at whatever alignment the row has, for the
-// templates that read operands straight from global memory on CUDA cores (matmul_gemv.cuh,
-// matmul_gemv_kn.cuh): VEC elements in one load where the address allows it, else one element
-// at a time, zeros past the row's end.
+// templates that read operands straight from global memory (matmul_gemv.cuh, matmul_gemv_kn.cuh,
+// and matmul_decode.cuh's rows off 16 bytes): VEC elements in one load where the address allows
+// it, else one element at a time, zeros past the row's end.
 #pragma once
 
 #include "common/tile_primitives.cuh"
