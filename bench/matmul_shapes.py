@@ -7,8 +7,9 @@ usage: matmul_shapes.py [--count DRAWS] [--seed S | --shapes MxNxK:LAYOUT,...] [
 Every shape nobody tuned runs the family's default config, so the default is what a user
 meets first. The suite (matmul_suite.py) times 27 shapes from peers' benchmarks; this draws
 shapes no list names: M log-uniform in 1..8192 (a fifth of them 1, 2, 7, 16 or 33), N and K
-log-uniform in 64..16384, each half the time rounded up to a multiple of 8 (else left as drawn,
-usually unaligned rows), each of the layouts rr, rc (x @ W^T, twice as often), cr. The
+log-uniform in 64..16384 (with --narrow-n, N in 1..64: routers, low-rank adapters, heads of a
+few classes), each half the time rounded up to a multiple of 8 (else left as drawn, usually
+unaligned rows), each of the layouts rr, rc (x @ W^T, twice as often), cr. The
 runtime's database is empty, so each call takes the default. Each shape is verified first
 (NaN-poisoned output, relative Frobenius error against an fp32 reference), then timed in
 rounds beside cuBLAS (bench/matmul_bench.py make_rounds: both after their own L2 flush, at the
@@ -28,9 +29,9 @@ import matmul_bench as mb  # noqa: E402
 mb.PROG = "matmul_shapes"
 
 
-def draw_shapes(count, seed):
+def draw_shapes(count, seed, narrow_n=False):
     """`count` shapes (m, n, k, layout) from `seed`; the same seed gives the same shapes, so a
-    change is measured on the shapes it was measured on before."""
+    change is measured on the shapes it was measured on before. `narrow_n`: N in 1..64."""
     rng = random.Random(seed)
 
     def log_uniform(lo, hi):
@@ -39,7 +40,7 @@ def draw_shapes(count, seed):
     shapes = []
     for _ in range(count):
         m = log_uniform(1, 8192) if rng.random() < 0.8 else rng.choice([1, 2, 7, 16, 33])
-        n, k = log_uniform(64, 16384), log_uniform(64, 16384)
+        n, k = log_uniform(1, 64) if narrow_n else log_uniform(64, 16384), log_uniform(64, 16384)
         if rng.random() < 0.5:
             n = (n + 7) // 8 * 8
         if rng.random() < 0.5:
@@ -70,6 +71,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--count", type=int, default=44, help="draws (those past 2.2e11 M*N*K are dropped)")
     p.add_argument("--seed", type=int, default=15)
+    p.add_argument("--narrow-n", action="store_true", help="draw N in 1..64 instead of 64..16384")
     p.add_argument("--shapes", help="MxNxK:LAYOUT,... to time instead of drawing shapes")
     p.add_argument("--lib", default=os.path.join(REPO, "build", "libtilesmith.so"))
     p.add_argument("--baseline", help="another build's libtilesmith.so, timed beside --lib")
@@ -100,7 +102,7 @@ def main():
     tf32, tolerance = mb.compare_inputs(torch, args.dtype)
     dtype = mb.torch_dtype(torch, args.dtype)
     rows, failed = [], 0
-    shapes = parse_shapes(args.shapes) if args.shapes else draw_shapes(args.count, args.seed)
+    shapes = parse_shapes(args.shapes) if args.shapes else draw_shapes(args.count, args.seed, args.narrow_n)
     for m, n, k, layout in shapes:
         a_col, b_col = layout[0] == "c", layout[1] == "c"
         a_store = torch.randn(*((k, m) if a_col else (m, k)), device="cuda", dtype=dtype)
@@ -144,7 +146,7 @@ def main():
     if args.baseline:
         base_geomean = math.exp(sum(math.log(r["x_base"]) for r in rows) / len(rows))
         print(f"geomean x baseline ({args.baseline}): {base_geomean:.3f}")
-    source = "given" if args.shapes else f"seed {args.seed}"
+    source = "given" if args.shapes else f"seed {args.seed}" + (", N in 1..64" if args.narrow_n else "")
     print(f"geomean x cuBLAS over {len(rows)} shapes ({source}): {geomean:.3f}; "
           f"{len(rows) - failed} verified; worst: "
           + ", ".join(f"{r['m']}x{r['n']}x{r['k']} {r['layout']} {r['x_cublas']:.2f}" for r in worst))

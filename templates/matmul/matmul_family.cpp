@@ -584,7 +584,8 @@ class MatmulFamily final : public Family {
       return config.at("variant") == kWgmma && !config.at("swap_ab") && !config.at("split_cluster");
     };
     const MatmulShape s(problem);
-    if (few_large_tiles(s, device) || !wave_fitted(borrowed) || !wave_fitted(fallback))
+    // (A skinny N's default is a narrow tile, not one fitted to the waves.)
+    if (few_large_tiles(s, device) || s.n <= 64 || !wave_fitted(borrowed) || !wave_fitted(fallback))
       return true;
     const WgmmaConfig b(borrowed);
     // Split-K over every tile (not a tail split) is outside the estimate.
@@ -644,12 +645,14 @@ class MatmulFamily final : public Family {
         hopper && !s.aligned() && s.k > kMaxGatheredK && (s.row_vector() >= 2 || s.m <= 8);
     if (s.m <= (hopper ? 16 : 32) && (s.aligned() || rows_in_place) &&
         (!hopper || rows_in_place || s.batch * s.n * s.k * s.in_bytes <= (64ll << 20))) {
-      Config decode{{{"variant", kDecode}, {"block_n", 16}, {"warps", 8}, {"unroll", 2},
+      // (8 columns where N has no more: 1x8x4096 0.0075 ms against swap_ab's 0.0093, v29.)
+      const int columns = s.n <= 8 ? 8 : 16;
+      Config decode{{{"variant", kDecode}, {"block_n", columns}, {"warps", 8}, {"unroll", 2},
                      {"split_k", 1}}};
       for (int split : {8, 4, 2}) {
         Config split_decode = decode;
         split_decode.values["split_k"] = split;
-        if (s.batch * ceil_div(s.n, 16) * split <= 2ll * device.sm_count &&
+        if (s.batch * ceil_div(s.n, columns) * split <= 2ll * device.sm_count &&
             s.k >= kMinDecodeSliceK * split && !reject(split_decode, problem, device)) {
           decode = split_decode;
           break;
@@ -708,11 +711,28 @@ class MatmulFamily final : public Family {
     };
     const bool few_tiles = few_large_tiles(s, device);
     bool one_wave = false;  // few tiles, but smaller ones fill the SMs once, each K whole
+    bool narrow = false;    // N's side in one narrow tile
     if (s.m <= 64 && !s.as_read().a_columns) {
       // M's side in one tile: 33-48 rows in 64 columns ran 1.06-1.37x faster than in two of 32
       // (33x6032x14288, 48x1031x2000, 38x8600x856), 40x4096x4096 4% slower (v22).
       set({{"swap_ab", 1}, {"block_m", 64}, {"block_n", swap_width(s)},
            {"stages", 8}, {"consumers", 1}, {"cluster_m", 1}});
+    } else if (s.n <= 64 && (s.as_read().b_columns || 2 * s.batch * ceil_div(s.m, 64) <= device.sm_count)) {
+      // N's side in one tile (routers, low-rank adapters, heads of a few classes): 64-row tiles
+      // on one consumer, as narrow as N where B is K-major, as many stages as fit, K split over
+      // the SMs as below (a short K: 64x64 tiles, as there). Against 128x128 tiles in K slices,
+      // 64x64 ran 29 skinny shapes 1.13x faster, 128x64 1.10x, 192x64 1.09x, 256x64 1.05x, and
+      // 64x16 1.06-1.11x faster than 64x64 at 4096x8x4096 and 4096x16x4096. B read MN-major is
+      // 64 columns wide whatever N; where such tiles fill half the SMs, larger ones stream A
+      // faster (4408x8x7240 0.89x, 16384x8x4096 0.77x in 64x64: docs/perf/matmul.md v29).
+      narrow = true;
+      const long long width = s.as_read().b_columns && s.n <= 32 ? narrow_width(s.n) : 64;
+      set({{"block_m", 64}, {"block_n", static_cast<int>(width)}, {"consumers", 1},
+           {"cluster_m", 1}, {"cluster_n", 1}, {"group_m", 1}});
+      for (int stages : {16, 13, 10, 8, 6, 4}) {
+        shaped.values["stages"] = stages;
+        if (!reject(shaped, problem, device)) break;
+      }
     } else if (few_tiles) {
       // Where both M and N span several tiles, every operand row is read by several of them
       // and L2's fills around each miss only cost (K-heavy -5%, 1000^3 -4%); a skinny M
@@ -743,9 +763,10 @@ class MatmulFamily final : public Family {
         set({{"block_n", 128}, {"cluster_m", 1}, {"l2_promotion", both_wide ? 0 : 256}});
       }
     }
-    const bool tiled = few_tiles && !one_wave && !shaped.at("swap_ab");
-    const std::optional<Config> filling =
-        tiled && s.k <= kMaxUnslicedK ? tiles_filling_half(shaped, problem, device) : std::nullopt;
+    const bool tiled = (few_tiles || narrow) && !one_wave && !shaped.at("swap_ab");
+    const std::optional<Config> filling = tiled && !narrow && s.k <= kMaxUnslicedK
+                                              ? tiles_filling_half(shaped, problem, device)
+                                              : std::nullopt;
     if (filling) {
       shaped = *filling;
     } else if (shaped.at("swap_ab") || tiled) {
@@ -781,7 +802,7 @@ class MatmulFamily final : public Family {
     // element of B at ~2.5 TB/s, the product runs 2MNK at ~360 TFLOP/s, so it adds about
     // 576 / M to the product (5437x1032x376: the fitted 128x176 with B transposed 0.0281 ms,
     // 128x256 swapped 0.0318; 1024x14336x4096: 0.514 against 0.361).
-    if (s.tf32() && !s.b_columns && !shaped.at("swap_ab")) {
+    if (s.tf32() && !s.b_columns && !shaped.at("swap_ab") && !narrow) {
       std::optional<Config> twin;
       if (!shaped.at("pingpong")) twin = swapped_twin(shaped, problem, device);
       if (!twin && !few_tiles && !s.a_columns) {
@@ -1575,8 +1596,12 @@ class MatmulFamily final : public Family {
 
   // swap_ab's width over M: the power of two at or above it, 16 at least. (33-48 rows in one
   // 64-column tile read each weight tile once, where two 32-column tiles read it twice: v22.)
-  static long long swap_width(const MatmulShape& s) {
-    return std::max<long long>(16, std::bit_ceil(static_cast<unsigned long long>(s.m)));
+  static long long swap_width(const MatmulShape& s) { return narrow_width(s.m); }
+
+  // The narrowest tile width that holds `columns`: the power of two at or above it, 16 at
+  // least (wgmma's N of a 16- or 32-column tile).
+  static long long narrow_width(long long columns) {
+    return std::max<long long>(16, std::bit_ceil(static_cast<unsigned long long>(columns)));
   }
 
   // Where 128x256 tiles leave most SMs idle: the default then takes smaller tiles or K slices;
@@ -1764,8 +1789,6 @@ class MatmulFamily final : public Family {
     // One order where no K slices go through the workspace: the other would repeat it.
     if (w.slice_major && w.workspace_splits() == 1)
       return "slice_major orders K slices summed through the workspace (split_k > 1)";
-    if (w.block_n < 64 && !w.swap_ab)
-      return "16- and 32-column tiles are for swap_ab (M as the narrow wgmma N)";
     if (w.swap_ab && !w.swapped_wide() && w.cluster_m * w.cluster_n > 1)
       return "with swap_ab the shared operand is at most 64 rows: multicast does not pay";
     // C^T leaves a wide swapped tile transposed through the staging slots, or its K slices'
@@ -1802,6 +1825,15 @@ class MatmulFamily final : public Family {
       return "block_k must fill one 128-byte swizzled row: 64 of bf16/f16, 32 of fp32";
     if (w.wave_fitted_width() && !s.as_read().b_columns)
       return "176- and 224-column tiles need B K-major (column-major: x @ W^T)";
+    if (w.block_n < 64 && !w.swap_ab) {
+      // Narrow tiles over a narrow N (routers, low-rank adapters): B's rows fill them where
+      // a 64-column tile would fill most of each stage with zeros (docs/perf/matmul.md v29).
+      if (!s.as_read().b_columns)
+        return "16- and 32-column tiles need B K-major (column-major: x @ W^T), or swap_ab";
+      if (w.block_n != narrow_width(s.n))
+        return "unswapped 16- and 32-column tiles hold a narrow N whole (N rounded up to a "
+               "power of two, 16 at least)";
+    }
     if (w.swap_ab) {
       // The kernel reads A as wgmma's B operand, whose narrow tiles must be K-major.
       if (s.as_read().a_columns) return "swap_ab needs A row-major";

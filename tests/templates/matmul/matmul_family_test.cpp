@@ -336,6 +336,35 @@ TEST(MatmulWgmmaTest, TheDefaultFillsWithSmallerTilesWhereKIsTooShortToSplit) {
   EXPECT_EQ(tile(testing::x_times_w_t({498, 382, 1636})), "64x64");
 }
 
+// A narrow N (routers, low-rank adapters, heads of a few classes) in one 64-row tile column:
+// as narrow as N where B is K-major, K split over the SMs; 64 columns where B is MN-major or K
+// too short to split; larger tiles where B is MN-major and 64-row tiles would fill half the
+// SMs; the decode template's 8-column blocks for a few rows of N <= 8 (docs/perf/matmul.md v29).
+TEST(MatmulWgmmaTest, TheDefaultTakesNarrowTilesForANarrowN) {
+  const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
+  auto tile = [&](const Problem& problem) {
+    const Config config = matmul().default_config(problem, hopper);
+    EXPECT_EQ(matmul().reject(config, problem, hopper), std::nullopt) << config.text();
+    if (config.at("variant") != 1) return "variant " + std::to_string(config.at("variant"));
+    return std::to_string(config.at("block_m")) + "x" + std::to_string(config.at("block_n")) +
+           " split " + std::to_string(config.at("split_k")) +
+           (config.at("swap_ab") ? " swapped" : "");
+  };
+  EXPECT_EQ(tile(testing::x_times_w_t({1024, 16, 4096})), "64x16 split 8");
+  EXPECT_EQ(tile(testing::x_times_w_t({4096, 8, 4096})), "64x16 split 2");
+  EXPECT_EQ(tile(testing::x_times_w_t({777, 24, 3000})), "64x32 split 8");
+  EXPECT_EQ(tile(testing::x_times_w_t({16384, 64, 4096})), "64x64 split 1");
+  EXPECT_EQ(tile(testing::x_times_w_t({3000, 20, 700})), "64x64 split 1");
+  EXPECT_EQ(tile(matmul_problem(1024, 16, 4096)), "64x64 split 8");
+  EXPECT_EQ(tile({"matmul", DType::bf16, DType::bf16, {40, 32, 6000}, {{"a", "col"}}}), "64x64 split 16");
+  EXPECT_EQ(tile({"matmul", DType::f32, DType::f32, {1000, 16, 2000}}), "64x16 split 8");
+  EXPECT_EQ(tile(matmul_problem(16384, 8, 4096)), "192x128 split 1");
+  EXPECT_EQ(tile(matmul_problem(4408, 8, 7240)), "128x128 split 2");
+  const Problem router = testing::x_times_w_t({1, 8, 4096});
+  EXPECT_EQ(tile(router), "variant 2");
+  EXPECT_EQ(matmul().default_config(router, hopper).at("block_n"), 8);
+}
+
 // The untuned default fetches around L2's misses where a weight streams (decode, M = 128, big
 // squares) and not where several tiles of few read every row (K-heavy, 1000^3): measured both
 // ways on the H100 (docs/perf/matmul.md v13).
@@ -1703,8 +1732,15 @@ TEST(MatmulWgmmaTest, SwapAbIsForSmallRowMajorMWithNarrowTiles) {
   EXPECT_EQ(matmul().reject(swap(64, 16), a_columns, hopper), std::nullopt);
   const Problem a_columns_17{"matmul", DType::bf16, DType::bf16, {17, 4096, 4096}, {{"a", "col"}}};
   EXPECT_TRUE(matmul().reject(swap(64, 32), a_columns_17, hopper));
-  // Narrow tiles only swapped; no multicast when swapped.
+  // Unswapped narrow tiles only hold a narrow N whole, read K-major; no multicast when swapped.
   EXPECT_TRUE(matmul().reject(testing::wgmma_config(64, 16, 6, 1, 1, 1, 1), decode, hopper));
+  const Problem router = testing::x_times_w_t({1024, 16, 4096});
+  EXPECT_EQ(matmul().reject(testing::wgmma_config(64, 16, 6, 1, 1, 1, 1), router, hopper), std::nullopt);
+  EXPECT_EQ(matmul().reject(testing::wgmma_config(64, 32, 6, 1, 1, 1, 1), testing::x_times_w_t({1024, 17, 4096}), hopper),
+            std::nullopt);
+  EXPECT_TRUE(matmul().reject(testing::wgmma_config(64, 32, 6, 1, 1, 1, 1), router, hopper));
+  EXPECT_TRUE(matmul().reject(testing::wgmma_config(64, 16, 6, 1, 1, 1, 1), testing::x_times_w_t({1024, 17, 4096}), hopper));
+  EXPECT_TRUE(matmul().reject(testing::wgmma_config(64, 16, 6, 1, 1, 1, 1), matmul_problem(1024, 16, 4096), hopper));
   EXPECT_TRUE(matmul().reject(testing::wgmma_config(64, 16, 6, 1, 2, 1, 1, 1, 0, 1), decode, hopper));
 
   // 1x4096x4096 with B column-major (x @ W^T): the kernel's A is W (4096 rows of K), its B is x.

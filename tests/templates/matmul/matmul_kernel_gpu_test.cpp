@@ -303,6 +303,23 @@ TEST_F(GpuMatmul, WgmmaSplitKAndPaddedPlansMatchTheReference) {
       {testing::x_times_w_t({1024, 14336, 1024}), testing::wgmma_config(128, 176, 5, 2, 2, 1, 8, 1, 0, 0, 0, 256, 1)},
       {testing::x_times_w_t({2, 1000, 1000, 520}, DType::f16, DType::f16, {{"bias", "1"}}),
        testing::wgmma_config(128, 192, 4, 2, 2, 1, 8, 1, 0, 0, 0, 256, 1)},
+      // Narrow tiles over a narrow N, unswapped (B K-major): 16 and 32 columns, C's partial box
+      // by 16-byte stores or (N 5: rows off 16 bytes) per element; K split through the
+      // workspace, in the grid and in a cluster; two consumers; a pair sharing B's 8-row
+      // slices; batches with the epilogue; fp32 C; A column-major; tf32 with B transposed.
+      {testing::x_times_w_t({1024, 16, 4096}), testing::wgmma_config(64, 16, 16, 1, 1, 1, 1, 8)},
+      {testing::x_times_w_t({2, 300, 12, 1000}, DType::bf16, DType::f32, {{"act", "gelu"}, {"bias", "1"}, {"residual", "1"}}),
+       testing::wgmma_config(64, 16, 8, 1, 1, 1, 1)},
+      {testing::x_times_w_t({777, 24, 3000}, DType::f16, DType::f16, {{"residual", "1"}}),
+       testing::wgmma_config(64, 32, 10, 1, 1, 1, 1, 4)},
+      {{"matmul", DType::bf16, DType::bf16, {129, 20, 520}, {{"a", "col"}, {"b", "col"}}},
+       testing::wgmma_config(128, 32, 6, 2, 1, 1, 1, 2)},
+      {testing::x_times_w_t({1000, 8, 1000}), testing::wgmma_config(64, 16, 8, 1, 2, 1, 1)},
+      {testing::x_times_w_t({300, 5, 1000}), testing::wgmma_config(64, 16, 8, 1, 1, 1, 1, 2)},
+      {testing::x_times_w_t({1024, 16, 4096}, DType::bf16, DType::bf16, {{"bias", "1"}}),
+       testing::wgmma_config(64, 16, 8, 1, 1, 1, 1, 4, 0, 0, 0, 256, 0, 1)},
+      {testing::x_times_w_t({1024, 30, 4096}, DType::f16, DType::f32), testing::wgmma_config(64, 32, 8, 1, 1, 1, 1, 4, 1)},
+      {matmul(DType::f32, DType::f32, 1000, 16, 2000), testing::tf32_config(64, 16, 12, 1, 1, 1, 1, 4)},
       // fp32 in, as tf32: row-major B and column-major A transposed first, unaligned rows
       // padded, a cluster sharing operands, split K (workspace and cluster), swap_ab.
       {matmul(DType::f32, DType::f32, 1000, 1000, 1000), testing::tf32_config(128, 256, 4, 2, 2, 1)},
@@ -407,6 +424,12 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
       // K slices (N even: pairs of columns a load; A column-major).
       problem(bf16, bf16, {2, 6133, 1472}), problem(f16, f32, {7, 1766, 4000}, {{"a", "col"}}),
       problem(f32, f32, {1, 721, 15976}),
+      // A narrow N: 64-row tiles as narrow as N where B is K-major (also fp32's, transposed),
+      // 64 columns where it is not; K split where the tiles are few. The decode template's
+      // 8-column blocks for N <= 8.
+      problem(bf16, bf16, {1024, 16, 4096}, xwt), problem(f16, f32, {3000, 20, 700}, xwt),
+      problem(bf16, bf16, {2048, 8, 4096}), problem(f32, f32, {1000, 16, 2000}),
+      problem(bf16, bf16, {1, 8, 4096}, xwt),
   };
   const std::size_t named = problems.size();
   // Log-uniform dimensions (M and N up to 6000, K up to 8192), up to 2^35 multiply-adds so
@@ -474,6 +497,7 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
     if (variant != 1) continue;
     const int bm = config.at("block_m"), bn = config.at("block_n");
     if (config.at("swap_ab")) branches.insert("swap_ab");
+    else if (bn < 64) branches.insert("narrow N");
     else if (bm == 128 && bn == 64) branches.insert("128x64 one wave");
     else if (bm == 64 && bn == 64) branches.insert("64x64 skinny");
     else if (bm == 192 || bn == 192) branches.insert("192-wide, fitted to the waves");
@@ -482,7 +506,7 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
   if (device_.arch() == "sm_90a")
     EXPECT_EQ(branches, (std::set<std::string>{"gemv", "decode", "swap_ab", "128x64 one wave",
                                                "64x64 skinny", "192-wide, fitted to the waves",
-                                               "K slices", "gathered", "gemv_kn"}));
+                                               "K slices", "gathered", "gemv_kn", "narrow N"}));
 }
 
 // The decode template (variant 2, any sm_80+ GPU): 1 to 32 rows of A against a column-major
