@@ -127,7 +127,21 @@ struct MatmulShape {
   bool transposes_a() const {
     return a_columns && !a_in_registers && (tf32() || (m <= 16 && n * k >= (4ll << 20)));
   }
-  bool transposes_b() const { return tf32() && !b_columns && !b_in_registers; }
+  // A row-major B of a narrow N (up to 32 columns) under more than 64 rows of A is transposed
+  // too, so that its K-major rows fill the narrow tiles of N (read MN-major, each stage of B is
+  // 64 columns wide, mostly TMA's zeros): where that adds no launch (B's rows are copied anyway,
+  // off 16 bytes, and A is read in place), or where N is at most 16 and A (8M elements or more)
+  // streams long enough to pay for one. Elsewhere the launch cost more than the tiles saved
+  // (155x16x104 cr 0.68x, 93x3x384 cr 0.77x, 8192x32x4096 0.95x; 4148x7x2568 gained 1.64x,
+  // 16384x8x4096 1.23-1.29x: docs/perf/matmul.md v29).
+  bool transposes_b() const {
+    if (b_columns || b_in_registers) return false;
+    if (tf32()) return true;
+    if (n > 32 || m <= 64) return false;
+    const bool b_copied = b_row_length() % per_16_bytes() != 0 || strides_unaligned;
+    const bool a_in_place = a_row_length() % per_16_bytes() == 0 && !strides_unaligned;
+    return (b_copied && a_in_place) || (n <= 16 && m * k >= (8ll << 20));
+  }
   // Whether the mma.sync kernel may move every row it reads in 16-byte chunks: a transposed
   // copy's rows are padded; an operand read in place needs its rows and strides aligned.
   bool reads_aligned() const {

@@ -355,11 +355,17 @@ TEST(MatmulWgmmaTest, TheDefaultTakesNarrowTilesForANarrowN) {
   EXPECT_EQ(tile(testing::x_times_w_t({777, 24, 3000})), "64x32 split 8");
   EXPECT_EQ(tile(testing::x_times_w_t({16384, 64, 4096})), "64x64 split 1");
   EXPECT_EQ(tile(testing::x_times_w_t({3000, 20, 700})), "64x64 split 1");
+  // A row-major B of N <= 32 is transposed first (K-major rows for the narrow tiles) where its
+  // rows are copied anyway, or N <= 16 against 8M elements of A or more; else (and of N 33-64)
+  // it is read MN-major, 64 columns a stage.
+  EXPECT_EQ(tile(matmul_problem(16384, 8, 4096)), "64x16 split 1");
+  EXPECT_EQ(tile(matmul_problem(2048, 8, 4096)), "64x16 split 4");
+  EXPECT_EQ(tile(matmul_problem(300, 5, 3000)), "64x16 split 16");
   EXPECT_EQ(tile(matmul_problem(1024, 16, 4096)), "64x64 split 8");
+  EXPECT_EQ(tile(matmul_problem(1024, 48, 4096)), "64x64 split 8");
   EXPECT_EQ(tile({"matmul", DType::bf16, DType::bf16, {40, 32, 6000}, {{"a", "col"}}}), "64x64 split 16");
   EXPECT_EQ(tile({"matmul", DType::f32, DType::f32, {1000, 16, 2000}}), "64x16 split 8");
-  EXPECT_EQ(tile(matmul_problem(16384, 8, 4096)), "192x128 split 1");
-  EXPECT_EQ(tile(matmul_problem(4408, 8, 7240)), "128x128 split 2");
+  EXPECT_EQ(tile(matmul_problem(4408, 48, 7240)), "128x128 split 2");
   const Problem router = testing::x_times_w_t({1, 8, 4096});
   EXPECT_EQ(tile(router), "variant 2");
   EXPECT_EQ(matmul().default_config(router, hopper).at("block_n"), 8);
@@ -1740,7 +1746,9 @@ TEST(MatmulWgmmaTest, SwapAbIsForSmallRowMajorMWithNarrowTiles) {
             std::nullopt);
   EXPECT_TRUE(matmul().reject(testing::wgmma_config(64, 32, 6, 1, 1, 1, 1), router, hopper));
   EXPECT_TRUE(matmul().reject(testing::wgmma_config(64, 16, 6, 1, 1, 1, 1), testing::x_times_w_t({1024, 17, 4096}), hopper));
-  EXPECT_TRUE(matmul().reject(testing::wgmma_config(64, 16, 6, 1, 1, 1, 1), matmul_problem(1024, 16, 4096), hopper));
+  EXPECT_TRUE(matmul().reject(testing::wgmma_config(64, 16, 6, 1, 1, 1, 1), matmul_problem(64, 16, 4096), hopper));
+  EXPECT_EQ(matmul().reject(testing::wgmma_config(64, 16, 6, 1, 1, 1, 1), matmul_problem(2048, 16, 4096), hopper),
+            std::nullopt);  // B transposed first
   EXPECT_TRUE(matmul().reject(testing::wgmma_config(64, 16, 6, 1, 2, 1, 1, 1, 0, 1), decode, hopper));
 
   // 1x4096x4096 with B column-major (x @ W^T): the kernel's A is W (4096 rows of K), its B is x.

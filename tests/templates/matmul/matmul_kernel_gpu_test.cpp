@@ -430,6 +430,10 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
       problem(bf16, bf16, {1024, 16, 4096}, xwt), problem(f16, f32, {3000, 20, 700}, xwt),
       problem(bf16, bf16, {2048, 8, 4096}), problem(f32, f32, {1000, 16, 2000}),
       problem(bf16, bf16, {1, 8, 4096}, xwt),
+      // A row-major B of a narrow N transposed first: rows off 16 bytes (copied anyway), with
+      // the epilogue; A column-major.
+      problem(bf16, f32, {300, 5, 3000}, {{"bias", "1"}, {"act", "relu"}}),
+      problem(bf16, bf16, {504, 4, 16128}, {{"a", "col"}}),
   };
   const std::size_t named = problems.size();
   // Log-uniform dimensions (M and N up to 6000, K up to 8192), up to 2^35 multiply-adds so
