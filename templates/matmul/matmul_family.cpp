@@ -598,8 +598,8 @@ class MatmulFamily final : public Family {
       return config.at("variant") == kWgmma && !config.at("swap_ab") && !config.at("split_cluster");
     };
     const MatmulShape s(problem);
-    // (A skinny N's default is a narrow tile, not one fitted to the waves.)
-    if (few_large_tiles(s, device) || s.n <= 64 || !wave_fitted(borrowed) || !wave_fitted(fallback))
+    if (few_large_tiles(s, device) || narrow_n(s, device) || !wave_fitted(borrowed) ||
+        !wave_fitted(fallback))
       return true;
     const WgmmaConfig b(borrowed);
     // Split-K over every tile (not a tail split) is outside the estimate.
@@ -731,14 +731,13 @@ class MatmulFamily final : public Family {
       // (33x6032x14288, 48x1031x2000, 38x8600x856), 40x4096x4096 4% slower (v22).
       set({{"swap_ab", 1}, {"block_m", 64}, {"block_n", swap_width(s)},
            {"stages", 8}, {"consumers", 1}, {"cluster_m", 1}});
-    } else if (s.n <= 64 && (s.as_read().b_columns || 2 * s.batch * ceil_div(s.m, 64) <= device.sm_count)) {
+    } else if (narrow_n(s, device)) {
       // N's side in one tile (routers, low-rank adapters, heads of a few classes): 64-row tiles
       // on one consumer, as narrow as N where B is K-major, as many stages as fit, K split over
       // the SMs as below (a short K: 64x64 tiles, as there). Against 128x128 tiles in K slices,
       // 64x64 ran 29 skinny shapes 1.13x faster, 128x64 1.10x, 192x64 1.09x, 256x64 1.05x, and
-      // 64x16 1.06-1.11x faster than 64x64 at 4096x8x4096 and 4096x16x4096. B read MN-major is
-      // 64 columns wide whatever N; where such tiles fill half the SMs, larger ones stream A
-      // faster (4408x8x7240 0.89x, 16384x8x4096 0.77x in 64x64: docs/perf/matmul.md v29).
+      // 64x16 1.06-1.11x faster than 64x64 at 4096x8x4096 and 4096x16x4096
+      // (docs/perf/matmul.md v29).
       narrow = true;
       const long long width = s.as_read().b_columns && s.n <= 32 ? narrow_width(s.n) : 64;
       set({{"block_m", 64}, {"block_n", static_cast<int>(width)}, {"consumers", 1},
@@ -1616,6 +1615,16 @@ class MatmulFamily final : public Family {
   // least (wgmma's N of a 16- or 32-column tile).
   static long long narrow_width(long long columns) {
     return std::max<long long>(16, std::bit_ceil(static_cast<unsigned long long>(columns)));
+  }
+
+  // Whether the untuned default puts N in one narrow tile column (default_config): N of at most
+  // 64 under more than 64 rows of A (or a column-major A's, which swap_ab cannot read). A B
+  // read MN-major is 64 columns a stage whatever N: where its 64-row tiles would fill half the
+  // SMs, larger ones stream A faster (read so, 4408x8x7240 ran 0.89x and 16384x8x4096 0.77x in
+  // 64x64 tiles, v29), so those keep the tiles fitted to the waves.
+  static bool narrow_n(const MatmulShape& s, const DeviceTarget& device) {
+    if (s.n > 64 || (s.m <= 64 && !s.as_read().a_columns)) return false;
+    return s.as_read().b_columns || 2 * s.batch * ceil_div(s.m, 64) <= device.sm_count;
   }
 
   // Where 128x256 tiles leave most SMs idle: the default then takes smaller tiles or K slices;
