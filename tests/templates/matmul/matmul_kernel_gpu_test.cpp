@@ -424,9 +424,9 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
       // K slices (N even: pairs of columns a load; A column-major).
       problem(bf16, bf16, {2, 6133, 1472}), problem(f16, f32, {7, 1766, 4000}, {{"a", "col"}}),
       problem(f32, f32, {1, 721, 15976}),
-      // A narrow N: 64-row tiles as narrow as N where B is K-major (also fp32's, transposed),
-      // 64 columns where it is not; K split where the tiles are few. The decode template's
-      // 8-column blocks for N <= 8.
+      // A narrow N: 64-row tiles as narrow as N where B is K-major (also fp32's and a long
+      // product's row-major B, transposed), 64 columns under a short K; K split where the
+      // tiles are few. The decode template's 8-column blocks for N <= 8.
       problem(bf16, bf16, {1024, 16, 4096}, xwt), problem(f16, f32, {3000, 20, 700}, xwt),
       problem(bf16, bf16, {2048, 8, 4096}), problem(f32, f32, {1000, 16, 2000}),
       problem(bf16, bf16, {1, 8, 4096}, xwt),
