@@ -508,8 +508,7 @@ class MatmulFamily final : public Family {
           "matmul/matmul_sm90.cuh", "matmul/matmul_decode.cuh", "matmul/matmul_gemv.cuh",
           "matmul/matmul_gemv_kn.cuh", "matmul/matmul_row_loads.cuh", "matmul/matmul_sm90_params.h",
           "matmul/matmul_splitk.cuh", "matmul/matmul_tile_order.cuh", "common/tile_primitives.cuh",
-          "common/activation.h",
-          "common/elementwise.cuh", "common/hopper.cuh", "common/tensor_map.h",
+          "common/activation.h", "common/elementwise.cuh", "common/hopper.cuh", "common/tensor_map.h",
           "common/copy_rows.cuh", "common/copy_rows_params.h"})
       source_.files[file] = std::string(embedded::file(file));
   }
@@ -725,21 +724,20 @@ class MatmulFamily final : public Family {
     };
     const bool few_tiles = few_large_tiles(s, device);
     bool one_wave = false;  // few tiles, but smaller ones fill the SMs once, each K whole
-    bool narrow = false;    // N's side in one narrow tile
+    const bool narrow = narrow_n(s, device);  // N's side in one narrow tile column
     if (s.m <= 64 && !s.as_read().a_columns) {
       // M's side in one tile: 33-48 rows in 64 columns ran 1.06-1.37x faster than in two of 32
       // (33x6032x14288, 48x1031x2000, 38x8600x856), 40x4096x4096 4% slower (v22).
       set({{"swap_ab", 1}, {"block_m", 64}, {"block_n", swap_width(s)},
            {"stages", 8}, {"consumers", 1}, {"cluster_m", 1}});
-    } else if (narrow_n(s, device)) {
+    } else if (narrow) {
       // N's side in one tile (routers, low-rank adapters, heads of a few classes): 64-row tiles
       // on one consumer, as narrow as N where B is K-major, as many stages as fit, K split over
       // the SMs as below (a short K: 64x64 tiles, as there). Against 128x128 tiles in K slices,
       // 64x64 ran 29 skinny shapes 1.13x faster, 128x64 1.10x, 192x64 1.09x, 256x64 1.05x, and
       // 64x16 1.06-1.11x faster than 64x64 at 4096x8x4096 and 4096x16x4096
       // (docs/perf/matmul.md v29).
-      narrow = true;
-      const long long width = s.as_read().b_columns && s.n <= 32 ? narrow_width(s.n) : 64;
+      const long long width = s.as_read().b_columns ? narrow_width(s.n) : 64;
       set({{"block_m", 64}, {"block_n", static_cast<int>(width)}, {"consumers", 1},
            {"cluster_m", 1}, {"cluster_n", 1}, {"group_m", 1}});
       for (int stages : {16, 13, 10, 8, 6, 4}) {

@@ -636,7 +636,7 @@ __device__ __forceinline__ void sum_block_in_grid(const MatmulSm90Params& p, int
     float v[4];
     // Plain loads: thread 128's acquire and the barrier order them after every slice's stores.
     sum_slices(partials + static_cast<long long>(row) * p.n + col, slice_floats, splits,
-                     p.n % 4 == 0, p.n - col, v);
+               p.n % 4 == 0, p.n - col, v);
     store_reduced_run<KIND_OUT, EPI>(to, batch, row, col, v);
   }
 }
