@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
 """The untuned default over random shapes, beside cuBLAS (torch.matmul), in rounds.
 
-usage: matmul_shapes.py [--count DRAWS] [--seed S | --shapes MxNxK:LAYOUT,...] [--lib PATH]
-                        [--baseline PATH] [--json FILE]
+usage: matmul_shapes.py [--count DRAWS] [--seed S] [--narrow-n | --few-columns |
+                        --shapes MxNxK:LAYOUT,...] [--lib PATH] [--baseline PATH] [--json FILE]
 
 Every shape nobody tuned runs the family's default config, so the default is what a user
 meets first. The suite (matmul_suite.py) times 27 shapes from peers' benchmarks; this draws
 shapes no list names: M log-uniform in 1..8192 (a fifth of them 1, 2, 7, 16 or 33), N and K
 log-uniform in 64..16384 (with --narrow-n, N in 1..64: routers, low-rank adapters, heads of a
 few classes), each half the time rounded up to a multiple of 8 (else left as drawn, usually
-unaligned rows), each of the layouts rr, rc (x @ W^T, twice as often), cr. The
+unaligned rows), each of the layouts rr, rc (x @ W^T, twice as often), cr (with --few-columns,
+many rows of A times 1-4 columns of B: draw_few_columns). The
 runtime's database is empty, so each call takes the default. Each shape is verified first
 (NaN-poisoned output, relative Frobenius error against an fp32 reference), then timed in
 rounds beside cuBLAS (bench/matmul_bench.py make_rounds: both after their own L2 flush, at the
@@ -51,6 +52,37 @@ def draw_shapes(count, seed, narrow_n=False):
     return shapes
 
 
+def draw_few_columns(count, seed):
+    """`count` products of many rows of A and a few columns of B (m, n, k, layout): a matrix
+    times a vector (rr, one column), x @ W^T of 1-4 columns (rc, a value head), a column-major
+    A times 1-2 columns (cr, cc), and one column-major row of A times x @ W^T's weight (cc,
+    M = 1). M (or N for the last) log-uniform in 528..32768, K in 32..16384, half the K
+    rounded up to a multiple of 8; past 4e8 elements of A (or B) a draw is dropped."""
+    rng = random.Random(seed)
+
+    def log_uniform(lo, hi):
+        return int(round(math.exp(rng.uniform(math.log(lo), math.log(hi)))))
+
+    shapes = []
+    kinds = ["rc"] * 3 + ["rr"] * 3 + ["cr"] * 2 + ["cc", "row"]
+    while len(shapes) < count:
+        kind = rng.choice(kinds)
+        m, k = log_uniform(528, 32768), log_uniform(32, 16384)
+        if rng.random() < 0.5:
+            k = (k + 7) // 8 * 8
+        if m * k > 4e8:
+            continue
+        if kind == "row":
+            shapes.append((1, m, k, "cc"))
+        elif kind == "rc":
+            shapes.append((m, rng.choice([1, 2, 3, 4]), k, "rc"))
+        elif kind == "rr":
+            shapes.append((m, 1, k, "rr"))
+        else:
+            shapes.append((m, rng.choice([1, 1, 2]), k, kind))
+    return shapes
+
+
 def parse_shapes(text):
     """MxNxK:LAYOUT,... as (m, n, k, layout) tuples."""
     shapes = []
@@ -72,6 +104,8 @@ def main():
     p.add_argument("--count", type=int, default=44, help="draws (those past 2.2e11 M*N*K are dropped)")
     p.add_argument("--seed", type=int, default=15)
     p.add_argument("--narrow-n", action="store_true", help="draw N in 1..64 instead of 64..16384")
+    p.add_argument("--few-columns", action="store_true",
+                   help="draw many rows of A times 1-4 columns of B instead (a matrix times a vector)")
     p.add_argument("--shapes", help="MxNxK:LAYOUT,... to time instead of drawing shapes")
     p.add_argument("--lib", default=os.path.join(REPO, "build", "libtilesmith.so"))
     p.add_argument("--baseline", help="another build's libtilesmith.so, timed beside --lib")
@@ -102,7 +136,12 @@ def main():
     tf32, tolerance = mb.compare_inputs(torch, args.dtype)
     dtype = mb.torch_dtype(torch, args.dtype)
     rows, failed = [], 0
-    shapes = parse_shapes(args.shapes) if args.shapes else draw_shapes(args.count, args.seed, args.narrow_n)
+    if args.shapes:
+        shapes = parse_shapes(args.shapes)
+    elif args.few_columns:
+        shapes = draw_few_columns(args.count, args.seed)
+    else:
+        shapes = draw_shapes(args.count, args.seed, args.narrow_n)
     for m, n, k, layout in shapes:
         a_col, b_col = layout[0] == "c", layout[1] == "c"
         a_store = torch.randn(*((k, m) if a_col else (m, k)), device="cuda", dtype=dtype)

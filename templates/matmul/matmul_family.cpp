@@ -12,6 +12,8 @@
 //   variant 4: matmul_gemv_kn.cuh, M <= 32 rows times a row-major B read where it lies at any
 //              alignment (sm_80+): a CTA's warps take K's rows in turn down adjacent columns,
 //              in fp32 on CUDA cores.
+//   Past their rows of A, variants 3 and 4 take C^T = B^T A^T (row_reader_shape): N's few
+//   columns are their rows and A their weight, a matrix times a vector.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -45,6 +47,8 @@ struct MatmulShape {
   // B under swap_ab (B is then the kernel's A).
   bool a_in_registers = false;
   bool b_in_registers = false;
+  // The product as swapped() gives it, C^T = B^T A^T: C is written transposed.
+  bool c_transposed = false;
   explicit MatmulShape(const Problem& problem)
       : in_bytes(static_cast<long long>(dtype_size(problem.dtype))) {
     const auto& dims = problem.shape;
@@ -113,6 +117,7 @@ struct MatmulShape {
     std::swap(t.m, t.n);
     t.a_columns = !b_columns;
     t.b_columns = !a_columns;
+    t.c_transposed = !c_transposed;
     return t;
   }
   // fp32 inputs are multiplied as tf32, which both templates read K-major only (wgmma's rule;
@@ -240,6 +245,16 @@ MatmulShape shape_for(const Problem& problem, const Config& config) {
   s.b_in_registers = wgmma && !s.b_columns && config.at("swap_ab") == 1;
   return s;
 }
+
+// The most rows of A the row readers take: gemv (its sums in registers) and gemv_kn.
+constexpr long long kGemvRows = 4, kGemvKnRows = 32;
+
+// The product as a row reader computes it: A's few rows times the weight, or where A has more
+// rows than it takes, C^T = B^T A^T (N's few columns as its rows, A read as the weight: a
+// matrix times a vector), C written transposed.
+MatmulShape row_reader_shape(const MatmulShape& s, long long most_rows) {
+  return s.m > most_rows ? s.swapped() : s;
+}
 // Accumulator registers a ping-pong warpgroup may hold per thread (its whole tile): 232 after
 // setmaxnreg, less the ~40 its descriptors, loop and epilogue need.
 constexpr int kPingpongAccumulators = 192;
@@ -329,9 +344,10 @@ std::vector<ParamSpec> variant_space(int variant) {
             {"unroll", {1, 2, 4, 8}},
             {"split_k", {1, 2, 4, 8}}};
   if (variant == kGemv)
-    // Weight rows per CTA, its warps (which split every row's K), and the chunks of each row a
+    // Weight rows per CTA (4 and 8 for short rows, where a CTA of two would do little but
+    // start and sum), its warps (which split every row's K), and the chunks of each row a
     // thread loads before its products (a chunk: MatmulShape::row_vector() elements).
-    return {{"block_n", {1, 2}}, {"warps", {2, 4, 8, 16}}, {"unroll", {1, 2, 4}}};
+    return {{"block_n", {1, 2, 4, 8}}, {"warps", {2, 4, 8, 16}}, {"unroll", {1, 2, 4}}};
   if (variant == kGemvKn)
     // Columns a thread loads at once (2 to 16 bytes, as N's alignment allows), the warps of a
     // CTA (which take its K slice's rows in turn), the rows of B a thread loads before their
@@ -629,11 +645,31 @@ class MatmulFamily final : public Family {
     // 4x4096x4095 and 4x14336x4100 (docs/perf/matmul.md v28).
     // Rows off 16 bytes only past the gathering tiles' short K (at or under 512 the mma.sync
     // template took 2x15256x113 in 0.58x gemv's time, gemv 2x3707x165 in 0.72x theirs).
-    const bool gemv_rows = s.aligned() ? s.m <= 2 : s.m <= 4 && s.k > kMaxGatheredK;
-    if (gemv_rows && s.batch * ceil_div(s.n, 2) >= 2ll * device.sm_count) {
-      const int vector = s.row_vector();
-      const int unroll = s.m > 2 ? (vector == 1 ? 2 : 1) : vector <= 2 ? 4 : static_cast<int>(s.m);
-      const int most_warps = s.m >= 2 ? 4 : vector <= 2 ? 8 : 16;
+    // A matrix times a few columns (A row-major, N <= 4 of B column-major, or one of B
+    // row-major: a value head, a matrix times a vector) takes it on C^T = B^T A^T, A's rows as
+    // the weight, at any K, as for as many rows of A (4096x1x4096 rc 0.0157 ms against the
+    // tiles' 0.0196, 4096x2x4096 0.0159 against 0.0203, 653x3x1208 0.0063 against 0.0105;
+    // docs/perf/matmul.md v30).
+    // One row read 8 bytes a load, or 4 or 2 under a K of 1024: four weight rows a CTA on the
+    // fewest warps that leave each thread 4 chunks or less, the sweeps' winners or within 5% of
+    // them (4174x1x694 rr 0.0076 ms against two rows' 0.0123, 16075x1x269 rc 0.0112 against
+    // 0.0170, 14815x1x3184 rr 0.0395 against 0.0427, 1x20641x1096 with A column-major 0.0219
+    // against 0.0330). 16-byte loads, and narrower ones past K 1024, kept two rows
+    // (1024x1x1024 rc 0.0064 against 0.0083, 1456x1x1935 rr 0.0080 against 0.0098,
+    // 1x8192x4094 rc 0.0282 against 0.0317). One column-major row of A (a vector) at any K.
+    const MatmulShape r = row_reader_shape(s, kGemvRows);
+    const bool gemv_rows = (r.c_transposed && r.m <= kGemvRows) || (s.m == 1 && s.a_columns) ||
+                           (s.aligned() ? s.m <= 2 : s.m <= 4 && s.k > kMaxGatheredK);
+    if (gemv_rows && r.batch * ceil_div(r.n, 2) >= 2ll * device.sm_count) {
+      const int vector = r.row_vector();
+      if (r.m == 1 && (vector == 4 || (vector <= 2 && s.k <= 1024)))
+        for (int warps : {2, 4, 8, 16}) {
+          const Config gemv{{{"variant", kGemv}, {"block_n", 4}, {"warps", warps}, {"unroll", 1}}};
+          if ((128ll * warps * vector >= s.k || warps == 16) && !reject(gemv, problem, device))
+            return gemv;
+        }
+      const int unroll = r.m > 2 ? (vector == 1 ? 2 : 1) : vector <= 2 ? 4 : static_cast<int>(r.m);
+      const int most_warps = r.m >= 2 ? 4 : vector <= 2 ? 8 : 16;
       for (int warps : {16, 8, 4, 2}) {
         if (warps > most_warps) continue;
         const Config gemv{{{"variant", kGemv}, {"block_n", 2}, {"warps", warps},
@@ -693,6 +729,26 @@ class MatmulFamily final : public Family {
     // on CUDA cores cost more than the copy (26x1506x11128: 0.11 against 0.049), and from 3
     // rows under K 1024 the copy of a small B costs less than its chains of loads (7x1311x496
     // 0.0146 against 0.0101, 7x275x352 0.0128 against 0.0090; v23).
+    // A column-major A of 1024 rows or more times one or two columns of B (16-bit) takes it
+    // on C^T = B^T A^T, A read as the row-major weight: for one column 8 warps a CTA and 16 rows
+    // of it in flight a thread (4 and 8 for two), K split in up to 8 slices of two rounds or
+    // more, then loads as wide as leave two CTAs an SM (at most 2 columns for one column of B).
+    // The sweeps' winners or within 4% of them over six shapes (5914x1x72 0.0060 ms against the
+    // tiles' 0.0136, 8821x1x1480 0.0212 against 0.0420, 16384x2x4096 0.0502 against 0.0551);
+    // at four columns and more the tiles' MMAs win (4096x4x4096 0.0211 against 0.0228; v30).
+    const MatmulShape kn = row_reader_shape(s, kGemvKnRows);
+    if (kn.c_transposed && kn.m <= 2 && s.m >= 1024 && !s.tf32() && !kn.b_columns) {
+      const int warps = kn.m == 1 ? 8 : 4, unroll = kn.m == 1 ? 16 : 8;
+      int split = 8;
+      while (split > 1 && s.k < 2ll * warps * unroll * split) split /= 2;
+      int vector = kn.m == 1 ? 2 : static_cast<int>(kn.per_16_bytes());
+      while (vector > 1 &&
+             (kn.n % vector || kn.batch * ceil_div(kn.n, 32ll * vector) * split < 2ll * device.sm_count))
+        vector /= 2;
+      const Config gemv_kn{{{"variant", kGemvKn}, {"vector", vector}, {"warps", warps},
+                            {"unroll", unroll}, {"split_k", split}}};
+      if (!reject(gemv_kn, problem, device)) return gemv_kn;
+    }
     if (s.m <= 8 && (s.m <= 2 || s.k >= 1024) && !s.b_columns &&
         s.b_row_length() % s.per_16_bytes()) {
       int vector = static_cast<int>(s.per_16_bytes());
@@ -903,18 +959,21 @@ class MatmulFamily final : public Family {
     }
     if (config.at("variant") == kGemv) {
       const GemvConfig c(config);
-      return {"tilesmith::matmul_gemv<" + std::to_string(GemvConfig::rows(s.m)) + "," +
+      const MatmulShape ks = row_reader_shape(s, kGemvRows);
+      return {"tilesmith::matmul_gemv<" + std::to_string(GemvConfig::rows(ks.m)) + "," +
               std::to_string(c.block_n) + "," + std::to_string(c.threads()) + "," +
-              std::to_string(c.unroll) + "," + std::to_string(s.row_vector()) + "," + kinds + "," +
+              std::to_string(c.unroll) + "," + std::to_string(ks.row_vector()) + "," + kinds + "," +
+              (ks.a_columns ? "1" : "0") + "," + (ks.c_transposed ? "1" : "0") + "," +
               std::to_string(s.epilogue) + ">"};
     }
     if (config.at("variant") == kGemvKn) {
       const GemvKnConfig c(config);
+      const MatmulShape ks = row_reader_shape(s, kGemvKnRows);
       std::vector<std::string> kernels = {
-          "tilesmith::matmul_gemv_kn<" + std::to_string(GemvKnConfig::rows(s.m)) + "," +
+          "tilesmith::matmul_gemv_kn<" + std::to_string(GemvKnConfig::rows(ks.m)) + "," +
           std::to_string(c.vector) + "," + std::to_string(c.warps) + "," +
-          std::to_string(c.unroll) + "," + kinds + "," + (s.a_columns ? "1" : "0") + "," +
-          std::to_string(s.epilogue) + ">"};
+          std::to_string(c.unroll) + "," + kinds + "," + (ks.a_columns ? "1" : "0") + "," +
+          (ks.c_transposed ? "1" : "0") + "," + std::to_string(s.epilogue) + ">"};
       if (c.split_k > 1) kernels.push_back(splitk_reduce_expression(problem));
       return kernels;
     }
@@ -973,26 +1032,30 @@ class MatmulFamily final : public Family {
       geometry.grid[2] = static_cast<unsigned>(std::min<long long>(s.batch, 65535));
       geometry.block[0] = static_cast<unsigned>(c.threads());
       geometry.dynamic_smem_bytes = static_cast<unsigned>(c.smem_bytes(s.m));
-      add_sliced_launch(plan, geometry, c.split_k, s, strides, operands, workspace, device);
+      add_sliced_launch(plan, geometry, c.split_k, s, params(s, strides, operands, operands.c),
+                        strides, operands, workspace, device);
       return plan;
     }
     if (variant == kGemvKn) {
       const GemvKnConfig c(config);
+      const MatmulShape ks = row_reader_shape(s, kGemvKnRows);
       LaunchGeometry geometry;
-      geometry.grid[0] = static_cast<unsigned>(ceil_div(s.n, c.columns()));
+      geometry.grid[0] = static_cast<unsigned>(ceil_div(ks.n, c.columns()));
       geometry.grid[1] = static_cast<unsigned>(c.split_k);
       geometry.grid[2] = static_cast<unsigned>(s.batch);
       geometry.block[0] = static_cast<unsigned>(c.threads());
-      add_sliced_launch(plan, geometry, c.split_k, s, strides, operands, workspace, device);
+      add_sliced_launch(plan, geometry, c.split_k, s, row_reader_params(s, ks, strides, operands),
+                        strides, operands, workspace, device);
       return plan;
     }
     if (variant == kGemv) {
       const GemvConfig c(config);
+      const MatmulShape ks = row_reader_shape(s, kGemvRows);
       LaunchGeometry geometry;
-      geometry.grid[0] = static_cast<unsigned>(ceil_div(s.n, c.block_n));
+      geometry.grid[0] = static_cast<unsigned>(ceil_div(ks.n, c.block_n));
       geometry.grid[2] = static_cast<unsigned>(s.batch);
       geometry.block[0] = static_cast<unsigned>(c.threads());
-      plan.add(0, geometry, KernelArgs::of(params(s, strides, operands, operands.c)));
+      plan.add(0, geometry, KernelArgs::of(row_reader_params(s, ks, strides, operands)));
       return plan;
     }
     const Preparation prep = Preparation::of(config, s, &device);
@@ -1270,11 +1333,19 @@ class MatmulFamily final : public Family {
   // The constraints of matmul_gemv.cuh, against this device and problem.
   static std::optional<std::string> reject_gemv(const GemvConfig& c, const Problem& problem,
                                                 const DeviceTarget& device) {
-    const MatmulShape s(problem);
-    if (auto wrong = reject_row_reader(s, "gemv")) return wrong;
+    // Past four rows of A, C^T = B^T A^T: B's columns are the rows.
+    const MatmulShape s = row_reader_shape(MatmulShape(problem), kGemvRows);
+    if (s.tf32()) return "the gemv kernel takes bf16 or f16 inputs";
+    if (!s.b_columns)
+      return "the gemv kernel reads the weight's rows along K: B column-major (x @ W^T), or "
+             "past four rows of A, A row-major";
+    // A column-major A is a vector (one row, its k apart) or, past four rows of A, B's one
+    // column: loaded element by element.
+    if (s.a_columns && s.m > 1)
+      return "the gemv kernel reads A (past four rows of A, B) row-major, or one column-major row";
     // Eight rows of A made ptxas spill a few bytes where registers were left (M = 8 with one
     // row of W, sm_80 and sm_90a); the MMA templates take them.
-    if (s.m > 4) return "the gemv kernel is for M <= 4";
+    if (s.m > kGemvRows) return "the gemv kernel is for M <= 4 or N <= 4";
     if (s.batch > 65535) return "the gemv kernel takes a batch per grid z: at most 65535";
     if (c.block_n < 1 || c.warps < 1 || c.unroll < 1)
       return "block_n, warps and unroll must be positive";
@@ -1295,9 +1366,12 @@ class MatmulFamily final : public Family {
   // The constraints of matmul_gemv_kn.cuh, against this device and problem.
   static std::optional<std::string> reject_gemv_kn(const GemvKnConfig& c, const Problem& problem,
                                                    const DeviceTarget& device) {
-    const MatmulShape s(problem);
-    if (s.b_columns) return "the gemv_kn kernel reads B row-major (stored k x n)";
-    if (s.m > 32) return "the gemv_kn kernel is for M <= 32";
+    // Past 32 rows of A, C^T = B^T A^T: B's columns are the rows, A (column-major) the weight.
+    const MatmulShape s = row_reader_shape(MatmulShape(problem), kGemvKnRows);
+    if (s.b_columns)
+      return "the gemv_kn kernel reads B row-major (stored k x n), or past 32 rows of A, A "
+             "column-major";
+    if (s.m > kGemvKnRows) return "the gemv_kn kernel is for M <= 32 or N <= 32";
     if (s.batch > 65535) return "the gemv_kn kernel takes a batch per grid z: at most 65535";
     if (c.vector != 1 && c.vector != 2 && c.vector != 4 && c.vector != 8)
       return "vector must be 1, 2, 4 or 8 columns";
@@ -1947,14 +2021,28 @@ class MatmulFamily final : public Family {
     return p;
   }
 
-  // A row-reading template's launch (decode, gemv_kn: grid y its K slices), and with split_k
-  // slices splitk_reduce after it, summing their partials from the workspace.
+  // A row reader's argument where it computes `ks` (row_reader_shape): C^T = B^T A^T takes B
+  // as its A and A as its B, and writes C (its strides the call's) transposed.
+  static MatmulParams row_reader_params(const MatmulShape& s, const MatmulShape& ks,
+                                        const MatmulStrides& strides, const Operands& operands) {
+    MatmulParams p = params(s, strides, operands, operands.c);
+    if (ks.c_transposed) {
+      std::swap(p.a, p.b);
+      std::swap(p.m, p.n);
+      std::swap(p.lda, p.ldb);
+      std::swap(p.stride_a, p.stride_b);
+    }
+    return p;
+  }
+
+  // A row-reading template's launch of `product` (decode, gemv_kn: grid y its K slices), and
+  // with split_k slices splitk_reduce after it, summing their partials (laid out as C) from the
+  // workspace.
   static void add_sliced_launch(LaunchPlan& plan, const LaunchGeometry& geometry, int split_k,
-                                const MatmulShape& s, const MatmulStrides& strides,
-                                const Operands& operands, std::uint64_t workspace,
-                                const DeviceTarget& device) {
-    const MatmulDecodeParams p{params(s, strides, operands, operands.c),
-                               reinterpret_cast<float*>(workspace), split_k};
+                                const MatmulShape& s, const MatmulParams& product,
+                                const MatmulStrides& strides, const Operands& operands,
+                                std::uint64_t workspace, const DeviceTarget& device) {
+    const MatmulDecodeParams p{product, reinterpret_cast<float*>(workspace), split_k};
     plan.add(0, geometry, KernelArgs::of(p));
     if (split_k > 1)
       add_splitk_reduce(plan, 1, device, s.batch * s.m * ceil_div(s.n, 4),

@@ -1,11 +1,12 @@
-// Matmul for a few rows of A (M <= 4) with B column-major (x @ W^T), sm_80+: each CTA reduces
-// COLS whole rows of the weight W (stored n x k) along K, the access of a row reduction, which
-// is what Inductor's kernel for M = 1 is (docs/perf/matmul.md v18): every thread reads VEC
-// contiguous elements of each of the CTA's rows per chunk (16 bytes where K allows; 8, 4 or 2
-// where K is off 16 bytes, so rows TMA cannot read are read in place, not copied into padded
-// ones first), so a warp reads 32 x VEC contiguous elements of a row an instruction, and the
-// CTAs are small and many (one or two rows each), so the SMs take them as they free up and no SM
-// is left with a longer share of the weight.
+// Matmul for a few rows of A (M <= 4) with B column-major (x @ W^T), or on C^T = B^T A^T for a
+// few columns of B (SWAP_AB: a matrix times a vector, A's rows the weight), sm_80+: each CTA
+// reduces COLS whole rows of the weight W (stored n x k) along K, the access of a row
+// reduction, which is what Inductor's kernel for M = 1 is (docs/perf/matmul.md v18): every
+// thread reads VEC contiguous elements of each of the CTA's rows per chunk (16 bytes where K
+// allows; 8, 4 or 2 where K is off 16 bytes, so rows TMA cannot read are read in place, not
+// copied into padded ones first), so a warp reads 32 x VEC contiguous elements of a row an
+// instruction, and the CTAs are small and many (one to eight rows each), so the SMs take them
+// as they free up and no SM is left with a longer share of the weight.
 //
 // per thread: chunks of VEC k, THREADS x VEC k apart; UNROLL chunks of every row (W's and A's)
 //             loaded before their products, and the fp32 sums of its ROWS x COLS outputs kept.
@@ -14,6 +15,11 @@
 // per CTA:    the sums reduced over each warp by shuffles, then over the warps through shared
 //             memory; thread i < ROWS x COLS finishes output (i / COLS, i % COLS) with the
 //             epilogue and stores it.
+// A_COLUMNS:  A is one row stored column-major, a vector whose k are lda apart (a column of a
+//             row-major matrix, as C^T = B^T A^T reads a row-major B of one column): loaded
+//             element by element at that step.
+// SWAP_AB:    the kernel computes C^T = B^T A^T (the plan passes B as its A and A as its B):
+//             output (row, col) is C's (col, row), stored ldc apart down C's column.
 // launch:     block THREADS; grid (ceil(n / COLS), 1, batch), batch <= 65535; no dynamic
 //             shared memory.
 #pragma once
@@ -26,7 +32,7 @@
 
 namespace tilesmith {
 
-template <int ROWS, int COLS, int THREADS, int UNROLL, int VEC, int IN_KIND>
+template <int ROWS, int COLS, int THREADS, int UNROLL, int VEC, int IN_KIND, int A_COLUMNS>
 struct Gemv {
   using Element = RowElement<IN_KIND>;
   using Piece = typename Element::template Columns<VEC>;
@@ -46,6 +52,19 @@ struct Gemv {
     return piece;
   }
 
+  // VEC elements of A's column-major row from `src` (its k = 0), k to k + VEC - 1, `step` apart.
+  __device__ __forceinline__ static Piece load_strided(const half_bits* src, int k, int step, int valid) {
+    Piece piece;
+#pragma unroll
+    for (int e = 0; e < VEC; e += 2) {
+      const unsigned lo = e < valid ? __ldg(src + static_cast<long long>(k + e) * step) : 0u;
+      const unsigned hi =
+          VEC > 1 && e + 1 < valid ? __ldg(src + static_cast<long long>(k + e + 1) * step) : 0u;
+      piece.words[e / 2] = lo | (hi << 16);
+    }
+    return piece;
+  }
+
   // The thread's sums over its chunks of K; WIDE: one load a chunk.
   template <bool WIDE>
   __device__ static void run(const MatmulParams& p, const half_bits* const (&w_row)[COLS],
@@ -61,7 +80,9 @@ struct Gemv {
 #pragma unroll
         for (int c = 0; c < COLS; ++c) w[u][c] = load<WIDE, true>(w_row[c] + k, w_inside[c] ? valid : 0);
 #pragma unroll
-        for (int r = 0; r < ROWS; ++r) x[u][r] = load<WIDE, false>(a_row[r] + k, a_inside[r] ? valid : 0);
+        for (int r = 0; r < ROWS; ++r)
+          x[u][r] = A_COLUMNS ? load_strided(a_row[r], k, p.lda, a_inside[r] ? valid : 0)
+                              : load<WIDE, false>(a_row[r] + k, a_inside[r] ? valid : 0);
       }
 #pragma unroll
       for (int u = 0; u < UNROLL; ++u)
@@ -76,10 +97,11 @@ struct Gemv {
   }
 };
 
-template <int ROWS, int COLS, int THREADS, int UNROLL, int VEC, int IN_KIND, int OUT_KIND, int EPI>
+template <int ROWS, int COLS, int THREADS, int UNROLL, int VEC, int IN_KIND, int OUT_KIND,
+          int A_COLUMNS, int SWAP_AB, int EPI>
 __global__ void __launch_bounds__(THREADS) matmul_gemv(const MatmulParams p) {
   static_assert(THREADS % 32 == 0 && ROWS * COLS <= THREADS, "whole warps; a thread per output");
-  using Kernel = Gemv<ROWS, COLS, THREADS, UNROLL, VEC, IN_KIND>;
+  using Kernel = Gemv<ROWS, COLS, THREADS, UNROLL, VEC, IN_KIND, A_COLUMNS>;
   constexpr int WARPS = THREADS / 32;
   __shared__ float warp_sums[WARPS][ROWS * COLS];
 
@@ -101,7 +123,7 @@ __global__ void __launch_bounds__(THREADS) matmul_gemv(const MatmulParams p) {
   for (int r = 0; r < ROWS; ++r) {
     a_inside[r] = r < p.m;
     a_row[r] = static_cast<const half_bits*>(p.a) + batch * p.stride_a +
-               static_cast<long long>(a_inside[r] ? r : 0) * p.lda;
+               static_cast<long long>(a_inside[r] ? r : 0) * (A_COLUMNS ? 1 : p.lda);
   }
 
   float sum[ROWS][COLS];
@@ -111,11 +133,14 @@ __global__ void __launch_bounds__(THREADS) matmul_gemv(const MatmulParams p) {
     for (int c = 0; c < COLS; ++c) sum[r][c] = 0.f;
   // Loads of 16 bytes are for aligned problems only, whose rows, batches and bases are on them.
   // Narrower ones go element by element where a call's strides are off them. (Not compiled in
-  // for VEC 8: beside it the 16-byte loop ran 1.2x slower, docs/perf/matmul.md v28.)
-  if constexpr (VEC == 8) {
+  // for VEC 8: beside it the 16-byte loop ran 1.2x slower, docs/perf/matmul.md v28.) A
+  // column-major A is loaded element by element anyway: only W's strides count.
+  const bool wide = A_COLUMNS ? static_cast<unsigned long long>(p.ldb | p.stride_b) % VEC == 0
+                              : strides_on(p, VEC);
+  if constexpr (VEC == 8 && !A_COLUMNS) {
     Kernel::template run<true>(p, w_row, w_inside, a_row, a_inside, sum);
   } else {
-    if (strides_on(p, VEC))
+    if (wide)
       Kernel::template run<true>(p, w_row, w_inside, a_row, a_inside, sum);
     else
       Kernel::template run<false>(p, w_row, w_inside, a_row, a_inside, sum);
@@ -137,8 +162,10 @@ __global__ void __launch_bounds__(THREADS) matmul_gemv(const MatmulParams p) {
       float v = 0.f;
 #pragma unroll
       for (int w2 = 0; w2 < WARPS; ++w2) v += warp_sums[w2][threadIdx.x];
-      if (EPI != kActNone) v = epilogue_value<EPI, OUT_KIND>(p.epilogue, batch, row, col, v);
-      store_pair<OUT_KIND>(p.c, batch * p.stride_c + static_cast<long long>(row) * p.ldc + col,
+      // C's row and column: swapped where the kernel computes C^T.
+      const int c_row = SWAP_AB ? col : row, c_col = SWAP_AB ? row : col;
+      if (EPI != kActNone) v = epilogue_value<EPI, OUT_KIND>(p.epilogue, batch, c_row, c_col, v);
+      store_pair<OUT_KIND>(p.c, batch * p.stride_c + static_cast<long long>(c_row) * p.ldc + c_col,
                            v, 0.f, false, false);
     }
   }

@@ -1,5 +1,6 @@
 // Matmul for a few rows of A (M <= 32) times a row-major B (stored k x n: x @ W with W stored
-// in x's own orientation), reading B where it lies at any alignment (sm_80+). TMA and cp.async
+// in x's own orientation), or on C^T = B^T A^T for a few columns of B times a column-major A
+// (SWAP_AB), reading B where it lies at any alignment (sm_80+). TMA and cp.async
 // move 16 bytes, so the tiled templates first copy a B whose rows are off 16 bytes (an odd N)
 // into padded rows: for a few rows of A that copy is two passes over the weight for one
 // product's pass (1x8490x12975: 0.52x cuBLAS, docs/perf/matmul.md v23). Here each thread walks
@@ -17,6 +18,9 @@
 //             through shared memory. With one slice the epilogue is applied here; with
 //             several, each writes its fp32 partials and splitk_reduce sums them and applies it
 //             (a second launch, started early).
+// SWAP_AB:    the kernel computes C^T = B^T A^T (the plan passes B as its A and A, column-major,
+//             as its row-major B): output (row, col) is C's (col, row), stored (or its slice's
+//             partials written) at C's place.
 // launch:     block WARPS x 32; grid (ceil(n / (32 x VEC)), k_splits, batch), batch <= 65535;
 //             no dynamic shared memory.
 #pragma once
@@ -74,7 +78,8 @@ struct GemvKn {
 };
 
 // A_COLUMNS: A stored k x m (column-major), else m x k.
-template <int ROWS, int VEC, int WARPS, int UNROLL, int IN_KIND, int OUT_KIND, int A_COLUMNS, int EPI>
+template <int ROWS, int VEC, int WARPS, int UNROLL, int IN_KIND, int OUT_KIND, int A_COLUMNS,
+          int SWAP_AB, int EPI>
 __global__ void __launch_bounds__(WARPS * 32) matmul_gemv_kn(const MatmulDecodeParams d) {
   using Kernel = GemvKn<ROWS, VEC, WARPS, UNROLL, IN_KIND, A_COLUMNS>;
   const MatmulParams& p = d.product;
@@ -118,13 +123,17 @@ __global__ void __launch_bounds__(WARPS * 32) matmul_gemv_kn(const MatmulDecodeP
       float v = 0.f;
 #pragma unroll
       for (int w2 = 0; w2 < WARPS; ++w2) v += warp_sums[w2][i];
+      // C's row and column, and its shape: swapped where the kernel computes C^T.
+      const int c_row = SWAP_AB ? col : r, c_col = SWAP_AB ? r : col;
+      const int c_rows = SWAP_AB ? p.n : p.m, c_cols = SWAP_AB ? p.m : p.n;
       if (d.k_splits == 1) {
-        if (EPI != kActNone) v = epilogue_value<EPI, OUT_KIND>(p.epilogue, batch, r, col, v);
-        store_pair<OUT_KIND>(p.c, batch * p.stride_c + static_cast<long long>(r) * p.ldc + col, v,
-                             0.f, false, false);
+        if (EPI != kActNone) v = epilogue_value<EPI, OUT_KIND>(p.epilogue, batch, c_row, c_col, v);
+        store_pair<OUT_KIND>(p.c, batch * p.stride_c + static_cast<long long>(c_row) * p.ldc + c_col,
+                             v, 0.f, false, false);
       } else {
-        // The slice's partials, packed: splitk_reduce adds them and applies the epilogue.
-        const long long at = ((static_cast<long long>(blockIdx.y) * p.batch + batch) * p.m + r) * p.n + col;
+        // The slice's partials, packed as C: splitk_reduce adds them and applies the epilogue.
+        const long long at =
+            ((static_cast<long long>(blockIdx.y) * p.batch + batch) * c_rows + c_row) * c_cols + c_col;
         store_pair<kF32>(d.partials, at, v, 0.f, false, false);
       }
     }

@@ -1961,7 +1961,9 @@ TEST(MatmulDecodeTest, IsForFewRowsTimesAColumnMajorWeight) {
 }
 
 // The gemv template (variant 3): x @ W^T for M <= 4 on any sm_80+ GPU, each CTA reducing
-// block_n whole weight rows along K; one launch, no workspace.
+// block_n whole weight rows along K; one launch, no workspace. Past four rows of A, N <= 4 on
+// C^T = B^T A^T (A's rows the weight); one column-major row of A (or B's one column) read as a
+// strided vector.
 TEST(MatmulGemvTest, IsForAFewRowsTimesAColumnMajorWeight) {
   const DeviceTarget ampere = DeviceTarget::assumed_for_arch("sm_80");
   const Config config = testing::gemv_config(2, 8, 2);
@@ -1969,11 +1971,21 @@ TEST(MatmulGemvTest, IsForAFewRowsTimesAColumnMajorWeight) {
   EXPECT_EQ(matmul().reject(config, x_times_w_t({1, 4096, 4096}), ampere), std::nullopt);
   EXPECT_EQ(matmul().reject(config, x_times_w_t({3, 4, 1000, 4096}, DType::f16), ampere), std::nullopt);
   EXPECT_EQ(matmul().reject(testing::gemv_config(1, 2, 1), x_times_w_t({1, 1, 8}), ampere), std::nullopt);
-  // Row-major B, column-major A, more than 4 rows and fp32 (tf32) are the others'.
+  // Row-major B, column-major A of more than one row, more than 4 rows and columns, and fp32
+  // (tf32) are the others'.
   EXPECT_TRUE(matmul().reject(config, matmul_problem(1, 4096, 4096), ampere));
-  EXPECT_TRUE(matmul().reject(config, x_times_w_t({1, 4096, 4096}, DType::bf16, DType::bf16, {{"a", "col"}}), ampere));
+  EXPECT_TRUE(matmul().reject(config, x_times_w_t({2, 4096, 4096}, DType::bf16, DType::bf16, {{"a", "col"}}), ampere));
   EXPECT_TRUE(matmul().reject(config, x_times_w_t({5, 4096, 4096}), ampere));
   EXPECT_TRUE(matmul().reject(config, x_times_w_t({1, 4096, 4096}, DType::f32), ampere));
+  EXPECT_EQ(matmul().reject(config, x_times_w_t({1, 4096, 4096}, DType::bf16, DType::bf16, {{"a", "col"}}), ampere),
+            std::nullopt);
+  // Past four rows: C^T = B^T A^T, A row-major, N <= 4 columns of x @ W^T or one of a row-major
+  // B.
+  EXPECT_EQ(matmul().reject(config, x_times_w_t({4096, 4, 4096}), ampere), std::nullopt);
+  EXPECT_EQ(matmul().reject(config, matmul_problem(4096, 1, 4096), ampere), std::nullopt);
+  EXPECT_TRUE(matmul().reject(config, matmul_problem(4096, 2, 4096), ampere));
+  EXPECT_TRUE(matmul().reject(config, x_times_w_t({4096, 5, 4096}), ampere));
+  EXPECT_TRUE(matmul().reject(config, x_times_w_t({4096, 1, 4096}, DType::bf16, DType::bf16, {{"a", "col"}}), ampere));
   // Rows off 16 bytes are read in place, in loads as wide as K allows: 8, 4 or 2 bytes, or
   // (K odd) one element; 16 bytes only where a call's strides must be on them too.
   auto loads = [&](const Problem& problem) {
@@ -1981,12 +1993,17 @@ TEST(MatmulGemvTest, IsForAFewRowsTimesAColumnMajorWeight) {
   };
   EXPECT_EQ(matmul().reject(testing::gemv_config(2, 8, 2), x_times_w_t({1, 4096, 4100}), ampere), std::nullopt);
   EXPECT_EQ(matmul().reject(testing::gemv_config(2, 8, 2), x_times_w_t({1, 4096, 4095}), ampere), std::nullopt);
-  EXPECT_EQ(loads(x_times_w_t({1, 4096, 4096})), "tilesmith::matmul_gemv<1,2,256,2,8,1,1,0>");
-  EXPECT_EQ(loads(x_times_w_t({1, 4096, 4100})), "tilesmith::matmul_gemv<1,2,256,2,4,1,1,0>");
-  EXPECT_EQ(loads(x_times_w_t({2, 4096, 4094})), "tilesmith::matmul_gemv<2,2,256,2,2,1,1,0>");
-  EXPECT_EQ(loads(x_times_w_t({1, 4096, 4095})), "tilesmith::matmul_gemv<1,2,256,2,1,1,1,0>");
+  EXPECT_EQ(loads(x_times_w_t({1, 4096, 4096})), "tilesmith::matmul_gemv<1,2,256,2,8,1,1,0,0,0>");
+  EXPECT_EQ(loads(x_times_w_t({1, 4096, 4100})), "tilesmith::matmul_gemv<1,2,256,2,4,1,1,0,0,0>");
+  EXPECT_EQ(loads(x_times_w_t({2, 4096, 4094})), "tilesmith::matmul_gemv<2,2,256,2,2,1,1,0,0,0>");
+  EXPECT_EQ(loads(x_times_w_t({1, 4096, 4095})), "tilesmith::matmul_gemv<1,2,256,2,1,1,1,0,0,0>");
   EXPECT_EQ(loads(x_times_w_t({1, 4096, 4096}, DType::bf16, DType::bf16, {{"aligned", "0"}})),
-            "tilesmith::matmul_gemv<1,2,256,2,4,1,1,0>");
+            "tilesmith::matmul_gemv<1,2,256,2,4,1,1,0,0,0>");
+  // C^T = B^T A^T (its rows N's, SWAP_AB); B's one row-major column a strided vector (A_COLUMNS).
+  EXPECT_EQ(loads(x_times_w_t({4096, 3, 4096})), "tilesmith::matmul_gemv<4,2,256,2,8,1,1,0,1,0>");
+  EXPECT_EQ(loads(matmul_problem(4174, 1, 694)), "tilesmith::matmul_gemv<1,2,256,2,2,1,1,1,1,0>");
+  EXPECT_EQ(loads(x_times_w_t({1, 4096, 4096}, DType::bf16, DType::bf16, {{"a", "col"}})),
+            "tilesmith::matmul_gemv<1,2,256,2,4,1,1,1,0,0>");
   // Rows past twice N, threads with no chunk of K, more batches than grid z holds.
   EXPECT_TRUE(matmul().reject(testing::gemv_config(2, 2, 1), x_times_w_t({1, 1, 4096}), ampere));
   EXPECT_TRUE(matmul().reject(testing::gemv_config(1, 8, 1), x_times_w_t({1, 4096, 1024}), ampere));
@@ -1997,7 +2014,7 @@ TEST(MatmulGemvTest, IsForAFewRowsTimesAColumnMajorWeight) {
   const Problem problem = x_times_w_t({2, 3, 1000, 1032}, DType::f16, DType::bf16, {{"act", "gelu"}, {"bias", "1"}});
   const std::vector<std::string> kernels = matmul().kernel_expressions(config, problem);
   ASSERT_EQ(kernels.size(), 1u);
-  EXPECT_EQ(kernels[0], "tilesmith::matmul_gemv<4,2,256,2,8,0,1,6>");  // 3 rows in 4; gelu + bias
+  EXPECT_EQ(kernels[0], "tilesmith::matmul_gemv<4,2,256,2,8,0,1,0,0,6>");  // 3 rows in 4; gelu + bias
   EXPECT_EQ(matmul().kernel_file(config), "matmul/matmul_gemv.cuh");
   EXPECT_EQ(matmul().workspace_bytes(config, problem, ampere), 0u);
   const std::uint64_t addresses[4] = {0x10000, 0x20000, 0x30000, 0x40000};
@@ -2012,6 +2029,21 @@ TEST(MatmulGemvTest, IsForAFewRowsTimesAColumnMajorWeight) {
   EXPECT_EQ(params.ldb, 1032);  // W's rows hold K
   EXPECT_EQ(reinterpret_cast<std::uint64_t>(params.b), 0x20000u);
   EXPECT_EQ(reinterpret_cast<std::uint64_t>(params.c), 0x40000u);
+  // C^T = B^T A^T: B is the kernel's A (its one column's k ldb apart), A its weight (rows lda
+  // apart), N its rows and M its columns; C keeps its own place and strides.
+  const Problem vector_problem = matmul_problem(4174, 1, 694);
+  const LaunchPlan transposed = matmul().plan(config, vector_problem, ampere, addresses, 0, {});
+  ASSERT_EQ(transposed.step_count, 1);
+  EXPECT_EQ(transposed.steps[0].geometry.grid[0], 2087u);  // 4174 rows of A, two a CTA
+  std::memcpy(&params, transposed.steps[0].args.bytes.data(), sizeof params);
+  EXPECT_EQ(params.m, 1);
+  EXPECT_EQ(params.n, 4174);
+  EXPECT_EQ(params.lda, 1);
+  EXPECT_EQ(params.ldb, 694);
+  EXPECT_EQ(params.ldc, 1);
+  EXPECT_EQ(reinterpret_cast<std::uint64_t>(params.a), 0x20000u);
+  EXPECT_EQ(reinterpret_cast<std::uint64_t>(params.b), 0x10000u);
+  EXPECT_EQ(reinterpret_cast<std::uint64_t>(params.c), 0x30000u);
 
   // The default for one or two rows, on every GPU and weight size, where the weight's rows
   // give two CTAs an SM: 16 warps for one row, 4 for two, fewer where K is short.
@@ -2021,10 +2053,16 @@ TEST(MatmulGemvTest, IsForAFewRowsTimesAColumnMajorWeight) {
   EXPECT_EQ(matmul().default_config(x_times_w_t({2, 4096, 4096}), ampere).text(),
             "block_n=2,unroll=2,variant=3,warps=4");
   EXPECT_EQ(matmul().default_config(x_times_w_t({1, 4096, 1024}), hopper).at("warps"), 4);
+  // One row in loads of 8 bytes (or 4 and 2 under K 1024): four weight rows a CTA, on the
+  // fewest warps that leave each thread 4 chunks or less.
   EXPECT_EQ(matmul().default_config(x_times_w_t({1, 8968, 6564}), hopper).text(),
-            "block_n=2,unroll=1,variant=3,warps=16");
+            "block_n=4,unroll=1,variant=3,warps=16");
   EXPECT_EQ(matmul().default_config(x_times_w_t({1, 8192, 4094}), hopper).text(),
             "block_n=2,unroll=4,variant=3,warps=8");
+  EXPECT_EQ(matmul().default_config(x_times_w_t({1, 8192, 1002}), hopper).text(),
+            "block_n=4,unroll=1,variant=3,warps=4");
+  EXPECT_EQ(matmul().default_config(x_times_w_t({1, 8192, 1096}, DType::bf16, DType::bf16, {{"a", "col"}}), hopper).text(),
+            "block_n=4,unroll=1,variant=3,warps=4");
   EXPECT_EQ(matmul().default_config(x_times_w_t({2, 8192, 4094}), hopper).text(),
             "block_n=2,unroll=4,variant=3,warps=4");
   // Short rows off 16 bytes (K <= 512): the mma.sync template gathers them.
@@ -2038,6 +2076,20 @@ TEST(MatmulGemvTest, IsForAFewRowsTimesAColumnMajorWeight) {
   EXPECT_EQ(matmul().default_config(x_times_w_t({1, 64, 4096}), hopper).at("variant"), 2);  // 32 CTAs
   EXPECT_EQ(matmul().default_config(x_times_w_t({4, 4096, 4096}), hopper).at("variant"), 2);
   EXPECT_EQ(matmul().default_config(matmul_problem(1, 4096, 4096), hopper).at("variant"), 1);
+  // A matrix times a few columns, on C^T = B^T A^T, as for as many rows; one element a load
+  // past K 1024 keeps two rows. Too few rows of A for two CTAs an SM: the tiles.
+  EXPECT_EQ(matmul().default_config(x_times_w_t({4096, 1, 4096}), hopper).text(),
+            "block_n=2,unroll=1,variant=3,warps=16");
+  EXPECT_EQ(matmul().default_config(x_times_w_t({4096, 2, 4096}), ampere).text(),
+            "block_n=2,unroll=2,variant=3,warps=4");
+  EXPECT_EQ(matmul().default_config(matmul_problem(4174, 1, 694), hopper).text(),
+            "block_n=4,unroll=1,variant=3,warps=4");
+  EXPECT_EQ(matmul().default_config(matmul_problem(1456, 1, 1935), hopper).text(),
+            "block_n=2,unroll=4,variant=3,warps=8");
+  // One column-major row of A (a vector) at any K.
+  EXPECT_EQ(matmul().default_config(x_times_w_t({1, 8000, 512}, DType::bf16, DType::bf16, {{"a", "col"}}), hopper).text(),
+            "block_n=4,unroll=1,variant=3,warps=2");
+  EXPECT_EQ(matmul().default_config(matmul_problem(400, 1, 4096), hopper).at("variant"), 1);
 }
 
 // The row-major-B gemv template (variant 4): up to 32 rows of A, either layout, times a B
@@ -2065,7 +2117,7 @@ TEST(MatmulGemvKnTest, IsForAFewRowsTimesARowMajorB) {
   const Problem problem{"matmul", DType::f16, DType::bf16, {3, 26, 1506, 11128}, {{"a", "col"}, {"act", "relu"}}};
   const std::vector<std::string> kernels = matmul().kernel_expressions(config, problem);
   ASSERT_EQ(kernels.size(), 2u);
-  EXPECT_EQ(kernels[0], "tilesmith::matmul_gemv_kn<32,2,8,8,0,1,1,1>");  // 26 rows in 32; A k x m; relu
+  EXPECT_EQ(kernels[0], "tilesmith::matmul_gemv_kn<32,2,8,8,0,1,1,0,1>");  // 26 rows in 32; A k x m; relu
   EXPECT_NE(kernels[1].find("splitk_reduce"), std::string::npos);
   EXPECT_EQ(matmul().kernel_file(config), "matmul/matmul_gemv_kn.cuh");
   EXPECT_EQ(matmul().workspace_bytes(config, problem, ampere), 4u * 3 * 26 * 1506 * 4);
@@ -2097,6 +2149,33 @@ TEST(MatmulGemvKnTest, IsForAFewRowsTimesARowMajorB) {
   EXPECT_NE(matmul().default_config(matmul_problem(1, 8496, 12975), hopper).at("variant"), 4);
   EXPECT_NE(matmul().default_config(matmul_problem(10, 8490, 12975), hopper).at("variant"), 4);
   EXPECT_EQ(matmul().default_config(matmul_problem(2, 12945, 272), hopper).at("variant"), 0);
+
+  // Past 32 rows of A, C^T = B^T A^T: a column-major A is the row-major weight, N <= 32 of
+  // B's columns (either layout) the rows; the partials are laid out as C for the reduce.
+  const Problem cr{"matmul", DType::bf16, DType::bf16, {4096, 1, 4096}, {{"a", "col"}}};
+  const Config narrow = gemv_kn_config(2, 8, 16, 8);
+  EXPECT_EQ(matmul().reject(narrow, cr, ampere), std::nullopt);
+  EXPECT_TRUE(matmul().reject(narrow, matmul_problem(4096, 1, 4096), ampere));  // A row-major
+  EXPECT_TRUE(matmul().reject(narrow, Problem{"matmul", DType::bf16, DType::bf16, {4096, 33, 4096}, {{"a", "col"}}}, ampere));
+  EXPECT_EQ(matmul().kernel_expressions(narrow, cr).at(0), "tilesmith::matmul_gemv_kn<1,2,8,16,1,1,1,1,0>");
+  EXPECT_EQ(matmul().workspace_bytes(narrow, cr, ampere), 8u * 4096 * 4);
+  const LaunchPlan transposed = matmul().plan(narrow, cr, hopper, addresses, 0x100000, {});
+  ASSERT_EQ(transposed.step_count, 2);
+  EXPECT_EQ(transposed.steps[0].geometry.grid[0], 64u);  // 4096 rows of A, 64 a CTA
+  EXPECT_EQ(transposed.steps[0].geometry.grid[1], 8u);
+  std::memcpy(&params, transposed.steps[0].args.bytes.data(), sizeof params);
+  EXPECT_EQ(params.product.m, 1);
+  EXPECT_EQ(params.product.n, 4096);
+  EXPECT_EQ(params.product.lda, 1);     // B's one column, k x 1
+  EXPECT_EQ(params.product.ldb, 4096);  // A stored k x m
+  EXPECT_EQ(reinterpret_cast<std::uint64_t>(params.product.a), 0x20000u);
+  EXPECT_EQ(reinterpret_cast<std::uint64_t>(params.product.b), 0x10000u);
+  // The default: one or two columns under 1024 rows of A or more (16-bit).
+  EXPECT_EQ(matmul().default_config(cr, hopper).text(), "split_k=8,unroll=16,variant=4,vector=2,warps=8");
+  EXPECT_EQ(matmul().default_config(Problem{"matmul", DType::bf16, DType::bf16, {16384, 2, 4096}, {{"a", "col"}}}, hopper).text(),
+            "split_k=8,unroll=8,variant=4,vector=8,warps=4");
+  EXPECT_EQ(matmul().default_config(Problem{"matmul", DType::bf16, DType::bf16, {4096, 4, 4096}, {{"a", "col"}}}, hopper).at("variant"), 1);
+  EXPECT_EQ(matmul().default_config(Problem{"matmul", DType::bf16, DType::bf16, {1000, 1, 4096}, {{"a", "col"}}}, hopper).at("variant"), 1);
 }
 
 }  // namespace

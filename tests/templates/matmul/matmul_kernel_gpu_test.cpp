@@ -434,6 +434,15 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
       // the epilogue; A column-major.
       problem(bf16, f32, {300, 5, 3000}, {{"bias", "1"}, {"act", "relu"}}),
       problem(bf16, bf16, {504, 4, 16128}, {{"a", "col"}}),
+      // A matrix times a few columns, on C^T = B^T A^T: gemv reads A's rows (N <= 4 of x @
+      // W^T, a row-major B of one column: a strided vector), gemv_kn a column-major A as its
+      // row-major weight (N <= 2, K split where the columns are few). One column-major row of
+      // A (a vector) against x @ W^T's weight.
+      problem(bf16, bf16, {4096, 1, 4096}, xwt), problem(bf16, bf16, {3000, 3, 500}, xwt),
+      problem(f16, f32, {2, 3000, 1, 777}, {{"bias", "1"}, {"act", "gelu"}, {"residual", "1"}}),
+      problem(bf16, bf16, {5914, 1, 72}, {{"a", "col"}}),
+      problem(f16, bf16, {1828, 2, 2208}, {{"a", "col"}, {"b", "col"}, {"residual", "1"}}),
+      problem(bf16, bf16, {1, 3000, 1000}, {{"a", "col"}, {"b", "col"}}),
   };
   const std::size_t named = problems.size();
   // Log-uniform dimensions (M and N up to 6000, K up to 8192), up to 2^35 multiply-adds so
@@ -494,10 +503,11 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
     EXPECT_EQ(result.nonfinite, 0u) << p.key();
     if (i >= named) continue;
     const int variant = config.at("variant");
+    const std::int64_t m = p.shape[p.shape.size() - 3];
     if (variant == 2) branches.insert("decode");
-    if (variant == 3) branches.insert("gemv");
+    if (variant == 3) branches.insert(m > 4 ? "gemv on C^T" : "gemv");
     if (variant == 0) branches.insert("gathered");
-    if (variant == 4) branches.insert("gemv_kn");
+    if (variant == 4) branches.insert(m > 32 ? "gemv_kn on C^T" : "gemv_kn");
     if (variant != 1) continue;
     const int bm = config.at("block_m"), bn = config.at("block_n");
     if (config.at("swap_ab")) branches.insert("swap_ab");
@@ -510,7 +520,8 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
   if (device_.arch() == "sm_90a")
     EXPECT_EQ(branches, (std::set<std::string>{"gemv", "decode", "swap_ab", "128x64 one wave",
                                                "64x64 skinny", "192-wide, fitted to the waves",
-                                               "K slices", "gathered", "gemv_kn", "narrow N"}));
+                                               "K slices", "gathered", "gemv_kn", "narrow N",
+                                               "gemv on C^T", "gemv_kn on C^T"}));
 }
 
 // The decode template (variant 2, any sm_80+ GPU): 1 to 32 rows of A against a column-major
@@ -587,13 +598,28 @@ TEST_F(GpuMatmul, GemvKernelMatchesTheReference) {
        {gemv_config(2, 4, 2), gemv_config(1, 2, 4)}},
       {x_times_w_t({3, 2, 77, 1001}, DType::bf16, DType::bf16, {{"residual", "1"}}),
        {gemv_config(2, 4, 2), gemv_config(1, 8, 1)}},
+      // Past four rows of A, C^T = B^T A^T: A's rows are the weight, C is written down its
+      // columns. x @ W^T of N = 1 to 4 (16- and 4-byte loads), with the epilogue and batches.
+      {x_times_w_t({4174, 1, 696}), {gemv_config(2, 2, 2), gemv_config(1, 4, 1), gemv_config(8, 2, 1)}},
+      {x_times_w_t({1001, 3, 1032}, DType::f16, DType::f32, {{"act", "gelu"}, {"bias", "1"}, {"residual", "1"}}),
+       {gemv_config(2, 4, 2), gemv_config(1, 8, 1)}},
+      {x_times_w_t({2, 300, 4, 520}, DType::bf16, DType::bf16, {{"residual", "1"}}),
+       {gemv_config(2, 4, 1), gemv_config(4, 2, 2)}},
+      // A row-major B of one column (a matrix times a vector), read element by element; K off
+      // 16 bytes; batches, the epilogue.
+      {matmul(DType::bf16, DType::bf16, 4174, 1, 694), {gemv_config(2, 8, 2), gemv_config(8, 4, 1)}},
+      {{"matmul", DType::f16, DType::f16, {3, 517, 1, 1000}, {{"act", "relu"}, {"bias", "1"}, {"residual", "1"}}},
+       {gemv_config(2, 8, 1)}},
+      // One column-major row of A (a vector) against x @ W^T's weight.
+      {{"matmul", DType::bf16, DType::bf16, {1, 700, 1000}, {{"a", "col"}, {"b", "col"}}},
+       {gemv_config(2, 8, 2), gemv_config(1, 4, 1)}},
   };
   int checked = 0;
   for (const Case& c : cases) {
     ASSERT_NO_FATAL_FAILURE(verify_configs(c.problem, c.configs, {41, 42}));
     checked += static_cast<int>(c.configs.size());
   }
-  EXPECT_EQ(checked, 19);
+  EXPECT_EQ(checked, 31);
 }
 
 // The row-major-B gemv template (variant 4, any sm_80+ GPU): 1 to 32 rows of A (either layout)
@@ -623,13 +649,22 @@ TEST_F(GpuMatmul, GemvKnKernelMatchesTheReference) {
       {{"matmul", DType::f32, DType::bf16, {2, 7, 1002, 1030}, {{"a", "col"}, {"act", "gelu"}, {"bias", "1"}}},
        {gemv_kn_config(2, 8, 8, 2)}},
       {matmul(DType::f32, DType::f32, 8, 4100, 600), {gemv_kn_config(4, 4, 8)}},
+      // Past 32 rows of A, C^T = B^T A^T: a column-major A is the row-major weight, B's N = 1
+      // to 32 columns the rows (B either layout), C written down its columns, K split.
+      {{"matmul", DType::bf16, DType::bf16, {5914, 1, 72}, {{"a", "col"}}},
+       {gemv_kn_config(2, 8, 8), gemv_kn_config(1, 4, 4)}},
+      {{"matmul", DType::bf16, DType::bf16, {1828, 5, 2208}, {{"a", "col"}, {"b", "col"}}},
+       {gemv_kn_config(4, 8, 8, 4), gemv_kn_config(2, 4, 16)}},
+      {{"matmul", DType::f16, DType::f32, {2, 300, 32, 130}, {{"a", "col"}, {"act", "silu"}, {"bias", "1"}, {"residual", "1"}}},
+       {gemv_kn_config(1, 4, 4), gemv_kn_config(2, 8, 4, 2)}},
+      {{"matmul", DType::f32, DType::f32, {777, 3, 1500}, {{"a", "col"}}}, {gemv_kn_config(1, 8, 8, 4)}},
   };
   int checked = 0;
   for (const Case& c : cases) {
     ASSERT_NO_FATAL_FAILURE(verify_configs(c.problem, c.configs, {51, 52}));
     checked += static_cast<int>(c.configs.size());
   }
-  EXPECT_EQ(checked, 15);
+  EXPECT_EQ(checked, 22);
 }
 
 // A batch of stored matrices inside a larger buffer, as a view of a bigger tensor gives them:
@@ -789,6 +824,18 @@ TEST_F(GpuMatmul, StridedAndSharedBatchesMatchTheReference) {
        {524, 2 * 524 + 4, 524, 300 * 524 + 4, 0, 0, 304, 2 * 304 + 8},
        true,
        {testing::gemv_config(2, 4, 4), testing::gemv_config(1, 8, 1)}},
+      // A matrix times a strided vector (a column of a row-major B three columns wide), C a
+      // column two wide, A's rows odd: the gemv template on C^T = B^T A^T, one element at a
+      // time. And the gemv_kn template's: a column-major A, B and C two and three columns in
+      // wider rows.
+      {{"matmul", DType::bf16, DType::bf16, {2, 300, 1, 520}, {{"act", "relu"}, {"residual", "1"}}},
+       {523, 520 * 523 + 1, 3, 520 * 3 + 1, 5, 300 * 5 + 2, 2, 300 * 2 + 1},
+       false,
+       {testing::gemv_config(2, 4, 2), testing::gemv_config(1, 4, 4)}},
+      {{"matmul", DType::bf16, DType::bf16, {2, 300, 2, 264}, {{"a", "col"}}},
+       {301, 264 * 301 + 3, 5, 264 * 5 + 1, 0, 0, 3, 300 * 3 + 1},
+       false,
+       {testing::gemv_kn_config(4, 4, 8), testing::gemv_kn_config(2, 4, 4, 2)}},
       // tf32: a shared row-major B transposed once, A's strided batches padded.
       {{"matmul", DType::f32, DType::f32, {3, 64, 96, 200}, {}},
        {203, 64 * 203 + 7, 100, 0, 0, 0, 96, 64 * 96},
