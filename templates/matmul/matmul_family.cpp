@@ -729,18 +729,18 @@ class MatmulFamily final : public Family {
     // on CUDA cores cost more than the copy (26x1506x11128: 0.11 against 0.049), and from 3
     // rows under K 1024 the copy of a small B costs less than its chains of loads (7x1311x496
     // 0.0146 against 0.0101, 7x275x352 0.0128 against 0.0090; v23).
-    // A column-major A times one column of B (from 256 rows of A) or two (from 1024), 16-bit,
-    // takes it on C^T = B^T A^T, A read as the row-major weight: for one column 8 warps a CTA
-    // and 16 rows of it in flight a thread (4 and 8 for two), K split in up to 8 slices of two
-    // rounds or more, then loads as wide as leave two CTAs an SM (at most 2 columns for one
-    // column of B). The sweeps' winners or within 4% of them over six shapes (5914x1x72 0.0060
-    // ms against the tiles' 0.0136, 8821x1x1480 0.0212 against 0.0420, 16384x2x4096 0.0502
-    // against 0.0551); at four columns and more the tiles' MMAs win (4096x4x4096 0.0211 against
-    // 0.0228). Under 1024 rows two columns lost to the tiles from K ~500 (512x2x8192 0.0354
-    // against 0.0148), one column won 16 of 18 draws (v30).
+    // A column-major A of 256 rows or more times one or two columns of B (16-bit) takes it on
+    // C^T = B^T A^T, A read as the row-major weight: 8 warps a CTA and 16 rows of it in flight
+    // a thread, K split in up to 8 slices of two rounds or more, then loads as wide as leave two
+    // CTAs an SM (at most 2 columns for one column of B). The sweeps' winners or within 4% of
+    // them over five one-column shapes (5914x1x72 0.0060 ms against the tiles' 0.0136,
+    // 8821x1x1480 0.0212 against 0.0420); under 1024 rows 16 of 18 one-column draws and 12 of
+    // 15 two-column ones faster than the tiles (939x2x2918 0.0124 against 0.0175; 512x2x8192
+    // lost, 0.0180 against 0.0147); at four columns and more the tiles' MMAs win (4096x4x4096
+    // 0.0211 against 0.0228; v30).
     const MatmulShape kn = row_reader_shape(s, kGemvKnRows);
-    if (kn.c_transposed && kn.m <= 2 && s.m >= (kn.m == 1 ? 256 : 1024) && !s.tf32() && !kn.b_columns) {
-      const int warps = kn.m == 1 ? 8 : 4, unroll = kn.m == 1 ? 16 : 8;
+    if (kn.c_transposed && kn.m <= 2 && s.m >= 256 && !s.tf32() && !kn.b_columns) {
+      const int warps = 8, unroll = 16;
       int split = 8;
       while (split > 1 && s.k < 2ll * warps * unroll * split) split /= 2;
       int vector = kn.m == 1 ? 2 : static_cast<int>(kn.per_16_bytes());

@@ -2170,17 +2170,17 @@ TEST(MatmulGemvKnTest, IsForAFewRowsTimesARowMajorB) {
   EXPECT_EQ(params.product.ldb, 4096);  // A stored k x m
   EXPECT_EQ(reinterpret_cast<std::uint64_t>(params.product.a), 0x20000u);
   EXPECT_EQ(reinterpret_cast<std::uint64_t>(params.product.b), 0x10000u);
-  // The default: one column from 256 rows of A, two from 1024 (16-bit).
+  // The default: one or two columns from 256 rows of A (16-bit).
   auto a_col = [](std::int64_t m, std::int64_t n, std::int64_t k) {
     return Problem{"matmul", DType::bf16, DType::bf16, {m, n, k}, {{"a", "col"}}};
   };
   EXPECT_EQ(matmul().default_config(cr, hopper).text(), "split_k=8,unroll=16,variant=4,vector=2,warps=8");
   EXPECT_EQ(matmul().default_config(a_col(16384, 2, 4096), hopper).text(),
-            "split_k=8,unroll=8,variant=4,vector=8,warps=4");
+            "split_k=8,unroll=16,variant=4,vector=8,warps=8");
   EXPECT_EQ(matmul().default_config(a_col(4096, 4, 4096), hopper).at("variant"), 1);
   EXPECT_EQ(matmul().default_config(a_col(300, 1, 4096), hopper).at("variant"), 4);
   EXPECT_EQ(matmul().default_config(a_col(200, 1, 4096), hopper).at("variant"), 1);
-  EXPECT_EQ(matmul().default_config(a_col(1000, 2, 4096), hopper).at("variant"), 1);
+  EXPECT_EQ(matmul().default_config(a_col(1000, 2, 4096), hopper).at("variant"), 4);
 }
 
 }  // namespace
