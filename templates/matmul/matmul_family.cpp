@@ -1323,15 +1323,6 @@ class MatmulFamily final : public Family {
     plan.add(index, reduce, KernelArgs::of(p));
   }
 
-  // What the templates that read x @ W^T's rows straight from global memory (decode, gemv)
-  // need of the problem; `kernel` names the template in the reason.
-  static std::optional<std::string> reject_row_reader(const MatmulShape& s, const std::string& kernel) {
-    if (s.tf32()) return "the " + kernel + " kernel takes bf16 or f16 inputs";
-    if (s.a_columns || !s.b_columns)
-      return "the " + kernel + " kernel reads A row-major and B column-major (x @ W^T)";
-    return std::nullopt;
-  }
-
   // The constraints of matmul_gemv.cuh, against this device and problem.
   static std::optional<std::string> reject_gemv(const GemvConfig& c, const Problem& problem,
                                                 const DeviceTarget& device) {
@@ -1404,7 +1395,9 @@ class MatmulFamily final : public Family {
   static std::optional<std::string> reject_decode(const DecodeConfig& c, const Problem& problem,
                                                   const DeviceTarget& device) {
     const MatmulShape s(problem);
-    if (auto wrong = reject_row_reader(s, "decode")) return wrong;
+    if (s.tf32()) return "the decode kernel takes bf16 or f16 inputs";
+    if (s.a_columns || !s.b_columns)
+      return "the decode kernel reads A row-major and B column-major (x @ W^T)";
     if (s.m > 32) return "the decode kernel is for M <= 32";
     if (c.block_n <= 0 || c.block_n % 8) return "block_n must be a positive multiple of 8";
     if (c.warps < 1 || c.unroll < 1 || c.split_k < 1)
