@@ -571,9 +571,11 @@ TEST_F(GpuMatmul, DecodeKernelMatchesTheReference) {
 }
 
 // The gemv template (variant 3, any sm_80+ GPU): 1 to 4 rows of A against a column-major
-// weight, one or two weight rows a CTA, K split among 2 to 16 warps, N and K off the CTAs'
+// weight, one to eight weight rows a CTA, K split among 2 to 16 warps, N and K off the CTAs'
 // chunks (K = 40 and 264: threads with no chunk), rows off 16 bytes read in place (K = 4100,
-// 1030, 1001), batches, every output type and the fused epilogue.
+// 1030, 1001), batches, every output type and the fused epilogue; and on C^T = B^T A^T, 1 to 4
+// columns of B against A's rows, B's one row-major column and A's one column-major row read
+// as strided vectors.
 TEST_F(GpuMatmul, GemvKernelMatchesTheReference) {
   using testing::gemv_config;
   using testing::x_times_w_t;
@@ -625,7 +627,8 @@ TEST_F(GpuMatmul, GemvKernelMatchesTheReference) {
 // The row-major-B gemv template (variant 4, any sm_80+ GPU): 1 to 32 rows of A (either layout)
 // against B read where it lies, odd N (one element a load) and N on 2, 8 and 16 bytes, K off
 // the 64-k chunks and split over 2 to 8 CTAs, batches, every output type and the epilogue;
-// 16-bit and fp32 inputs.
+// 16-bit and fp32 inputs; and on C^T = B^T A^T, 1 to 32 columns of B (either layout) against a
+// column-major A as the weight.
 TEST_F(GpuMatmul, GemvKnKernelMatchesTheReference) {
   using testing::gemv_kn_config;
   struct Case {
