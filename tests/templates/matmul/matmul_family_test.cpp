@@ -2152,11 +2152,14 @@ TEST(MatmulGemvKnTest, IsForAFewRowsTimesARowMajorB) {
 
   // Past 32 rows of A, C^T = B^T A^T: a column-major A is the row-major weight, N <= 32 of
   // B's columns (either layout) the rows; the partials are laid out as C for the reduce.
-  const Problem cr{"matmul", DType::bf16, DType::bf16, {4096, 1, 4096}, {{"a", "col"}}};
+  auto a_col = [](std::int64_t m, std::int64_t n, std::int64_t k) {
+    return Problem{"matmul", DType::bf16, DType::bf16, {m, n, k}, {{"a", "col"}}};
+  };
+  const Problem cr = a_col(4096, 1, 4096);
   const Config narrow = gemv_kn_config(2, 8, 16, 8);
   EXPECT_EQ(matmul().reject(narrow, cr, ampere), std::nullopt);
   EXPECT_TRUE(matmul().reject(narrow, matmul_problem(4096, 1, 4096), ampere));  // A row-major
-  EXPECT_TRUE(matmul().reject(narrow, Problem{"matmul", DType::bf16, DType::bf16, {4096, 33, 4096}, {{"a", "col"}}}, ampere));
+  EXPECT_TRUE(matmul().reject(narrow, a_col(4096, 33, 4096), ampere));
   EXPECT_EQ(matmul().kernel_expressions(narrow, cr).at(0), "tilesmith::matmul_gemv_kn<1,2,8,16,1,1,1,1,0>");
   EXPECT_EQ(matmul().workspace_bytes(narrow, cr, ampere), 8u * 4096 * 4);
   const LaunchPlan transposed = matmul().plan(narrow, cr, hopper, addresses, 0x100000, {});
@@ -2171,9 +2174,6 @@ TEST(MatmulGemvKnTest, IsForAFewRowsTimesARowMajorB) {
   EXPECT_EQ(reinterpret_cast<std::uint64_t>(params.product.a), 0x20000u);
   EXPECT_EQ(reinterpret_cast<std::uint64_t>(params.product.b), 0x10000u);
   // The default: one or two columns from 256 rows of A (16-bit).
-  auto a_col = [](std::int64_t m, std::int64_t n, std::int64_t k) {
-    return Problem{"matmul", DType::bf16, DType::bf16, {m, n, k}, {{"a", "col"}}};
-  };
   EXPECT_EQ(matmul().default_config(cr, hopper).text(), "split_k=8,unroll=16,variant=4,vector=2,warps=8");
   EXPECT_EQ(matmul().default_config(a_col(16384, 2, 4096), hopper).text(),
             "split_k=8,unroll=16,variant=4,vector=8,warps=8");
