@@ -237,6 +237,70 @@ def make_rounds(warmup_ms, rep_ms, flush="read"):
     return timed
 
 
+def rotation_sets(bytes_per_call, cold_bytes=256 << 20, most=64):
+    """How many input sets a graph of calls rotates among so that every call finds its operands
+    cold: the other sets' bytes, read in between, are 5x the H100's 50 MB L2."""
+    return max(2, min(most, math.ceil(cold_bytes / max(bytes_per_call, 1)) + 1))
+
+
+def make_graph_rounds(calls, replays=40):
+    """A timer of calls that serving loops issue back to back (decode: one small product per
+    layer, captured as CUDA graphs): per implementation, one CUDA graph of `calls` calls
+    fn(0), ..., fn(calls - 1), where call i reads input set i % sets (rotation_sets: each call's
+    operands cold in L2, nothing flushed between calls), timed by events around each replay, the
+    implementations alternating replay by replay (as make_rounds). A single launch timed by its
+    own events also pays the events' latency to the kernel and the launch (~3 us on the H100,
+    docs/perf/matmul.md v14), a third of a 4096x4096 weight's read; in a graph the calls follow
+    each other as a model's layers do. Every fn is called once per index before capture, on the
+    capture's stream (first-call compiles and workspaces stay out of the graph). Returns, per
+    name, the median replay's time over `calls` and the spread between the medians of the first
+    and second half of the replays (in % of the median)."""
+    import torch
+
+    def timed(fns):  # fns: {name: callable(index)}; returns {name: (ms a call, spread %)}
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        graphs = {}
+        with torch.cuda.stream(side):
+            for fn in fns.values():
+                for i in range(calls):
+                    fn(i)
+        torch.cuda.synchronize()
+        for name, fn in fns.items():
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, stream=side):
+                for i in range(calls):
+                    fn(i)
+            graphs[name] = graph
+        names = list(graphs)
+        for _ in range(3):
+            for name in names:
+                graphs[name].replay()
+        torch.cuda.synchronize()
+        events = {name: [] for name in names}
+        for r in range(replays):
+            for j in range(len(names)):
+                name = names[(r + j) % len(names)]
+                start, end = (torch.cuda.Event(enable_timing=True),
+                              torch.cuda.Event(enable_timing=True))
+                start.record()
+                graphs[name].replay()
+                end.record()
+                events[name].append((start, end))
+        torch.cuda.synchronize()
+        def median(values):
+            values = sorted(values)
+            return float(values[len(values) // 2])
+        result = {}
+        for name in names:
+            times = [s.elapsed_time(e) / calls for s, e in events[name]]
+            mid = median(times)
+            halves = median(times[:replays // 2]), median(times[replays // 2:])
+            result[name] = (mid, abs(halves[0] - halves[1]) / mid * 100)
+        return result
+    return timed
+
+
 def copy_bandwidth_gbs(bench):
     """Device-to-device copy bandwidth in GB/s, timed by bench (L2 flushed): a 1 GiB copy reads
     and writes, so 2 GiB move."""

@@ -7,7 +7,9 @@ Per case: optionally tune tilesmith first (build/tilesmith tune, skipped when th
 has a winner), verify its output (NaN-poisoned C, relative Frobenius error against an fp32
 reference), compile the Inductor version (torch._dynamo.reset() first, static shapes), then time
 the three side by side (matmul_bench.make_rounds: rep by rep, each after its own L2 flush and
-between its own CUDA events, after a warm-up that lets the clocks settle; the median). The table
+between its own CUDA events, after a warm-up that lets the clocks settle; the median). The cases of
+M <= 16 (decode) are timed a second way, as a serving loop runs them: CUDA graphs of many calls
+over rotating inputs (matmul_bench.make_graph_rounds), every set's output verified. The table
 comes last; --json writes the rows so that the parts of a split suite (--part i/N, --cases REGEX)
 can be joined with --merge.
 
@@ -144,6 +146,11 @@ def derive(row):
     copy = row.get("copy_GBps")
     row["floor_ms"] = row["min_bytes"] / (copy * 1e9) * 1e3 if copy else None
     row["x_floor"] = (ratio(ts_ms, row["floor_ms"]) if row["m"] <= FLOOR_MAX_M else None)
+    # The same calls as CUDA graph replays over cold operands (graph_rows: decode rows only).
+    graph_ms = row.get("ts_graph_ms")
+    row["x_cublas_graph"] = ratio(row.get("cb_graph_ms"), graph_ms)
+    row["x_inductor_graph"] = ratio(row.get("ind_graph_ms"), graph_ms)
+    row["x_floor_graph"] = ratio(graph_ms, row["floor_ms"]) if graph_ms else None
     return row
 
 
@@ -233,6 +240,18 @@ def print_table(rows):
           " bandwidth); ind s: Inductor compile seconds")
     print(format_table(["case", "shape", "layout", "ts ms", "TFLOP/s", "% peak", "x cuBLAS",
                         "x Inductor", "x floor", "ind s", "status"], lines, left=(0, 1, 2, -1)))
+    graphed = [r for r in rows if r.get("ts_graph_ms")]
+    if graphed:
+        print(f"\nM <= {FLOOR_MAX_M} as CUDA graph replays (a graph of calls over input sets enough"
+              " to leave each call's operands cold; no flush, no events between calls; the"
+              " serving loop's timing):")
+        print(format_table(
+            ["case", "ts ms", "cuBLAS ms", "Inductor ms", "x cuBLAS", "x Inductor", "x floor",
+             "sets x calls"],
+            [[r["case"], fmt(r.get("ts_graph_ms"), ".4f"), fmt(r.get("cb_graph_ms"), ".4f"),
+              fmt(r.get("ind_graph_ms"), ".4f"), fmt(r.get("x_cublas_graph"), ".2f"),
+              fmt(r.get("x_inductor_graph"), ".2f"), fmt(r.get("x_floor_graph"), ".2f"),
+              r.get("graph_shape") or "-"] for r in graphed]))
     done = [r for r in rows if not not_run(r["status"])]
     skipped = len(rows) - len(done)
     tail = f"; {skipped} case(s) not run" if skipped else ""
@@ -379,6 +398,9 @@ def parse_args(argv=None):
                    help="default 500 with --timing rounds (the clocks settle under the power "
                         "limit first), 25 with blocks")
     p.add_argument("--rep-ms", type=float, default=200.0)
+    p.add_argument("--no-graph", action="store_true",
+                   help=f"skip the second timing of the M <= {FLOOR_MAX_M} cases as CUDA graph "
+                        "replays over rotating inputs")
     args = p.parse_args(argv)
     if args.warmup_ms is None:
         args.warmup_ms = 500.0 if args.timing == "rounds" else 25.0
@@ -598,6 +620,91 @@ def main(argv=None):
     def rel_err(out, ref):
         return float(torch.linalg.vector_norm(out.float() - ref) / torch.linalg.vector_norm(ref))
 
+    def lead_dims(case):
+        return (case.batch,) if case.batch > 1 else ()
+
+    def operands(case):
+        """A and B of the case, stored and as torch multiplies them: random normals (zeros would
+        hide wrong indexing), A scaled by 1/sqrt(K) so that C is ~N(0, 1) and an activation
+        sees both of its sides. A column-major operand is the transposed view of its storage,
+        as torch users write it."""
+        def randn(*shape, scale=1.0):
+            t = torch.randn(*lead_dims(case), *shape, device="cuda", dtype=dt)
+            return t.mul_(scale) if scale != 1.0 else t
+        a_store = randn(*((case.k, case.m) if case.a_col else (case.m, case.k)),
+                        scale=case.k ** -0.5)
+        b_store = randn(*((case.n, case.k) if case.b_col else (case.k, case.n)))
+        a = a_store.transpose(-1, -2) if case.a_col else a_store
+        b = b_store.transpose(-1, -2) if case.b_col else b_store
+        return a_store, b_store, a, b
+
+    def poisoned_output(case):
+        """C filled with NaN: an element the kernel never writes stays NaN and is caught."""
+        return torch.full((*lead_dims(case), case.m, case.n), float("nan"), device="cuda",
+                          dtype=dt)
+
+    def ts_desc(case, a_store, b_store, c, bias, residual):
+        return MatmulDesc(a_store.data_ptr(), b_store.data_ptr(), c.data_ptr(),
+                          case.batch, case.m, case.n, case.k, code, code,
+                          COLUMN_MAJOR if case.a_col else ROW_MAJOR,
+                          COLUMN_MAJOR if case.b_col else ROW_MAJOR,
+                          bias.data_ptr() if bias is not None else None,
+                          residual.data_ptr() if residual is not None else None,
+                          ACTIVATIONS[case.act])
+
+    def reference(case, a, b, bias, residual):
+        """C in fp32 (fp64 products for tf32's inputs), the epilogue applied."""
+        ref = (torch.matmul(a.double(), b.double()).float() if tf32
+               else torch.matmul(a.float(), b.float()))
+        if bias is not None:
+            ref += bias.float()
+        if acts[case.act] is not None:
+            ref = acts[case.act](ref)
+        if residual is not None:
+            ref += residual.float()
+        return ref
+
+    def time_as_graphs(case, row, eager, compiled, bias, residual):
+        """The case's calls again, as CUDA graph replays over rotating input sets
+        (mb.make_graph_rounds), tilesmith's output of every set verified afterwards. Inductor's
+        column is n/a where its function cannot be captured."""
+        sets = mb.rotation_sets(dt.itemsize * case.batch * (case.m * case.k + case.k * case.n))
+        calls = max(16, 2 * sets)
+        inputs = [operands(case) for _ in range(sets)]
+        outputs = [poisoned_output(case) for _ in range(sets)]
+        descs = [ctypes.byref(ts_desc(case, a_store, b_store, c, bias, residual))
+                 for (a_store, b_store, _, _), c in zip(inputs, outputs)]
+        def run_ts(i):  # on the current stream: the capture's while the graph is made
+            mb.check(lib, lib.tilesmith_matmul_ex(rt, descs[i % sets],
+                                                  torch.cuda.current_stream().cuda_stream),
+                     "tilesmith_matmul_ex (graph)")
+        impls = {"ts": run_ts, "cb": lambda i: eager(*inputs[i % sets][2:], bias, residual)}
+        timer = mb.make_graph_rounds(calls)
+        times = None
+        if compiled is not None:
+            try:
+                times = timer({**impls, "ind": lambda i: compiled(*inputs[i % sets][2:], bias,
+                                                                  residual)})
+            except Interrupted:
+                raise
+            except Exception as error:
+                first = (str(error).strip().splitlines() or [""])[0]
+                row["ind_graph_status"] = f"n/a: {type(error).__name__}: {first}"[:200]
+                torch.cuda.synchronize()
+        if times is None:
+            times = timer(impls)
+        worst = 0.0
+        for (_, _, a, b), c in zip(inputs, outputs):
+            bad = int((~torch.isfinite(c)).sum())
+            worst = max(worst, float("inf") if bad else rel_err(c, reference(case, a, b, bias,
+                                                                             residual)))
+        row["ts_graph_err"] = worst
+        if not worst <= tolerance and row["status"] == "ok":
+            row["status"] = f"FAIL graph err {worst:.1e} > {tolerance:g}"
+        for key, (ms, spread) in times.items():
+            row[f"{key}_graph_ms"], row[f"{key}_graph_spread"] = ms, spread
+        row["graph_shape"] = f"{sets}x{calls}"
+
     def time_side_by_side(impls, index, row):
         """{key: (ms, spread %)} for impls [(key, fn)], Inductor's last. An Inductor call that
         fails while timed is reported n/a and the others are timed without it."""
@@ -647,30 +754,13 @@ def main(argv=None):
             print(f"[{index + 1}/{len(cases)}] {case.name} {case.shape} {case.layout}", flush=True)
             tensors = {}
             try:
-                # Inputs. Random normals (zeros would hide wrong indexing), A scaled by 1/sqrt(K)
-                # so that C is ~N(0, 1) and an activation sees both of its sides. A column-major
-                # operand is the transposed view of its storage, as torch users write it.
-                lead = (case.batch,) if case.batch > 1 else ()
-                def randn(*shape, scale=1.0, dtype=dt):
-                    t = torch.randn(*lead, *shape, device="cuda", dtype=dtype)
-                    return t.mul_(scale) if scale != 1.0 else t
-                a_store = randn(*((case.k, case.m) if case.a_col else (case.m, case.k)),
-                                scale=case.k ** -0.5)
-                b_store = randn(*((case.n, case.k) if case.b_col else (case.k, case.n)))
-                a = a_store.transpose(-1, -2) if case.a_col else a_store
-                b = b_store.transpose(-1, -2) if case.b_col else b_store
+                a_store, b_store, a, b = operands(case)
                 bias = torch.randn(case.n, device="cuda", dtype=dt) if case.bias else None
-                residual = randn(case.m, case.n) if case.residual else None
-                # NaN-poisoned output: an element the kernel never writes stays NaN and is caught.
-                c = torch.full((*lead, case.m, case.n), float("nan"), device="cuda", dtype=dt)
+                residual = (torch.randn(*lead_dims(case), case.m, case.n, device="cuda", dtype=dt)
+                            if case.residual else None)
+                c = poisoned_output(case)
                 tensors = {"a": a_store, "b": b_store, "c": c, "bias": bias, "residual": residual}
-                desc = MatmulDesc(a_store.data_ptr(), b_store.data_ptr(), c.data_ptr(),
-                                  case.batch, case.m, case.n, case.k, code, code,
-                                  COLUMN_MAJOR if case.a_col else ROW_MAJOR,
-                                  COLUMN_MAJOR if case.b_col else ROW_MAJOR,
-                                  bias.data_ptr() if bias is not None else None,
-                                  residual.data_ptr() if residual is not None else None,
-                                  ACTIVATIONS[case.act])
+                desc = ts_desc(case, a_store, b_store, c, bias, residual)
                 # The config, then the tune step where the database has no winner yet (the
                 # config query needs bias and residual present: they select the kernel). The
                 # runtime is made anew after a sweep, so that no answer it remembered from
@@ -704,14 +794,7 @@ def main(argv=None):
                              "tilesmith_matmul_ex")
 
                 # fp32 reference, then tilesmith's first call (lookup / NVRTC compile, untimed).
-                ref = (torch.matmul(a.double(), b.double()).float() if tf32
-                       else torch.matmul(a.float(), b.float()))
-                if bias is not None:
-                    ref += bias.float()
-                if acts[case.act] is not None:
-                    ref = acts[case.act](ref)
-                if residual is not None:
-                    ref += residual.float()
+                ref = reference(case, a, b, bias, residual)
                 run_ts()
                 torch.cuda.synchronize()
                 bad = int((~torch.isfinite(c)).sum())
@@ -750,6 +833,8 @@ def main(argv=None):
                     impls.append(("ind", lambda: compiled(a, b, bias, residual)))
                 for key, (ms, spread) in time_side_by_side(impls, index, row).items():
                     row[f"{key}_ms"], row[f"{key}_spread"] = ms, spread
+                if case.m <= FLOOR_MAX_M and not args.no_graph:
+                    time_as_graphs(case, row, eager, compiled, bias, residual)
             except (Interrupted, KeyboardInterrupt) as why:
                 stop_reason = f"interrupted{': ' + str(why) if str(why) else ''}"
                 row["status"] = f"not run ({stop_reason})"
