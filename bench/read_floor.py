@@ -10,6 +10,10 @@ tried: a Triton kernel (16-byte loads, one partial sum per program; the best of 
 sizes and warp counts), torch's sum, and a copy of the same bytes (which also writes them).
 Beside them, cuBLAS's x @ W^T at M = 1 and 16.
 
+The same reads and products are also timed as the suite's decode cases are a second way, as CUDA
+graph replays over rotating weights (matmul_bench.make_graph_rounds): the events' latency to the
+first kernel is then paid once a graph, not once a call.
+
 usage: read_floor.py [--sizes NxK,...] [--rep-ms MS]
 """
 import argparse
@@ -55,7 +59,7 @@ def main(argv=None):
         weight_bytes = w.numel() * w.element_size()
         floor_ms = weight_bytes / (copy_gbs * 1e9) * 1e3
         flat = w.view(-1)
-        best_read, best_shape = float("inf"), None
+        best_read, best_shape, best_launch = float("inf"), None, None
         for block in (4096, 8192, 16384):
             for warps in (4, 8):
                 programs = triton.cdiv(flat.numel(), block)
@@ -69,25 +73,43 @@ def main(argv=None):
                 ms = bench(run)
                 if ms < best_read:
                     best_read, best_shape = ms, f"block {block}, {warps} warps"
+                    best_launch = block, warps
         sum_ms = bench(lambda: flat.sum(dtype=torch.float32))
         dst = torch.empty_like(flat)
         copy_ms = bench(lambda: dst.copy_(flat))
-        gemv = {m: bench(lambda m=m, x=torch.randn(m, k, device="cuda", dtype=torch.bfloat16):
-                         torch.matmul(x, w.t()))
-                for m in (1, 16)}
+        xs = {m: torch.randn(m, k, device="cuda", dtype=torch.bfloat16) for m in (1, 16)}
+        gemv = {m: bench(lambda x=x: torch.matmul(x, w.t())) for m, x in xs.items()}
+        # As graph replays: the best read's launch and cuBLAS's products over rotating weights.
+        block, warps = best_launch
+        programs = triton.cdiv(flat.numel(), block)
+        partial = torch.empty(programs, device="cuda", dtype=torch.float32)
+        sets = mb.rotation_sets(weight_bytes)
+        weights = [w] + [torch.randn_like(w) for _ in range(sets - 1)]
+        graphed = mb.make_graph_rounds(max(16, 2 * sets))({
+            "read": lambda i: read_kernel[(programs,)](weights[i % sets].view(-1), partial,
+                                                       flat.numel(), BLOCK=block, num_warps=warps),
+            "m1": lambda i: torch.matmul(xs[1], weights[i % sets].t()),
+            "m16": lambda i: torch.matmul(xs[16], weights[i % sets].t())})
         rows.append((size, weight_bytes / 1e6, floor_ms, best_read, best_shape, sum_ms, copy_ms,
-                     gemv[1], gemv[16]))
-        del w, flat, dst
+                     gemv[1], gemv[16], {name: ms for name, (ms, _) in graphed.items()}))
+        del w, flat, dst, weights
         torch.cuda.empty_cache()
 
     print()
     print("weight (bf16) | MB | floor ms | triton read ms (x floor) | torch sum ms (x floor) | "
           "copy ms (x floor of its 2x bytes) | cuBLAS M=1 ms (x floor) | cuBLAS M=16 ms (x floor)")
     print("---|---|---|---|---|---|---|---")
-    for size, mbytes, floor, read, shape, total, copy, m1, m16 in rows:
+    for size, mbytes, floor, read, shape, total, copy, m1, m16, _ in rows:
         print(f"{size} | {mbytes:.1f} | {floor:.4f} | {read:.4f} ({read / floor:.2f}; {shape}) | "
               f"{total:.4f} ({total / floor:.2f}) | {copy:.4f} ({copy / (2 * floor):.2f}) | "
               f"{m1:.4f} ({m1 / floor:.2f}) | {m16:.4f} ({m16 / floor:.2f})")
+    print()
+    print("as CUDA graph replays over rotating weights | triton read ms (x floor) | "
+          "cuBLAS M=1 ms (x floor) | cuBLAS M=16 ms (x floor)")
+    print("---|---|---|---")
+    for size, _, floor, *_, graphed in rows:
+        print(f"{size} | " + " | ".join(f"{graphed[name]:.4f} ({graphed[name] / floor:.2f})"
+                                        for name in ("read", "m1", "m16")))
     return 0
 
 
