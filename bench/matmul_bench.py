@@ -132,6 +132,12 @@ def cublas_version():
         return "unknown"
 
 
+def median(values):
+    """The middle value (the upper of the two middle ones of an even count)."""
+    values = sorted(values)
+    return float(values[len(values) // 2])
+
+
 @functools.lru_cache(maxsize=None)
 def l2_scrub(flush="read"):
     """The pass over a 256 MB buffer (5x the H100's L2) that make_bench and make_rounds run
@@ -177,8 +183,7 @@ def make_bench(warmup_ms, rep_ms, flush="read"):
             fn()
             ends[i].record()
         torch.cuda.synchronize()
-        times = sorted(s.elapsed_time(e) for s, e in zip(starts, ends))
-        return float(times[len(times) // 2])
+        return median(s.elapsed_time(e) for s, e in zip(starts, ends))
     return bench
 
 
@@ -224,9 +229,6 @@ def make_rounds(warmup_ms, rep_ms, flush="read"):
                 calls[i]()
                 events[i][r][1].record()
         torch.cuda.synchronize()
-        def median(values):
-            values = sorted(values)
-            return float(values[len(values) // 2])
         result = {}
         for name, pairs in zip(names, events):
             times = [s.elapsed_time(e) for s, e in pairs]
@@ -250,7 +252,7 @@ def make_graph_rounds(calls, replays=40):
     operands cold in L2, nothing flushed between calls), timed by events around each replay, the
     implementations alternating replay by replay (as make_rounds). A single launch timed by its
     own events also pays the events' latency to the kernel and the launch (~3 us on the H100,
-    docs/perf/matmul.md v14), a third of a 4096x4096 weight's read; in a graph the calls follow
+    docs/perf/matmul.md v14), a quarter of a 4096x4096 weight's read; in a graph the calls follow
     each other as a model's layers do. Every fn is called once per index before capture, on the
     capture's stream (first-call compiles and workspaces stay out of the graph). Returns, per
     name, the median replay's time over `calls` and the spread between the medians of the first
@@ -288,9 +290,6 @@ def make_graph_rounds(calls, replays=40):
                 end.record()
                 events[name].append((start, end))
         torch.cuda.synchronize()
-        def median(values):
-            values = sorted(values)
-            return float(values[len(values) // 2])
         result = {}
         for name in names:
             times = [s.elapsed_time(e) / calls for s, e in events[name]]

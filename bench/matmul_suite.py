@@ -146,7 +146,7 @@ def derive(row):
     copy = row.get("copy_GBps")
     row["floor_ms"] = row["min_bytes"] / (copy * 1e9) * 1e3 if copy else None
     row["x_floor"] = (ratio(ts_ms, row["floor_ms"]) if row["m"] <= FLOOR_MAX_M else None)
-    # The same calls as CUDA graph replays over cold operands (graph_rows: decode rows only).
+    # The same calls as CUDA graph replays over cold operands (time_as_graphs: M <= 16).
     graph_ms = row.get("ts_graph_ms")
     row["x_cublas_graph"] = ratio(row.get("cb_graph_ms"), graph_ms)
     row["x_inductor_graph"] = ratio(row.get("ind_graph_ms"), graph_ms)
@@ -206,6 +206,8 @@ def print_details(rows):
             print(f"tune  {r['case']}: rc {tune['rc']}: {tune.get('note', '')}")
         if r.get("ind_status", "ok") not in ("ok", "skipped") and not not_run(r["status"]):
             print(f"inductor {r['case']}: {r['ind_status']}")
+        if r.get("ind_graph_status"):
+            print(f"inductor {r['case']} as a CUDA graph: {r['ind_graph_status']}")
         if r["status"] != "ok" and not not_run(r["status"]):
             print(f"status {r['case']}: {r['status']}")
     print()

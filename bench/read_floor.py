@@ -10,9 +10,9 @@ tried: a Triton kernel (16-byte loads, one partial sum per program; the best of 
 sizes and warp counts), torch's sum, and a copy of the same bytes (which also writes them).
 Beside them, cuBLAS's x @ W^T at M = 1 and 16.
 
-The same reads and products are also timed as the suite's decode cases are a second way, as CUDA
-graph replays over rotating weights (matmul_bench.make_graph_rounds): the events' latency to the
-first kernel is then paid once a graph, not once a call.
+As the suite's decode cases, the read and cuBLAS's products are also timed a second way: as CUDA
+graph replays over rotating weights (matmul_bench.make_graph_rounds), where the events' latency
+to the first kernel is paid once a graph, not once a call.
 
 usage: read_floor.py [--sizes NxK,...] [--rep-ms MS]
 """
