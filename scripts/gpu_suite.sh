@@ -226,7 +226,7 @@ echo "================ summary ================"
 for line in "${summary[@]}"; do echo "$line"; done
 if has_step tune; then echo; cat "$OUT/list.txt"; fi
 if has_step bench; then echo; tail -n 25 "$OUT/bench.log"; fi
-if has_step suite; then echo; tail -n 45 "$OUT/suite.log"; fi
+if has_step suite; then echo; sed -n '/^\(not run: \|layout: storage\)/,$p' "$OUT/suite.log"; fi
 if has_step rows; then echo; sed -n '/^GB\/s:/,$p' "$OUT/rows.log"; tail -n 3 "$OUT/rows.log"; fi
 if has_step attention; then echo; sed -n '/^TFLOP\/s:/,$p' "$OUT/attention.log"; fi
 if has_step attention_backward; then echo; sed -n '/^TFLOP\/s:/,$p' "$OUT/attention_backward.log"; fi
