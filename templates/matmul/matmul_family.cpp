@@ -786,7 +786,7 @@ class MatmulFamily final : public Family {
     if (s.m <= 64 && !s.as_read().a_columns) {
       // M's side in one tile: 33-48 rows in 64 columns ran 1.06-1.37x faster than in two of 32
       // (33x6032x14288, 48x1031x2000, 38x8600x856), 40x4096x4096 4% slower (v22).
-      set({{"swap_ab", 1}, {"block_m", 64}, {"block_n", swap_width(s)},
+      set({{"swap_ab", 1}, {"block_m", 64}, {"block_n", narrow_width(s.m)},
            {"stages", 8}, {"consumers", 1}, {"cluster_m", 1}});
     } else if (narrow) {
       // N's side in one tile (routers, low-rank adapters, heads of a few classes): 64-row tiles
@@ -1674,12 +1674,10 @@ class MatmulFamily final : public Family {
     return std::nullopt;
   }
 
-  // swap_ab's width over M: the power of two at or above it, 16 at least. (33-48 rows in one
-  // 64-column tile read each weight tile once, where two 32-column tiles read it twice: v22.)
-  static long long swap_width(const MatmulShape& s) { return narrow_width(s.m); }
-
   // The narrowest tile width that holds `columns`: the power of two at or above it, 16 at
-  // least (wgmma's N of a 16- or 32-column tile).
+  // least (wgmma's N of a 16- or 32-column tile). swap_ab's width over M, and an unswapped
+  // narrow N's. (33-48 rows in one 64-column tile read each weight tile once, where two
+  // 32-column tiles read it twice: v22.)
   static long long narrow_width(long long columns) {
     return std::max<long long>(16, std::bit_ceil(static_cast<unsigned long long>(columns)));
   }
@@ -1936,7 +1934,7 @@ class MatmulFamily final : public Family {
         // Swapping pays where M leaves most of a 64-row wgmma tile empty, or where it reads an
         // fp32 B in place.
         if (!s.b_in_registers) return "swap_ab is for M <= 64, or fp32 with B row-major";
-      } else if (w.block_n > swap_width(s)) {
+      } else if (w.block_n > narrow_width(s.m)) {
         return "with swap_ab, block_n above M rounded up to a power of two only multiplies zeros";
       }
     }
