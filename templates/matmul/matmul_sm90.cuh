@@ -830,10 +830,9 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
 
   if (wg == 0) {
     // Producer: the first warp walks the same units as the consumers and keeps the ring full;
-    // its lane 0 issues the copies. The whole warp walks, waits and reaches the closing
-    // cluster barrier together: with lane 0 alone in the loop, the other 31 waited at that
-    // (warp-aligned) barrier diverged from it, and 3000^3 ran 2% slower (docs/perf/matmul.md
-    // v17).
+    // its lane 0 issues the copies. The whole warp walks, waits and drains the ring together:
+    // with lane 0 alone in the loop, the other 31 waited at the (warp-aligned) closing cluster
+    // barrier diverged from it, and 3000^3 ran 2% slower (docs/perf/matmul.md v17).
     if (CONSUMERS > 1) warpgroup_regs_release<PRODUCER_REGS>();
     if (CLUSTER > 1) cluster_wait();
     // Launched early behind the padding copy or a transpose (LaunchGeometry::early_start), the
@@ -888,6 +887,19 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
           }
         }
       }
+      // The ring drained: every stage released by every consumer that reads it, this CTA's
+      // and its peers' (their remote arrives landed), so no peer writes into this CTA's shared
+      // memory or arrives on its barriers after the producer leaves, and the CTA ends without a
+      // closing cluster barrier (cuBLAS's way: 1000^3 +3.6%, 2048^3 +2.4%, docs/perf/matmul.md
+      // v32).
+      if (CLUSTER > 1 && CLUSTER_K == 1)
+        for (int i = 0; i < stages; ++i) {
+          mbarrier_wait(empty(stage), phase ^ 1u);
+          if (++stage == stages) {
+            stage = 0;
+            phase ^= 1u;
+          }
+        }
     }
   } else {
     // Consumers: warpgroup c multiplies rows [c * WG_M, (c + 1) * WG_M) of each of the CTA's
@@ -1111,9 +1123,9 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
   }
   // With split-K, splitk_reduce may start as the last CTAs drain (it waits for the partials).
   allow_next_launch();
-  // No CTA may leave while a peer can still multicast into its shared memory or arrive on its
-  // barriers.
-  if (CLUSTER > 1) cluster_sync();
+  // No CTA may leave while a peer can still read its shared memory (the K slices' exchange);
+  // elsewhere the producer's drain of the ring stands in for a closing cluster barrier.
+  if (CLUSTER_K > 1) cluster_sync();
 }
 
 }  // namespace tilesmith
