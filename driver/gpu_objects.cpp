@@ -80,7 +80,7 @@ unsigned cluster_size(const LaunchGeometry& geometry) {
 // The driver's launch configuration of `geometry` on `stream`. Its attributes go into
 // `attributes`, which the configuration points to: the cluster shape where there is one,
 // programmatic stream serialization for an early start.
-CUlaunchConfig launch_config(const LaunchGeometry& geometry, CUstream stream,
+CUlaunchConfig launch_config(const LaunchGeometry& geometry, CUstream stream, Start start,
                              CUlaunchAttribute (&attributes)[3]) {
   unsigned count = 0;
   if (cluster_size(geometry) > 1) {
@@ -91,7 +91,7 @@ CUlaunchConfig launch_config(const LaunchGeometry& geometry, CUstream stream,
     attributes[count].value.clusterDim.z = geometry.cluster[2];
     ++count;
   }
-  if (geometry.early_start) {
+  if (start == Start::early) {
     attributes[count] = CUlaunchAttribute{};
     attributes[count].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
     attributes[count].value.programmaticStreamSerializationAllowed = 1;
@@ -144,7 +144,7 @@ CUresult LaunchableKernel::resident_ctas(const LaunchGeometry& geometry, unsigne
     count = per_sm * sms;
   } else {
     CUlaunchAttribute attributes[3];
-    const CUlaunchConfig config = launch_config(geometry, nullptr, attributes);
+    const CUlaunchConfig config = launch_config(geometry, nullptr, Start::after_previous, attributes);
     if (CUresult r = api().cuOccupancyMaxActiveClusters(&count, function_, &config); r != CUDA_SUCCESS)
       return r;
     count *= static_cast<int>(cluster);
@@ -165,7 +165,7 @@ void encode_tensor_maps(LaunchPlan& plan) {
 }
 
 CUresult LaunchableKernel::try_launch(const LaunchGeometry& requested, const KernelArgs& args,
-                                      CUstream stream) const {
+                                      CUstream stream, Start start) const {
   const KernelArgs* launched = &args;
   KernelArgs encoded;  // tensor maps are filled in a copy: the caller's arguments stay a recipe
   if (args.tensor_map_count > 0) {
@@ -187,18 +187,18 @@ CUresult LaunchableKernel::try_launch(const LaunchGeometry& requested, const Ker
     if (geometry.grid[0] == 0) return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
   }
   void* params[] = {const_cast<std::byte*>(launched->bytes.data())};  // one Params struct
-  if (cluster_size(geometry) == 1 && !geometry.early_start && geometry.waiting_group <= 1)
+  if (cluster_size(geometry) == 1 && start == Start::after_previous && geometry.waiting_group <= 1)
     return api().cuLaunchKernel(function_, geometry.grid[0], geometry.grid[1], geometry.grid[2],
                                 geometry.block[0], geometry.block[1], geometry.block[2],
                                 geometry.dynamic_smem_bytes, stream, params, nullptr);
   CUlaunchAttribute attributes[3];
-  const CUlaunchConfig config = launch_config(geometry, stream, attributes);
+  const CUlaunchConfig config = launch_config(geometry, stream, start, attributes);
   return api().cuLaunchKernelEx(&config, function_, params, nullptr);
 }
 
 void LaunchableKernel::launch(const LaunchGeometry& geometry, const KernelArgs& args,
-                              CUstream stream) const {
-  TILESMITH_CU(try_launch(geometry, args, stream), "launching " + description_);
+                              CUstream stream, Start start) const {
+  TILESMITH_CU(try_launch(geometry, args, stream, start), "launching " + description_);
 }
 
 void LaunchableKernel::allow_dynamic_smem(unsigned bytes) const {
@@ -264,17 +264,25 @@ void Stream::synchronize(const std::string& what) const {
 }
 
 void ReadyKernel::run(const LaunchPlan& plan, CUstream stream) const {
+  bool after_zero_fill = false;
   for (const LaunchStep& step : plan.all()) {
     if (step.kernel == LaunchStep::kZeroFill) {
       TILESMITH_CU(api().cuMemsetD32Async(step.zero_address, 0, step.zero_bytes / 4, stream),
                    "clearing " + std::to_string(step.zero_bytes) + " bytes of workspace for " +
                        first().description());
+      after_zero_fill = true;
       continue;
     }
     if (step.kernel < 0 || static_cast<std::size_t>(step.kernel) >= kernels.size())
       throw Error("a launch plan names kernel " + std::to_string(step.kernel) + " of " +
                   std::to_string(kernels.size()) + " (" + first().description() + ")");
-    kernels[static_cast<std::size_t>(step.kernel)].launch(step.geometry, step.args, stream);
+    // Behind a kernel, every launch starts early where the device can (every tilesmith kernel
+    // waits for the previous launch before it touches memory); a memset lets nothing start
+    // before it ends, and a cooperative launch is not combined with an early one.
+    const bool early = starts_early && !after_zero_fill && step.geometry.waiting_group <= 1;
+    kernels[static_cast<std::size_t>(step.kernel)].launch(
+        step.geometry, step.args, stream, early ? Start::early : Start::after_previous);
+    after_zero_fill = false;
   }
 }
 
@@ -282,6 +290,12 @@ ReadyKernel load_kernel(const CompiledKernel& compiled, const LaunchPlan& plan,
                         const std::string& description) {
   ReadyKernel ready;
   ready.module = std::make_unique<LoadedModule>(compiled);
+  CUdevice device = 0;
+  int cc_major = 0;
+  TILESMITH_CU(api().cuCtxGetDevice(&device), "finding the device of " + description);
+  TILESMITH_CU(api().cuDeviceGetAttribute(&cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device),
+               "reading the compute capability for " + description);
+  ready.starts_early = cc_major >= 9;
   for (std::size_t i = 0; i < ready.module->kernel_count(); ++i) {
     const std::string name =
         ready.module->kernel_count() == 1 ? description : description + " #" + std::to_string(i);

@@ -38,6 +38,13 @@ class DeviceBuffer {
 // limit raised as far as the launch rule needs. A launch encodes the arguments' tensor maps
 // (cuTensorMapEncodeTiled), uses cuLaunchKernelEx when the geometry names a cluster, and shrinks
 // a persistent grid to what the device holds at once.
+// Whether a launch waits for the stream's previous work to finish before it starts (the default),
+// or, as a programmatic dependent launch (sm_90+), may start once each CTA of the previous kernel
+// has called allow_next_launch() or exited, so that its launch latency and set-up hide behind
+// that kernel's tail. A kernel started early calls wait_for_previous_launch() before it reads or
+// writes global memory (templates/common/tile_primitives.cuh).
+enum class Start { after_previous, early };
+
 class LaunchableKernel {
  public:
   LaunchableKernel(CUfunction function, std::string description)
@@ -46,9 +53,11 @@ class LaunchableKernel {
         resident_(std::make_shared<std::atomic<std::uint64_t>>(0)) {}
   // Throws Error naming the kernel on any launch error (sticky or not), or on a tensor map the
   // driver cannot encode.
-  void launch(const LaunchGeometry& geometry, const KernelArgs& args, CUstream stream) const;
+  void launch(const LaunchGeometry& geometry, const KernelArgs& args, CUstream stream,
+              Start start = Start::after_previous) const;
   // Returns the driver's result instead of throwing (the tuner classifies failures).
-  CUresult try_launch(const LaunchGeometry& geometry, const KernelArgs& args, CUstream stream) const;
+  CUresult try_launch(const LaunchGeometry& geometry, const KernelArgs& args, CUstream stream,
+                      Start start = Start::after_previous) const;
   void allow_dynamic_smem(unsigned bytes) const;
   // Clusters over kPortableClusterSize CTAs (sm_90: up to 16) launch only after this.
   void allow_non_portable_clusters() const;
@@ -124,6 +133,9 @@ void encode_tensor_maps(LaunchPlan& plan);
 struct ReadyKernel {
   std::unique_ptr<LoadedModule> module;
   std::vector<LaunchableKernel> kernels;
+
+  // sm_90+: the plan's kernels start early (Start::early) behind a kernel.
+  bool starts_early = false;
 
   const LaunchableKernel& first() const { return kernels.at(0); }
   // Launches every step of `plan` on `stream`, in order; throws Error naming the kernel.

@@ -83,11 +83,6 @@ struct LaunchGeometry {
   // grid[0] to the CTAs (whole clusters) the device holds at once, as the driver's occupancy
   // calculator counts them, so no CTA waits for a second wave.
   bool persistent = false;
-  // Programmatic dependent launch (sm_90+): this launch may start while the plan's previous one
-  // still runs, once each of that one's CTAs has passed allow_next_launch() or exited, so its
-  // launch latency and CTA start-up hide behind the other's tail. The kernel must call
-  // wait_for_previous_launch() before it reads anything the previous launch writes.
-  bool early_start = false;
   // CTAs that wait on each other through global memory, in groups of this many consecutive
   // blockIdx.x (a row shared by CTAs without a cluster): every CTA of a group must run at once,
   // so the launch is cooperative (the driver refuses it rather than leave a CTA waiting for one

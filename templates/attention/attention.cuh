@@ -13,6 +13,8 @@ namespace tilesmith {
 template <int KIND, int HEAD_DIM, int BLOCK_M, int BLOCK_N, int WARPS, int STAGES, int CAUSAL,
           int Q_IN_REGISTERS, int TILE_ORDER>
 __global__ void __launch_bounds__(WARPS * 32) attention_forward(const AttentionParams p) {
+  wait_for_previous_launch();
+  allow_next_launch();
   constexpr int THREADS = WARPS * 32;
   constexpr int M_TILES = BLOCK_M / WARPS / 16;  // 16-row mma tiles per warp
   constexpr int N_TILES = BLOCK_N / 8;           // 8-key tiles of S

@@ -42,6 +42,8 @@ __device__ __forceinline__ long long attention_row_offset(const AttentionParams&
 // zeroed as a flat array, a row's worth per warp, whatever its layout.
 template <int KIND>
 __global__ void __launch_bounds__(256) attention_backward_prepare(const AttentionBackwardParams p) {
+  wait_for_previous_launch();
+  allow_next_launch();
   const AttentionParams& f = p.fwd;
   const long long rows = static_cast<long long>(f.batch) * f.heads * p.rows_pitch;
   const long long slot = blockIdx.x * 8ll + threadIdx.x / 32;
@@ -80,6 +82,8 @@ __global__ void __launch_bounds__(256) attention_backward_prepare(const Attentio
 // The accumulator in [row][column] layout into dQ, one warp per query row.
 template <int KIND>
 __global__ void __launch_bounds__(256) attention_backward_finish_dq(const AttentionBackwardParams p) {
+  wait_for_previous_launch();
+  allow_next_launch();
   const AttentionParams& f = p.fwd;
   const long long rows = static_cast<long long>(f.batch) * f.heads * f.seq_q;
   const long long row = blockIdx.x * 8ll + threadIdx.x / 32;
@@ -99,6 +103,8 @@ __global__ void __launch_bounds__(256) attention_backward_finish_dq(const Attent
 template <int KIND, int HEAD_DIM, int BLOCK_M, int WARPS, int KEY_TILES, int D_SPLIT, int STAGES,
           int CAUSAL, int TILE_ORDER>
 __global__ void __launch_bounds__(WARPS * 32) attention_backward(const AttentionBackwardParams p) {
+  wait_for_previous_launch();
+  allow_next_launch();
   constexpr int THREADS = WARPS * 32;
   constexpr int BLOCK_N = WARPS / D_SPLIT * KEY_TILES * 16;  // keys per CTA
   constexpr int DH = HEAD_DIM / D_SPLIT;                     // dK and dV columns per warp

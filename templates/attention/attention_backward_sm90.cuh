@@ -71,6 +71,8 @@ __device__ __forceinline__ KeyBlockWalk key_block_walk(const AttentionParams& f)
 template <int KIND, int HEAD_DIM, int BLOCK_M, int STAGES, int CAUSAL, int TILE_ORDER>
 __global__ void __launch_bounds__(384, 1)
     attention_backward_sm90(const __grid_constant__ AttentionBackwardSm90Params params) {
+  wait_for_previous_launch();
+  allow_next_launch();
   constexpr int BLOCK_N = 128;
   constexpr int PANELS = (HEAD_DIM + 63) / 64;
   constexpr int KV_PANEL = BLOCK_N * 128, Q_PANEL = BLOCK_M * 128;
@@ -333,6 +335,8 @@ __global__ void __launch_bounds__(384, 1)
 // query rows, through shared memory so both the reads and the writes are along rows.
 template <int KIND>
 __global__ void __launch_bounds__(256) attention_backward_finish_dq_transposed(const AttentionBackwardParams p) {
+  wait_for_previous_launch();
+  allow_next_launch();
   __shared__ float tile[128][65];  // [column][row]; odd pitch: conflict-free both ways
   const AttentionParams& f = p.fwd;
   const int batch_head = blockIdx.y, row0 = blockIdx.x * 64;

@@ -41,6 +41,8 @@ template <int KIND, int HEAD_DIM, int BLOCK_N, int CONSUMERS, int CAUSAL,
 __global__ void __launch_bounds__((CONSUMERS + 1) * 128,
                                   attention_sm90_two_ctas_an_sm(CONSUMERS, HEAD_DIM) ? 2 : 1)
     attention_forward_sm90(const __grid_constant__ AttentionSm90Params params) {
+  wait_for_previous_launch();
+  allow_next_launch();
   constexpr int BLOCK_M = 64 * CONSUMERS;
   constexpr int PANELS = (HEAD_DIM + 63) / 64;
   constexpr int Q_PANEL = 64 * 128;

@@ -84,6 +84,7 @@ __device__ __forceinline__ void copy_row(const unsigned char* base, unsigned cha
 template <int ELEMENT_BYTES>
 __global__ void __launch_bounds__(256, 8) copy_rows(const CopyRowsParams p) {
   allow_next_launch();  // the kernel after the copy may set up; it waits for this grid to finish
+  wait_for_previous_launch();
   for (int which = 0; which < 2; ++which) {
     const CopyRowsMatrix& m = p.matrix[which];
     const long long row_bytes = m.cols * ELEMENT_BYTES;
@@ -135,6 +136,7 @@ struct CopiedElement<4> {
 template <int ELEMENT_BYTES>
 __global__ void __launch_bounds__(256) transpose_rows(const TransposeParams p) {
   allow_next_launch();  // the kernel after the transpose may set up; it waits for this grid
+  wait_for_previous_launch();
   using Element = typename CopiedElement<ELEMENT_BYTES>::type;
   __shared__ Element tile[32][33];
   const long long col0 = 32ll * blockIdx.x;

@@ -62,10 +62,12 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING));
 }
 
-// Programmatic dependent launch (LaunchGeometry::early_start; sm_90+, no-ops before): the next
-// launch of the plan may be scheduled once every CTA of this grid has called allow_next_launch
-// or exited; wait_for_previous_launch blocks until the previous launch has completed and its
-// writes are visible.
+// Programmatic dependent launch (sm_90+, no-ops before). The launcher starts every kernel of a
+// plan early behind the stream's previous kernel (driver::Start::early), so EVERY kernel calls
+// wait_for_previous_launch before its first read or write of global memory: it blocks until
+// the previous launch has completed and its writes are visible. allow_next_launch lets the next
+// launch be scheduled once every CTA of this grid has called it or exited, so that its launch
+// and set-up hide behind this grid's tail; it orders nothing (the next one still waits).
 __device__ __forceinline__ void allow_next_launch() {
 #if __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");

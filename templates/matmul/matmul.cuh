@@ -296,6 +296,8 @@ __device__ __forceinline__ void mma_step(float (&acc)[T::kMmaM][T::kMmaN][4],
 template <int BM, int BN, int BK, int WM, int WN, int STAGES, int ALIGNED,
           int IN_KIND, int OUT_KIND, int LAYOUT, int EPI>
 __global__ void __launch_bounds__(WM* WN * 32) matmul_kernel(const MatmulParams p) {
+  wait_for_previous_launch();
+  allow_next_launch();
   // The tile in 16-bit units: BK elements of fp32 are 2 * BK units (see the top of the file).
   constexpr int kUnits = IN_KIND == kF32 ? 2 : 1;
   typedef MatmulTile<BM, BN, BK * kUnits, WM, WN, LAYOUT> T;

@@ -178,6 +178,9 @@ __global__ void __launch_bounds__(WARPS * 32) matmul_decode(const MatmulDecodePa
           }
     };
     constexpr int kGroup = WARPS * UNROLL;  // chunks between a warp's groups
+    // Started early, the CTA has set up while the previous kernel drained (16x4096x4096 in
+    // graphs: 14.2 us here against 14.6 us waiting first thing).
+    wait_for_previous_launch();
     load_group(0, first + warp);
     for (int c0 = first + warp; c0 < last; c0 += 2 * kGroup) {
       load_group(1, c0 + kGroup);

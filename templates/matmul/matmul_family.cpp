@@ -1068,7 +1068,6 @@ class MatmulFamily final : public Family {
     // for the product to overlap (docs/perf/matmul.md v27).
     if (prep.arrival_counters > 0)
       plan.add_zero_fill(space.arrivals, static_cast<std::uint64_t>(prep.arrival_counters) * 4);
-    const int zero_fills = plan.step_count;
     Operand a{operands.a, strides.lda, strides.stride_a, strides.stride_a == 0 && s.batch > 1};
     Operand b{operands.b, strides.ldb, strides.stride_b, strides.stride_b == 0 && s.batch > 1};
     CopyRowsParams copies{};
@@ -1079,8 +1078,6 @@ class MatmulFamily final : public Family {
     if (copies.matrix[0].rows + copies.matrix[1].rows > 0)
       plan.add(index.copy, copy_geometry(device, copies.matrix[0].rows + copies.matrix[1].rows),
                KernelArgs::of(copies));
-    // The product may set up while the preparation drains (it waits for it before reading).
-    const bool prepared = plan.step_count > zero_fills && device.cc_major >= 9;
     if (variant == kMmaSync) {
       const TileConfig t(config);
       LaunchGeometry geometry;
@@ -1113,7 +1110,6 @@ class MatmulFamily final : public Family {
         static_cast<unsigned>(std::min(units, wave_clusters(w, device.sm_count)) * w.cluster());
     geometry.block[0] = static_cast<unsigned>(w.threads());
     geometry.dynamic_smem_bytes = static_cast<unsigned>(w.smem_bytes());
-    geometry.early_start = prepared;
     // split_in_grid: CTAs wait on each other's slices, so all of them run at once, or the
     // driver refuses the launch (reject() keeps the units within a wave).
     if (w.split_in_grid) geometry.waiting_group = geometry.grid[0];
@@ -1319,7 +1315,6 @@ class MatmulFamily final : public Family {
     reduce.grid[0] =
         static_cast<unsigned>(std::clamp<long long>(ceil_div(runs, 256), 1, 8ll * device.sm_count));
     reduce.block[0] = 256;
-    reduce.early_start = device.cc_major >= 9;
     plan.add(index, reduce, KernelArgs::of(p));
   }
 

@@ -100,6 +100,7 @@ struct Gemv {
 template <int ROWS, int COLS, int THREADS, int UNROLL, int VEC, int IN_KIND, int OUT_KIND,
           int A_COLUMNS, int SWAP_AB, int EPI>
 __global__ void __launch_bounds__(THREADS) matmul_gemv(const MatmulParams p) {
+  wait_for_previous_launch();
   static_assert(THREADS % 32 == 0 && ROWS * COLS <= THREADS, "whole warps; a thread per output");
   using Kernel = Gemv<ROWS, COLS, THREADS, UNROLL, VEC, IN_KIND, A_COLUMNS>;
   constexpr int WARPS = THREADS / 32;
@@ -145,6 +146,7 @@ __global__ void __launch_bounds__(THREADS) matmul_gemv(const MatmulParams p) {
     else
       Kernel::template run<false>(p, w_row, w_inside, a_row, a_inside, sum);
   }
+  allow_next_launch();
 
 #pragma unroll
   for (int r = 0; r < ROWS; ++r)

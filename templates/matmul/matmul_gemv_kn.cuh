@@ -81,6 +81,7 @@ struct GemvKn {
 template <int ROWS, int VEC, int WARPS, int UNROLL, int IN_KIND, int OUT_KIND, int A_COLUMNS,
           int SWAP_AB, int EPI>
 __global__ void __launch_bounds__(WARPS * 32) matmul_gemv_kn(const MatmulDecodeParams d) {
+  wait_for_previous_launch();
   using Kernel = GemvKn<ROWS, VEC, WARPS, UNROLL, IN_KIND, A_COLUMNS>;
   const MatmulParams& p = d.product;
   __shared__ float a_tile[Kernel::kChunk][ROWS];

@@ -835,9 +835,8 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     // barrier diverged from it, and 3000^3 ran 2% slower (docs/perf/matmul.md v17).
     if (CONSUMERS > 1) warpgroup_regs_release<PRODUCER_REGS>();
     if (CLUSTER > 1) cluster_wait();
-    // Launched early behind the padding copy or a transpose (LaunchGeometry::early_start), the
-    // CTA has set up while they drained; what they write is read only from here on. Nothing
-    // else in the kernel touches their data. Without an early start this returns at once.
+    // Launched early behind the previous kernel (the padding copy, a transpose, the call
+    // before), the CTA has set up while it drained; global memory is read only from here on.
     wait_for_previous_launch();
     if (threadIdx.x < 32) {
       const bool issuer = threadIdx.x == 0;
@@ -908,6 +907,9 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     // loop has the tensor cores.
     if (CONSUMERS > 1) warpgroup_regs_claim<CONSUMER_REGS>();
     if (CLUSTER > 1) cluster_wait();
+    // The epilogue's reads and writes (C, bias, residual, partials) follow the previous kernel,
+    // even for a unit with no k blocks, which waits for no stage.
+    wait_for_previous_launch();
     const int c = wg - 1;
     const int wg_row0 = PINGPONG ? 0 : c * WG_M;  // the warpgroup's first row in the tile
     // Descriptors of stage 0, m tile 0, k step 0; later ones add (byte offset >> 4) to the

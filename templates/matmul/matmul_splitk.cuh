@@ -145,8 +145,9 @@ __device__ __forceinline__ ReducedRun locate_run(const SplitKReduceParams& p, lo
 // matmul).
 template <int KIND_OUT, int EPI>
 __global__ void __launch_bounds__(256) splitk_reduce(const SplitKReduceParams p) {
+  allow_next_launch();
   if (p.tail) {
-    wait_for_previous_launch();  // launched early on sm_90 (LaunchGeometry::early_start)
+    wait_for_previous_launch();
     reduce_tail<KIND_OUT, EPI>(p);
     return;
   }
@@ -157,7 +158,7 @@ __global__ void __launch_bounds__(256) splitk_reduce(const SplitKReduceParams p)
   const bool vector_loads = p.n % 4 == 0;
   long long r = blockIdx.x * 256ll + threadIdx.x;
   ReducedRun run = locate_run(p, r, runs, narrow);
-  wait_for_previous_launch();  // launched early on sm_90 (LaunchGeometry::early_start)
+  wait_for_previous_launch();
   for (; r < total; r += gridDim.x * 256ll) {
     if (r != blockIdx.x * 256ll + threadIdx.x) run = locate_run(p, r, runs, narrow);
     float v[4];

@@ -14,6 +14,8 @@ namespace tilesmith {
 
 template <int CHUNK>
 __global__ void __launch_bounds__(1024) multi_sum_plan(const MultiSumParams p) {
+  wait_for_previous_launch();
+  allow_next_launch();
   __shared__ long long warp_totals[32];
   __shared__ long long carry;
   if (threadIdx.x == 0) carry = 0;
@@ -43,6 +45,8 @@ __global__ void __launch_bounds__(1024) multi_sum_plan(const MultiSumParams p) {
 
 template <int KIND, int VEC, int THREADS, int CHUNK>
 __global__ void __launch_bounds__(THREADS) multi_sum_chunks(const MultiSumParams p) {
+  wait_for_previous_launch();
+  allow_next_launch();
   constexpr int SIZE = ElementBytes<KIND>::value;
   __shared__ float warp_sums[THREADS / 32];
   const long long total = min(p.chunk_start[p.count], p.capacity);
@@ -86,6 +90,8 @@ __global__ void __launch_bounds__(THREADS) multi_sum_chunks(const MultiSumParams
 
 template <int KIND_OUT, int MEAN>
 __global__ void multi_sum_finish(const MultiSumParams p) {
+  wait_for_previous_launch();
+  allow_next_launch();
   const long long t = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
   if (t >= p.count) return;
   const long long first = p.chunk_start[t], last = p.chunk_start[t + 1];

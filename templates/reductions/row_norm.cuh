@@ -421,6 +421,8 @@ __device__ __forceinline__ void copy_vector_async(unsigned smem_dst, const char*
 template <int OP, int KIND_IN, int KIND_OUT, int FLAGS, int VEC, int THREADS_ROW, int ROWS_BLOCK,
           int ITEMS, int CLUSTER, int EXCHANGE, int STAGES>
 __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm(const RowParams p) {
+  wait_for_previous_launch();
+  allow_next_launch();
   constexpr int IN_BYTES = ElementBytes<KIND_IN>::value;
   constexpr int VEC_BYTES = VEC * IN_BYTES;
   constexpr int EXTRA = (2 * VEC - 2 + THREADS_ROW - 1) / THREADS_ROW > 0

@@ -74,6 +74,7 @@ struct BackwardShape {
 template <int OP, int KIND_IN, int KIND_OUT, int FLAGS, int VEC, int THREADS_ROW, int ROWS_BLOCK,
           int ITEMS, int CLUSTER, int EXCHANGE, int STAGES>
 __global__ void __launch_bounds__(THREADS_ROW* ROWS_BLOCK) row_norm_backward(const RowBackwardParams p) {
+  wait_for_previous_launch();
   constexpr int KIND_X = OP == kRowSoftmax ? KIND_OUT : KIND_IN;  // softmax reads y
   constexpr int X_BYTES = VEC * ElementBytes<KIND_X>::value, DY_BYTES = VEC * ElementBytes<KIND_OUT>::value;
   using Shape = BackwardShape<OP, FLAGS>;
@@ -436,7 +437,8 @@ template <int KIND>
 __global__ void __launch_bounds__(1024) column_sums(const ColumnSumParams p) {
   constexpr int IN_FLIGHT = 8;
   __shared__ float partial[1024];
-  wait_for_previous_launch();  // launched early (LaunchGeometry::early_start): the partial rows
+  wait_for_previous_launch();  // the partial rows
+  allow_next_launch();
   const int col = blockIdx.x * blockDim.x + threadIdx.x;
   const int sum = blockIdx.y;
   const int groups = *p.groups;

@@ -220,7 +220,6 @@ class RowNormBackwardFamily final : public Family {
       columns.grid[1] = static_cast<unsigned>(s.sums());
       columns.block[0] = static_cast<unsigned>(width);
       columns.block[1] = static_cast<unsigned>(depth);
-      columns.early_start = device.cc_major >= 9;
       plan.add(1, columns, KernelArgs::of(sums));
     }
     return plan;

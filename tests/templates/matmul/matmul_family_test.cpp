@@ -508,7 +508,6 @@ TEST(MatmulTf32Test, AColumnMajorAIsReadInPlaceAndARowMajorBTransposedFirst) {
   EXPECT_EQ(b.cols, 200);
   EXPECT_EQ(reinterpret_cast<std::uint64_t>(b.dst), 0x100000u);
   EXPECT_EQ(b.dst_ld, 320);
-  EXPECT_TRUE(plan.steps[1].geometry.early_start);  // the product sets up during the transpose
   const KernelArgs& args = plan.steps[1].args;
   EXPECT_EQ(args.tensor_maps[0].address, 0x10000u);  // A where it lies
   EXPECT_EQ(args.tensor_maps[0].dims[0], 100u);       // M innermost: MN-major
@@ -1062,7 +1061,6 @@ TEST(MatmulKernelExpressionTest, SlicesSummedInTheGridTakeNoReduceAndRunAtOnce) 
   const LaunchGeometry& g = plan.steps[1].geometry;
   EXPECT_EQ(g.grid[0], 64u * 2);  // 8 pair tiles x 8 slices
   EXPECT_EQ(g.waiting_group, g.grid[0]);
-  EXPECT_FALSE(g.early_start);
   MatmulSm90Params p;
   ASSERT_EQ(plan.steps[1].args.size, sizeof p);
   std::memcpy(&p, plan.steps[1].args.bytes.data(), sizeof p);
@@ -1316,7 +1314,6 @@ TEST(MatmulStridesTest, OddStridesRunAsTheProblemWithAlignedZero) {
   const CopyRowsMatrix& copy_a = copies.matrix[0];
   const CopyRowsMatrix& copy_b = copies.matrix[1];
   EXPECT_EQ(plan.steps[0].geometry.grid[0], 2u * 64);  // a block per row of A
-  EXPECT_TRUE(plan.steps[1].geometry.early_start);  // sm_90: the product sets up meanwhile
   EXPECT_EQ(copy_a.rows, 2 * 64);
   EXPECT_EQ(copy_a.src_ld, 131);
   EXPECT_EQ(copy_a.batch_rows, 64);
@@ -1547,7 +1544,6 @@ TEST(MatmulWgmmaTest, SplitKWritesPartialsThenReducesThem) {
   EXPECT_EQ(params.c_store_tma, 0);
   EXPECT_EQ(plan.steps[0].args.tensor_map_count, 2);
   EXPECT_EQ(plan.steps[1].kernel, 1);
-  EXPECT_TRUE(plan.steps[1].geometry.early_start);  // sm_90: starts as the product drains
   SplitKReduceParams reduce;
   std::memcpy(&reduce, plan.steps[1].args.bytes.data(), sizeof reduce);
   EXPECT_EQ(reinterpret_cast<std::uint64_t>(reduce.partials), 0x100000u);
@@ -1954,7 +1950,6 @@ TEST(MatmulDecodeTest, IsForFewRowsTimesAColumnMajorWeight) {
   SplitKReduceParams reduce;
   std::memcpy(&reduce, split_plan.steps[1].args.bytes.data(), sizeof reduce);
   EXPECT_EQ(split_plan.steps[1].kernel, 1);
-  EXPECT_FALSE(split_plan.steps[1].geometry.early_start);  // sm_80: no programmatic launch
   EXPECT_EQ(reduce.splits, 4);
   EXPECT_EQ(reduce.batch, 2);
   EXPECT_EQ(reinterpret_cast<std::uint64_t>(reduce.c), 0x40000u);
@@ -2129,7 +2124,6 @@ TEST(MatmulGemvKnTest, IsForAFewRowsTimesARowMajorB) {
   EXPECT_EQ(plan.steps[0].geometry.grid[1], 4u);  // K slices
   EXPECT_EQ(plan.steps[0].geometry.grid[2], 3u);  // batches
   EXPECT_EQ(plan.steps[0].geometry.block[0], 256u);
-  EXPECT_TRUE(plan.steps[1].geometry.early_start);  // the reduce starts behind it (sm_90)
   MatmulDecodeParams params;
   std::memcpy(&params, plan.steps[0].args.bytes.data(), sizeof params);
   EXPECT_EQ(params.k_splits, 4);
