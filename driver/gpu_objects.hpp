@@ -34,10 +34,6 @@ class DeviceBuffer {
   std::size_t bytes_ = 0;
 };
 
-// A kernel ready to launch: its function in a loaded module, with the dynamic shared memory
-// limit raised as far as the launch rule needs. A launch encodes the arguments' tensor maps
-// (cuTensorMapEncodeTiled), uses cuLaunchKernelEx when the geometry names a cluster, and shrinks
-// a persistent grid to what the device holds at once.
 // Whether a launch waits for the stream's previous work to finish before it starts (the default),
 // or, as a programmatic dependent launch (sm_90+), may start once each CTA of the previous kernel
 // has called allow_next_launch() or exited, so that its launch latency and set-up hide behind
@@ -45,6 +41,10 @@ class DeviceBuffer {
 // writes global memory (templates/common/tile_primitives.cuh).
 enum class Start { after_previous, early };
 
+// A kernel ready to launch: its function in a loaded module, with the dynamic shared memory
+// limit raised as far as the launch rule needs. A launch encodes the arguments' tensor maps
+// (cuTensorMapEncodeTiled), uses cuLaunchKernelEx for a cluster or an early start, and shrinks
+// a persistent grid to what the device holds at once.
 class LaunchableKernel {
  public:
   LaunchableKernel(CUfunction function, std::string description)

@@ -93,9 +93,9 @@
 //     CONSUMERS == 3 needs BN <= 192 (entry cap 128 registers); CLUSTER_M, CLUSTER_N in {1, 2};
 //     CLUSTER_K in {1, 2, 4, 8}, and > 1 only without multicast;
 //     BM % (8 * CLUSTER_N) == 0; p.group_m >= 1; p.stages >= 2; smem_bytes <= 232448.
-//  early start: after a padding copy or a transpose the host may launch this kernel early
-//     (programmatic dependent launch); the producer waits for the previous grid before its
-//     first load, and nothing else reads what that grid writes.
+//  early start: the host launches this kernel early behind the previous one (programmatic
+//     dependent launch: a padding copy, a transpose, the call before); the producer waits for
+//     that grid before its first load, the consumers before anything else they do.
 //  registers: with 2 or 3 consumers the producer warpgroup drops to 40 (24 with 3) registers
 //     and the consumers rise to 232 (160 with 3) with setmaxnreg; ptxas reports the entry cap
 //     (65536 / threads, rounded down to 8: 168 for 384 threads, 128 for 512) and allocates the
