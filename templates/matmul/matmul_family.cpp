@@ -668,6 +668,17 @@ class MatmulFamily final : public Family {
           if ((128ll * warps * vector >= s.k || warps == 16) && !reject(gemv, problem, device))
             return gemv;
         }
+      // Rows that two warps' 16-byte loads cover in one chunk a thread (K <= 512): more weight
+      // rows a CTA (8 for one row of A, 4 for two), one chunk each, on two warps, where that
+      // still gives two CTAs an SM. Two rows a CTA did little but start, wait and sum:
+      // 2x13146x232 0.0083 ms against 0.0120, 1x13146x232 0.0085 against 0.0125, 2x20000x160
+      // 0.0100 against 0.0161 (docs/perf/matmul.md v33).
+      if (r.m <= 2 && vector == 8 && s.k <= 2 * 32 * vector)
+        for (int block_n : {r.m == 1 ? 8 : 4, 4}) {
+          const Config gemv{{{"variant", kGemv}, {"block_n", block_n}, {"warps", 2}, {"unroll", 1}}};
+          if (r.batch * ceil_div(r.n, block_n) >= 2ll * device.sm_count && !reject(gemv, problem, device))
+            return gemv;
+        }
       const int unroll = r.m > 2 ? (vector == 1 ? 2 : 1) : vector <= 2 ? 4 : static_cast<int>(r.m);
       const int most_warps = r.m >= 2 ? 4 : vector <= 2 ? 8 : 16;
       for (int warps : {16, 8, 4, 2}) {
@@ -851,6 +862,26 @@ class MatmulFamily final : public Family {
             ceil_div(s.k, 64) >= 2 * slices && split_time(s, slices) < split_time(s, split))
           split = slices;
       set({{"split_k", split}});
+      // Where K would be split in two: M's side in two tiles of 16 or 32 columns instead, a
+      // pair sharing the weight (each CTA loads half of its tile and multicasts it), K whole
+      // and as deep a ring as fits. As many CTAs, no partials and no reduce launch: cuBLAS's
+      // structure at 32x4096x4096. In rounds against the split, 1.02-1.12x at M 17-64
+      // (32x4096x4096 0.0178 ms against 0.0199, 57x4144x3160 0.0191 against 0.0214); in
+      // place of four slices or more, with half as many, it gained nothing or lost
+      // (50x1500x2500 0.95x; docs/perf/matmul.md v33).
+      if (shaped.at("swap_ab") && split == 2 && shaped.at("block_n") >= 32) {
+        Config pair = shaped;
+        pair.values["block_n"] = shaped.at("block_n") / 2;
+        pair.values["cluster_n"] = 2;
+        pair.values["split_k"] = 1;
+        for (int stages : {16, 13, 10, 8}) {
+          pair.values["stages"] = stages;
+          if (!reject(pair, problem, device)) {
+            shaped = pair;
+            break;
+          }
+        }
+      }
       // K too short to split: the smallest tiles, the most of them, in one launch (559x272x248:
       // 64x64 0.88x cuBLAS, 128x128 0.75x whole, 0.57x in two slices; v22). (Where a longer K
       // is not split because the tiles fill the SMs, they stay: 4038x336x10669 in 64x64 tiles
@@ -1872,8 +1903,10 @@ class MatmulFamily final : public Family {
     // One order where no K slices go through the workspace: the other would repeat it.
     if (w.slice_major && w.workspace_splits() == 1)
       return "slice_major orders K slices summed through the workspace (split_k > 1)";
-    if (w.swap_ab && !w.swapped_wide() && w.cluster_m * w.cluster_n > 1)
-      return "with swap_ab the shared operand is at most 64 rows: multicast does not pay";
+    // With swap_ab a pair along M shares the weight (v33); the activations, at most 64 rows a
+    // tile, are not multicast (not measured to pay).
+    if (w.swap_ab && !w.swapped_wide() && w.cluster_m > 1)
+      return "with swap_ab a pair shares the weight (cluster_n = 2), not the activations";
     // C^T leaves a wide swapped tile transposed through the staging slots, or its K slices'
     // partials transposed from registers (matmul_sm90.cuh); slices in a cluster would need the
     // exchange buffer, which such a tile does not fit.

@@ -1746,6 +1746,24 @@ TEST(MatmulWgmmaTest, SwapAbIsForSmallRowMajorMWithNarrowTiles) {
   EXPECT_EQ(matmul().reject(testing::wgmma_config(64, 16, 6, 1, 1, 1, 1), matmul_problem(2048, 16, 4096), hopper),
             std::nullopt);  // B transposed first
   EXPECT_TRUE(matmul().reject(testing::wgmma_config(64, 16, 6, 1, 2, 1, 1, 1, 0, 1), decode, hopper));
+  // Swapped, a pair along M shares the weight (the kernel's A): 32 rows of A in two 16-column
+  // tiles. The default takes it instead of two K slices, with the deepest ring that fits.
+  const Problem batch_32 = testing::x_times_w_t({32, 4096, 4096});
+  EXPECT_EQ(matmul().reject(testing::wgmma_config(64, 16, 16, 1, 1, 2, 8, 1, 0, 1), batch_32, hopper),
+            std::nullopt);
+  const Config paired = matmul().default_config(batch_32, hopper);
+  EXPECT_EQ(paired.text(), testing::wgmma_config(64, 16, 16, 1, 1, 2, 8, 1, 0, 1).text());
+  EXPECT_EQ(matmul().default_config(testing::x_times_w_t({61, 3900, 4000}), hopper).text(),
+            testing::wgmma_config(64, 32, 16, 1, 1, 2, 8, 1, 0, 1).text());
+  // Four K slices or more stay: 16 tiles of 64x1024x4096 in 8.
+  const Config sliced = matmul().default_config(testing::x_times_w_t({64, 1024, 4096}), hopper);
+  EXPECT_EQ(sliced.at("block_n"), 64);
+  EXPECT_EQ(sliced.at("cluster_n"), 1);
+  EXPECT_EQ(sliced.at("split_k"), 8);
+  // One 16-column tile (M <= 16) has no pair.
+  const Config single = matmul().default_config(testing::x_times_w_t({16, 2048, 32768}), hopper);
+  EXPECT_EQ(single.at("split_k"), 4);
+  EXPECT_EQ(single.at("cluster_n"), 1);
 
   // 1x4096x4096 with B column-major (x @ W^T): the kernel's A is W (4096 rows of K), its B is x.
   const Problem gemv{"matmul", DType::bf16, DType::bf16, {1, 4096, 4096}, {{"b", "col"}}};
@@ -2048,6 +2066,15 @@ TEST(MatmulGemvTest, IsForAFewRowsTimesAColumnMajorWeight) {
   EXPECT_EQ(matmul().default_config(x_times_w_t({2, 4096, 4096}), ampere).text(),
             "block_n=2,unroll=2,variant=3,warps=4");
   EXPECT_EQ(matmul().default_config(x_times_w_t({1, 4096, 1024}), hopper).at("warps"), 4);
+  // Rows two warps cover in one 16-byte chunk a thread (K <= 512): 8 weight rows a CTA for one
+  // row of A, 4 for two, while that leaves two CTAs an SM.
+  EXPECT_EQ(matmul().default_config(x_times_w_t({1, 13146, 232}), hopper).text(),
+            "block_n=8,unroll=1,variant=3,warps=2");
+  EXPECT_EQ(matmul().default_config(x_times_w_t({2, 13146, 512}), ampere).text(),
+            "block_n=4,unroll=1,variant=3,warps=2");
+  EXPECT_EQ(matmul().default_config(x_times_w_t({1, 1500, 232}), hopper).text(),
+            "block_n=4,unroll=1,variant=3,warps=2");  // 188 CTAs of 8 rows: too few
+  EXPECT_EQ(matmul().default_config(x_times_w_t({2, 13146, 520}), hopper).at("block_n"), 2);
   // One row in loads of 8 bytes (or 4 and 2 under K 1024): four weight rows a CTA, on the
   // fewest warps that leave each thread 4 chunks or less.
   EXPECT_EQ(matmul().default_config(x_times_w_t({1, 8968, 6564}), hopper).text(),

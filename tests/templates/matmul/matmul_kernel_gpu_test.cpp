@@ -270,6 +270,15 @@ TEST_F(GpuMatmul, WgmmaSplitKAndPaddedPlansMatchTheReference) {
        testing::wgmma_config(128, 32, 4, 2, 1, 1, 8, 1, 0, 1)},
       {{"matmul", DType::bf16, DType::f32, {64, 1000, 1000}, {{"bias", "1"}}},
        testing::wgmma_config(192, 64, 4, 3, 1, 1, 8, 2, 1, 1)},
+      // A pair along M sharing the weight (each CTA multicasts half of it): M past one tile of
+      // the pair and within it, K whole and in slices, B either layout, rows off 16 bytes
+      // (padded), batches with the epilogue.
+      {{"matmul", DType::bf16, DType::bf16, {29, 1000, 1032}, {{"b", "col"}}},
+       testing::wgmma_config(64, 16, 16, 1, 1, 2, 8, 1, 0, 1)},
+      {{"matmul", DType::f16, DType::f32, {50, 700, 2056}, {{"act", "gelu"}, {"bias", "1"}}},
+       testing::wgmma_config(64, 32, 16, 1, 1, 2, 8, 2, 0, 1)},
+      {{"matmul", DType::bf16, DType::bf16, {2, 17, 333, 1001}, {{"b", "col"}, {"residual", "1"}}},
+       testing::wgmma_config(64, 16, 13, 1, 1, 2, 8, 4, 0, 1)},
       // A tail split (the tiles fill the SMs; K split in the last wave's only): 176 tiles, the
       // last 44 in 2 slices and in 3 (split_k 4 capped by the wave), unaligned rows padded; a
       // pair sharing A; batches with the epilogue, whole tiles through TMA stores.
