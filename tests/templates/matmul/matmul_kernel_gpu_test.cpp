@@ -602,6 +602,14 @@ TEST_F(GpuMatmul, GemvKernelMatchesTheReference) {
       {x_times_w_t({3, 1, 33, 264}, DType::f16, DType::bf16, {{"act", "silu"}, {"residual", "1"}}),
        {gemv_config(1, 2, 1), gemv_config(2, 2, 1)}},
       {x_times_w_t({1, 1, 8}, DType::bf16, DType::f32), {gemv_config(1, 2, 1)}},
+      // Short rows, fewer chunks than threads, 2 to 8 of them a CTA (the default's at K <= 512):
+      // 16-byte loads and element by element, the epilogue, C^T for a matrix times a vector.
+      {x_times_w_t({2, 1003, 136}, DType::bf16, DType::bf16), {gemv_config(8, 2, 1), gemv_config(4, 2, 2)}},
+      {x_times_w_t({1, 999, 64}, DType::f16, DType::f32, {{"act", "gelu"}, {"bias", "1"}}),
+       {gemv_config(8, 2, 1), gemv_config(2, 2, 1)}},
+      {x_times_w_t({2, 517, 48}, DType::bf16, DType::bf16, {{"residual", "1"}}), {gemv_config(4, 2, 2)}},
+      {x_times_w_t({1, 777, 21}, DType::bf16, DType::bf16), {gemv_config(4, 2, 1)}},
+      {matmul(DType::bf16, DType::bf16, 4174, 1, 96), {gemv_config(8, 2, 1)}},
       {x_times_w_t({1, 4096, 14336}, DType::bf16, DType::bf16, {{"act", "relu"}}), {gemv_config(1, 8, 2)}},
       // Rows off 16 bytes, read in place: loads of 8, 4 and 2 bytes; N odd.
       {x_times_w_t({1, 4096, 4100}, DType::bf16, DType::bf16), {gemv_config(2, 16, 1), gemv_config(2, 8, 4)}},
@@ -630,7 +638,7 @@ TEST_F(GpuMatmul, GemvKernelMatchesTheReference) {
     ASSERT_NO_FATAL_FAILURE(verify_configs(c.problem, c.configs, {41, 42}));
     checked += static_cast<int>(c.configs.size());
   }
-  EXPECT_EQ(checked, 31);
+  EXPECT_EQ(checked, 38);
 }
 
 // The row-major-B gemv template (variant 4, any sm_80+ GPU): 1 to 32 rows of A (either layout)
