@@ -3,6 +3,7 @@
 
 usage: matmul_shapes.py [--count DRAWS] [--seed S] [--narrow-n | --few-columns |
                         --shapes MxNxK:LAYOUT,...] [--lib PATH] [--baseline PATH] [--json FILE]
+                        [--config LABEL=CONFIG ...] [--tilesmith PATH]
 
 Every shape nobody tuned runs the family's default config, so the default is what a user
 meets first. The suite (matmul_suite.py) times 27 shapes from peers' benchmarks; this draws
@@ -18,10 +19,14 @@ same clocks). Prints a row a shape, the geometric mean x cuBLAS and the worst sh
 --baseline, a second build's library (another commit's build/libtilesmith.so) runs the same
 shapes behind its own empty database, verified and timed in the same rounds: an A/B of a change
 to the default, each side against the same cuBLAS timings. --shapes names shapes instead of
-drawing them (layout rr, rc or cr: A then B, r row-major, c column-major). Exit status: 0 all
-verified, 1 a verification failure, 2 setup problem.
+drawing them (layout rr, rc or cr: A then B, r row-major, c column-major). --config LABEL=CONFIG
+(repeatable) also times given configs (k=v,...: one config, or a slice whose tuned winner
+runs) in the same rounds, each from its own database that one `tilesmith tune --only CONFIG`
+of the shape fills (verified there, and here again); a config the shape's constraints reject
+is reported and skipped. Exit status: 0 all verified, 1 a verification failure, 2 setup
+problem.
 """
-import argparse, ctypes, json, math, os, random, sys, tempfile
+import argparse, ctypes, json, math, os, random, subprocess, sys, tempfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "bench"))
@@ -114,7 +119,19 @@ def main():
     p.add_argument("--rep-ms", type=float, default=40.0)
     p.add_argument("--dtype", choices=("bf16", "f16", "f32"), default="bf16",
                    help="A, B and C (f32: multiplied as tf32 by both sides, checked against fp64)")
+    p.add_argument("--config", action="append", default=[], metavar="LABEL=CONFIG",
+                   help="also time this config (k=v,...) of every shape, from its own database")
+    p.add_argument("--tilesmith", default=os.path.join(REPO, "build", "tilesmith"),
+                   help="the CLI that fills each --config's database")
     args = p.parse_args()
+    configs = []
+    for item in args.config:
+        label, _, config = item.partition("=")
+        if not label or not config or label in ("ts", "base", "cb"):
+            mb.setup_error(f"--config {item!r}: want LABEL=k=v,... (LABEL not ts, base or cb)")
+        configs.append((label, config))
+    if configs and not os.path.isfile(args.tilesmith):
+        mb.setup_error(f"{args.tilesmith} not found (build it, or pass --tilesmith)")
     try:
         import torch
     except ImportError:
@@ -135,7 +152,7 @@ def main():
     code = mb.DTYPE_CODES[args.dtype]
     tf32, tolerance = mb.compare_inputs(torch, args.dtype)
     dtype = mb.torch_dtype(torch, args.dtype)
-    rows, failed = [], 0
+    rows, failed, failed_configs = [], 0, 0
     if args.shapes:
         shapes = parse_shapes(args.shapes)
     elif args.few_columns:
@@ -164,7 +181,37 @@ def main():
             torch.cuda.synchronize()
             errors[name] = float((c.float() - reference).norm() / reference.norm())
             calls[name] = call
-        ok = all(math.isfinite(e) and e <= tolerance for e in errors.values())
+        used, config_runtimes = {}, []  # label -> the config its runtime ran
+        for label, config in configs:
+            lib = sides["ts"][0]
+            db = os.path.join(tempfile.mkdtemp(prefix="matmul_shapes."), f"{label}.db")
+            command = [args.tilesmith, "tune", "--op", "matmul", "--dtype", args.dtype,
+                       "--shape", f"{m}x{n}x{k}", "--only", config, "--db", db]
+            command += ["--option", "a=col"] if a_col else []
+            command += ["--option", "b=col"] if b_col else []
+            tuned = subprocess.run(command, capture_output=True, text=True, errors="replace")
+            if tuned.returncode != 0:
+                last = (tuned.stdout + tuned.stderr).strip().splitlines()[-1:]
+                print(f"  {label}: not timed ({' '.join(last) or f'tune exited {tuned.returncode}'})")
+                continue
+            runtime = mb.create_runtime(lib, db)
+            config_runtimes.append(runtime)
+            c = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
+            desc = mb._capi.MatmulDesc(a_store.data_ptr(), b_store.data_ptr(), c.data_ptr(), 1, m, n,
+                                       k, code, code, int(a_col), int(b_col), None, None, 0)
+
+            def call(lib=lib, runtime=runtime, d=ctypes.byref(desc), keep=(desc, c)):
+                mb.check(lib, lib.tilesmith_matmul_ex(runtime, d, stream), "tilesmith_matmul_ex")
+
+            call()
+            torch.cuda.synchronize()
+            errors[label] = float((c.float() - reference).norm() / reference.norm())
+            text, is_tuned = ctypes.create_string_buffer(1024), ctypes.c_int()
+            mb.check(lib, lib.tilesmith_matmul_ex_config(runtime, ctypes.byref(desc), text, len(text),
+                                                         ctypes.byref(is_tuned)), "tilesmith_matmul_ex_config")
+            used[label] = text.value.decode()
+            calls[label] = call
+        ok = all(math.isfinite(errors[name]) and errors[name] <= tolerance for name in sides)
         failed += not ok
         timed = rounds({**calls, "cb": lambda: torch.matmul(a, b)})
         ts_ms, cb_ms = timed["ts"][0], timed["cb"][0]
@@ -179,7 +226,19 @@ def main():
         rows.append(row)
         print(f"{m:>5}x{n:>5}x{k:>5} {layout}  ts {ts_ms:.4f}  cuBLAS {cb_ms:.4f} ms  "
               f"x {row['x_cublas']:.3f}{against}  {2 * m * n * k / ts_ms / 1e9:7.1f} TFLOP/s  "
-              f"err {max(errors.values()):.1e}{'' if ok else '  FAILED'}", flush=True)
+              f"err {max(errors[name] for name in sides):.1e}{'' if ok else '  FAILED'}", flush=True)
+        row["configs"] = {}
+        for label in used:
+            config_ok = math.isfinite(errors[label]) and errors[label] <= tolerance
+            failed_configs += not config_ok
+            ms = timed[label][0]
+            row["configs"][label] = {"config": used[label], "ms": ms, "error": errors[label],
+                                     "verified": config_ok}
+            print(f"  {label}: {ms:.4f} ms  x default {ts_ms / ms:.3f}  x cuBLAS {cb_ms / ms:.3f}  "
+                  f"err {errors[label]:.1e}{'' if config_ok else '  FAILED'}  [{used[label]}]", flush=True)
+        torch.cuda.synchronize()
+        for runtime in config_runtimes:
+            sides["ts"][0].tilesmith_runtime_destroy(runtime)
     geomean = math.exp(sum(math.log(r["x_cublas"]) for r in rows) / len(rows))
     worst = sorted(rows, key=lambda r: r["x_cublas"])[:8]
     if args.baseline:
@@ -187,13 +246,13 @@ def main():
         print(f"geomean x baseline ({args.baseline}): {base_geomean:.3f}")
     source = "given" if args.shapes else f"seed {args.seed}" + (", N in 1..64" if args.narrow_n else "")
     print(f"geomean x cuBLAS over {len(rows)} shapes ({source}): {geomean:.3f}; "
-          f"{len(rows) - failed} verified; worst: "
+          f"{len(rows) - failed} verified{f'; {failed_configs} --config runs FAILED' if failed_configs else ''}; worst: "
           + ", ".join(f"{r['m']}x{r['n']}x{r['k']} {r['layout']} {r['x_cublas']:.2f}" for r in worst))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"seed": None if args.shapes else args.seed, "geomean_x_cublas": geomean,
                        "rows": rows}, f, indent=1)
-    return 1 if failed else 0
+    return 1 if failed or failed_configs else 0
 
 
 if __name__ == "__main__":
