@@ -168,12 +168,15 @@ def main():
         b = b_store.t() if b_col else b_store
         reference = (torch.matmul(a.double(), b.double()) if tf32 else torch.matmul(a.float(), b.float())).float()
         calls, errors = {}, {}
-        for name, (lib, runtime) in sides.items():
+
+        def add_call(name, lib, runtime):
+            """Verifies `runtime`'s product (into its own NaN-poisoned C) and keeps its call for the
+            rounds; returns the descriptor."""
             c = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
             desc = mb._capi.MatmulDesc(a_store.data_ptr(), b_store.data_ptr(), c.data_ptr(), 1, m, n,
                                        k, code, code, int(a_col), int(b_col), None, None, 0)
 
-            # Each side writes its own C; `keep` holds the descriptor and C for the rounds.
+            # `keep` holds the descriptor and C for the rounds.
             def call(lib=lib, runtime=runtime, d=ctypes.byref(desc), keep=(desc, c)):
                 mb.check(lib, lib.tilesmith_matmul_ex(runtime, d, stream), "tilesmith_matmul_ex")
 
@@ -181,6 +184,10 @@ def main():
             torch.cuda.synchronize()
             errors[name] = float((c.float() - reference).norm() / reference.norm())
             calls[name] = call
+            return desc
+
+        for name, (lib, runtime) in sides.items():
+            add_call(name, lib, runtime)
         used, config_runtimes = {}, []  # label -> the config its runtime ran
         for label, config in configs:
             lib = sides["ts"][0]
@@ -196,21 +203,11 @@ def main():
                 continue
             runtime = mb.create_runtime(lib, db)
             config_runtimes.append(runtime)
-            c = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
-            desc = mb._capi.MatmulDesc(a_store.data_ptr(), b_store.data_ptr(), c.data_ptr(), 1, m, n,
-                                       k, code, code, int(a_col), int(b_col), None, None, 0)
-
-            def call(lib=lib, runtime=runtime, d=ctypes.byref(desc), keep=(desc, c)):
-                mb.check(lib, lib.tilesmith_matmul_ex(runtime, d, stream), "tilesmith_matmul_ex")
-
-            call()
-            torch.cuda.synchronize()
-            errors[label] = float((c.float() - reference).norm() / reference.norm())
+            desc = add_call(label, lib, runtime)
             text, is_tuned = ctypes.create_string_buffer(1024), ctypes.c_int()
             mb.check(lib, lib.tilesmith_matmul_ex_config(runtime, ctypes.byref(desc), text, len(text),
                                                          ctypes.byref(is_tuned)), "tilesmith_matmul_ex_config")
             used[label] = text.value.decode()
-            calls[label] = call
         ok = all(math.isfinite(errors[name]) and errors[name] <= tolerance for name in sides)
         failed += not ok
         timed = rounds({**calls, "cb": lambda: torch.matmul(a, b)})
