@@ -868,8 +868,9 @@ class MatmulFamily final : public Family {
       // structure at 32x4096x4096. In rounds against the split, 1.02-1.12x at M 17-64
       // (32x4096x4096 0.0178 ms against 0.0199, 57x4144x3160 0.0191 against 0.0214); in
       // place of four slices or more, with half as many, it gained nothing or lost
-      // (50x1500x2500 0.95x; docs/perf/matmul.md v33).
-      if (shaped.at("swap_ab") && split == 2 && shaped.at("block_n") >= 32) {
+      // (50x1500x2500 0.95x), and with fp32 inputs (tf32) it lost 0.80-0.94x on four of six
+      // (40x3000x5000 rr 0.0404 against 0.0322; docs/perf/matmul.md v33). 16-bit inputs only.
+      if (shaped.at("swap_ab") && split == 2 && shaped.at("block_n") >= 32 && !s.tf32()) {
         Config pair = shaped;
         pair.values["block_n"] = shaped.at("block_n") / 2;
         pair.values["cluster_n"] = 2;

@@ -1755,6 +1755,11 @@ TEST(MatmulWgmmaTest, SwapAbIsForSmallRowMajorMWithNarrowTiles) {
   EXPECT_EQ(paired.text(), testing::wgmma_config(64, 16, 16, 1, 1, 2, 8, 1, 0, 1).text());
   EXPECT_EQ(matmul().default_config(testing::x_times_w_t({61, 3900, 4000}), hopper).text(),
             testing::wgmma_config(64, 32, 16, 1, 1, 2, 8, 1, 0, 1).text());
+  // fp32 inputs (tf32) keep the two slices.
+  const Config tf32_split = matmul().default_config(
+      Problem{"matmul", DType::f32, DType::f32, {32, 4096, 4096}, {{"b", "col"}}}, hopper);
+  EXPECT_EQ(tf32_split.at("cluster_n"), 1);
+  EXPECT_EQ(tf32_split.at("split_k"), 2);
   // Four K slices or more stay: 16 tiles of 64x1024x4096 in 8.
   const Config sliced = matmul().default_config(testing::x_times_w_t({64, 1024, 4096}), hopper);
   EXPECT_EQ(sliced.at("block_n"), 64);
