@@ -809,10 +809,7 @@ class MatmulFamily final : public Family {
       const long long width = s.as_read().b_columns ? narrow_width(s.n) : 64;
       set({{"block_m", 64}, {"block_n", static_cast<int>(width)}, {"consumers", 1},
            {"cluster_m", 1}, {"cluster_n", 1}, {"group_m", 1}});
-      for (int stages : {16, 13, 10, 8, 6, 4}) {
-        shaped.values["stages"] = stages;
-        if (!reject(shaped, problem, device)) break;
-      }
+      shaped = deepest_ring(shaped, 4, problem, device);
     } else if (few_tiles) {
       // Where both M and N span several tiles, every operand row is read by several of them
       // and L2's fills around each miss only cost (K-heavy -5%, 1000^3 -4%); a skinny M
@@ -875,13 +872,8 @@ class MatmulFamily final : public Family {
         pair.values["block_n"] = shaped.at("block_n") / 2;
         pair.values["cluster_n"] = 2;
         pair.values["split_k"] = 1;
-        for (int stages : {16, 13, 10, 8}) {
-          pair.values["stages"] = stages;
-          if (!reject(pair, problem, device)) {
-            shaped = pair;
-            break;
-          }
-        }
+        pair = deepest_ring(pair, 8, problem, device);
+        if (!reject(pair, problem, device)) shaped = pair;
       }
       // K too short to split: the smallest tiles, the most of them, in one launch (559x272x248:
       // 64x64 0.88x cuBLAS, 128x128 0.75x whole, 0.57x in two slices; v22). (Where a longer K
@@ -1683,6 +1675,18 @@ class MatmulFamily final : public Family {
       }
     }
     return std::nullopt;
+  }
+
+  // `config` with the deepest ring of the space's depths, 16 stages down to `fewest`, that the
+  // constraints accept; with `fewest` stages where none is.
+  Config deepest_ring(Config config, int fewest, const Problem& problem,
+                      const DeviceTarget& device) const {
+    for (int stages : {16, 13, 10, 8, 6, 4}) {
+      if (stages < fewest) break;
+      config.values["stages"] = stages;
+      if (!reject(config, problem, device)) break;
+    }
+    return config;
   }
 
   // The first of 128x128 (two consumers), 128x64 and 64x128 (one) tiles that fill half the SMs
