@@ -361,7 +361,7 @@ std::vector<ParamSpec> variant_space(int variant) {
           {"block_k", {32, 64}},  // one 128-byte row: 64 of bf16/f16, 32 of fp32 (tf32)
           {"stages", {3, 4, 5, 6, 8, 10, 13, 16}},
           {"consumers", {1, 2, 3}},
-          {"cluster_m", {1, 2}},
+          {"cluster_m", {1, 2, 4}},
           {"cluster_n", {1, 2}},
           {"group_m", {1, 8}},
           {"split_k", {1, 2, 4, 8, 16}},
@@ -874,6 +874,27 @@ class MatmulFamily final : public Family {
         pair.values["split_k"] = 1;
         pair = deepest_ring(pair, 8, problem, device);
         if (!reject(pair, problem, device)) shaped = pair;
+      }
+      // Where the weight's tiles are too many for even two K slices (more than half the SMs),
+      // each tile whole on one CTA: clusters of 4 along the weight, sharing the activations
+      // (each CTA multicasts a quarter of their rows), as deep a ring as fits. cuBLAS's
+      // structure at 38x3216x3656 (tst_64x40_64x16_4x1). Against the unclustered tile, in
+      // rounds: 1.02-1.43x at 17-64 rows of x @ W^T with 69-231 tiles (63x4785x9256 0.0395 ms
+      // against 0.0564), where the same tile unclustered with as deep a ring gained nothing;
+      // it lost where the clusters take a wave more than the tiles (64x8192x8192: 32 clusters,
+      // 30 fit: 0.73x) and at 0.95-0.98x on three short-K or aligned shapes (40x6144x4096); a
+      // row-major weight lost 0.92x (docs/perf/matmul.md v34). 16-bit inputs only, as above.
+      const long long tiles = kernel_tiles(WgmmaConfig(shaped), s);
+      if (shaped.at("swap_ab") && shaped.at("split_k") == 1 && shaped.at("cluster_n") == 1 &&
+          s.m > 16 && 2 * tiles > device.sm_count && s.as_read().b_columns && !s.tf32()) {
+        Config shared = shaped;
+        shared.values["cluster_m"] = 4;
+        shared = deepest_ring(shared, 8, problem, device);
+        const WgmmaConfig w(shared);
+        if (!reject(shared, problem, device) &&
+            ceil_div(kernel_tiles(w, s), wave_clusters(w, device.sm_count)) <=
+                ceil_div(tiles, device.sm_count))
+          shaped = shared;
       }
       // K too short to split: the smallest tiles, the most of them, in one launch (559x272x248:
       // 64x64 0.88x cuBLAS, 128x128 0.75x whole, 0.57x in two slices; v22). (Where a longer K
@@ -1857,9 +1878,13 @@ class MatmulFamily final : public Family {
            (static_cast<double>(w.block_m) / w.cluster_n + static_cast<double>(w.block_n) / w.cluster_m);
   }
 
-  // Clusters of `w` that run at once: one CTA an SM (its shared memory holds one).
+  // Clusters of `w` that run at once: one CTA an SM (its shared memory holds one). A cluster's
+  // CTAs share a GPC: of an H100's 132 SMs, clusters of 4 sharing operands fill 120 (30 of
+  // them; docs/perf/matmul.md v14), so other SM counts are scaled from that. (K slices in a
+  // cluster keep the plain count: their grids were sized by it.)
   static long long wave_clusters(const WgmmaConfig& w, int sm_count) {
-    return std::max(sm_count / w.cluster(), 1);
+    if (w.cluster_m * w.cluster_n < 4) return std::max(sm_count / w.cluster(), 1);
+    return std::max(sm_count * 30 / 132, 1);
   }
 
   // Whether `w` splits K only in the last wave's tiles (MatmulSm90Params::tail): its tiles
@@ -1893,12 +1918,17 @@ class MatmulFamily final : public Family {
     // Three consumers leave 160 registers each (setmaxnreg): 256 accumulator columns do not fit
     // (ptxas C7602 at 192x256).
     if (w.consumers == 3 && w.block_n > 192) return "3 consumer warpgroups take at most 192 columns";
-    if ((w.cluster_m != 1 && w.cluster_m != 2) || (w.cluster_n != 1 && w.cluster_n != 2))
-      return "clusters of 1 or 2 CTAs along each dimension";
+    if ((w.cluster_m != 1 && w.cluster_m != 2 && w.cluster_m != 4) ||
+        (w.cluster_n != 1 && w.cluster_n != 2))
+      return "clusters of 1, 2 or (cluster_m) 4 CTAs along each dimension";
     // At one CTA an SM only 30 clusters of 4 and 15 of 8 fit on an H100's 132 SMs (120 CTAs):
     // sharing operands among 4 or 8 was 35-46% slower than among 2 at 1000^3 and
-    // 512x512x16384 (docs/perf/matmul.md v14), so pruned.
-    if (w.cluster_m * w.cluster_n > 2) return "clusters of at most 2 CTAs sharing operands";
+    // 512x512x16384 (docs/perf/matmul.md v14), so pruned, but for swapped narrow tiles, whose
+    // activations four CTAs along the weight share (1.02-1.43x at 17-64 rows: v34).
+    const bool swapped_narrow = w.swap_ab && !w.swapped_wide();
+    if (w.cluster_m * w.cluster_n > (swapped_narrow ? 4 : 2))
+      return swapped_narrow ? "swapped tiles: clusters of at most 4 CTAs sharing operands"
+                            : "clusters of at most 2 CTAs sharing operands";
     if (w.swap_ab != 0 && w.swap_ab != 1) return "swap_ab must be 0 or 1";
     if (w.split_cluster != 0 && w.split_cluster != 1) return "split_cluster must be 0 or 1";
     if (w.slice_major != 0 && w.slice_major != 1) return "slice_major must be 0 or 1";
@@ -1910,8 +1940,6 @@ class MatmulFamily final : public Family {
       return "slice_major orders K slices summed through the workspace (split_k > 1)";
     // With swap_ab a pair along M shares the weight (v33); the activations, at most 64 rows a
     // tile, are not multicast (not measured to pay).
-    if (w.swap_ab && !w.swapped_wide() && w.cluster_m > 1)
-      return "with swap_ab a pair shares the weight (cluster_n = 2), not the activations";
     // C^T leaves a wide swapped tile transposed through the staging slots, or its K slices'
     // partials transposed from registers (matmul_sm90.cuh); slices in a cluster would need the
     // exchange buffer, which such a tile does not fit.

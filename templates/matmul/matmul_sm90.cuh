@@ -90,7 +90,8 @@
 //     (BM / CONSUMERS / 64) * BN <= 256 (accumulator registers); CONSUMERS in {1, 2, 3};
 //     PINGPONG: CONSUMERS = 2, SWAP = 0, CLUSTER_K = 1, (BM / 64) * BN <= 384; SWAP with BN >= 128:
 //     CLUSTER_K = 1 and no K slices (C^T leaves whole tiles transposed);
-//     CONSUMERS == 3 needs BN <= 192 (entry cap 128 registers); CLUSTER_M, CLUSTER_N in {1, 2};
+//     CONSUMERS == 3 needs BN <= 192 (entry cap 128 registers); CLUSTER_M in {1, 2, 4} (4 with
+//     CLUSTER_N = 1), CLUSTER_N in {1, 2};
 //     CLUSTER_K in {1, 2, 4, 8}, and > 1 only without multicast;
 //     BM % (8 * CLUSTER_N) == 0; p.group_m >= 1; p.stages >= 2; smem_bytes <= 232448.
 //  early start: the host launches this kernel early behind the previous one (programmatic
@@ -693,7 +694,8 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
   // ptxas allocates every role within the entry cap (128 registers at 512 threads): with three
   // consumers a 64 x 256 accumulator block does not fit (C7602), 64 x 192 does.
   static_assert(CONSUMERS != 3 || MT * BN <= 192, "three consumers: BN <= 192");
-  static_assert(CLUSTER_M <= 2 && CLUSTER_N <= 2, "clusters of up to 2 x 2");
+  static_assert((CLUSTER_M <= 2 || (CLUSTER_M == 4 && CLUSTER_N == 1)) && CLUSTER_N <= 2,
+                "clusters of up to 2 x 2, or 4 along M");
   static_assert(A_SLICE % 8 == 0 && B_SLICE % 8 == 0, "multicast slices are whole swizzle rows");
   static_assert(KIND_IN == kBF16 || KIND_IN == kF16 || KIND_IN == kF32, "bf16, f16 or fp32 in");
   static_assert(KIND_IN != kF32 || B_COLUMNS,

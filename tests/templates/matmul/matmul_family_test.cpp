@@ -1745,7 +1745,14 @@ TEST(MatmulWgmmaTest, SwapAbIsForSmallRowMajorMWithNarrowTiles) {
   EXPECT_TRUE(matmul().reject(testing::wgmma_config(64, 16, 6, 1, 1, 1, 1), matmul_problem(64, 16, 4096), hopper));
   EXPECT_EQ(matmul().reject(testing::wgmma_config(64, 16, 6, 1, 1, 1, 1), matmul_problem(2048, 16, 4096), hopper),
             std::nullopt);  // B transposed first
-  EXPECT_TRUE(matmul().reject(testing::wgmma_config(64, 16, 6, 1, 2, 1, 1, 1, 0, 1), decode, hopper));
+  // Swapped, CTAs along the weight (the kernel's M) may share the activations: in pairs, in
+  // clusters of 4, or 2 x 2 with a pair along M; no more than 4, and 4 along M only swapped.
+  EXPECT_EQ(matmul().reject(testing::wgmma_config(64, 16, 6, 1, 2, 1, 1, 1, 0, 1), decode, hopper), std::nullopt);
+  EXPECT_EQ(matmul().reject(testing::wgmma_config(64, 16, 6, 1, 4, 1, 1, 1, 0, 1), decode, hopper), std::nullopt);
+  EXPECT_EQ(matmul().reject(testing::wgmma_config(64, 16, 6, 1, 2, 2, 1, 1, 0, 1), decode, hopper), std::nullopt);
+  EXPECT_TRUE(matmul().reject(testing::wgmma_config(64, 16, 6, 1, 4, 2, 1, 1, 0, 1), decode, hopper));
+  EXPECT_TRUE(matmul().reject(testing::wgmma_config(64, 64, 6, 1, 4, 1, 1), matmul_problem(4096, 4096, 4096), hopper));
+  EXPECT_TRUE(matmul().reject(testing::wgmma_config(128, 128, 4, 2, 2, 2, 1), matmul_problem(4096, 4096, 4096), hopper));
   // Swapped, a pair along M shares the weight (the kernel's A): 32 rows of A in two 16-column
   // tiles. The default takes it instead of two K slices, with the deepest ring that fits.
   const Problem batch_32 = testing::x_times_w_t({32, 4096, 4096});
@@ -1765,6 +1772,18 @@ TEST(MatmulWgmmaTest, SwapAbIsForSmallRowMajorMWithNarrowTiles) {
   EXPECT_EQ(sliced.at("block_n"), 64);
   EXPECT_EQ(sliced.at("cluster_n"), 1);
   EXPECT_EQ(sliced.at("split_k"), 8);
+  // More weight tiles than half the SMs (no room for two K slices): clusters of 4 along the
+  // weight sharing the activations, unless the clusters would take a wave more than the tiles
+  // (64x8192x8192: 32 clusters where 30 fit; 128 tiles in one wave). 16-bit x @ W^T only.
+  EXPECT_EQ(matmul().default_config(testing::x_times_w_t({63, 4785, 9256}), hopper).text(),
+            testing::wgmma_config(64, 64, 13, 1, 4, 1, 8, 1, 0, 1).text());
+  EXPECT_EQ(matmul().default_config(testing::x_times_w_t({32, 11008, 4096}), hopper).text(),
+            testing::wgmma_config(64, 32, 16, 1, 4, 1, 8, 1, 0, 1).text());
+  EXPECT_EQ(matmul().default_config(testing::x_times_w_t({64, 8192, 8192}), hopper).at("cluster_m"), 1);
+  EXPECT_EQ(matmul().default_config(testing::x_times_w_t({27, 15722, 2424}), hopper).at("cluster_m"), 1);
+  EXPECT_EQ(matmul().default_config(matmul_problem(32, 6144, 4096), hopper).at("cluster_m"), 1);
+  EXPECT_EQ(matmul().default_config(Problem{"matmul", DType::f32, DType::f32, {48, 11008, 4096}, {{"b", "col"}}},
+                                    hopper).at("cluster_m"), 1);
   // One 16-column tile (M <= 16) has no pair.
   const Config single = matmul().default_config(testing::x_times_w_t({16, 2048, 32768}), hopper);
   EXPECT_EQ(single.at("split_k"), 4);

@@ -279,6 +279,22 @@ TEST_F(GpuMatmul, WgmmaSplitKAndPaddedPlansMatchTheReference) {
        testing::wgmma_config(64, 32, 16, 1, 1, 2, 8, 2, 0, 1)},
       {{"matmul", DType::bf16, DType::bf16, {2, 17, 333, 1001}, {{"b", "col"}, {"residual", "1"}}},
        testing::wgmma_config(64, 16, 13, 1, 1, 2, 8, 4, 0, 1)},
+      // Clusters of 2 and 4 along the weight sharing the activations (each CTA multicasts a
+      // quarter or half of their rows): weight rows past the last cluster's first CTA (1000 =
+      // 3.9 clusters of 256), K whole and in slices, B either layout, rows off 16 bytes,
+      // batches with the epilogue.
+      {{"matmul", DType::bf16, DType::bf16, {29, 1000, 1032}, {{"b", "col"}}},
+       testing::wgmma_config(64, 32, 16, 1, 4, 1, 8, 1, 0, 1)},
+      {{"matmul", DType::f16, DType::f32, {2, 50, 700, 2056}, {{"act", "gelu"}, {"bias", "1"}}},
+       testing::wgmma_config(64, 64, 13, 1, 4, 1, 8, 1, 0, 1)},
+      {{"matmul", DType::bf16, DType::bf16, {61, 333, 1001}, {{"b", "col"}, {"residual", "1"}}},
+       testing::wgmma_config(64, 64, 8, 1, 2, 1, 8, 2, 0, 1)},
+      {{"matmul", DType::bf16, DType::bf16, {3, 17, 1500, 1032}, {{"b", "col"}, {"bias", "1"}}},
+       testing::wgmma_config(64, 32, 8, 1, 4, 1, 8, 4, 0, 1)},
+      {{"matmul", DType::bf16, DType::bf16, {45, 1000, 1001}, {{"b", "col"}}},
+       testing::wgmma_config(64, 32, 16, 1, 2, 2, 8, 1, 0, 1)},
+      {{"matmul", DType::f16, DType::f16, {2, 20, 700, 2056}, {{"residual", "1"}}},
+       testing::wgmma_config(64, 16, 16, 1, 2, 2, 8, 2, 0, 1)},
       // A tail split (the tiles fill the SMs; K split in the last wave's only): 176 tiles, the
       // last 44 in 2 slices and in 3 (split_k 4 capped by the wave), unaligned rows padded; a
       // pair sharing A; batches with the epilogue, whole tiles through TMA stores.
@@ -401,6 +417,10 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
       // swap_ab: up to 64 rows of row-major A.
       problem(bf16, bf16, {17, 4096, 4096}, xwt), problem(f16, f16, {48, 1031, 2000}),
       problem(bf16, f32, {64, 3000, 520}, {{"act", "gelu"}, {"bias", "1"}}),
+      // swap_ab over more weight tiles than half the SMs (x @ W^T): clusters of 4 along the
+      // weight sharing the activations; batches with the epilogue.
+      problem(bf16, bf16, {40, 6000, 808}, xwt),
+      problem(f16, f32, {2, 29, 5000, 1000}, {{"b", "col"}, {"act", "silu"}, {"bias", "1"}, {"residual", "1"}}),
       // Few large tiles: 128x64 tiles in one wave (1000^3), 64x64 ones for a skinny side of
       // 65-128 rows, else K slices through the workspace.
       problem(bf16, bf16, {1000, 1000, 1000}), problem(f16, bf16, {700, 900, 1200}),
@@ -519,7 +539,7 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
     if (variant == 4) branches.insert(m > 32 ? "gemv_kn on C^T" : "gemv_kn");
     if (variant != 1) continue;
     const int bm = config.at("block_m"), bn = config.at("block_n");
-    if (config.at("swap_ab")) branches.insert("swap_ab");
+    if (config.at("swap_ab")) branches.insert(config.at("cluster_m") == 4 ? "swap_ab sharing A" : "swap_ab");
     else if (bn < 64) branches.insert("narrow N");
     else if (bm == 128 && bn == 64) branches.insert("128x64 one wave");
     else if (bm == 64 && bn == 64) branches.insert("64x64 skinny");
@@ -530,7 +550,8 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
     EXPECT_EQ(branches, (std::set<std::string>{"gemv", "decode", "swap_ab", "128x64 one wave",
                                                "64x64 skinny", "192-wide, fitted to the waves",
                                                "K slices", "gathered", "gemv_kn", "narrow N",
-                                               "gemv on C^T", "gemv_kn on C^T"}));
+                                               "gemv on C^T", "gemv_kn on C^T",
+                                               "swap_ab sharing A"}));
 }
 
 // The decode template (variant 2, any sm_80+ GPU): 1 to 32 rows of A against a column-major
