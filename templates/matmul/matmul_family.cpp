@@ -1956,7 +1956,11 @@ class MatmulFamily final : public Family {
       if (w.split_k > 8) return "split_cluster: a portable cluster holds at most 8 K slices";
       if (w.cluster_m * w.cluster_n > 1) return "K slices in a cluster share no operand tile";
     }
-    if (w.block_m % (8 * w.cluster_n) || w.block_k % (8 * w.cluster_m))
+    // Each CTA of a cluster row loads 1 / cluster_n of the A tile (of its block_m rows, or
+    // block_k rows if MN-major), each of a cluster column 1 / cluster_m of the B tile (of its
+    // block_n rows, or block_k).
+    if (w.block_m % (8 * w.cluster_n) || w.block_k % (8 * w.cluster_n) ||
+        w.block_n % (8 * w.cluster_m) || w.block_k % (8 * w.cluster_m))
       return "the multicast slices must be whole 8-row boxes";
     if (w.stages < 2) return "the pipeline needs at least 2 stages";
     if (w.split_k < 1) return "split_k must be positive";

@@ -398,6 +398,14 @@ std::vector<SampleCase> wgmma_sample() {
        Problem{"matmul", DType::f16, DType::f32, {1000, 1000, 1000}, {{"a", "col"}}}},
       {"wg128x128_s4_pingpong_tail_bf16", testing::wgmma_config(128, 128, 4, 2, 1, 1, 8, 2, 0, 0, 0, 256, 1),
        matmul_problem(1000, 2750, 520, DType::bf16, DType::bf16)},
+      // swap_ab at 17-64 rows of x @ W^T: clusters of 4 along the weight sharing the
+      // activations (the default where the tiles leave no room for K slices), and 2 x 2.
+      {"wg64x32_s16_cl4x1_swap_colB_bf16", testing::wgmma_config(64, 32, 16, 1, 4, 1, 8, 1, 0, 1),
+       testing::x_times_w_t({32, 11008, 4096})},
+      {"wg64x64_s13_cl4x1_swap_colB_f16_f32_epilogue", testing::wgmma_config(64, 64, 13, 1, 4, 1, 8, 1, 0, 1),
+       testing::x_times_w_t({2, 48, 5000, 1000}, DType::f16, DType::f32, {{"act", "silu"}, {"bias", "1"}})},
+      {"wg64x32_s16_cl2x2_swap_bf16", testing::wgmma_config(64, 32, 16, 1, 2, 2, 8, 1, 0, 1),
+       matmul_problem(45, 2201, 5608, DType::bf16, DType::bf16)},
       // fp32 in, as tf32: B transposed first; swap_ab; A transposed and B padded, split K.
       {"wg128x256_s4_c2_cl2x1_tf32", testing::tf32_config(128, 256, 4, 2, 2, 1),
        matmul_problem(4096, 4096, 4096, DType::f32, DType::f32)},

@@ -1748,9 +1748,12 @@ TEST(MatmulWgmmaTest, SwapAbIsForSmallRowMajorMWithNarrowTiles) {
   // Swapped, CTAs along the weight (the kernel's M) may share the activations: in pairs, in
   // clusters of 4, or 2 x 2 with a pair along M; no more than 4, and 4 along M only swapped.
   EXPECT_EQ(matmul().reject(testing::wgmma_config(64, 16, 6, 1, 2, 1, 1, 1, 0, 1), decode, hopper), std::nullopt);
-  EXPECT_EQ(matmul().reject(testing::wgmma_config(64, 16, 6, 1, 4, 1, 1, 1, 0, 1), decode, hopper), std::nullopt);
   EXPECT_EQ(matmul().reject(testing::wgmma_config(64, 16, 6, 1, 2, 2, 1, 1, 0, 1), decode, hopper), std::nullopt);
   EXPECT_TRUE(matmul().reject(testing::wgmma_config(64, 16, 6, 1, 4, 2, 1, 1, 0, 1), decode, hopper));
+  // A quarter of a 16-column tile is 4 rows of A: no whole 8-row box to multicast.
+  EXPECT_TRUE(matmul().reject(testing::wgmma_config(64, 16, 6, 1, 4, 1, 1, 1, 0, 1), decode, hopper));
+  EXPECT_EQ(matmul().reject(testing::wgmma_config(64, 32, 6, 1, 4, 1, 1, 1, 0, 1), matmul_problem(17, 4096, 4096), hopper),
+            std::nullopt);
   EXPECT_TRUE(matmul().reject(testing::wgmma_config(64, 64, 6, 1, 4, 1, 1), matmul_problem(4096, 4096, 4096), hopper));
   EXPECT_TRUE(matmul().reject(testing::wgmma_config(128, 128, 4, 2, 2, 2, 1), matmul_problem(4096, 4096, 4096), hopper));
   // Swapped, a pair along M shares the weight (the kernel's A): 32 rows of A in two 16-column
