@@ -883,10 +883,11 @@ class MatmulFamily final : public Family {
       // against 0.0564), where the same tile unclustered with as deep a ring gained nothing;
       // it lost where the clusters take a wave more than the tiles (64x8192x8192: 32 clusters,
       // 30 fit: 0.73x) and at 0.95-0.98x on three short-K or aligned shapes (40x6144x4096); a
-      // row-major weight lost 0.92x (docs/perf/matmul.md v34). 16-bit inputs only, as above.
+      // row-major weight lost 0.92x; with fp32 inputs (tf32) 1.03-1.12x on seven shapes
+      // (docs/perf/matmul.md v34).
       const long long tiles = kernel_tiles(WgmmaConfig(shaped), s);
       if (shaped.at("swap_ab") && shaped.at("split_k") == 1 && shaped.at("cluster_n") == 1 &&
-          s.m > 16 && 2 * tiles > device.sm_count && s.as_read().b_columns && !s.tf32()) {
+          s.m > 16 && 2 * tiles > device.sm_count && s.as_read().b_columns) {
         Config shared = shaped;
         shared.values["cluster_m"] = 4;
         shared = deepest_ring(shared, 8, problem, device);

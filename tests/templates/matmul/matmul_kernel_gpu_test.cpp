@@ -295,6 +295,10 @@ TEST_F(GpuMatmul, WgmmaSplitKAndPaddedPlansMatchTheReference) {
        testing::wgmma_config(64, 32, 16, 1, 2, 2, 8, 1, 0, 1)},
       {{"matmul", DType::f16, DType::f16, {2, 20, 700, 2056}, {{"residual", "1"}}},
        testing::wgmma_config(64, 16, 16, 1, 2, 2, 8, 2, 0, 1)},
+      // The same clusters with fp32 inputs (tf32, K-major 32-element boxes).
+      {testing::x_times_w_t({40, 3000, 1000}, DType::f32, DType::f32), testing::tf32_config(64, 64, 13, 1, 4, 1, 8, 1, 0, 1)},
+      {testing::x_times_w_t({2, 20, 900, 1032}, DType::f32, DType::bf16, {{"act", "gelu"}, {"bias", "1"}}),
+       testing::tf32_config(64, 32, 8, 1, 4, 1, 8, 2, 0, 1)},
       // A tail split (the tiles fill the SMs; K split in the last wave's only): 176 tiles, the
       // last 44 in 2 slices and in 3 (split_k 4 capped by the wave), unaligned rows padded; a
       // pair sharing A; batches with the epilogue, whole tiles through TMA stores.
@@ -419,7 +423,7 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
       problem(bf16, f32, {64, 3000, 520}, {{"act", "gelu"}, {"bias", "1"}}),
       // swap_ab over more weight tiles than half the SMs (x @ W^T): clusters of 4 along the
       // weight sharing the activations; batches with the epilogue.
-      problem(bf16, bf16, {40, 6000, 808}, xwt),
+      problem(bf16, bf16, {40, 6000, 808}, xwt), problem(f32, bf16, {21, 9000, 520}, xwt),
       problem(f16, f32, {2, 29, 5000, 1000}, {{"b", "col"}, {"act", "silu"}, {"bias", "1"}, {"residual", "1"}}),
       // Few large tiles: 128x64 tiles in one wave (1000^3), 64x64 ones for a skinny side of
       // 65-128 rows, else K slices through the workspace.
