@@ -1921,7 +1921,7 @@ class MatmulFamily final : public Family {
     if (w.consumers == 3 && w.block_n > 192) return "3 consumer warpgroups take at most 192 columns";
     if ((w.cluster_m != 1 && w.cluster_m != 2 && w.cluster_m != 4) ||
         (w.cluster_n != 1 && w.cluster_n != 2))
-      return "clusters of 1, 2 or (cluster_m) 4 CTAs along each dimension";
+      return "cluster_m must be 1, 2 or 4, cluster_n 1 or 2";
     // At one CTA an SM only 30 clusters of 4 and 15 of 8 fit on an H100's 132 SMs (120 CTAs):
     // sharing operands among 4 or 8 was 35-46% slower than among 2 at 1000^3 and
     // 512x512x16384 (docs/perf/matmul.md v14), so pruned, but for swapped narrow tiles, whose
@@ -1939,8 +1939,6 @@ class MatmulFamily final : public Family {
     // One order where no K slices go through the workspace: the other would repeat it.
     if (w.slice_major && w.workspace_splits() == 1)
       return "slice_major orders K slices summed through the workspace (split_k > 1)";
-    // With swap_ab a pair along M shares the weight (v33); the activations, at most 64 rows a
-    // tile, are not multicast (not measured to pay).
     // C^T leaves a wide swapped tile transposed through the staging slots, or its K slices'
     // partials transposed from registers (matmul_sm90.cuh); slices in a cluster would need the
     // exchange buffer, which such a tile does not fit.

@@ -93,7 +93,8 @@
 //     CONSUMERS == 3 needs BN <= 192 (entry cap 128 registers); CLUSTER_M in {1, 2, 4} (4 with
 //     CLUSTER_N = 1), CLUSTER_N in {1, 2};
 //     CLUSTER_K in {1, 2, 4, 8}, and > 1 only without multicast;
-//     BM % (8 * CLUSTER_N) == 0; p.group_m >= 1; p.stages >= 2; smem_bytes <= 232448.
+//     multicast slices (A_SLICE, B_SLICE) of whole 8-row boxes; p.group_m >= 1; p.stages >= 2;
+//     smem_bytes <= 232448.
 //  early start: the host launches this kernel early behind the previous one (programmatic
 //     dependent launch: a padding copy, a transpose, the call before); the producer waits for
 //     that grid before its first load, the consumers before anything else they do.
