@@ -44,11 +44,12 @@ class Program {
   Program(const Program&) = delete;
   Program& operator=(const Program&) = delete;
 
-  // Returns the log; throws with the log on failure.
-  std::string compile(bool verbose_ptxas) {
+  // Returns the log; throws with the log on failure. `extra`: one more option, or null.
+  std::string compile(bool verbose_ptxas, const char* extra = nullptr) {
     std::string arch_option = "--gpu-architecture=" + arch_;
     std::vector<const char*> options = {arch_option.c_str(), "-std=c++17", "--use_fast_math"};
     if (verbose_ptxas) options.push_back("-Xptxas=-v");  // registers, smem, spills into the log
+    if (extra) options.push_back(extra);
     nvrtcResult result =
         nvrtcCompileProgram(program_, static_cast<int>(options.size()), options.data());
     std::string log = this->log();
@@ -131,6 +132,11 @@ CompiledKernel compile(const RenderedSource& source, const std::string& arch) {
   kernel.compile_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return kernel;
+}
+
+void check_instantiation(const RenderedSource& source, const std::string& arch) {
+  Program program(source, arch);
+  program.compile(/*verbose_ptxas=*/false, "--fdevice-syntax-only");
 }
 
 std::string compile_to_ptx(const RenderedSource& source, const std::string& arch) {

@@ -48,6 +48,11 @@ CompiledKernel compile(const RenderedSource& source, const std::string& arch);
 // PTX for `source` (for `tilesmith source --emit ptx`).
 std::string compile_to_ptx(const RenderedSource& source, const std::string& arch);
 
+// Instantiates `source`'s kernels in NVRTC's front end only (--fdevice-syntax-only): their
+// static_asserts and template errors, without code generation, in a fraction of a compile's
+// time. Throws Error with the log where one fails.
+void check_instantiation(const RenderedSource& source, const std::string& arch);
+
 std::string nvrtc_version();  // "13.0"
 
 // Registers, shared memory and spills of a compiled config are those of its first kernel (the

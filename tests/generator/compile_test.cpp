@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <future>
+#include <map>
 #include <random>
 
 #include <ostream>
@@ -436,6 +438,104 @@ std::vector<SampleCase> wgmma_sample() {
 
 void PrintTo(const SampleCase& sample, std::ostream* out) {
   *out << sample.label << " (" << sample.config.text() << ", " << sample.problem.key() << ")";
+}
+
+// Every kernel that any surviving config of the space would compile, for problems across the
+// regimes (x @ W^T at 1-64 rows, a row-major weight, a column-major A, fp32 as tf32, padded
+// rows, a narrow N, K-heavy, batches with the epilogue), instantiated by NVRTC's front end on
+// both architectures: a config reject() lets through whose kernel fails a static_assert would
+// fail to compile in every sweep that draws it (a 16-column tile in clusters of 4 did, caught
+// only by the GPU tests: docs/perf/matmul.md v34). Front end only: ~50 ms a translation unit of
+// hundreds of kernels, where a full compile takes ~0.3 s each.
+TEST(SpaceInstantiationTest, EverySurvivingConfigsKernelsInstantiate) {
+  using enum DType;
+  const std::vector<Problem> problems = {
+      matmul_problem(4096, 4096, 4096),
+      testing::x_times_w_t({1, 4096, 4096}),
+      testing::x_times_w_t({32, 11008, 4096}),
+      testing::x_times_w_t({2, 17, 1000, 1001}, f16, f32, {{"act", "gelu"}, {"bias", "1"}, {"residual", "1"}}),
+      matmul_problem(48, 6000, 2000),
+      Problem{"matmul", bf16, bf16, {4096, 1, 4096}, {{"b", "col"}}},
+      Problem{"matmul", f16, f32, {2, 300, 520, 136}, {{"a", "col"}, {"act", "silu"}, {"bias", "1"}}},
+      matmul_problem(257, 1031, 517, f32, f32),
+      testing::x_times_w_t({40, 3000, 1000}, f32, bf16),
+      testing::x_times_w_t({1024, 16, 4096}),
+      matmul_problem(512, 512, 16384),
+      matmul_problem(2, 6133, 1472),
+  };
+  const std::vector<Config> space = matmul().enumerate();
+  // One translation unit per distinct rendered text (what it includes, and its headers), with
+  // every kernel its configs name; built per problem and architecture at once.
+  struct Units {
+    std::map<std::string, RenderedSource> sources;
+    std::map<std::string, std::set<std::string>> kernels;
+  };
+  auto collect = [&](const Problem& problem, const DeviceTarget& device) {
+    Units units;
+    std::set<std::vector<std::string>> seen;
+    for (const Config& config : space) {
+      if (matmul().reject(config, problem, device)) continue;
+      if (!seen.insert(matmul().kernel_expressions(config, problem)).second) continue;
+      RenderedSource source = render(matmul(), config, problem);
+      std::string key = source.text.substr(source.text.find("\n#include"));
+      for (const auto& [name, text] : source.headers) key += "\n" + name;
+      units.kernels[key].insert(source.kernel_expressions.begin(), source.kernel_expressions.end());
+      units.sources.emplace(key, std::move(source));
+    }
+    return units;
+  };
+  std::size_t checked = 0;
+  for (const char* arch : {"sm_90a", "sm_80"}) {
+    const DeviceTarget device = DeviceTarget::assumed_for_arch(arch);
+    std::vector<std::future<Units>> collecting;
+    for (const Problem& problem : problems)
+      collecting.push_back(std::async(std::launch::async, collect, std::cref(problem), std::cref(device)));
+    Units all;
+    for (std::future<Units>& part : collecting) {
+      Units units = part.get();
+      for (auto& [key, kernels] : units.kernels) all.kernels[key].insert(kernels.begin(), kernels.end());
+      all.sources.merge(units.sources);
+    }
+    // Instantiated at most 128 kernels a program (NVRTC runs them mostly one at a time: ~45 s
+    // on 16 cores for ~7000 kernels).
+    std::vector<RenderedSource> programs;
+    for (const auto& [key, source] : all.sources) {
+      const std::vector<std::string> kernels(all.kernels[key].begin(), all.kernels[key].end());
+      for (std::size_t first = 0; first < kernels.size(); first += 128) {
+        programs.push_back(source);
+        programs.back().kernel_expressions.assign(
+            kernels.begin() + first, kernels.begin() + std::min(first + 128, kernels.size()));
+      }
+      checked += kernels.size();
+    }
+    std::vector<std::future<std::string>> checking;
+    for (const RenderedSource& program : programs)
+      checking.push_back(std::async(std::launch::async, [&program, arch] {
+        try {
+          check_instantiation(program, arch);
+          return std::string();
+        } catch (const Error& error) {
+          return std::string(error.what());
+        }
+      }));
+    for (std::future<std::string>& result : checking) EXPECT_EQ(result.get(), "") << arch;
+  }
+  std::cout << "[ info     ] " << checked << " kernels instantiated\n";
+  EXPECT_GT(checked, 5000u);
+}
+
+// A config reject() lets through whose kernel fails a static_assert is what the check above
+// catches: the front end reports it.
+TEST(SpaceInstantiationTest, AFailingStaticAssertIsReported) {
+  const RenderedSource unsliceable = render(
+      matmul(), testing::wgmma_config(64, 16, 6, 1, 4, 1, 1, 1, 0, 1), testing::x_times_w_t({16, 4096, 4096}));
+  try {
+    check_instantiation(unsliceable, "sm_90a");
+    ADD_FAILURE() << "the 4-row multicast slices instantiated";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("multicast slices are whole swizzle rows"), std::string::npos)
+        << error.what();
+  }
 }
 
 class SpaceSampleCompileTest
