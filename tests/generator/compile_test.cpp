@@ -440,15 +440,20 @@ void PrintTo(const SampleCase& sample, std::ostream* out) {
   *out << sample.label << " (" << sample.config.text() << ", " << sample.problem.key() << ")";
 }
 
-// Every kernel that any surviving config of the space would compile, for problems across the
-// regimes (x @ W^T at 1-64 rows, a row-major weight, a column-major A, fp32 as tf32, padded
-// rows, a narrow N, K-heavy, batches with the epilogue), instantiated by NVRTC's front end on
-// both architectures: a config reject() lets through whose kernel fails a static_assert would
-// fail to compile in every sweep that draws it (a 16-column tile in clusters of 4 did, caught
-// only by the GPU tests: docs/perf/matmul.md v34). Front end only: ~50 ms a translation unit of
-// hundreds of kernels, where a full compile takes ~0.3 s each.
+// Every kernel that any surviving config of a family's space would compile, for problems across
+// its regimes (matmul: x @ W^T at 1-64 rows, a row-major weight, a column-major A, fp32 as
+// tf32, padded rows, a narrow N, K-heavy, batches with the epilogue; every row op, multi_sum,
+// attention forward and backward), instantiated by NVRTC's front end on both architectures: a
+// config reject() lets through whose kernel fails a static_assert would fail to compile in
+// every sweep that draws it (a 16-column tile in clusters of 4 did, caught only by the GPU
+// tests: docs/perf/matmul.md v34). Front end only: ~5 ms a kernel, where a full compile takes
+// ~0.3 s; ~12000 kernels in ~60 s on 16 cores.
 TEST(SpaceInstantiationTest, EverySurvivingConfigsKernelsInstantiate) {
   using enum DType;
+  auto rows = [](const char* op, DType dtype, std::int64_t count, std::int64_t length,
+                 ProblemOptions options = {}) {
+    return Problem{op, dtype, dtype, {count, length}, std::move(options)};
+  };
   const std::vector<Problem> problems = {
       matmul_problem(4096, 4096, 4096),
       testing::x_times_w_t({1, 4096, 4096}),
@@ -462,28 +467,50 @@ TEST(SpaceInstantiationTest, EverySurvivingConfigsKernelsInstantiate) {
       testing::x_times_w_t({1024, 16, 4096}),
       matmul_problem(512, 512, 16384),
       matmul_problem(2, 6133, 1472),
+      rows("softmax", bf16, 4096, 1000),
+      rows("softmax", f32, 100, 32768),
+      rows("layernorm", bf16, 4096, 4096),
+      rows("layernorm", f16, 1000, 777, {{"bias", "0"}, {"stats", "1"}}),
+      rows("rmsnorm", f32, 2048, 5120, {{"weight", "0"}}),
+      rows("layernorm_act_residual", bf16, 4096, 1024, {{"act", "gelu"}}),
+      rows("rmsnorm_act_residual", f16, 512, 8192, {{"act", "silu"}, {"stats", "1"}}),
+      rows("softmax_backward", bf16, 4096, 1000),
+      rows("layernorm_backward", bf16, 2048, 4096),
+      rows("rmsnorm_backward", f32, 1000, 3000, {{"weight", "0"}}),
+      Problem{"multi_sum", f32, f32, {64, 4096}},
+      Problem{"multi_sum", bf16, f32, {1000, 256}, {{"mean", "1"}}},
+      Problem{"attention", bf16, bf16, {2, 8, 1024, 128}},
+      Problem{"attention", f16, f16, {1, 16, 4, 300, 1000, 64}, {{"causal", "1"}}},
+      Problem{"attention_backward", bf16, bf16, {2, 8, 1024, 128}},
+      Problem{"attention_backward", f16, f16, {1, 8, 2, 257, 513, 72}, {{"causal", "1"}, {"layout", "bhsd"}}},
   };
-  const std::vector<Config> space = matmul().enumerate();
+  std::map<std::string, std::vector<Config>> spaces;
+  for (const Problem& problem : problems)
+    if (!spaces.count(problem.op)) spaces[problem.op] = find_family(problem.op).enumerate();
   // One translation unit per distinct rendered text (what it includes, and its headers), with
   // every kernel its configs name; built per problem and architecture at once.
   struct Units {
     std::map<std::string, RenderedSource> sources;
     std::map<std::string, std::set<std::string>> kernels;
+    std::set<std::string> of_problem;  // every kernel the problem's survivors name
   };
   auto collect = [&](const Problem& problem, const DeviceTarget& device) {
+    const Family& family = find_family(problem.op);
     Units units;
     std::set<std::vector<std::string>> seen;
-    for (const Config& config : space) {
-      if (matmul().reject(config, problem, device)) continue;
-      if (!seen.insert(matmul().kernel_expressions(config, problem)).second) continue;
-      RenderedSource source = render(matmul(), config, problem);
+    for (const Config& config : spaces.at(problem.op)) {
+      if (family.reject(config, problem, device)) continue;
+      if (!seen.insert(family.kernel_expressions(config, problem)).second) continue;
+      RenderedSource source = render(family, config, problem);
       std::string key = source.text.substr(source.text.find("\n#include"));
       for (const auto& [name, text] : source.headers) key += "\n" + name;
       units.kernels[key].insert(source.kernel_expressions.begin(), source.kernel_expressions.end());
+      units.of_problem.insert(source.kernel_expressions.begin(), source.kernel_expressions.end());
       units.sources.emplace(key, std::move(source));
     }
     return units;
   };
+  std::map<std::string, std::set<std::string>> by_family;  // kernels, by family and arch
   std::size_t checked = 0;
   for (const char* arch : {"sm_90a", "sm_80"}) {
     const DeviceTarget device = DeviceTarget::assumed_for_arch(arch);
@@ -491,13 +518,15 @@ TEST(SpaceInstantiationTest, EverySurvivingConfigsKernelsInstantiate) {
     for (const Problem& problem : problems)
       collecting.push_back(std::async(std::launch::async, collect, std::cref(problem), std::cref(device)));
     Units all;
-    for (std::future<Units>& part : collecting) {
-      Units units = part.get();
+    for (std::size_t i = 0; i < problems.size(); ++i) {
+      Units units = collecting[i].get();
+      EXPECT_FALSE(units.of_problem.empty()) << problems[i].key() << " on " << arch;
+      for (const std::string& kernel : units.of_problem)
+        by_family[find_family(problems[i].op).name()].insert(std::string(arch) + " " + kernel);
       for (auto& [key, kernels] : units.kernels) all.kernels[key].insert(kernels.begin(), kernels.end());
       all.sources.merge(units.sources);
     }
-    // Instantiated at most 128 kernels a program (NVRTC runs them mostly one at a time: ~45 s
-    // on 16 cores for ~7000 kernels).
+    // At most 128 kernels a program; NVRTC runs them mostly one at a time.
     std::vector<RenderedSource> programs;
     for (const auto& [key, source] : all.sources) {
       const std::vector<std::string> kernels(all.kernels[key].begin(), all.kernels[key].end());
@@ -520,8 +549,10 @@ TEST(SpaceInstantiationTest, EverySurvivingConfigsKernelsInstantiate) {
       }));
     for (std::future<std::string>& result : checking) EXPECT_EQ(result.get(), "") << arch;
   }
+  for (const auto& [family, kernels] : by_family)
+    std::cout << "[ info     ] " << family << ": " << kernels.size() << " kernels\n";
   std::cout << "[ info     ] " << checked << " kernels instantiated\n";
-  EXPECT_GT(checked, 5000u);
+  EXPECT_GT(by_family["matmul"].size(), 5000u);
 }
 
 // A config reject() lets through whose kernel fails a static_assert is what the check above
