@@ -291,6 +291,9 @@ constexpr long long kLineBoundK = 1536;
 // of K 1165 and more 1.11x faster on the geometric mean (0.97-1.35x); under it they lost 3%
 // (7 shapes of K 530-1039: 0.92-1.06x).
 constexpr long long kPaddedTieMinK = 1152;
+// Clusters of 4 sharing operands that run at once on an H100's 132 SMs, one CTA an SM: a
+// cluster's CTAs share a GPC, and the GPCs hold 120 such CTAs (docs/perf/matmul.md v14).
+constexpr int kClustersOf4On132Sms = 30;
 // Up to this K, a few rows needing padding are gathered where they lie instead (see
 // default_config).
 constexpr long long kMaxGatheredK = 512;
@@ -1879,13 +1882,13 @@ class MatmulFamily final : public Family {
            (static_cast<double>(w.block_m) / w.cluster_n + static_cast<double>(w.block_n) / w.cluster_m);
   }
 
-  // Clusters of `w` that run at once: one CTA an SM (its shared memory holds one). A cluster's
-  // CTAs share a GPC: of an H100's 132 SMs, clusters of 4 sharing operands fill 120 (30 of
-  // them; docs/perf/matmul.md v14), so other SM counts are scaled from that. (K slices in a
-  // cluster keep the plain count: their grids were sized by it.)
+  // Clusters of `w` that run at once: one CTA an SM (its shared memory holds one); clusters of
+  // 4 sharing operands as many as the H100's GPCs hold (kClustersOf4On132Sms), scaled by the
+  // SM count elsewhere. (K slices in a cluster keep the plain count: their grids were sized
+  // by it.)
   static long long wave_clusters(const WgmmaConfig& w, int sm_count) {
     if (w.cluster_m * w.cluster_n < 4) return std::max(sm_count / w.cluster(), 1);
-    return std::max(sm_count * 30 / 132, 1);
+    return std::max(sm_count * kClustersOf4On132Sms / 132, 1);
   }
 
   // Whether `w` splits K only in the last wave's tiles (MatmulSm90Params::tail): its tiles
