@@ -18,6 +18,7 @@
 #include <bit>
 #include <cmath>
 #include <map>
+#include <numeric>
 #include <string>
 
 #include "templates/common/activation_reference.hpp"
@@ -47,6 +48,10 @@ struct MatmulShape {
   // B under swap_ab (B is then the kernel's A).
   bool a_in_registers = false;
   bool b_in_registers = false;
+  // The sm_90a template's swapped tiles read a row-major B whose rows are off 16 bytes in
+  // place, in row phases (reads_weight_in_phases), and A gathered to match (shape_for sets it
+  // from the config).
+  bool weight_phased = false;
   // The product as swapped() gives it, C^T = B^T A^T: C is written transposed.
   bool c_transposed = false;
   explicit MatmulShape(const Problem& problem)
@@ -100,7 +105,8 @@ struct MatmulShape {
     auto off = [&](long long length, bool copied) {
       return !copied && length % per_16_bytes() == 0 && length * in_bytes % 128 != 0;
     };
-    return off(a_row_length(), transposes_a()) + off(b_row_length(), transposes_b());
+    return off(a_row_length(), transposes_a() || weight_phased) +
+           off(b_row_length(), transposes_b());
   }
   // Whether an aligned problem needs C's and the residual's strides on 16-byte boundaries too,
   // besides A's and B's (whose rows the kernels move in 16-byte pieces): only with row-major
@@ -130,7 +136,8 @@ struct MatmulShape {
   // small B the transpose's launch costs more than it buys (2x410x168: 0.87 -> 0.70x; v22).
   bool tf32() const { return in_bytes == 4; }
   bool transposes_a() const {
-    return a_columns && !a_in_registers && (tf32() || (m <= 16 && n * k >= (4ll << 20)));
+    return a_columns && !a_in_registers && !weight_phased &&
+           (tf32() || (m <= 16 && n * k >= (4ll << 20)));
   }
   // A row-major B of a narrow N (up to 32 columns) under more than 64 rows of A is transposed
   // too, so that its K-major rows fill the narrow tiles of N (read MN-major, each stage of B is
@@ -156,12 +163,51 @@ struct MatmulShape {
     return (transposes_a() || in_place_ok(a_row_length())) &&
            (transposes_b() || in_place_ok(b_row_length()));
   }
-  // The product as the kernels read it, after those transposes.
+  // Whether the sm_90a template's swapped tiles (a few rows of A) read B in row phases
+  // (MatmulSm90PhasedParams) instead of copying it into padded rows: a 16-bit row-major B whose
+  // rows are off 16 bytes, one batch, and A (gathered to match the phases, a pass over it) no
+  // larger than B, or copied anyway (its rows off 16 bytes too). The copy reads and writes all
+  // of B before the product reads it again (40x4906x9568: 0.117 ms where cuBLAS reads B once
+  // in 0.051; docs/perf/matmul.md v35). Tiles whose clusters share the weight (unswapped
+  // tiles, a swapped pair along N) pad it as before: each CTA moves its own phased tile into
+  // place.
+  bool reads_weight_in_phases() const {
+    const bool b_rows_off = b_row_length() % per_16_bytes() != 0;
+    const bool a_rows_off = a_row_length() % per_16_bytes() != 0;
+    return in_bytes == 2 && !b_columns && batch == 1 && !strides_unaligned && b_rows_off &&
+           !transposes_b() && (m <= n || a_rows_off);
+  }
+  // The product as the kernels read it, after those transposes (and A's gather).
   MatmulShape as_read() const {
     MatmulShape t = *this;
-    if (transposes_a()) t.a_columns = false;
+    if (transposes_a() || weight_phased) t.a_columns = false;
     if (transposes_b()) t.b_columns = true;
     return t;
+  }
+};
+
+// How the sm_90a kernel reads a row-major weight whose rows are off 16 bytes
+// (MatmulSm90PhasedParams): rows G q + h (phase h) lie G rows apart, G = 16 / gcd(row bytes,
+// 16), which is a multiple of 16 bytes; each phase's rows padded to whole 128-byte k blocks.
+// Fewer phases where K has fewer rows than G (each then one row).
+struct WeightPhases {
+  int stride;   // G: rows of one phase lie this many apart
+  int phases;   // min(G, K)
+  long long phase_k;  // k rows of each phase in the product, a multiple of the k block
+  long long k() const { return phases * phase_k; }  // the product's K, permuted
+  static WeightPhases of(long long k, long long row_bytes, long long in_bytes) {
+    const long long block_k = 128 / in_bytes;
+    const int g = static_cast<int>(16 / std::gcd(row_bytes, 16ll));
+    const long long phase_rows = (k + g - 1) / g;
+    return {g, static_cast<int>(std::min<long long>(g, k)),
+            (phase_rows + block_k - 1) / block_k * block_k};
+  }
+  // The most K any row stride makes (the workspace of the gathered A).
+  static long long most_k(long long k, long long in_bytes) {
+    long long most = 0;
+    for (long long row_bytes = in_bytes; row_bytes <= 16; row_bytes *= 2)
+      most = std::max(most, of(k, row_bytes, in_bytes).k());
+    return most;
   }
 };
 
@@ -243,6 +289,8 @@ MatmulShape shape_for(const Problem& problem, const Config& config) {
   const bool wgmma = s.tf32() && config.at("variant") == kWgmma;
   s.a_in_registers = wgmma && s.a_columns && config.at("swap_ab") == 0;
   s.b_in_registers = wgmma && !s.b_columns && config.at("swap_ab") == 1;
+  s.weight_phased = config.at("variant") == kWgmma && config.at("swap_ab") == 1 &&
+                    config.at("cluster_n") == 1 && s.reads_weight_in_phases();
   return s;
 }
 
@@ -489,9 +537,15 @@ struct WgmmaConfig {
   // The A and B rings (128-byte rows of k), two 8 KB C staging slots per consumer warpgroup or
   // the exchange buffer, the mbarriers (full and empty per stage, two for the exchange), and
   // the slack to round the base up to 1024 bytes (the 128-byte swizzle's period).
-  int smem_bytes() const {
-    return stages * (block_m + block_n) * 128 +
-           (exchange() ? exchange_bytes() : consumers * 2 * 8192) + 16 * stages + 16 + 1024;
+  // A weight read in row phases (MatmulShape::weight_phased, swapped) stages its tile's
+  // 64-column blocks 72 columns wide (144-byte rows of block_k) in a ring of `stages` k blocks
+  // with a barrier each, and the stage ring holds at most kPhasedStages (matmul_sm90.cuh,
+  // PHASED).
+  int smem_bytes(bool weight_phased = false) const {
+    const int ring = weight_phased ? std::min(stages, kPhasedStages) : stages;
+    return ring * (block_m + block_n) * 128 +
+           (exchange() ? exchange_bytes() : consumers * 2 * 8192) + 16 * ring + 16 + 1024 +
+           (weight_phased ? stages * (block_m / 64 * block_k * 144 + 8) : 0);
   }
 };
 
@@ -526,7 +580,8 @@ class MatmulFamily final : public Family {
          {"matmul/matmul.cuh", "matmul/matmul_params.h", "matmul/matmul_epilogue.cuh",
           "matmul/matmul_sm90.cuh", "matmul/matmul_decode.cuh", "matmul/matmul_gemv.cuh",
           "matmul/matmul_gemv_kn.cuh", "matmul/matmul_row_loads.cuh", "matmul/matmul_sm90_params.h",
-          "matmul/matmul_splitk.cuh", "matmul/matmul_tile_order.cuh", "common/tile_primitives.cuh",
+          "matmul/matmul_splitk.cuh", "matmul/matmul_tile_order.cuh",
+          "matmul/matmul_weight_phases.cuh", "common/tile_primitives.cuh",
           "common/activation.h", "common/elementwise.cuh", "common/hopper.cuh", "common/tensor_map.h",
           "common/copy_rows.cuh", "common/copy_rows_params.h"})
       source_.files[file] = std::string(embedded::file(file));
@@ -1040,7 +1095,7 @@ class MatmulFamily final : public Family {
           std::to_string(w.cluster_n) + "," + kinds + "," + std::to_string(ks.layout()) + "," +
           std::to_string(s.epilogue) + "," + std::to_string(w.swap_ab) + "," +
           std::to_string(w.cluster_k()) + "," + std::to_string(w.pingpong) + "," +
-          std::to_string(w.split_in_grid) + ">"};
+          std::to_string(w.split_in_grid) + (s.weight_phased ? ",1" : "") + ">"};
       add_preparation_kernels(kernels, config, problem);
       return kernels;
     }
@@ -1127,6 +1182,20 @@ class MatmulFamily final : public Family {
     if (copies.matrix[0].rows + copies.matrix[1].rows > 0)
       plan.add(index.copy, copy_geometry(device, copies.matrix[0].rows + copies.matrix[1].rows),
                KernelArgs::of(copies));
+    // A weight read in row phases (its rows as the call lays them out) and A gathered to match
+    // them, packed over the permuted K.
+    const Operand weight = b;
+    std::optional<WeightPhases> phases;
+    if (s.weight_phased) {
+      phases = WeightPhases::of(s.k, strides.ldb * s.in_bytes, s.in_bytes);
+      const bool k_contiguous = !s.a_columns;
+      plan.add(index.gather, gather_geometry(s.m, phases->phase_k, k_contiguous),
+               KernelArgs::of(GatherPhasesParams{
+                   reinterpret_cast<const void*>(a.address), reinterpret_cast<void*>(space.a),
+                   s.m, s.k, k_contiguous ? a.ld : 1, k_contiguous ? 1 : a.ld, phases->phase_k,
+                   phases->phases, phases->stride, k_contiguous ? 1 : 0}));
+      a = {space.a, phases->k(), s.m * phases->k(), false};
+    }
     if (variant == kMmaSync) {
       const TileConfig t(config);
       LaunchGeometry geometry;
@@ -1158,7 +1227,7 @@ class MatmulFamily final : public Family {
     geometry.grid[0] =
         static_cast<unsigned>(std::min(units, wave_clusters(w, device.sm_count)) * w.cluster());
     geometry.block[0] = static_cast<unsigned>(w.threads());
-    geometry.dynamic_smem_bytes = static_cast<unsigned>(w.smem_bytes());
+    geometry.dynamic_smem_bytes = static_cast<unsigned>(w.smem_bytes(s.weight_phased));
     // split_in_grid: CTAs wait on each other's slices, so all of them run at once, or the
     // driver refuses the launch (reject() keeps the units within a wave).
     if (w.split_in_grid) geometry.waiting_group = geometry.grid[0];
@@ -1166,7 +1235,8 @@ class MatmulFamily final : public Family {
     p.c = reinterpret_cast<void*>(operands.c);
     p.m = static_cast<int>(ks.m);
     p.n = static_cast<int>(ks.n);
-    p.k = static_cast<int>(s.k);
+    const long long kernel_k = phases ? phases->k() : s.k;
+    p.k = static_cast<int>(kernel_k);
     p.ldc = static_cast<int>(strides.ldc);
     p.batch = static_cast<int>(s.batch);
     p.stride_c = strides.stride_c;
@@ -1193,7 +1263,21 @@ class MatmulFamily final : public Family {
     p.partials = reinterpret_cast<float*>(space.partials);
     p.slice_arrivals = reinterpret_cast<unsigned*>(space.arrivals);
     p.epilogue = epilogue_args(strides, operands);
-    KernelArgs args = KernelArgs::of(p);
+    // Phase h's map starts on the 16-byte boundary at or before its first row: its columns
+    // begin `shift` elements before the weight's.
+    MatmulSm90PhasedParams phased{};
+    std::array<std::uint64_t, kMaxWeightPhases> phase_base{};
+    if (phases) {
+      static_cast<MatmulSm90Params&>(phased) = p;
+      phased.phases = phases->phases;
+      phased.phase_blocks = static_cast<int>(phases->phase_k / w.block_k);
+      for (int h = 0; h < phases->phases; ++h) {
+        const std::uint64_t first_row = weight.address + h * weight.ld * in_bytes;
+        phase_base[h] = first_row & ~std::uint64_t{15};
+        phased.weight_shift[h] = static_cast<int>((first_row - phase_base[h]) / in_bytes);
+      }
+    }
+    KernelArgs args = phases ? KernelArgs::of(phased) : KernelArgs::of(p);
     // The dimensions are the true ones: TMA reads zeros past them, never the padding. A
     // K-major tile is a box of 64 k x rows; an MN-major one is loaded as 64-wide column blocks
     // of BK k rows. Each CTA of a cluster loads its slice of the shared tile (matmul_sm90.cuh).
@@ -1205,14 +1289,29 @@ class MatmulFamily final : public Family {
       spec.l2_promotion_bytes = static_cast<std::uint32_t>(w.l2_promotion);
       return spec;
     };
-    if (ks.a_columns)
-      args.request_tensor_map(p, p.a_map, operand_map(a, ks.m, ks.k, w.block_k / w.cluster_n));
-    else
-      args.request_tensor_map(p, p.a_map, operand_map(a, ks.k, ks.m, w.block_m / w.cluster_n));
-    if (ks.b_columns)
-      args.request_tensor_map(p, p.b_map, operand_map(b, ks.k, ks.n, w.block_n / w.cluster_m));
-    else
-      args.request_tensor_map(p, p.b_map, operand_map(b, ks.n, ks.k, w.block_k / w.cluster_m));
+    // (The maps sit where they do in MatmulSm90Params, the phased params' first part.)
+    if (!phases)  // (a weight read in phases is the swapped kernel's A)
+      args.request_tensor_map(
+          p, p.a_map,
+          ks.a_columns ? operand_map(a, ks.m, kernel_k, w.block_k / w.cluster_n)
+                       : operand_map(a, kernel_k, ks.m, w.block_m / w.cluster_n));
+    args.request_tensor_map(p, p.b_map,
+                            ks.b_columns ? operand_map(b, kernel_k, ks.n, w.block_n / w.cluster_m)
+                                         : operand_map(b, ks.n, kernel_k, w.block_k / w.cluster_m));
+    // Each phase's rows, G rows apart, from the 16-byte boundary at or before its first row
+    // (TMA starts a box only on one): boxes of a whole k block, 64 + 8 columns wide, so that
+    // each holds its 64 columns however far past the boundary they start; the kernel stages
+    // them unswizzled and moves them into place.
+    for (int h = 0; phases && h < phases->phases; ++h) {
+      const long long rows = (s.k - h + phases->stride - 1) / phases->stride;
+      const std::uint64_t row_bytes = phases->stride * weight.ld * in_bytes;
+      TensorMapSpec spec = tensor_map(problem.dtype, phase_base[h], s.n + phased.weight_shift[h],
+                                      rows, 1, row_bytes, rows * row_bytes,
+                                      static_cast<std::uint32_t>(128 / in_bytes) + 8, w.block_k);
+      spec.swizzle_bytes = 0;
+      spec.l2_promotion_bytes = static_cast<std::uint32_t>(w.l2_promotion);
+      args.request_tensor_map(phased, phased.weight_maps[h], spec);
+    }
     // C: stored in boxes of 128 bytes x 64 rows from swizzled staging slots.
     if (p.c_store_tma)
       args.request_tensor_map(
@@ -1485,7 +1584,7 @@ class MatmulFamily final : public Family {
                           const DeviceTarget* device = nullptr) {
       if (config.at("variant") != kWgmma) return {false, 1};
       const WgmmaConfig w(config);
-      Preparation prep{!s.aligned(), w.workspace_splits()};
+      Preparation prep{!s.aligned() && !s.weight_phased, w.workspace_splits()};
       if (w.split_in_grid) prep.arrival_counters = kernel_tiles(w, s) * w.cluster();
       if (device && tail_split(w, s, device->sm_count)) {
         prep.tail_blocks = device->sm_count;
@@ -1496,14 +1595,16 @@ class MatmulFamily final : public Family {
   };
 
   // The kernels of a tiled config, as numbered in kernel_expressions: the product (0), then the
-  // padding copy (of an operand not transposed anyway), the transpose, split-K's reduction
-  // (none where the product sums its slices itself: split_in_grid); -1 where not used.
+  // padding copy (of an operand not transposed anyway), the transpose, A's gather for a weight
+  // read in row phases, split-K's reduction (none where the product sums its slices itself:
+  // split_in_grid); -1 where not used.
   struct PlanKernels {
-    int copy = -1, transpose = -1, reduce = -1;
+    int copy = -1, transpose = -1, gather = -1, reduce = -1;
     PlanKernels(const Preparation& prep, const MatmulShape& s) {
       int next = 1;
       if (prep.pads_rows && !(s.transposes_a() && s.transposes_b())) copy = next++;
       if (s.transposes_a() || s.transposes_b()) transpose = next++;
+      if (s.weight_phased) gather = next++;
       if (prep.splits > 1 && prep.arrival_counters == 0) reduce = next++;
     }
   };
@@ -1531,6 +1632,10 @@ class MatmulFamily final : public Family {
         return take(static_cast<std::size_t>(s.batch * rows * ld * s.in_bytes));
       };
       a = copy(s.transposes_a(), s.a_rows(), s.a_row_length(), lda);
+      if (s.weight_phased) {  // A gathered for the weight's phases, for any row stride of B
+        lda = WeightPhases::most_k(s.k, s.in_bytes);
+        a = take(static_cast<std::size_t>(s.m * lda * s.in_bytes));
+      }
       b = copy(s.transposes_b(), s.b_rows(), s.b_row_length(), ldb);
       if (prep.tail_blocks > 0)
         partials = take(static_cast<std::size_t>(kTailHeader + prep.tail_blocks * prep.block_floats) * 4);
@@ -1550,6 +1655,7 @@ class MatmulFamily final : public Family {
     const std::string element = std::to_string(s.in_bytes);
     if (index.copy >= 0) kernels.push_back("tilesmith::copy_rows<" + element + ">");
     if (index.transpose >= 0) kernels.push_back("tilesmith::transpose_rows<" + element + ">");
+    if (index.gather >= 0) kernels.push_back("tilesmith::gather_phases<" + element + ">");
     if (index.reduce >= 0) kernels.push_back(splitk_reduce_expression(problem));
   }
 
@@ -1601,6 +1707,15 @@ class MatmulFamily final : public Family {
     geometry.grid[2] = static_cast<unsigned>(std::min<long long>(batches, 65535));
     geometry.block[0] = 32;
     geometry.block[1] = 8;
+    return geometry;
+  }
+
+  // gather_phases's launch (matmul_weight_phases.cuh): 256 threads along A's contiguous side.
+  static LaunchGeometry gather_geometry(long long rows, long long phase_k, bool k_contiguous) {
+    LaunchGeometry geometry;
+    geometry.grid[0] = static_cast<unsigned>(ceil_div(k_contiguous ? phase_k : rows, 256));
+    geometry.grid[1] = static_cast<unsigned>(std::min<long long>(k_contiguous ? rows : phase_k, 65535));
+    geometry.block[0] = 256;
     return geometry;
   }
 
@@ -2031,8 +2146,9 @@ class MatmulFamily final : public Family {
       }
     }
     if (w.threads() > device.max_threads_per_block) return "too many threads";
-    if (w.smem_bytes() > device.max_smem_per_block_optin)
-      return "needs " + std::to_string(w.smem_bytes()) + " bytes of shared memory, device allows " +
+    if (w.smem_bytes(s.weight_phased) > device.max_smem_per_block_optin)
+      return "needs " + std::to_string(w.smem_bytes(s.weight_phased)) +
+             " bytes of shared memory, device allows " +
              std::to_string(device.max_smem_per_block_optin);
     return std::nullopt;
   }

@@ -27,10 +27,13 @@
 //            cluster, 1 for none; PINGPONG 0 or 1: the two consumer warpgroups share each
 //            tile's rows, or take whole tiles in turn;
 //            GRID_SUM 0 or 1: K slices through the workspace summed by splitk_reduce, or in
-//            this grid (sum_block_in_grid));
+//            this grid (sum_block_in_grid); PHASED 0 (default) or 1: with SWAP, a row-major
+//            weight whose rows are off 16 bytes read in row phases (MatmulSm90PhasedParams),
+//            the plan's gather_phases first);
 //            with SWAP: m = N, n = M, a_map is B's map as the kernel's A, b_map A's as its B;
 //            ldc, stride_c and the epilogue stay C's.
-//            kernel parameter: const __grid_constant__ MatmulSm90Params (matmul_sm90_params.h).
+//            kernel parameter: const __grid_constant__ MatmulSm90Params, with PHASED
+//            MatmulSm90PhasedParams (matmul_sm90_params.h).
 //  block:    (CONSUMERS + 1) * 128 threads (x only): warpgroup 0 produces, 1..CONSUMERS multiply.
 //  cluster:  CLUSTER_M * CLUSTER_N * CLUSTER_K CTAs along x, fixed at compile time
 //            (__cluster_dims__; CLUSTER_K > 1 only with CLUSTER_M = CLUSTER_N = 1): a plain
@@ -54,6 +57,9 @@
 //                                  SWAP ? BN * (BM + 4) * 4 : BM * (BN + 8) * 4
 //                                + 1024                              (alignment slack)
 //                                + 16 * stages + 16                  (mbarriers)
+//            PHASED: the stage ring above is min(stages, kPhasedStages) deep, and
+//                                + stages * (BM / 64 * BK * 144 + 8)  (the weight's staging
+//                                                                      ring, its mbarriers)
 //            e.g. 128x256 (or 256x128), 4 stages, 2 consumers: 230480 bytes. Raise
 //            CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES to it; H100 limit: 232448 per block.
 //  tensor maps (cuTensorMapEncodeTiled, rank 3 (the batch outermost), elementStrides {1, 1, 1},
@@ -70,6 +76,10 @@
 //       boxDim {64, BK / CLUSTER_M, 1}.
 //    B column-major: globalDim {K, N, batch}; globalStrides {ldb * e, stride_b * e};
 //       boxDim {128 / e, BN / CLUSTER_M, 1}.
+//    PHASED, the weight (as the kernel's A): one map per row phase h, weight_maps[h]
+//       (MatmulSm90PhasedParams): from the 16-byte boundary at or before phase h's first row,
+//       globalDim {N + weight_shift[h], rows of phase h, 1}; globalStrides {G * ldb * e, ...};
+//       boxDim {72, BK, 1}; swizzle NONE (the producer moves each box into place).
 //    An operand whose one matrix serves every batch (a batch stride of 0): batch 1 in its map,
 //       a_shared / b_shared = 1 (the kernel then reads batch 0 of it for every batch).
 //    C (only with c_store_tma = 1): BFLOAT16 / FLOAT16 / FLOAT32 (KIND_OUT); globalDim
@@ -135,6 +145,7 @@
 #include "matmul/matmul_sm90_params.h"
 #include "matmul/matmul_splitk.cuh"  // split-K's reduction, in the same unit
 #include "matmul/matmul_tile_order.cuh"
+#include "matmul/matmul_weight_phases.cuh"  // the other operand gathered for a phased weight
 
 // wgmma groups a consumer leaves running when it hands a stage back: 1 (default) hands stage
 // k - 1 back once stage k's group is issued and k - 1's is done; 0 hands each stage back as soon
@@ -643,12 +654,47 @@ __device__ __forceinline__ void sum_block_in_grid(const MatmulSm90Params& p, int
   }
 }
 
+// PHASED (matmul_sm90): four 16-byte chunks of a staged weight row, from `shift` elements past
+// `from` (a 16-byte boundary of a 144-byte staged row) into chunks first_chunk.. of a swizzled
+// 128-byte row at `to_row` (row % 8 = row8). Five aligned 16-byte loads hold them; the word
+// offset (shift / 2) is compiled in, the odd element is a funnel shift.
+template <int WORD>
+__device__ __forceinline__ void move_staged_half_row(unsigned from, unsigned to_row,
+                                                     int first_chunk, int row8, unsigned bits) {
+  unsigned w[20];
+#pragma unroll
+  for (int c = 0; c < 5; ++c)
+    load_shared_u32x4(from + 16 * c, w[4 * c], w[4 * c + 1], w[4 * c + 2], w[4 * c + 3]);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int o = WORD + 4 * j;
+    store_shared_16(to_row + (((first_chunk + j) ^ row8) * 16),
+                    __funnelshift_r(w[o], w[o + 1], bits), __funnelshift_r(w[o + 1], w[o + 2], bits),
+                    __funnelshift_r(w[o + 2], w[o + 3], bits),
+                    __funnelshift_r(w[o + 3], w[o + 4], bits));
+  }
+}
+__device__ __forceinline__ void move_staged_half_row(int shift, unsigned from, unsigned to_row,
+                                                     int first_chunk, int row8) {
+  const unsigned bits = (shift & 1) * 16;
+  switch (shift / 2) {
+    case 0: move_staged_half_row<0>(from, to_row, first_chunk, row8, bits); break;
+    case 1: move_staged_half_row<1>(from, to_row, first_chunk, row8, bits); break;
+    case 2: move_staged_half_row<2>(from, to_row, first_chunk, row8, bits); break;
+    default: move_staged_half_row<3>(from, to_row, first_chunk, row8, bits); break;
+  }
+}
+
+// The named barrier of the PHASED producer warpgroup (1..3: the staging slots', 4:
+// TileExchange's, 5: the in-grid sum's).
+constexpr int kPhasedProducerBarrier = 6;
+
 template <int BM, int BN, int BK, int CONSUMERS, int CLUSTER_M, int CLUSTER_N,
           int KIND_IN, int KIND_OUT, int LAYOUT, int EPI, int SWAP, int CLUSTER_K, int PINGPONG,
-          int GRID_SUM>
+          int GRID_SUM, int PHASED = 0>
 __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     __cluster_dims__(CLUSTER_M* CLUSTER_N* CLUSTER_K, 1, 1)
-        matmul_sm90(const __grid_constant__ MatmulSm90Params p) {
+        matmul_sm90(const __grid_constant__ typename MatmulSm90ParamsOf<PHASED>::type p) {
   constexpr int MULTICAST = CLUSTER_M * CLUSTER_N;  // CTAs sharing operand tiles
   constexpr int CLUSTER = MULTICAST * CLUSTER_K;
   // SWAP's tiles of 128 columns or more (fp32, B row-major read in place as the kernel's A)
@@ -704,6 +750,20 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
   static_assert(!SWAP_STAGED || CLUSTER_K == 1, "swapped wide tiles: no K slices in a cluster");
   static_assert(!GRID_SUM || (!SWAP && CLUSTER_K == 1 && !PINGPONG),
                 "K slices summed in the grid: plain tiles, their slices in the workspace");
+  // PHASED: the weight (the product's row-major B, with SWAP the kernel's MN-major A) is read
+  // through one map per row phase (MatmulSm90PhasedParams), each CTA its own tile of it.
+  static_assert(!PHASED || (SWAP && A_COLUMNS && CLUSTER_N == 1 && KIND_IN != kF32),
+                "row phases: a 16-bit weight as the swapped kernel's A, not shared in a cluster");
+  static_assert(!PHASED || BK * 2 == 128, "row phases: a producer thread per half row of a block");
+  // PHASED: TMA starts a box only on a 16-byte boundary, and a phase's rows start `shift`
+  // elements past one, so each 64-column block of the weight tile lands 72 columns wide in a
+  // staging ring (p.stages deep, unswizzled: what keeps the weight's reads in flight) and the
+  // producer warpgroup moves it `shift` elements over into the stage's swizzled block (a ring
+  // of kPhasedStages, which only has to cover the consumers).
+  constexpr int WEIGHT_BLOCKS = PHASED ? BM / 64 : 0;
+  constexpr int STAGED_ROW = 144;  // bytes of a staged row: 72 elements
+  constexpr int STAGED_BLOCK = BK * STAGED_ROW;
+  constexpr int STAGED = WEIGHT_BLOCKS * STAGED_BLOCK;  // one k block's staged weight
   // Registers per thread after reallocation: the pool is 65536 / threads (rounded to 8) each.
   // wgmma groups left running when a stage is handed back (TS_SM90_MMA_IN_FLIGHT: probe only).
   constexpr int MMA_IN_FLIGHT = TS_SM90_MMA_IN_FLIGHT;
@@ -715,9 +775,11 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
   const unsigned a_ring = smem_base;
   // The ring's depth is an argument (p.stages >= 2): configs that differ only in it share one
   // kernel; the stage index wraps by a counter, so it costs no division.
-  const int stages = p.stages;
+  const int stages = PHASED ? min(p.stages, kPhasedStages) : p.stages;
+  const int staged_depth = PHASED ? p.stages : 0;  // PHASED: the weight's staging ring
   const unsigned b_ring = smem_base + stages * A_STAGE;
-  const unsigned c_staging = b_ring + stages * B_STAGE;  // CONSUMERS x 2 slots x 8 KB
+  const unsigned weight_ring = b_ring + stages * B_STAGE;  // PHASED: the staged weight
+  const unsigned c_staging = weight_ring + staged_depth * STAGED;  // CONSUMERS x 2 slots x 8 KB
   const unsigned exchange = c_staging + (EXCHANGE ? 0 : CONSUMERS * 2 * 8192);
   const unsigned barriers = exchange + (EXCHANGE ? Exchange::BYTES : 0);
   auto full = [&](int s) { return barriers + 8u * s; };
@@ -726,6 +788,8 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
   // PINGPONG (no exchange): warpgroup c's turn_done(c) completes once it has issued its tile's
   // main loop.
   auto turn_done = [&](int c) { return exchange_full + 8u * c; };
+  // PHASED: staged_full(t) completes when staging slot t's boxes have landed.
+  auto staged_full = [&](int t) { return exchange_full + 16u + 8u * t; };
 
   const int wg = warpgroup_index();
   const int tid = threadIdx.x % 128;
@@ -734,7 +798,9 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < stages; ++s) {
-      mbarrier_init(full(s), 1);
+      // PHASED: the producer's expect_tx for the other operand, and its arrival once the
+      // weight is moved into place.
+      mbarrier_init(full(s), PHASED ? 2 : 1);
       mbarrier_init(empty(s), (PINGPONG ? 1 : CONSUMERS) * MULTICAST);
     }
     if (CLUSTER_K > 1) {
@@ -745,10 +811,15 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
       mbarrier_init(turn_done(0), 1);
       mbarrier_init(turn_done(1), 1);
     }
+    if (PHASED)
+      for (int t = 0; t < staged_depth; ++t) mbarrier_init(staged_full(t), 1);
     fence_mbarrier_init();
   }
   if (threadIdx.x == 32) {
-    tma_prefetch_map(&p.a_map);
+    if constexpr (PHASED)
+      for (int i = 0; i < p.phases; ++i) tma_prefetch_map(&p.weight_maps[i]);
+    else
+      tma_prefetch_map(&p.a_map);
     tma_prefetch_map(&p.b_map);
     if (p.c_store_tma) tma_prefetch_map(&p.c_map);
   }
@@ -831,6 +902,100 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     return w;
   };
 
+  // PHASED: the producer warpgroup's loop, all four warps. Lane 0 of warp 0 keeps the weight's
+  // boxes of up to p.stages k blocks ahead in flight into the staging ring, and loads the
+  // gathered A (the kernel's B, K-major, shared along the cluster as usual) into each stage as
+  // its turn comes; every producer thread then moves its share of the staged weight `shift`
+  // elements over into the stage's swizzled [BK][64] blocks, and the stage is published once
+  // all of it is there.
+  auto produce_phased = [&]() {
+    if constexpr (PHASED) {
+      const bool issuer = threadIdx.x == 0;
+      unsigned short b_mask = 0;  // peers sharing our B columns
+      for (int i = 0; i < CLUSTER_M; ++i) b_mask |= 1u << (i + CLUSTER_M * cn);
+      // The k blocks of this CTA's units in the consumers' order, each with its phase h, its
+      // block within the phase, and its staging slot (kept by counting: the loop is bound by
+      // its instructions, docs/perf/matmul.md v35).
+      struct Cursor {
+        int unit, kb, h, block, slot;
+        unsigned parity;
+        Work w;
+      };
+      auto advance = [&](Cursor& c) {
+        if (++c.slot == staged_depth) c.slot = 0, c.parity ^= 1u;
+        if (++c.kb < c.w.kb_end) {
+          if (++c.block == p.phase_blocks) c.block = 0, ++c.h;
+          return;
+        }
+        for (c.unit += unit_step; c.unit < units; c.unit += unit_step) {
+          c.w = work_of(c.unit);
+          c.kb = c.w.kb_begin;
+          c.h = c.kb / p.phase_blocks;
+          c.block = c.kb - c.h * p.phase_blocks;
+          if (c.kb < c.w.kb_end) return;
+        }
+      };
+      Cursor issue{first_unit - unit_step, 0, 0, 0, -1, 0u, {}};
+      issue.w.kb_end = 0;
+      advance(issue);
+      Cursor copy = issue;
+      int ahead = 0;  // k blocks issued and not yet moved
+      int stage = 0;
+      unsigned phase = 0;
+      // Thread tid moves half a row (32 columns: 4 chunks) of each 64-column block.
+      const int row = tid / 2, half = tid % 2;
+      while (copy.unit < units) {
+        for (; issue.unit < units && ahead < staged_depth; advance(issue), ++ahead) {
+          if (!issuer) continue;
+          mbarrier_arrive_expect_tx(staged_full(issue.slot), STAGED);
+#pragma unroll
+          for (int j = 0; j < WEIGHT_BLOCKS; ++j)
+            tma_load_3d(weight_ring + issue.slot * STAGED + j * STAGED_BLOCK,
+                        &p.weight_maps[issue.h], staged_full(issue.slot), issue.w.m0 + 64 * j,
+                        issue.block * BK, 0);
+        }
+        mbarrier_wait(empty(stage), phase ^ 1u);
+        const unsigned a_stage = a_ring + stage * A_STAGE, b_stage = b_ring + stage * B_STAGE;
+        if (issuer) {
+          const unsigned to = b_stage + cm * B_SLICE * 128;
+          const int k0 = copy.kb * BK, row0 = copy.w.n0 + cm * B_SLICE;
+          mbarrier_arrive_expect_tx(full(stage), B_STAGE);
+          if (CLUSTER_M > 1)
+            tma_load_3d_multicast(to, &p.b_map, full(stage), k0, row0, 0, b_mask);
+          else
+            tma_load_3d(to, &p.b_map, full(stage), k0, row0, 0);
+        }
+        mbarrier_wait(staged_full(copy.slot), copy.parity);
+        const int shift = p.weight_shift[copy.h];
+        const unsigned from = weight_ring + copy.slot * STAGED + row * STAGED_ROW + half * 64;
+        const unsigned to = a_stage + row * 128;
+#pragma unroll
+        for (int j = 0; j < WEIGHT_BLOCKS; ++j)
+          move_staged_half_row(shift, from + j * STAGED_BLOCK, to + j * MN_CHUNK, half * 4,
+                               row % 8);
+        // The moved weight is read by wgmma (the async proxy); the staging slot is free again
+        // once every thread is past this barrier.
+        fence_proxy_async_shared();
+        named_barrier_sync(kPhasedProducerBarrier, 128);
+        if (issuer) mbarrier_arrive(full(stage));
+        --ahead;
+        advance(copy);
+        if (++stage == stages) {
+          stage = 0;
+          phase ^= 1u;
+        }
+      }
+      if (CLUSTER > 1 && CLUSTER_K == 1)  // drained, as the plain producer does (below)
+        for (int i = 0; i < stages; ++i) {
+          mbarrier_wait(empty(stage), phase ^ 1u);
+          if (++stage == stages) {
+            stage = 0;
+            phase ^= 1u;
+          }
+        }
+    }
+  };
+
   if (wg == 0) {
     // Producer: the first warp walks the same units as the consumers and keeps the ring full;
     // its lane 0 issues the copies. The whole warp walks, waits and drains the ring together:
@@ -841,7 +1006,9 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     // Launched early behind the previous kernel (the padding copy, a transpose, the call
     // before), the CTA has set up while it drained; global memory is read only from here on.
     wait_for_previous_launch();
-    if (threadIdx.x < 32) {
+    if constexpr (PHASED) {
+      produce_phased();
+    } else if (threadIdx.x < 32) {
       const bool issuer = threadIdx.x == 0;
       unsigned short a_mask = 0, b_mask = 0;  // peers sharing our A rows / our B columns
       for (int j = 0; j < CLUSTER_N; ++j) a_mask |= 1u << (cm + CLUSTER_M * j);

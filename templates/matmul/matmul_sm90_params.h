@@ -49,6 +49,53 @@ struct MatmulSm90Params {
   unsigned* slice_arrivals;
 };
 
+// The stage ring of the PHASED kernel: at most this deep (its p.stages is the depth of the
+// weight's staging ring, matmul_sm90.cuh).
+constexpr int kPhasedStages = 4;
+
+// The most row phases of a weight (16 / the largest power of two dividing its row's bytes: 8
+// for 16-bit rows of an odd N).
+constexpr int kMaxWeightPhases = 8;
+
+// The argument of the PHASED kernel (swapped tiles: C^T = B^T A^T): a row-major weight (the
+// product's B, k x n, the kernel's MN-major A) whose rows are off 16 bytes, which TMA cannot
+// read as one matrix, read in place as `phases` matrices: phase h holds rows G q + h (G =
+// 16 / gcd(row bytes, 16), q < ceil((k - h) / G)), which lie G rows apart, a multiple of 16
+// bytes, and whose first row starts weight_shift[h] elements past a 16-byte boundary.
+// weight_maps[h] begins at that boundary, so its column c + weight_shift[h] is the weight's
+// column c; TMA starts a box only on a boundary, so the kernel loads 72-column boxes of it
+// (unswizzled) and moves them into place. The product runs over K permuted phase by phase,
+// each phase's rows padded to phase_blocks k blocks (zeros past its rows): k block kb reads
+// rows q = (kb % phase_blocks) * BK .. of phase kb / phase_blocks. The other operand (the
+// product's A, gathered so by gather_phases, matmul_weight_phases.cuh) is K-major over that
+// permuted K, which is `k` here (phases * phase_blocks * BK), read through b_map; a_map is
+// unused. phases = G, or K where K < G.
+struct MatmulSm90PhasedParams : MatmulSm90Params {
+  TensorMap weight_maps[kMaxWeightPhases];
+  int weight_shift[kMaxWeightPhases];
+  int phases, phase_blocks;
+};
+
+// The argument of gather_phases (matmul_weight_phases.cuh): A's `rows` x `k` elements (element
+// (r, k) at src + r * row_stride + k * k_stride; k_contiguous: k_stride is 1) written to dst as
+// rows x (phases * phase_k), packed: phase h's columns are A's columns `stride` q + h (fewer
+// phases than the stride where K is shorter than it).
+struct GatherPhasesParams {
+  const void* src;
+  void* dst;
+  long long rows, k, row_stride, k_stride, phase_k;
+  int phases, stride, k_contiguous;
+};
+
+template <int PHASED>
+struct MatmulSm90ParamsOf {
+  using type = MatmulSm90Params;
+};
+template <>
+struct MatmulSm90ParamsOf<1> {
+  using type = MatmulSm90PhasedParams;
+};
+
 // Floats before a tail split's partial blocks: its header, padded to 256 bytes.
 constexpr int kTailHeader = 64;
 

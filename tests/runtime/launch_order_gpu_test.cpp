@@ -172,6 +172,7 @@ TEST_F(GpuLaunchOrder, MatmulKernelsWaitForTheKernelBeforeThem) {
   expect_waits(bf16(512, 512, 16384));                               // wgmma, split K + reduce
   expect_waits(x_times_w_t({16, 14336, 4096}));                      // wgmma swap_ab
   expect_waits(bf16(1001, 999, 1003));                               // padding copy first
+  expect_waits(bf16(40, 1001, 2000));                                // A's gather first (row phases)
   expect_waits(bf16(333, 517, 259), tile_config(128, 128, 32, 2, 4, 3));  // mma.sync
   expect_waits(x_times_w_t({16, 1500, 4096}), decode_config(16, 8, 2, 4));  // decode + reduce
 }

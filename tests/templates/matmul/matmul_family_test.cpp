@@ -1482,12 +1482,14 @@ TEST(MatmulWgmmaTest, TheOperandMapsCarryTheConfigsL2Promotion) {
 TEST(MatmulWgmmaTest, PadsUnalignedInputsInTheWorkspace) {
   const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
   const Config config = testing::wgmma_config(128, 256, 4, 2, 2, 1);
-  const Problem problem = matmul_problem(4093, 1001, 300);  // rows of 600 and 2002 bytes
+  // x @ W^T, both stored with rows of 300 elements (600 bytes). (A row-major B off 16 bytes is
+  // read in place, in row phases: ReadsARowMajorWeightOffSixteenBytesInRowPhases.)
+  const Problem problem = testing::x_times_w_t({4093, 1001, 300});
   EXPECT_EQ(matmul().workspace_bytes(config, matmul_problem(4096, 4096, 4096), hopper), 0u);
-  // Each copy's rows padded to 128 bytes (whole L2 lines for TMA's box rows): 320 and 1024.
+  // Each copy's rows padded to 128 bytes (whole L2 lines for TMA's box rows): 320.
   const std::size_t a_bytes = (4093u * 320 * 2 + 255) / 256 * 256;
   EXPECT_EQ(matmul().workspace_bytes(config, problem, hopper),
-            a_bytes + (300u * 1024 * 2 + 255) / 256 * 256);
+            a_bytes + (1001u * 320 * 2 + 255) / 256 * 256);
   EXPECT_EQ(matmul().kernel_expressions(config, problem).size(), 2u);
   const std::uint64_t addresses[3] = {0x10000, 0x20000, 0x30000};
   const std::uint64_t workspace = 0x100000;
@@ -1503,19 +1505,151 @@ TEST(MatmulWgmmaTest, PadsUnalignedInputsInTheWorkspace) {
   EXPECT_EQ(reinterpret_cast<std::uint64_t>(copy_a.dst), workspace);
   EXPECT_EQ(copy_a.dst_ld, 320);
   EXPECT_EQ(reinterpret_cast<std::uint64_t>(copy_b.dst), workspace + a_bytes);
-  EXPECT_EQ(copy_b.rows, 300);
-  EXPECT_EQ(copy_b.dst_ld, 1024);
+  EXPECT_EQ(copy_b.rows, 1001);
+  EXPECT_EQ(copy_b.dst_ld, 320);
   const KernelArgs& args = plan.steps[1].args;
   ASSERT_EQ(args.tensor_map_count, 2);  // N * 2 bytes is not a multiple of 16: C by plain stores
   EXPECT_EQ(args.tensor_maps[0].address, workspace);
   EXPECT_EQ(args.tensor_maps[0].dims[0], 300u);  // the true K: TMA never reads the padding
   EXPECT_EQ(args.tensor_maps[0].stride_bytes[0], 320u * 2);
   EXPECT_EQ(args.tensor_maps[1].address, workspace + a_bytes);
-  EXPECT_EQ(args.tensor_maps[1].stride_bytes[0], 1024u * 2);
+  EXPECT_EQ(args.tensor_maps[1].stride_bytes[0], 320u * 2);
   MatmulSm90Params params;
   std::memcpy(&params, args.bytes.data(), sizeof params);
   EXPECT_EQ(params.c_store_tma, 0);
   EXPECT_EQ(params.ldc, 1001);
+}
+
+// A row-major B whose rows are off 16 bytes is read in place, one tensor map per row phase:
+// phase h's rows (G q + h) lie G rows apart, a multiple of 16 bytes, its map starting at the
+// 16-byte boundary before its first row; A is gathered into K permuted to match, each phase's
+// rows padded to whole k blocks. Swapped, the weight is the kernel's A; otherwise its B.
+TEST(MatmulWgmmaTest, ReadsARowMajorWeightOffSixteenBytesInRowPhases) {
+  const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
+  const std::uint64_t addresses[3] = {0x10000, 0x20000, 0x30000};
+  const std::uint64_t workspace = 0x100000;
+  // 40 x 4906 x 9568: rows of 9812 bytes, 4 mod 16: 4 phases of 2392 rows, 38 k blocks each.
+  {
+    const Problem problem = matmul_problem(40, 4906, 9568);
+    const Config config = testing::wgmma_config(64, 64, 13, 1, 4, 1, 8, 1, 0, /*swap_ab=*/1);
+    ASSERT_EQ(matmul().reject(config, problem, hopper), std::nullopt);
+    const std::vector<std::string> kernels = matmul().kernel_expressions(config, problem);
+    ASSERT_EQ(kernels.size(), 2u);
+    EXPECT_EQ(kernels[0].substr(kernels[0].size() - 3), ",1>") << kernels[0];  // PHASED
+    EXPECT_EQ(kernels[1], "tilesmith::gather_phases<2>");
+    // The gathered A for any row stride of B: 8 phases of 1196 rows (19 blocks) is the most.
+    EXPECT_EQ(matmul().workspace_bytes(config, problem, hopper), (40u * 8 * 19 * 64 * 2 + 255) / 256 * 256);
+    const LaunchPlan plan = matmul().plan(config, problem, hopper, addresses, workspace, {});
+    ASSERT_EQ(plan.step_count, 2);
+    EXPECT_EQ(plan.steps[0].kernel, 1);
+    GatherPhasesParams gather;
+    std::memcpy(&gather, plan.steps[0].args.bytes.data(), sizeof gather);
+    EXPECT_EQ(reinterpret_cast<std::uint64_t>(gather.src), 0x10000u);
+    EXPECT_EQ(reinterpret_cast<std::uint64_t>(gather.dst), workspace);
+    EXPECT_EQ(gather.rows, 40);
+    EXPECT_EQ(gather.k, 9568);
+    EXPECT_EQ(gather.row_stride, 9568);
+    EXPECT_EQ(gather.k_stride, 1);
+    EXPECT_EQ(gather.k_contiguous, 1);
+    EXPECT_EQ(gather.phases, 4);
+    EXPECT_EQ(gather.stride, 4);
+    EXPECT_EQ(gather.phase_k, 38 * 64);
+    const LaunchStep& product = plan.steps[1];
+    EXPECT_EQ(product.kernel, 0);
+    MatmulSm90PhasedParams params;
+    ASSERT_EQ(product.args.size, sizeof params);
+    std::memcpy(&params, product.args.bytes.data(), sizeof params);
+    EXPECT_EQ(params.phases, 4);
+    EXPECT_EQ(params.phase_blocks, 38);
+    EXPECT_EQ(params.k, 4 * 38 * 64);  // the permuted K
+    EXPECT_EQ(params.m, 4906);         // swapped: C^T
+    // The gathered A (the kernel's B, K-major over the permuted K), C by plain stores, and
+    // the four phases: phase h's first row is 9812 h bytes in, 4 h mod 16.
+    ASSERT_EQ(product.args.tensor_map_count, 5);
+    const TensorMapSpec& gathered = product.args.tensor_maps[0];
+    EXPECT_EQ(gathered.offset, offsetof(MatmulSm90Params, b_map));
+    EXPECT_EQ(gathered.address, workspace);
+    EXPECT_EQ(gathered.dims[0], 4u * 38 * 64);
+    EXPECT_EQ(gathered.dims[1], 40u);
+    EXPECT_EQ(gathered.stride_bytes[0], 4u * 38 * 64 * 2);
+    EXPECT_EQ(gathered.stride_bytes[1], 40u * 4 * 38 * 64 * 2);
+    for (int h = 0; h < 4; ++h) {
+      const TensorMapSpec& map = product.args.tensor_maps[1 + h];
+      const std::uint64_t first_row = 0x20000 + 9812u * h;
+      EXPECT_EQ(map.offset, offsetof(MatmulSm90PhasedParams, weight_maps) + 128u * h);
+      EXPECT_EQ(map.address, first_row / 16 * 16) << h;
+      EXPECT_EQ(params.weight_shift[h], static_cast<int>(first_row % 16 / 2)) << h;
+      EXPECT_EQ(map.dims[0], 4906u + params.weight_shift[h]);
+      EXPECT_EQ(map.dims[1], 2392u);  // 9568 rows, 4 apart
+      EXPECT_EQ(map.stride_bytes[0], 4u * 9812);
+      // A whole k block of 72 columns (64 past a boundary at most 7 before them), unswizzled:
+      // the kernel stages it and moves it into place.
+      EXPECT_EQ(map.box[0], 72u);
+      EXPECT_EQ(map.box[1], 64u);
+      EXPECT_EQ(map.swizzle_bytes, 0u);
+    }
+  }
+  // An odd N (8 phases), K shorter than a phase's block, A column-major (gathered from its
+  // rows, so swapped tiles take it), a cluster of 2 sharing A; the last phases hold one row
+  // fewer. Each CTA moves its own weight tile into place, so tiles whose clusters share it
+  // (a swapped pair along N, unswapped tiles) pad it as before.
+  {
+    const Problem problem{"matmul", DType::bf16, DType::bf16, {40, 1001, 777}, {{"a", "col"}}};
+    const Config config = testing::wgmma_config(128, 32, 4, 2, 2, 1, 8, 1, 0, 1);
+    ASSERT_EQ(matmul().reject(config, problem, hopper), std::nullopt);
+    const LaunchPlan plan = matmul().plan(config, problem, hopper, addresses, workspace, {});
+    ASSERT_EQ(plan.step_count, 2);
+    GatherPhasesParams gather;
+    std::memcpy(&gather, plan.steps[0].args.bytes.data(), sizeof gather);
+    EXPECT_EQ(gather.k_contiguous, 0);
+    EXPECT_EQ(gather.row_stride, 1);
+    EXPECT_EQ(gather.k_stride, 40);
+    EXPECT_EQ(gather.phases, 8);
+    EXPECT_EQ(gather.phase_k, 128);  // 98 rows in 2 blocks
+    MatmulSm90PhasedParams params;
+    std::memcpy(&params, plan.steps[1].args.bytes.data(), sizeof params);
+    EXPECT_EQ(params.k, 8 * 128);
+    EXPECT_EQ(params.phase_blocks, 2);
+    ASSERT_EQ(plan.steps[1].args.tensor_map_count, 9);
+    EXPECT_EQ(plan.steps[1].args.tensor_maps[0].box[1], 16u);  // A's rows: half each of the pair
+    for (int h = 0; h < 8; ++h) {
+      const TensorMapSpec& map = plan.steps[1].args.tensor_maps[1 + h];
+      EXPECT_EQ(map.dims[1], h < 777 % 8 ? 98u : 97u) << h;
+      EXPECT_EQ(map.stride_bytes[0], 8u * 2002);
+    }
+    // The stage ring (at most kPhasedStages deep) and the weight's staging ring (`stages`
+    // deep: here both 4) of two 72-column blocks a k block, with their barriers.
+    EXPECT_EQ(plan.steps[1].geometry.dynamic_smem_bytes,
+              4u * (128 + 32) * 128 + 32 * (128 + 4) * 4 + 16 * 4 + 16 + 1024 + 4 * (2 * 64 * 144 + 8));
+    for (const Config& shares_the_weight :
+         {testing::wgmma_config(128, 128, 4, 2, 2, 1), testing::wgmma_config(64, 32, 8, 1, 1, 2, 8, 1, 0, 1)}) {
+      const std::string product = matmul().kernel_expressions(shares_the_weight, problem)[0];
+      EXPECT_EQ(product.substr(product.size() - 3), ",0>") << product;
+    }
+  }
+  // K shorter than the stride: as many phases as rows, still 8 apart in the gather (which
+  // wrote 8 phases into rows of 5 once).
+  {
+    const Problem problem = matmul_problem(40, 1001, 5);
+    const Config config = testing::wgmma_config(64, 16, 4, 1, 1, 1, 1, 1, 0, 1);
+    const LaunchPlan plan = matmul().plan(config, problem, hopper, addresses, workspace, {});
+    GatherPhasesParams gather;
+    std::memcpy(&gather, plan.steps[0].args.bytes.data(), sizeof gather);
+    EXPECT_EQ(gather.phases, 5);
+    EXPECT_EQ(gather.stride, 8);
+    MatmulSm90PhasedParams params;
+    std::memcpy(&params, plan.steps[1].args.bytes.data(), sizeof params);
+    EXPECT_EQ(params.k, 5 * 64);
+    ASSERT_EQ(plan.steps[1].args.tensor_map_count, 6);
+    for (int h = 0; h < 5; ++h) EXPECT_EQ(plan.steps[1].args.tensor_maps[1 + h].dims[1], 1u);
+  }
+  // Not batched, or where B's rows are on 16 bytes: the kernel's last argument stays 0.
+  const Config swapped = testing::wgmma_config(64, 64, 8, 1, 1, 1, 8, 1, 0, 1);
+  for (const Problem& problem :
+       {Problem{"matmul", DType::bf16, DType::bf16, {2, 40, 1001, 777}, {}}, matmul_problem(40, 1000, 777)}) {
+    const std::string product = matmul().kernel_expressions(swapped, problem)[0];
+    EXPECT_EQ(product.substr(product.size() - 3), ",0>") << problem.key() << " " << product;
+  }
 }
 
 TEST(MatmulWgmmaTest, SplitKWritesPartialsThenReducesThem) {

@@ -396,6 +396,20 @@ TEST_F(GpuMatmul, WgmmaSplitKAndPaddedPlansMatchTheReference) {
       {{"matmul", DType::f32, DType::bf16, {2, 257, 1031, 517}, {{"a", "col"}, {"b", "col"}, {"act", "silu"}, {"residual", "1"}}},
        testing::tf32_config(128, 128, 4, 2, 2, 1)},
       {{"matmul", DType::f32, DType::f32, {300, 500, 4104}, {{"a", "col"}}}, testing::tf32_config(64, 128, 6, 1, 1, 2, 8, 4)},
+      // A row-major weight whose rows are off 16 bytes, read by swapped tiles in place in row
+      // phases, A gathered to match: 8 phases (N odd), 4 (N 2 mod 8) and 2 (N 4 mod 8); in
+      // clusters of 4 and 2 sharing A, one and two 64-row blocks of the weight, K whole and
+      // in slices, the epilogue, fp32 C; K shorter than the phases (5 rows); A column-major.
+      {matmul(DType::bf16, DType::bf16, 37, 1001, 2000), testing::wgmma_config(64, 32, 10, 1, 4, 1, 8, 1, 0, 1)},
+      {{"matmul", DType::f16, DType::f32, {50, 2002, 1500}, {{"act", "gelu"}, {"bias", "1"}}},
+       testing::wgmma_config(64, 64, 8, 1, 2, 1, 8, 2, 0, 1)},
+      {{"matmul", DType::bf16, DType::bf16, {64, 1020, 3000}, {{"residual", "1"}}},
+       testing::wgmma_config(64, 64, 8, 1, 4, 1, 8, 4, 0, 1)},
+      {matmul(DType::bf16, DType::bf16, 40, 1001, 5), testing::wgmma_config(64, 16, 4, 1, 1, 1, 1, 1, 0, 1)},
+      {{"matmul", DType::bf16, DType::bf16, {45, 999, 1200}, {{"a", "col"}}}, testing::wgmma_config(64, 32, 8, 1, 1, 1, 8, 2, 0, 1)},
+      {{"matmul", DType::f16, DType::f16, {33, 3001, 777}, {{"a", "col"}, {"act", "silu"}, {"bias", "1"}, {"residual", "1"}}},
+       testing::wgmma_config(128, 64, 4, 2, 2, 1, 8, 1, 0, 1)},
+      {matmul(DType::bf16, DType::bf16, 17, 5003, 4100), testing::wgmma_config(128, 32, 6, 1, 1, 1, 8, 2, 0, 1)},
   };
   for (const Case& c : cases) ASSERT_NO_FATAL_FAILURE(verify_configs(c.problem, {c.config}, {11, 12}));
 }
@@ -418,8 +432,10 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
       // Decode: a few rows against a column-major weight, K split where columns are few.
       problem(bf16, bf16, {1, 64, 4096}, xwt), problem(f16, f32, {5, 1000, 520}, xwt),
       problem(bf16, bf16, {16, 2000, 14336}, {{"b", "col"}, {"act", "silu"}}),
-      // swap_ab: up to 64 rows of row-major A.
+      // swap_ab: up to 64 rows of row-major A (a row-major weight whose rows are off 16
+      // bytes read in row phases: 48x1031x2000, 33x7001x3000).
       problem(bf16, bf16, {17, 4096, 4096}, xwt), problem(f16, f16, {48, 1031, 2000}),
+      problem(bf16, bf16, {33, 7001, 3000}),
       problem(bf16, f32, {64, 3000, 520}, {{"act", "gelu"}, {"bias", "1"}}),
       // swap_ab over more weight tiles than half the SMs (x @ W^T): clusters of 4 along the
       // weight sharing the activations; batches with the epilogue.
@@ -782,6 +798,7 @@ TEST_F(GpuMatmul, StridedAndSharedBatchesMatchTheReference) {
     Strides strides;
     bool needs_unaligned;
     std::vector<Config> configs;
+    long long b_offset = 16;  // elements before B's view in its buffer
   };
   const Config mma = testing::tile_config(64, 64, 32, 2, 2, 3);
   const bool hopper = device_.arch() == "sm_90a";
@@ -881,6 +898,26 @@ TEST_F(GpuMatmul, StridedAndSharedBatchesMatchTheReference) {
        {301, 264 * 301 + 3, 5, 264 * 5 + 1, 0, 0, 3, 300 * 3 + 1},
        false,
        {testing::gemv_kn_config(4, 4, 8), testing::gemv_kn_config(2, 4, 4, 2)}},
+      // A row-major weight off 16 bytes read in row phases, its view starting off 16 bytes too
+      // (each phase's map starts on the boundary before its first row): rows of 305 elements
+      // (8 phases), of 302 (4; N 300 alone would give 2), and of 304 (one phase, shifted);
+      // K whole and in slices, A strided and column-major; the same problems' unswapped
+      // tiles pad the weight.
+      {{"matmul", DType::bf16, DType::bf16, {1, 40, 301, 520}, {{"act", "relu"}}},
+       {523, 0, 305, 0, 0, 0, 304, 0},
+       false,
+       wgmma({testing::wgmma_config(64, 32, 8, 1, 2, 1, 8, 1, 0, 1), testing::wgmma_config(128, 64, 4, 2, 1, 1, 8, 2)}),
+       3},
+      {{"matmul", DType::f16, DType::f32, {1, 60, 300, 264}, {{"a", "col"}}},
+       {63, 0, 302, 0, 0, 0, 300, 0},
+       false,
+       wgmma({testing::wgmma_config(64, 64, 8, 1, 1, 1, 8, 2, 0, 1), testing::wgmma_config(64, 64, 8, 1, 1, 1, 8, 2)}),
+       5},
+      {{"matmul", DType::bf16, DType::bf16, {1, 60, 300, 264}, {}},
+       {264, 0, 304, 0, 0, 0, 304, 0},
+       false,
+       wgmma({testing::wgmma_config(64, 64, 8, 1, 1, 1, 8, 1, 0, 1)}),
+       7},
       // tf32: a shared row-major B transposed once, A's strided batches padded.
       {{"matmul", DType::f32, DType::f32, {3, 64, 96, 200}, {}},
        {203, 64 * 203 + 7, 100, 0, 0, 0, 96, 64 * 96},
@@ -917,7 +954,7 @@ TEST_F(GpuMatmul, StridedAndSharedBatchesMatchTheReference) {
     std::vector<StridedMatrices> views;
     views.reserve(4);
     views.emplace_back(in, batch, a_col ? k : m, a_col ? m : k, t.lda, t.stride_a, 8);
-    views.emplace_back(in, batch, b_col ? n : k, b_col ? k : n, t.ldb, t.stride_b, 16);
+    views.emplace_back(in, batch, b_col ? n : k, b_col ? k : n, t.ldb, t.stride_b, c.b_offset);
     if (has_residual) views.emplace_back(out, batch, m, n, t.ldr, t.stride_r, 1);
     views.emplace_back(out, batch, m, n, t.ldc, t.stride_c, 24);
     std::vector<std::vector<double>> inputs;
