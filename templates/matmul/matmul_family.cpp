@@ -852,9 +852,11 @@ class MatmulFamily final : public Family {
     const bool few_tiles = few_large_tiles(s, device);
     bool one_wave = false;  // few tiles, but smaller ones fill the SMs once, each K whole
     const bool narrow = narrow_n(s, device);  // N's side in one narrow tile column
-    if (s.m <= 64 && !s.as_read().a_columns) {
+    if (s.m <= 64 && (!s.as_read().a_columns || s.reads_weight_in_phases())) {
       // M's side in one tile: 33-48 rows in 64 columns ran 1.06-1.37x faster than in two of 32
-      // (33x6032x14288, 48x1031x2000, 38x8600x856), 40x4096x4096 4% slower (v22).
+      // (33x6032x14288, 48x1031x2000, 38x8600x856), 40x4096x4096 4% slower (v22). A
+      // column-major A too where the swapped tile reads the weight in row phases, which gathers
+      // A K-major anyway (docs/perf/matmul.md v35).
       set({{"swap_ab", 1}, {"block_m", 64}, {"block_n", narrow_width(s.m)},
            {"stages", 8}, {"consumers", 1}, {"cluster_m", 1}});
     } else if (narrow) {

@@ -1868,6 +1868,14 @@ TEST(MatmulWgmmaTest, SwapAbIsForSmallRowMajorMWithNarrowTiles) {
   EXPECT_EQ(matmul().reject(swap(64, 16), a_columns, hopper), std::nullopt);
   const Problem a_columns_17{"matmul", DType::bf16, DType::bf16, {17, 4096, 4096}, {{"a", "col"}}};
   EXPECT_TRUE(matmul().reject(swap(64, 32), a_columns_17, hopper));
+  // ... except where the swapped tile reads a weight off 16 bytes in row phases, which gathers
+  // A K-major anyway: then the default swaps a column-major A too.
+  const Problem a_columns_phased{"matmul", DType::bf16, DType::bf16, {40, 4906, 9568}, {{"a", "col"}}};
+  EXPECT_EQ(matmul().reject(swap(64, 64), a_columns_phased, hopper), std::nullopt);
+  EXPECT_EQ(matmul().default_config(a_columns_phased, hopper).at("swap_ab"), 1);
+  EXPECT_EQ(matmul().default_config(Problem{"matmul", DType::bf16, DType::bf16, {40, 4904, 9568}, {{"a", "col"}}}, hopper)
+                .at("swap_ab"),
+            0);
   // Unswapped narrow tiles only hold a narrow N whole, read K-major; no multicast when swapped.
   EXPECT_TRUE(matmul().reject(testing::wgmma_config(64, 16, 6, 1, 1, 1, 1), decode, hopper));
   const Problem router = testing::x_times_w_t({1024, 16, 4096});

@@ -433,9 +433,9 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
       problem(bf16, bf16, {1, 64, 4096}, xwt), problem(f16, f32, {5, 1000, 520}, xwt),
       problem(bf16, bf16, {16, 2000, 14336}, {{"b", "col"}, {"act", "silu"}}),
       // swap_ab: up to 64 rows of row-major A (a row-major weight whose rows are off 16
-      // bytes read in row phases: 48x1031x2000, 33x7001x3000).
+      // bytes read in row phases: 48x1031x2000, 33x7001x3000, and with A column-major).
       problem(bf16, bf16, {17, 4096, 4096}, xwt), problem(f16, f16, {48, 1031, 2000}),
-      problem(bf16, bf16, {33, 7001, 3000}),
+      problem(bf16, bf16, {33, 7001, 3000}), problem(f16, bf16, {40, 3001, 2000}, {{"a", "col"}}),
       problem(bf16, f32, {64, 3000, 520}, {{"act", "gelu"}, {"bias", "1"}}),
       // swap_ab over more weight tiles than half the SMs (x @ W^T): clusters of 4 along the
       // weight sharing the activations; batches with the epilogue.
