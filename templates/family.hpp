@@ -112,9 +112,10 @@ struct TensorMapSpec {
 // inside it are listed in `tensor_maps` and encoded by the driver stage just before the launch.
 // Fixed capacity, so building one on the runtime's hot path allocates nothing.
 struct KernelArgs {
-  // The largest: matmul's sm_90a kernel reading its weight in row phases (3 + 8 maps).
+  // The largest: matmul's sm_90a kernel reading its weight in row phases (1600 bytes; its
+  // B's and C's maps and 8 phase maps).
   static constexpr std::size_t kCapacity = 2048;
-  static constexpr int kMaxTensorMaps = 11;
+  static constexpr int kMaxTensorMaps = 10;
   alignas(64) std::array<std::byte, kCapacity> bytes{};  // CUtensorMap: 64-byte aligned
   std::size_t size = 0;
   std::array<TensorMapSpec, kMaxTensorMaps> tensor_maps{};
