@@ -433,6 +433,13 @@ std::vector<SampleCase> wgmma_sample() {
        matmul_problem(512, 512, 16384, DType::f32, DType::f32)},
       {"wg192x192_s3_c3_cl2x1_swap_tf32_rowB", testing::tf32_config(192, 192, 3, 3, 2, 1, 1, 1, 0, 1),
        matmul_problem(3000, 3000, 3000, DType::f32, DType::f32)},
+      // A row-major weight off 16 bytes read in row phases (the producer moves it into place):
+      // one and two 64-row blocks of it, clusters of 4 and 2 sharing A, A column-major with the
+      // epilogue, K slices.
+      {"wg64x64_s8_cl4x1_swap_phased", testing::wgmma_config(64, 64, 8, 1, 4, 1, 8, 1, 0, 1),
+       matmul_problem(40, 4906, 9568)},
+      {"wg128x32_s6_cl2x1_swap_phased_colA_epilogue_split2", testing::wgmma_config(128, 32, 6, 1, 2, 1, 8, 2, 0, 1),
+       Problem{"matmul", DType::f16, DType::f32, {30, 3001, 2000}, {{"a", "col"}, {"act", "silu"}, {"bias", "1"}, {"residual", "1"}}}},
   };
 }
 
