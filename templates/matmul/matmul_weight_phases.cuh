@@ -1,10 +1,10 @@
 // gather_phases: the product's A rearranged for a weight read in row phases (the PHASED
 // sm_90a kernel, MatmulSm90PhasedParams): column h * phase_k + q of the gathered A is A's
-// column G q + h (G = the phases' stride), or zero where that is past K, so that the k blocks of each
-// phase meet the weight rows of that phase. A is small where this pays (a few rows against a
-// large weight), so one element a thread per phase is enough; each thread reads its G
-// neighbouring columns of a row-major A (or a column-major A's rows, neighbouring threads
-// taking neighbouring rows) and writes one element into each phase.
+// column G q + h (G = the phases' stride), or zero where that is past K, so that the k blocks
+// of each phase meet the weight rows of that phase. A has a few rows here (swapped tiles), so
+// one element a thread per phase is enough; each thread reads its G neighbouring columns of a
+// row-major A (or a column-major A's rows, neighbouring threads taking neighbouring rows) and
+// writes one element into each phase.
 //
 // launch: block 256 threads; A row-major (k_contiguous): grid (ceil(phase_k / 256), rows), else
 // (ceil(rows / 256), phase_k); grid y at most 65535 (grid-stride beyond); early starts of the
