@@ -62,7 +62,7 @@ struct Entry {
   DispatchInfo info;
   // The last call's plan, its tensor maps encoded, and what it was built from: loops that call
   // with the same buffers (most do) skip building it and encoding its maps. Shared and never
-  // changed once made, so a warm call copies a pointer under the lock, not the plan's ~6 KB.
+  // changed once made, so a warm call copies a pointer under the lock, not the plan's ~14 KB.
   struct BuiltPlan {
     std::array<std::uint64_t, CallScalars::kMaxTensors> addresses{};
     std::uint64_t workspace = 0;
