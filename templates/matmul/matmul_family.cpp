@@ -388,12 +388,14 @@ std::vector<ParamSpec> variant_space(int variant) {
   // weight streams (decode, M = 128), none where several tiles read every row (1000^3: -7%,
   // docs/perf/matmul.md v13).
   if (variant == kDecode)
-    // Columns per CTA, the warps that split its K, the 32-k chunks each warp loads before their
-    // MMAs (what it keeps in flight), and K split over CTAs where the columns are few.
+    // Columns per CTA, the warps that split its K, the spans each warp loads before their
+    // MMAs (what it keeps in flight), K split over CTAs where the columns are few, and the
+    // bytes of a weight row one load reads (a span: 32 k at 64 bytes, up to 256 k at 512).
     return {{"block_n", {8, 16, 32, 64}},
             {"warps", {4, 8, 16}},
             {"unroll", {1, 2, 4, 8}},
-            {"split_k", {1, 2, 4, 8}}};
+            {"split_k", {1, 2, 4, 8}},
+            {"row_bytes", {64, 128, 256, 512}}};
   if (variant == kGemv)
     // Weight rows per CTA (4 and 8 for short rows, where a CTA of two would do little but
     // start and sum), its warps (which split every row's K), and the chunks of each row a
@@ -430,28 +432,39 @@ VariantSpaces variants() {
 }
 
 // The decode template's CTA (matmul_decode.cuh): block_n columns, `warps` warps splitting K,
-// each loading `unroll` 32-k chunks before their MMAs; K split over split_k CTAs.
+// each loading `unroll` spans before their MMAs, a span the k of one load of `row_bytes` bytes
+// of a weight row (32 k at 64 bytes); K split over split_k CTAs.
 struct DecodeConfig {
-  int block_n, warps, unroll, split_k;
+  int block_n, warps, unroll, split_k, row_bytes;
   explicit DecodeConfig(const Config& config)
       : block_n(config.at("block_n")),
         warps(config.at("warps")),
         unroll(config.at("unroll")),
-        split_k(config.at("split_k")) {}
+        split_k(config.at("split_k")),
+        row_bytes(config.at("row_bytes")) {}
   int threads() const { return warps * 32; }
   // A's rows rounded up to the kernel's ROWS: 8, 16 or 32.
   static int rows(long long m) { return m <= 8 ? 8 : m <= 16 ? 16 : 32; }
-  // The warps' partial tiles, summed through shared memory: a float4 per lane per MMA tile.
-  int smem_bytes(long long m) const { return warps * ((rows(m) + 15) / 16) * (block_n / 8) * 32 * 16; }
-  // Per thread: two buffers of `unroll` chunks of a 16-byte piece per n8 tile and per 8 rows
-  // of A, the accumulators twice (ptxas keeps copies around the MMAs), and ~40 of addresses
-  // and loop state. Checked against ptxas -v over the space (M = 1, 16, 32; sm_90a): never
-  // under; up to 90 over where ptxas overlaps the buffers. Pieces loaded in parts (rows off 16
-  // bytes: `vector` under 8) and the element-by-element fallback take ~40 more (16 rows, 16
-  // warps: 64 -> 104, 82 -> 128 with a spill, 102 -> 128 with 116 bytes of spills).
+  // 32-k chunks a span; past one, the loaded rows are handed out through shared memory.
+  int span_chunks() const { return row_bytes / 64; }
+  // The warps' partial tiles, summed through shared memory (a float4 per lane per MMA tile),
+  // then each warp's staged spans.
+  int smem_bytes(long long m) const {
+    return warps * ((rows(m) + 15) / 16) * (block_n / 8) * 32 * 16 +
+           (span_chunks() > 1 ? warps * unroll * block_n * row_bytes : 0);
+  }
+  // Per thread: two buffers of `unroll` spans, each a 16-byte piece per load of the CTA's
+  // rows (block_n x row_bytes / 512 of them) and per chunk and 8 rows of A, the accumulators
+  // twice (ptxas keeps copies around the MMAs), and ~40 of addresses and loop state. Checked
+  // against ptxas -v over the space at 64-byte rows (M = 1, 16, 32; sm_90a): never under; up to
+  // 90 over where ptxas overlaps the buffers. Pieces loaded in parts (rows off 16 bytes:
+  // `vector` under 8) and the element-by-element fallback take ~40 more (16 rows, 16 warps:
+  // 64 -> 104, 82 -> 128 with a spill, 102 -> 128 with 116 bytes of spills), and so do spans
+  // handed out through shared memory (16 columns, 8 warps, M = 16: 120 -> 126 at 128 bytes,
+  // one span; 184 -> 218 at 256).
   int registers(long long m, int vector) const {
-    return 2 * unroll * 4 * (block_n / 8 + rows(m) / 8) +
-           8 * ((rows(m) + 15) / 16) * (block_n / 8) + 40 + (vector < 8 ? 40 : 0);
+    return 2 * unroll * 4 * (block_n * row_bytes / 512 + span_chunks() * rows(m) / 8) +
+           8 * ((rows(m) + 15) / 16) * (block_n / 8) + 40 + (vector < 8 || span_chunks() > 1 ? 40 : 0);
   }
 };
 
@@ -766,15 +779,30 @@ class MatmulFamily final : public Family {
       // (8 columns where N has no more: 1x8x4096 0.0075 ms against swap_ab's 0.0093, v29.)
       const int columns = s.n <= 8 ? 8 : 16;
       Config decode{{{"variant", kDecode}, {"block_n", columns}, {"warps", 8}, {"unroll", 2},
-                     {"split_k", 1}}};
+                     {"split_k", 1}, {"row_bytes", 64}}};
+      int split_k = 1;
       for (int split : {8, 4, 2}) {
         Config split_decode = decode;
         split_decode.values["split_k"] = split;
         if (s.batch * ceil_div(s.n, columns) * split <= 2ll * device.sm_count &&
             s.k >= kMinDecodeSliceK * split && !reject(split_decode, problem, device)) {
           decode = split_decode;
+          split_k = split;
           break;
         }
+      }
+      // Rows on 16 bytes are read in whole 128-byte lines, one span (64 k) a group: the same
+      // bytes in flight as two 32-k chunks of 64-byte pieces, streamed 2-8% faster (v36), but
+      // in 126 registers a thread (ptxas, 16 columns, 8 warps) two CTAs fit an SM, where three
+      // fit at 64 bytes (80): only where that costs no wave (14x5604x4464: 0.91x in two waves
+      // against one).
+      const long long ctas = s.batch * ceil_div(s.n, columns) * split_k;
+      const auto waves = [&](int per_sm) { return ceil_div(ctas, 1ll * per_sm * device.sm_count); };
+      if (s.row_vector() == 8 && waves(2) <= waves(3)) {
+        Config whole_lines = decode;
+        whole_lines.values["unroll"] = 1;
+        whole_lines.values["row_bytes"] = 128;
+        if (!reject(whole_lines, problem, device)) decode = whole_lines;
       }
       if (!reject(decode, problem, device)) return decode;
     }
@@ -1061,7 +1089,7 @@ class MatmulFamily final : public Family {
           "tilesmith::matmul_decode<" + std::to_string(DecodeConfig::rows(s.m)) + "," +
           std::to_string(c.block_n) + "," + std::to_string(c.warps) + "," +
           std::to_string(c.unroll) + "," + std::to_string(s.row_vector()) + "," + kinds + "," +
-          std::to_string(s.epilogue) + ">"};
+          std::to_string(s.epilogue) + "," + std::to_string(c.row_bytes) + ">"};
       if (c.split_k > 1) kernels.push_back(splitk_reduce_expression(problem));
       return kernels;
     }
@@ -1547,6 +1575,10 @@ class MatmulFamily final : public Family {
     if (c.block_n <= 0 || c.block_n % 8) return "block_n must be a positive multiple of 8";
     if (c.warps < 1 || c.unroll < 1 || c.split_k < 1)
       return "warps, unroll and split_k must be positive";
+    if (c.row_bytes != 64 && c.row_bytes != 128 && c.row_bytes != 256 && c.row_bytes != 512)
+      return "row_bytes must be 64, 128, 256 or 512";
+    if (c.row_bytes > 64 && s.row_vector() < 8)
+      return "rows read in whole lines (row_bytes past 64) must start on 16 bytes (aligned problems)";
     if (c.block_n > 8 && c.block_n / 2 >= s.n) return "block_n past twice N only reads zeros";
     if (c.threads() > device.max_threads_per_block) return "too many threads";
     const int register_cap = std::min(255, device.regs_per_block / c.threads());
@@ -1563,8 +1595,8 @@ class MatmulFamily final : public Family {
       // warp of every slice needs a chunk.
       if (s.batch * ceil_div(s.n, c.block_n) >= 2ll * device.sm_count)
         return "the column blocks already fill the SMs: no split-K";
-      if (ceil_div(s.k, 32) < static_cast<long long>(c.split_k) * c.warps)
-        return "fewer 32-k chunks than the slices' warps";
+      if (ceil_div(s.k, 32ll * c.span_chunks()) < static_cast<long long>(c.split_k) * c.warps)
+        return "fewer spans of K than the slices' warps";
     }
     return std::nullopt;
   }

@@ -334,6 +334,11 @@ std::vector<SampleCase> space_sample() {
        Problem{"matmul", DType::bf16, DType::f16, {2, 32, 1000, 4096}, {{"b", "col"}}}},
       {"decode8_w16_u2_m5", testing::decode_config(8, 16, 2),
        Problem{"matmul", DType::bf16, DType::bf16, {5, 4096, 14336}, {{"b", "col"}}}},
+      // ... and rows read in whole lines, handed out through shared memory.
+      {"decode16_w8_u1_m16_rows128", testing::decode_config(16, 8, 1, 1, 128),
+       Problem{"matmul", DType::bf16, DType::bf16, {16, 4096, 4096}, {{"b", "col"}}}},
+      {"decode8_w4_u1_m7_rows512_split2_epilogue", testing::decode_config(8, 4, 1, 2, 512),
+       Problem{"matmul", DType::f16, DType::f32, {7, 1000, 4104}, {{"b", "col"}, {"act", "relu"}, {"bias", "1"}}}},
       // The gemv template (sm_80 and later): one row of A and four, the widest buffers.
       {"gemv1_w8_u1_m1_bf16", testing::gemv_config(1, 8, 1),
        Problem{"matmul", DType::bf16, DType::bf16, {1, 4096, 4096}, {{"b", "col"}}}},

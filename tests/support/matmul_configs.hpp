@@ -50,12 +50,13 @@ inline Config wgmma_config(int block_m, int block_n, int stages, int consumers, 
 }
 
 // A config of the decode template (variant 2: M <= 32, B column-major).
-inline Config decode_config(int block_n, int warps, int unroll, int split_k = 1) {
+inline Config decode_config(int block_n, int warps, int unroll, int split_k = 1, int row_bytes = 64) {
   return Config{{{"variant", 2},
                  {"block_n", block_n},
                  {"warps", warps},
                  {"unroll", unroll},
-                 {"split_k", split_k}}};
+                 {"split_k", split_k},
+                 {"row_bytes", row_bytes}}};
 }
 
 // A config of the gemv template (variant 3: M <= 4, B column-major).

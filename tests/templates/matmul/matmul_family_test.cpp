@@ -96,7 +96,7 @@ TEST(MatmulFamilyTest, SpaceNamesEveryParameterOfEveryVariantOnce) {
                                    "warps_n", "stages", "group_m", "consumers", "cluster_m",
                                    "cluster_n", "split_k", "split_cluster", "swap_ab",
                                    "slice_major", "l2_promotion", "pingpong", "split_in_grid",
-                                   "warps", "unroll", "vector"}));
+                                   "warps", "unroll", "vector", "row_bytes"}));
 }
 
 TEST(MatmulFamilyTest, EachVariantsConfigsCarryExactlyItsParameters) {
@@ -106,7 +106,7 @@ TEST(MatmulFamilyTest, EachVariantsConfigsCarryExactlyItsParameters) {
                                        "stages",    "consumers", "cluster_m", "cluster_n",
                                        "group_m",   "split_k",   "split_cluster", "swap_ab",
                                        "slice_major", "l2_promotion", "pingpong", "split_in_grid"};
-  const std::set<std::string> decode = {"variant", "block_n", "warps", "unroll", "split_k"};
+  const std::set<std::string> decode = {"variant", "block_n", "warps", "unroll", "split_k", "row_bytes"};
   const std::set<std::string> gemv = {"variant", "block_n", "warps", "unroll"};
   const std::set<std::string> gemv_kn = {"variant", "vector", "warps", "unroll", "split_k"};
   const std::map<int, std::set<std::string>> by_variant = {
@@ -128,8 +128,8 @@ TEST(MatmulFamilyTest, TheOnlySliceIsTheFilteredSpace) {
   const std::vector<Config> space = matmul().enumerate();
   // The products' size counts what the walk left out too.
   EXPECT_GT(matmul().space_size(), space.size());
-  EXPECT_EQ(matmul().space_size(Config::parse("variant=2")), 4u * 3 * 4 * 4);  // decode: all listed
-  EXPECT_EQ(matmul().enumerate(Config::parse("variant=2")).size(), 4u * 3 * 4 * 4);
+  EXPECT_EQ(matmul().space_size(Config::parse("variant=2")), 4u * 3 * 4 * 4 * 4);  // decode: all listed
+  EXPECT_EQ(matmul().enumerate(Config::parse("variant=2")).size(), 4u * 3 * 4 * 4 * 4);
   for (const char* only : {"variant=1,block_m=128,cluster_n=2", "block_n=64", "warps=4",
                            "variant=2,block_m=128", "variant=0,stages=5,group_m=8"}) {
     const Config slice = Config::parse(only);
@@ -2063,9 +2063,9 @@ TEST(MatmulDecodeTest, IsForFewRowsTimesAColumnMajorWeight) {
   EXPECT_EQ(matmul().reject(config, x_times_w_t({16, 4096, 4096}, DType::bf16, DType::bf16, {{"aligned", "0"}}), ampere),
             std::nullopt);
   EXPECT_EQ(matmul().kernel_expressions(config, x_times_w_t({16, 4096, 4100}))[0],
-            "tilesmith::matmul_decode<16,32,8,2,4,1,1,0>");
+            "tilesmith::matmul_decode<16,32,8,2,4,1,1,0,64>");
   EXPECT_EQ(matmul().kernel_expressions(config, x_times_w_t({5, 4096, 4095}))[0],
-            "tilesmith::matmul_decode<8,32,8,2,1,1,1,0>");
+            "tilesmith::matmul_decode<8,32,8,2,1,1,1,0,64>");
   // Column blocks wider than twice N, buffers past the register file, split K where the
   // blocks fill the SMs or the slices' warps would find no chunk.
   EXPECT_TRUE(matmul().reject(testing::decode_config(64, 4, 1), x_times_w_t({16, 32, 4096}), ampere));
@@ -2078,7 +2078,7 @@ TEST(MatmulDecodeTest, IsForFewRowsTimesAColumnMajorWeight) {
   const Problem problem = x_times_w_t({2, 5, 1000, 1032}, DType::f16, DType::bf16, {{"act", "gelu"}, {"bias", "1"}});
   const std::vector<std::string> kernels = matmul().kernel_expressions(config, problem);
   ASSERT_EQ(kernels.size(), 1u);
-  EXPECT_EQ(kernels[0], "tilesmith::matmul_decode<8,32,8,2,8,0,1,6>");  // 5 rows in 8; gelu + bias
+  EXPECT_EQ(kernels[0], "tilesmith::matmul_decode<8,32,8,2,8,0,1,6,64>");  // 5 rows in 8; gelu + bias
   EXPECT_EQ(matmul().kernel_file(config), "matmul/matmul_decode.cuh");
   EXPECT_EQ(matmul().workspace_bytes(config, problem, ampere), 0u);
   const std::uint64_t addresses[4] = {0x10000, 0x20000, 0x30000, 0x40000};

@@ -576,8 +576,9 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
 
 // The decode template (variant 2, any sm_80+ GPU): 1 to 32 rows of A against a column-major
 // weight; every column-block width, K split among the warps and over CTAs, N and K off the
-// blocks and chunks (K = 40: fewer chunks than warps), batches, every output type and the
-// fused epilogue. Each twice: a stale split-K workspace must not leak into C. Odd N with K a
+// blocks, chunks and spans (K = 40: fewer chunks than warps, under one span; K = 8),
+// weight rows read 64 bytes a load or in whole lines (row_bytes 128-512), batches, every output
+// type and the fused epilogue. Each twice: a stale split-K workspace must not leak into C. Odd N with K a
 // multiple of 8 is an aligned problem (x @ W^T): the other templates run these shapes too.
 TEST_F(GpuMatmul, DecodeKernelMatchesTheReference) {
   using testing::decode_config;
@@ -588,16 +589,22 @@ TEST_F(GpuMatmul, DecodeKernelMatchesTheReference) {
   };
   const std::vector<Case> cases = {
       {x_times_w_t({1, 4096, 4096}, DType::bf16, DType::bf16),
-       {decode_config(32, 8, 2), decode_config(8, 16, 1), decode_config(64, 4, 1)}},
+       {decode_config(32, 8, 2), decode_config(8, 16, 1), decode_config(64, 4, 1),
+        decode_config(16, 8, 1, 1, 128), decode_config(8, 8, 1, 1, 512)}},
       {x_times_w_t({16, 1000, 1032}, DType::f16, DType::f32),
-       {decode_config(16, 8, 2), decode_config(32, 4, 2, 2), decode_config(8, 4, 1, 4)}},
+       {decode_config(16, 8, 2), decode_config(32, 4, 2, 2), decode_config(8, 4, 1, 4),
+        decode_config(16, 8, 1, 1, 128), decode_config(16, 4, 1, 2, 256)}},
       {x_times_w_t({17, 100, 264}, DType::bf16, DType::bf16, {{"act", "gelu"}, {"bias", "1"}, {"residual", "1"}}),
-       {decode_config(16, 4, 1), decode_config(8, 4, 2, 2), testing::tile_config(64, 64, 32, 2, 2, 3)}},
-      {x_times_w_t({32, 7, 40}, DType::bf16, DType::f16), {decode_config(8, 4, 1), decode_config(8, 4, 2)}},
+       {decode_config(16, 4, 1), decode_config(8, 4, 2, 2), testing::tile_config(64, 64, 32, 2, 2, 3),
+        decode_config(16, 4, 1, 1, 128), decode_config(8, 4, 1, 1, 128)}},
+      {x_times_w_t({32, 7, 40}, DType::bf16, DType::f16),
+       {decode_config(8, 4, 1), decode_config(8, 4, 2), decode_config(8, 4, 1, 1, 128)}},
       {x_times_w_t({3, 5, 33, 264}, DType::f16, DType::bf16, {{"act", "silu"}, {"residual", "1"}}),
-       {decode_config(16, 4, 1), decode_config(8, 4, 1, 2), testing::tile_config(64, 64, 32, 2, 2, 3)}},
-      {x_times_w_t({1, 1, 8}, DType::bf16, DType::f32), {decode_config(8, 4, 1)}},
-      {x_times_w_t({8, 4096, 14336}, DType::bf16, DType::bf16, {{"act", "relu"}}), {decode_config(16, 8, 2)}},
+       {decode_config(16, 4, 1), decode_config(8, 4, 1, 2), testing::tile_config(64, 64, 32, 2, 2, 3),
+        decode_config(16, 4, 2, 1, 128)}},
+      {x_times_w_t({1, 1, 8}, DType::bf16, DType::f32), {decode_config(8, 4, 1), decode_config(8, 4, 1, 1, 512)}},
+      {x_times_w_t({8, 4096, 14336}, DType::bf16, DType::bf16, {{"act", "relu"}}),
+       {decode_config(16, 8, 2), decode_config(16, 8, 1, 1, 128), decode_config(16, 8, 1, 1, 256)}},
       // Rows off 16 bytes, read in place: a lane's 16 bytes in loads of 8, 4 or 2 bytes; K off
       // the 32-k chunks, split over CTAs, N odd, the epilogue, batches.
       {x_times_w_t({16, 1000, 1036}, DType::bf16, DType::bf16), {decode_config(16, 8, 2), decode_config(32, 4, 1, 2)}},
@@ -617,7 +624,7 @@ TEST_F(GpuMatmul, DecodeKernelMatchesTheReference) {
     ASSERT_NO_FATAL_FAILURE(verify_configs(c.problem, c.configs, {31, 32}));
     checked += static_cast<int>(c.configs.size());
   }
-  EXPECT_EQ(checked, hopper ? 37 : 22);
+  EXPECT_EQ(checked, hopper ? 48 : 33);
 }
 
 // The gemv template (variant 3, any sm_80+ GPU): 1 to 4 rows of A against a column-major
