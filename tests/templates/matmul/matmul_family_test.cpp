@@ -2121,6 +2121,17 @@ TEST(MatmulDecodeTest, IsForFewRowsTimesAColumnMajorWeight) {
   EXPECT_EQ(matmul().default_config(x_times_w_t({9, 1458, 6433}), hopper).at("variant"), 1);  // odd K
   EXPECT_EQ(matmul().default_config(x_times_w_t({16, 11516, 156}), hopper).at("variant"), 0);
   EXPECT_EQ(matmul().default_config(x_times_w_t({16, 4096, 4100}), ampere).at("variant"), 0);
+  // Rows on 16 bytes are read in whole 128-byte lines, one span a group, where two CTAs an SM
+  // (its registers) take no more waves than three (64-byte pieces); rows off 16 bytes never.
+  const Config lines = matmul().default_config(x_times_w_t({16, 4096, 4096}), hopper);
+  EXPECT_EQ(lines.at("row_bytes"), 128);  // 256 CTAs: one wave either way
+  EXPECT_EQ(lines.at("unroll"), 1);
+  EXPECT_EQ(matmul().default_config(x_times_w_t({6, 7232, 2536}), hopper).at("row_bytes"), 128);  // 2 and 2
+  const Config pieces = matmul().default_config(x_times_w_t({14, 5604, 4464}), hopper);
+  EXPECT_EQ(pieces.at("row_bytes"), 64);  // 351 CTAs: two waves against one
+  EXPECT_EQ(pieces.at("unroll"), 2);
+  EXPECT_EQ(matmul().default_config(x_times_w_t({11, 227, 7448}), hopper).at("row_bytes"), 128);  // split 8
+  EXPECT_EQ(matmul().default_config(x_times_w_t({16, 8192, 4094}), hopper).at("row_bytes"), 64);
 
   // K over 4 CTAs: their fp32 partials in the workspace, summed by splitk_reduce.
   const Config split = testing::decode_config(32, 4, 2, 4);
