@@ -1,5 +1,5 @@
-// What the standalone CUDA probes in bench/ (cluster_placement.cu, l2_partition.cu) share; each
-// is built alone with nvcc and needs no tilesmith build.
+// What the standalone CUDA probes in bench/ (cluster_placement.cu, l2_partition.cu,
+// weight_read_probe.cu) share; each is built alone with nvcc and needs no tilesmith build.
 #pragma once
 
 #include <cuda_runtime.h>
