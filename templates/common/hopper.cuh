@@ -66,6 +66,11 @@ __device__ __forceinline__ unsigned map_to_cta(unsigned smem_addr, unsigned rank
   return remote;
 }
 
+__device__ __forceinline__ float load_shared_f32(unsigned addr) {
+  float v;
+  asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(addr) : "memory");
+  return v;
+}
 __device__ __forceinline__ float4 load_shared_f32x4(unsigned addr) {
   float4 v;
   asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
@@ -73,13 +78,6 @@ __device__ __forceinline__ float4 load_shared_f32x4(unsigned addr) {
                : "r"(addr)
                : "memory");
   return v;
-}
-__device__ __forceinline__ void load_shared_u32x4(unsigned addr, unsigned& x, unsigned& y,
-                                                  unsigned& z, unsigned& w) {
-  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(x), "=r"(y), "=r"(z), "=r"(w)
-               : "r"(addr)
-               : "memory");
 }
 // Four floats in a CTA's shared memory (an address from map_to_cta, 16-byte aligned).
 __device__ __forceinline__ float4 load_shared_cluster_f32x4(unsigned remote_addr) {

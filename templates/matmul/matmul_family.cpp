@@ -169,8 +169,9 @@ struct MatmulShape {
   // larger than B, or copied anyway (its rows off 16 bytes too). The copy reads and writes all
   // of B before the product reads it again (40x4906x9568: 0.117 ms where cuBLAS reads B once
   // in 0.051; docs/perf/matmul.md v35). Tiles whose clusters share the weight (unswapped
-  // tiles, a swapped pair along N) pad it as before: each CTA moves its own phased tile into
-  // place.
+  // tiles, a swapped pair along N) and swapped tiles of 128 rows of A or more (C^T out
+  // through the staging slots, not the exchange buffer that adds up the phases) pad it as
+  // before.
   bool reads_weight_in_phases() const {
     const bool b_rows_off = b_row_length() % per_16_bytes() != 0;
     const bool a_rows_off = a_row_length() % per_16_bytes() != 0;
@@ -290,7 +291,8 @@ MatmulShape shape_for(const Problem& problem, const Config& config) {
   s.a_in_registers = wgmma && s.a_columns && config.at("swap_ab") == 0;
   s.b_in_registers = wgmma && !s.b_columns && config.at("swap_ab") == 1;
   s.weight_phased = config.at("variant") == kWgmma && config.at("swap_ab") == 1 &&
-                    config.at("cluster_n") == 1 && s.reads_weight_in_phases();
+                    config.at("cluster_n") == 1 && config.at("block_n") < 128 &&
+                    s.reads_weight_in_phases();
   return s;
 }
 
@@ -550,15 +552,9 @@ struct WgmmaConfig {
   // The A and B rings (128-byte rows of k), two 8 KB C staging slots per consumer warpgroup or
   // the exchange buffer, the mbarriers (full and empty per stage, two for the exchange), and
   // the slack to round the base up to 1024 bytes (the 128-byte swizzle's period).
-  // A weight read in row phases (MatmulShape::weight_phased, swapped) stages its tile's
-  // 64-column blocks 72 columns wide (144-byte rows of block_k) in a ring of `stages` k blocks
-  // with a barrier each, and the stage ring holds at most kPhasedStages (matmul_sm90.cuh,
-  // PHASED).
-  int smem_bytes(bool weight_phased = false) const {
-    const int ring = weight_phased ? std::min(stages, kPhasedStages) : stages;
-    return ring * (block_m + block_n) * 128 +
-           (exchange() ? exchange_bytes() : consumers * 2 * 8192) + 16 * ring + 16 + 1024 +
-           (weight_phased ? stages * (block_m / 64 * block_k * 144 + 8) : 0);
+  int smem_bytes() const {
+    return stages * (block_m + block_n) * 128 +
+           (exchange() ? exchange_bytes() : consumers * 2 * 8192) + 16 * stages + 16 + 1024;
   }
 };
 
@@ -941,9 +937,13 @@ class MatmulFamily final : public Family {
       // faster: v23) and K is past the shortest that split paid at (v22).
       const bool few_small_tiles = s.batch * ceil_div(s.m, 64) * ceil_div(s.n, 64) * 8 <= device.sm_count;
       const bool splits = s.k >= kMinSplitK || (few_small_tiles && s.k >= kMinFewTileSplitK);
+      // (Counted as the config reads the weight: in row phases a tile covers 8 columns fewer.)
+      const auto tiles_of = [&](const Config& c) {
+        return kernel_tiles(WgmmaConfig(c), shape_for(problem, c));
+      };
       int split = 1;
       for (int slices = 2; splits && slices <= 16; slices *= 2)
-        if (kernel_tiles(WgmmaConfig(shaped), s) * slices <= device.sm_count &&
+        if (tiles_of(shaped) * slices <= device.sm_count &&
             ceil_div(s.k, 64) >= 2 * slices && split_time(s, slices) < split_time(s, split))
           split = slices;
       set({{"split_k", split}});
@@ -973,7 +973,7 @@ class MatmulFamily final : public Family {
       // 30 fit: 0.73x) and at 0.95-0.98x on three short-K or aligned shapes (40x6144x4096); a
       // row-major weight lost 0.92x; with fp32 inputs (tf32) 1.03-1.12x on seven shapes
       // (docs/perf/matmul.md v34).
-      const long long tiles = kernel_tiles(WgmmaConfig(shaped), s);
+      const long long tiles = tiles_of(shaped);
       if (shaped.at("swap_ab") && shaped.at("split_k") == 1 && shaped.at("cluster_n") == 1 &&
           s.m > 16 && 2 * tiles > device.sm_count && s.as_read().b_columns) {
         Config shared = shaped;
@@ -981,7 +981,7 @@ class MatmulFamily final : public Family {
         shared = deepest_ring(shared, 8, problem, device);
         const WgmmaConfig w(shared);
         if (!reject(shared, problem, device) &&
-            ceil_div(kernel_tiles(w, s), wave_clusters(w, device.sm_count)) <=
+            ceil_div(tiles_of(shared), wave_clusters(w, device.sm_count)) <=
                 ceil_div(tiles, device.sm_count))
           shaped = shared;
       }
@@ -1257,7 +1257,7 @@ class MatmulFamily final : public Family {
     geometry.grid[0] =
         static_cast<unsigned>(std::min(units, wave_clusters(w, device.sm_count)) * w.cluster());
     geometry.block[0] = static_cast<unsigned>(w.threads());
-    geometry.dynamic_smem_bytes = static_cast<unsigned>(w.smem_bytes(s.weight_phased));
+    geometry.dynamic_smem_bytes = static_cast<unsigned>(w.smem_bytes());
     // split_in_grid: CTAs wait on each other's slices, so all of them run at once, or the
     // driver refuses the launch (reject() keeps the units within a wave).
     if (w.split_in_grid) geometry.waiting_group = geometry.grid[0];
@@ -1329,16 +1329,14 @@ class MatmulFamily final : public Family {
                             ks.b_columns ? operand_map(b, kernel_k, ks.n, w.block_n / w.cluster_m)
                                          : operand_map(b, ks.n, kernel_k, w.block_k / w.cluster_m));
     // Each phase's rows, G rows apart, from the 16-byte boundary at or before its first row
-    // (TMA starts a box only on one): boxes of a whole k block, 64 + 8 columns wide, so that
-    // each holds its 64 columns however far past the boundary they start; the kernel stages
-    // them unswizzled and moves them into place.
+    // (TMA starts a box only on one): 64-column boxes of a whole k block, as any MN-major
+    // operand's; the kernel's tiles start on multiples of 8 columns of the map.
     for (int h = 0; phases && h < phases->phases; ++h) {
       const long long rows = (s.k - h + phases->stride - 1) / phases->stride;
       const std::uint64_t row_bytes = phases->stride * weight.ld * in_bytes;
       TensorMapSpec spec = tensor_map(problem.dtype, phase_base[h], s.n + phased.weight_shift[h],
                                       rows, 1, row_bytes, rows * row_bytes,
-                                      static_cast<std::uint32_t>(128 / in_bytes) + 8, w.block_k);
-      spec.swizzle_bytes = 0;
+                                      static_cast<std::uint32_t>(128 / in_bytes), w.block_k);
       spec.l2_promotion_bytes = static_cast<std::uint32_t>(w.l2_promotion);
       args.request_tensor_map(phased, phased.weight_maps[h], spec);
     }
@@ -1785,10 +1783,12 @@ class MatmulFamily final : public Family {
 
   // The sm_90a kernel's output tiles (units of work without split-K) over every batch: a
   // cluster's CTAs share one unit.
+  // A weight read in row phases takes block_m - 8 of its columns a tile (matmul_sm90.cuh,
+  // PHASED).
   static long long kernel_tiles(const WgmmaConfig& w, const MatmulShape& s) {
     const MatmulShape ks = w.swap_ab ? s.swapped() : s;
-    return ks.batch * ceil_div(ks.m, w.block_m * w.cluster_m) *
-           ceil_div(ks.n, w.block_n * w.cluster_n);
+    const int tile_m = w.block_m - (s.weight_phased ? 8 : 0);
+    return ks.batch * ceil_div(ks.m, tile_m * w.cluster_m) * ceil_div(ks.n, w.block_n * w.cluster_n);
   }
 
   // fp32 with B row-major: tf32 wgmma reads shared memory K-major only, so B would be
@@ -2180,8 +2180,8 @@ class MatmulFamily final : public Family {
       }
     }
     if (w.threads() > device.max_threads_per_block) return "too many threads";
-    if (w.smem_bytes(s.weight_phased) > device.max_smem_per_block_optin)
-      return "needs " + std::to_string(w.smem_bytes(s.weight_phased)) +
+    if (w.smem_bytes() > device.max_smem_per_block_optin)
+      return "needs " + std::to_string(w.smem_bytes()) +
              " bytes of shared memory, device allows " +
              std::to_string(device.max_smem_per_block_optin);
     return std::nullopt;

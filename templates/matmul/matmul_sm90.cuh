@@ -40,6 +40,7 @@
 //            cuLaunchKernel works (checked); cuLaunchKernelEx must not name another cluster shape.
 //  grid:     (x only) a multiple of CLUSTER = CLUSTER_M * CLUSTER_N; persistent:
 //              units = ceil(M / (BM * CLUSTER_M)) * ceil(N / (BN * CLUSTER_N)) * splits * batch
+//              (PHASED: tiles of BM - 8 rows, ceil(M / ((BM - 8) * CLUSTER_M)) along M)
 //              grid  = CLUSTER * min(units, max_active_clusters)
 //            with p.tail (a tail split: the tiles fill the grid), only the last wave's tiles
 //            are split, as MatmulSm90Params::tail says; the grid is then the whole wave.
@@ -57,9 +58,6 @@
 //                                  SWAP ? BN * (BM + 4) * 4 : BM * (BN + 8) * 4
 //                                + 1024                              (alignment slack)
 //                                + 16 * stages + 16                  (mbarriers)
-//            PHASED: the stage ring above is min(stages, kPhasedStages) deep, and
-//                                + stages * (BM / 64 * BK * 144 + 8)  (the weight's staging
-//                                                                      ring, its mbarriers)
 //            e.g. 128x256 (or 256x128), 4 stages, 2 consumers: 230480 bytes. Raise
 //            CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES to it; H100 limit: 232448 per block.
 //  tensor maps (cuTensorMapEncodeTiled, rank 3 (the batch outermost), elementStrides {1, 1, 1},
@@ -79,7 +77,7 @@
 //    PHASED, the weight (as the kernel's A): one map per row phase h, weight_maps[h]
 //       (MatmulSm90PhasedParams): from the 16-byte boundary at or before phase h's first row,
 //       globalDim {N + weight_shift[h], rows of phase h, 1}; globalStrides {G * ldb * e, ...};
-//       boxDim {72, BK, 1}; swizzle NONE (the producer moves each box into place).
+//       boxDim {64, BK, 1}, as A column-major (BN < 128: C leaves through the exchange buffer).
 //    An operand whose one matrix serves every batch (a batch stride of 0): batch 1 in its map,
 //       a_shared / b_shared = 1 (the kernel then reads batch 0 of it for every batch).
 //    C (only with c_store_tma = 1): BFLOAT16 / FLOAT16 / FLOAT32 (KIND_OUT); globalDim
@@ -530,6 +528,32 @@ struct TileExchange {
     }
   }
 
+  // PHASED (SWAP): warpgroup `c`'s accumulator block `mt`, rows row0.. of the tile, into the
+  // buffer `shift` rows up (rows above the tile dropped), written (`first`) or added.
+  template <int N>
+  __device__ __forceinline__ static void write_shifted(unsigned buffer, const float (&acc)[N / 2],
+                                                       int row0, int shift, bool first) {
+    static_assert(SWAP, "the phases' sums are C^T's tiles");
+    const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int r = row0 + warp * 16 + lane / 4 + 8 * half - shift;
+      if (r < 0) continue;
+#pragma unroll
+      for (int j = 0; j < N / 8; ++j) {
+        const int col = 8 * j + 2 * (lane % 4);
+        const unsigned at0 = buffer + 4u * (col * STRIDE + r), at1 = at0 + 4u * STRIDE;
+        float v0 = acc[4 * j + 2 * half], v1 = acc[4 * j + 2 * half + 1];
+        if (!first) {
+          v0 += load_shared_f32(at0);
+          v1 += load_shared_f32(at1);
+        }
+        store_shared_f32(at0, v0);
+        store_shared_f32(at1, v1);
+      }
+    }
+  }
+
   // Every consumer thread, once its accumulators are in the buffer: sums this CTA's rows of
   // the tile over the cluster and stores them at (row0, col0) of `out` (C's coordinates, rows
   // ld apart, clipped to rows x cols) through the epilogue.
@@ -654,41 +678,6 @@ __device__ __forceinline__ void sum_block_in_grid(const MatmulSm90Params& p, int
   }
 }
 
-// PHASED (matmul_sm90): four 16-byte chunks of a staged weight row, from `shift` elements past
-// `from` (a 16-byte boundary of a 144-byte staged row) into chunks first_chunk.. of a swizzled
-// 128-byte row at `to_row` (row % 8 = row8). Five aligned 16-byte loads hold them; the word
-// offset (shift / 2) is compiled in, the odd element is a funnel shift.
-template <int WORD>
-__device__ __forceinline__ void move_staged_half_row(unsigned from, unsigned to_row,
-                                                     int first_chunk, int row8, unsigned bits) {
-  unsigned w[20];
-#pragma unroll
-  for (int c = 0; c < 5; ++c)
-    load_shared_u32x4(from + 16 * c, w[4 * c], w[4 * c + 1], w[4 * c + 2], w[4 * c + 3]);
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const int o = WORD + 4 * j;
-    store_shared_16(to_row + (((first_chunk + j) ^ row8) * 16),
-                    __funnelshift_r(w[o], w[o + 1], bits), __funnelshift_r(w[o + 1], w[o + 2], bits),
-                    __funnelshift_r(w[o + 2], w[o + 3], bits),
-                    __funnelshift_r(w[o + 3], w[o + 4], bits));
-  }
-}
-__device__ __forceinline__ void move_staged_half_row(int shift, unsigned from, unsigned to_row,
-                                                     int first_chunk, int row8) {
-  const unsigned bits = (shift & 1) * 16;
-  switch (shift / 2) {
-    case 0: move_staged_half_row<0>(from, to_row, first_chunk, row8, bits); break;
-    case 1: move_staged_half_row<1>(from, to_row, first_chunk, row8, bits); break;
-    case 2: move_staged_half_row<2>(from, to_row, first_chunk, row8, bits); break;
-    default: move_staged_half_row<3>(from, to_row, first_chunk, row8, bits); break;
-  }
-}
-
-// The named barrier of the PHASED producer warpgroup (1..3: the staging slots', 4:
-// TileExchange's, 5: the in-grid sum's).
-constexpr int kPhasedProducerBarrier = 6;
-
 template <int BM, int BN, int BK, int CONSUMERS, int CLUSTER_M, int CLUSTER_N,
           int KIND_IN, int KIND_OUT, int LAYOUT, int EPI, int SWAP, int CLUSTER_K, int PINGPONG,
           int GRID_SUM, int PHASED = 0>
@@ -751,19 +740,17 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
   static_assert(!GRID_SUM || (!SWAP && CLUSTER_K == 1 && !PINGPONG),
                 "K slices summed in the grid: plain tiles, their slices in the workspace");
   // PHASED: the weight (the product's row-major B, with SWAP the kernel's MN-major A) is read
-  // through one map per row phase (MatmulSm90PhasedParams), each CTA its own tile of it.
-  static_assert(!PHASED || (SWAP && A_COLUMNS && CLUSTER_N == 1 && KIND_IN != kF32),
-                "row phases: a 16-bit weight as the swapped kernel's A, not shared in a cluster");
-  static_assert(!PHASED || BK * 2 == 128, "row phases: a producer thread per half row of a block");
-  // PHASED: TMA starts a box only on a 16-byte boundary, and a phase's rows start `shift`
-  // elements past one, so each 64-column block of the weight tile lands 72 columns wide in a
-  // staging ring (p.stages deep, unswizzled: what keeps the weight's reads in flight) and the
-  // producer warpgroup moves it `shift` elements over into the stage's swizzled block (a ring
-  // of kPhasedStages, which only has to cover the consumers).
-  constexpr int WEIGHT_BLOCKS = PHASED ? BM / 64 : 0;
-  constexpr int STAGED_ROW = 144;  // bytes of a staged row: 72 elements
-  constexpr int STAGED_BLOCK = BK * STAGED_ROW;
-  constexpr int STAGED = WEIGHT_BLOCKS * STAGED_BLOCK;  // one k block's staged weight
+  // through one map per row phase (MatmulSm90PhasedParams). TMA starts a box only on a 16-byte
+  // boundary, and phase h's rows start weight_shift[h] (s_h < 8) elements past one, where its
+  // map starts: a box at map column m0 + 64 j holds the weight's columns from m0 + 64 j - s_h.
+  // So a tile covers BM - 8 columns of the weight (TILE_M, from m0): accumulator row r holds
+  // column m0 + r - s_h, inside the tile for every shift. At the end of each phase's k blocks
+  // the accumulators are added into the exchange buffer s_h rows up and zeroed; the buffer
+  // then goes out as the tile's C^T, BM - 8 columns of C.
+  static_assert(!PHASED || (SWAP && A_COLUMNS && CLUSTER_N == 1 && EXCHANGE && !PINGPONG),
+                "row phases: the weight as the swapped kernel's A, not shared in a cluster, C "
+                "through the exchange buffer");
+  constexpr int TILE_M = PHASED ? BM - 8 : BM;  // rows of C^T a tile computes
   // Registers per thread after reallocation: the pool is 65536 / threads (rounded to 8) each.
   // wgmma groups left running when a stage is handed back (TS_SM90_MMA_IN_FLIGHT: probe only).
   constexpr int MMA_IN_FLIGHT = TS_SM90_MMA_IN_FLIGHT;
@@ -775,11 +762,9 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
   const unsigned a_ring = smem_base;
   // The ring's depth is an argument (p.stages >= 2): configs that differ only in it share one
   // kernel; the stage index wraps by a counter, so it costs no division.
-  const int stages = PHASED ? min(p.stages, kPhasedStages) : p.stages;
-  const int staged_depth = PHASED ? p.stages : 0;  // PHASED: the weight's staging ring
+  const int stages = p.stages;
   const unsigned b_ring = smem_base + stages * A_STAGE;
-  const unsigned weight_ring = b_ring + stages * B_STAGE;  // PHASED: the staged weight
-  const unsigned c_staging = weight_ring + staged_depth * STAGED;  // CONSUMERS x 2 slots x 8 KB
+  const unsigned c_staging = b_ring + stages * B_STAGE;  // CONSUMERS x 2 slots x 8 KB
   const unsigned exchange = c_staging + (EXCHANGE ? 0 : CONSUMERS * 2 * 8192);
   const unsigned barriers = exchange + (EXCHANGE ? Exchange::BYTES : 0);
   auto full = [&](int s) { return barriers + 8u * s; };
@@ -788,8 +773,6 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
   // PINGPONG (no exchange): warpgroup c's turn_done(c) completes once it has issued its tile's
   // main loop.
   auto turn_done = [&](int c) { return exchange_full + 8u * c; };
-  // PHASED: staged_full(t) completes when staging slot t's boxes have landed.
-  auto staged_full = [&](int t) { return exchange_full + 16u + 8u * t; };
 
   const int wg = warpgroup_index();
   const int tid = threadIdx.x % 128;
@@ -798,9 +781,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < stages; ++s) {
-      // PHASED: the producer's expect_tx for the other operand, and its arrival once the
-      // weight is moved into place.
-      mbarrier_init(full(s), PHASED ? 2 : 1);
+      mbarrier_init(full(s), 1);
       mbarrier_init(empty(s), (PINGPONG ? 1 : CONSUMERS) * MULTICAST);
     }
     if (CLUSTER_K > 1) {
@@ -811,8 +792,6 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
       mbarrier_init(turn_done(0), 1);
       mbarrier_init(turn_done(1), 1);
     }
-    if (PHASED)
-      for (int t = 0; t < staged_depth; ++t) mbarrier_init(staged_full(t), 1);
     fence_mbarrier_init();
   }
   if (threadIdx.x == 32) {
@@ -832,7 +811,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
   else
     __syncthreads();
 
-  const int tiles_m = (p.m + BM * CLUSTER_M - 1) / (BM * CLUSTER_M);
+  const int tiles_m = (p.m + TILE_M * CLUSTER_M - 1) / (TILE_M * CLUSTER_M);
   const int tiles_n = (p.n + BN * CLUSTER_N - 1) / (BN * CLUSTER_N);
   // A unit is one K slice of one tile of one batch: the slices of a tile are neighbouring
   // units, or (p.slice_major) slice 0 of every tile comes first, then slice 1, ...; a batch's
@@ -888,7 +867,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
                              : nullptr;
     int tile_m, tile_n;
     grouped_tile(tile - w.batch * tiles, tiles_m, tiles_n, p.group_m, tile_m, tile_n);
-    w.m0 = (tile_m * CLUSTER_M + cm) * BM;
+    w.m0 = (tile_m * CLUSTER_M + cm) * TILE_M;
     w.n0 = (tile_n * CLUSTER_N + cn) * BN;
     if (CLUSTER_K > 1) {
       const int cluster_slice = (k_blocks + CLUSTER_K - 1) / CLUSTER_K;
@@ -902,100 +881,6 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     return w;
   };
 
-  // PHASED: the producer warpgroup's loop, all four warps. Lane 0 of warp 0 keeps the weight's
-  // boxes of up to p.stages k blocks ahead in flight into the staging ring, and loads the
-  // gathered A (the kernel's B, K-major, shared along the cluster as usual) into each stage as
-  // its turn comes; every producer thread then moves its share of the staged weight `shift`
-  // elements over into the stage's swizzled [BK][64] blocks, and the stage is published once
-  // all of it is there.
-  auto produce_phased = [&]() {
-    if constexpr (PHASED) {
-      const bool issuer = threadIdx.x == 0;
-      unsigned short b_mask = 0;  // peers sharing our B columns
-      for (int i = 0; i < CLUSTER_M; ++i) b_mask |= 1u << (i + CLUSTER_M * cn);
-      // The k blocks of this CTA's units in the consumers' order, each with its phase h, its
-      // block within the phase, and its staging slot (kept by counting: the loop is bound by
-      // its instructions, docs/perf/matmul.md v35).
-      struct Cursor {
-        int unit, kb, h, block, slot;
-        unsigned parity;
-        Work w;
-      };
-      auto advance = [&](Cursor& c) {
-        if (++c.slot == staged_depth) c.slot = 0, c.parity ^= 1u;
-        if (++c.kb < c.w.kb_end) {
-          if (++c.block == p.phase_blocks) c.block = 0, ++c.h;
-          return;
-        }
-        for (c.unit += unit_step; c.unit < units; c.unit += unit_step) {
-          c.w = work_of(c.unit);
-          c.kb = c.w.kb_begin;
-          c.h = c.kb / p.phase_blocks;
-          c.block = c.kb - c.h * p.phase_blocks;
-          if (c.kb < c.w.kb_end) return;
-        }
-      };
-      Cursor issue{first_unit - unit_step, 0, 0, 0, -1, 0u, {}};
-      issue.w.kb_end = 0;
-      advance(issue);
-      Cursor copy = issue;
-      int ahead = 0;  // k blocks issued and not yet moved
-      int stage = 0;
-      unsigned phase = 0;
-      // Thread tid moves half a row (32 columns: 4 chunks) of each 64-column block.
-      const int row = tid / 2, half = tid % 2;
-      while (copy.unit < units) {
-        for (; issue.unit < units && ahead < staged_depth; advance(issue), ++ahead) {
-          if (!issuer) continue;
-          mbarrier_arrive_expect_tx(staged_full(issue.slot), STAGED);
-#pragma unroll
-          for (int j = 0; j < WEIGHT_BLOCKS; ++j)
-            tma_load_3d(weight_ring + issue.slot * STAGED + j * STAGED_BLOCK,
-                        &p.weight_maps[issue.h], staged_full(issue.slot), issue.w.m0 + 64 * j,
-                        issue.block * BK, 0);
-        }
-        mbarrier_wait(empty(stage), phase ^ 1u);
-        const unsigned a_stage = a_ring + stage * A_STAGE, b_stage = b_ring + stage * B_STAGE;
-        if (issuer) {
-          const unsigned to = b_stage + cm * B_SLICE * 128;
-          const int k0 = copy.kb * BK, row0 = copy.w.n0 + cm * B_SLICE;
-          mbarrier_arrive_expect_tx(full(stage), B_STAGE);
-          if (CLUSTER_M > 1)
-            tma_load_3d_multicast(to, &p.b_map, full(stage), k0, row0, 0, b_mask);
-          else
-            tma_load_3d(to, &p.b_map, full(stage), k0, row0, 0);
-        }
-        mbarrier_wait(staged_full(copy.slot), copy.parity);
-        const int shift = p.weight_shift[copy.h];
-        const unsigned from = weight_ring + copy.slot * STAGED + row * STAGED_ROW + half * 64;
-        const unsigned to = a_stage + row * 128;
-#pragma unroll
-        for (int j = 0; j < WEIGHT_BLOCKS; ++j)
-          move_staged_half_row(shift, from + j * STAGED_BLOCK, to + j * MN_CHUNK, half * 4,
-                               row % 8);
-        // The moved weight is read by wgmma (the async proxy); the staging slot is free again
-        // once every thread is past this barrier.
-        fence_proxy_async_shared();
-        named_barrier_sync(kPhasedProducerBarrier, 128);
-        if (issuer) mbarrier_arrive(full(stage));
-        --ahead;
-        advance(copy);
-        if (++stage == stages) {
-          stage = 0;
-          phase ^= 1u;
-        }
-      }
-      if (CLUSTER > 1 && CLUSTER_K == 1)  // drained, as the plain producer does (below)
-        for (int i = 0; i < stages; ++i) {
-          mbarrier_wait(empty(stage), phase ^ 1u);
-          if (++stage == stages) {
-            stage = 0;
-            phase ^= 1u;
-          }
-        }
-    }
-  };
-
   if (wg == 0) {
     // Producer: the first warp walks the same units as the consumers and keeps the ring full;
     // its lane 0 issues the copies. The whole warp walks, waits and drains the ring together:
@@ -1006,9 +891,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     // Launched early behind the previous kernel (the padding copy, a transpose, the call
     // before), the CTA has set up while it drained; global memory is read only from here on.
     wait_for_previous_launch();
-    if constexpr (PHASED) {
-      produce_phased();
-    } else if (threadIdx.x < 32) {
+    if (threadIdx.x < 32) {
       const bool issuer = threadIdx.x == 0;
       unsigned short a_mask = 0, b_mask = 0;  // peers sharing our A rows / our B columns
       for (int j = 0; j < CLUSTER_N; ++j) a_mask |= 1u << (cm + CLUSTER_M * j);
@@ -1026,13 +909,26 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
       unsigned phase = 0;
       for (int unit = first_unit; unit < units; unit += unit_step) {
         const Work w = work_of(unit);
+        // PHASED: k block kb reads rows block * BK.. of phase h (a phase's k blocks are
+        // consecutive, phase_blocks of them), counted along.
+        int weight_phase = 0, weight_block = 0;
+        if constexpr (PHASED) {
+          weight_phase = w.kb_begin / p.phase_blocks;
+          weight_block = w.kb_begin - weight_phase * p.phase_blocks;
+        }
         for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
           mbarrier_wait(empty(stage), phase ^ 1u);
           if (issuer) mbarrier_arrive_expect_tx(full(stage), A_STAGE + B_STAGE);
           const int k0 = kb * BK;
           const unsigned a_stage = a_ring + stage * A_STAGE, b_stage = b_ring + stage * B_STAGE;
           const int a_batch = p.a_shared ? 0 : w.batch, b_batch = p.b_shared ? 0 : w.batch;
-          if (A_COLUMNS) {
+          if constexpr (PHASED) {
+#pragma unroll
+            for (int j = 0; j < BM / MN_COLS; ++j)
+              load(a_stage + j * MN_CHUNK, &p.weight_maps[weight_phase], full(stage),
+                   w.m0 + MN_COLS * j, weight_block * BK, 0, false, 0);
+            if (++weight_block == p.phase_blocks) weight_block = 0, ++weight_phase;
+          } else if (A_COLUMNS) {
 #pragma unroll
             for (int j = 0; j < BM / MN_COLS; ++j)
               load(a_stage + j * MN_CHUNK + cn * A_SLICE * 128, &p.a_map, full(stage),
@@ -1140,6 +1036,21 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
         for (int i = 0; i < BN / 2; ++i) acc[mt][i] = 0.f;
 
       int previous = 0;
+      // PHASED: the first k block since the accumulators were last flushed (no wgmma group is
+      // then left running), the phase of kb and kb's block within it.
+      int flushed_at = w.kb_begin, weight_phase = 0, weight_block = 0;
+      if constexpr (PHASED) {
+        weight_phase = w.kb_begin / p.phase_blocks;
+        weight_block = w.kb_begin - weight_phase * p.phase_blocks;
+      }
+      // Hands back the stage of the last wgmma group, once every group is done.
+      auto release_last = [&]() {
+        if (MULTICAST == 1) {
+          if (tid == 0) mbarrier_arrive(empty(previous));
+        } else if (tid < CLUSTER) {
+          mbarrier_arrive_cluster(empty(previous), tid);
+        }
+      };
       // One k block; `frag`: the A fragment set it loads and multiplies (A_REGS), a set the
       // call names, so that once inlined its registers are fixed.
       auto k_block = [&](int kb, unsigned (&frag)[A_REGS ? MT : 1][A_REGS ? K_STEPS : 1][4]) {
@@ -1176,7 +1087,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
         wgmma_commit();
         // Keep MMA_IN_FLIGHT groups running: once the group before them is done, hand its stage
         // back (with 0, each stage is handed back as soon as its own group is done).
-        if (MMA_IN_FLIGHT == 0 || kb > w.kb_begin) {
+        if (MMA_IN_FLIGHT == 0 || kb > (PHASED ? flushed_at : w.kb_begin)) {
           wgmma_wait<MMA_IN_FLIGHT>();
           const int done = MMA_IN_FLIGHT == 0 ? stage : previous;
           if (MULTICAST == 1) {
@@ -1196,17 +1107,36 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
           k_block(kb, a_frag[A_REGS ? 1 : 0]);
         else
           k_block(kb, a_frag[0]);
+        if constexpr (PHASED) {
+          // The end of a phase's k blocks (or of the unit's): its products, s_h rows up, into
+          // the exchange buffer (the unit's first flush writes, later ones add, after the
+          // consumers' previous flush is complete), and the accumulators start over.
+          if (++weight_block == p.phase_blocks || kb + 1 == w.kb_end) {
+            wgmma_wait<0>();
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) wgmma_fence_registers(acc[mt]);
+            if (MMA_IN_FLIGHT > 0) release_last();
+            const bool first = flushed_at == w.kb_begin;
+            if (!first) named_barrier_sync(Exchange::BARRIER_ID, Exchange::THREADS);
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+              Exchange::template write_shifted<BN>(exchange, acc[mt], wg_row0 + mt * 64,
+                                                   p.weight_shift[weight_phase], first);
+#pragma unroll
+              for (int i = 0; i < BN / 2; ++i) acc[mt][i] = 0.f;
+            }
+            flushed_at = kb + 1;
+            weight_block = 0;
+            ++weight_phase;
+          }
+        }
       }
       if (PINGPONG && tid == 0) mbarrier_arrive(turn_done(c));
-      wgmma_wait<0>();
+      if constexpr (!PHASED) {
+        wgmma_wait<0>();
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt) wgmma_fence_registers(acc[mt]);
-      if (MMA_IN_FLIGHT > 0 && w.kb_end > w.kb_begin) {
-        if (MULTICAST == 1) {
-          if (tid == 0) mbarrier_arrive(empty(previous));
-        } else if (tid < CLUSTER) {
-          mbarrier_arrive_cluster(empty(previous), tid);
-        }
+        for (int mt = 0; mt < MT; ++mt) wgmma_fence_registers(acc[mt]);
+        if (MMA_IN_FLIGHT > 0 && w.kb_end > w.kb_begin) release_last();
       }
       // Where this unit's products go: its K slice's fp32 partials (the epilogue then runs in
       // splitk_reduce, once the slices are summed), or its batch's C.
@@ -1216,19 +1146,23 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
       if (EXCHANGE) {
         // Through the exchange buffer: C^T's tile transposed (SWAP; rows and columns of C are
         // the kernel's n and m), and the cluster's K slices summed (CLUSTER_K > 1).
+        // (PHASED: the buffer holds the phases' sums, but a unit without k blocks, a K slice
+        // past K's end, writes its zeros.)
+        if (!PHASED || w.kb_end <= w.kb_begin)
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-          Exchange::template write<BN>(exchange, acc[mt], wg_row0 + mt * 64);
+          for (int mt = 0; mt < MT; ++mt)
+            Exchange::template write<BN>(exchange, acc[mt], wg_row0 + mt * 64);
         const int c_rows = SWAP ? p.n : p.m, c_cols = SWAP ? p.m : p.n;
         const int row0 = SWAP ? w.n0 : w.m0, col0 = SWAP ? w.m0 : w.n0;
+        const int col_end = PHASED ? min(c_cols, col0 + TILE_M) : c_cols;  // the tile's columns
         if (splits > 1) {
           Exchange::template reduce_and_store<kF32, kActNone>(
               exchange, exchange_full, exchange_empty, exchanged, p.epilogue, w.batch, partial,
-              c_cols, c_rows, c_cols, row0, col0);
+              c_cols, c_rows, col_end, row0, col0);
         } else {
           Exchange::template reduce_and_store<KIND_OUT, EPI>(
               exchange, exchange_full, exchange_empty, exchanged, p.epilogue, w.batch, c_batch,
-              p.ldc, c_rows, c_cols, row0, col0);
+              p.ldc, c_rows, col_end, row0, col0);
         }
         continue;
       }

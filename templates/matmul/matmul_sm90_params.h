@@ -49,10 +49,6 @@ struct MatmulSm90Params {
   unsigned* slice_arrivals;
 };
 
-// The stage ring of the PHASED kernel: at most this deep (its p.stages is the depth of the
-// weight's staging ring, matmul_sm90.cuh).
-constexpr int kPhasedStages = 4;
-
 // The most row phases of a weight (16 / the largest power of two dividing its row's bytes: 8
 // for 16-bit rows of an odd N).
 constexpr int kMaxWeightPhases = 8;
@@ -63,8 +59,9 @@ constexpr int kMaxWeightPhases = 8;
 // 16 / gcd(row bytes, 16), q < ceil((k - h) / G)), which lie G rows apart, a multiple of 16
 // bytes, and whose first row starts weight_shift[h] elements past a 16-byte boundary.
 // weight_maps[h] begins at that boundary, so its column c + weight_shift[h] is the weight's
-// column c; TMA starts a box only on a boundary, so the kernel loads 72-column boxes of it
-// (unswizzled) and moves them into place. The product runs over K permuted phase by phase,
+// column c; TMA starts a box only on a boundary, so the kernel's tiles cover BM - 8 columns
+// and take each phase's products weight_shift[h] rows up (matmul_sm90.cuh, PHASED). The
+// product runs over K permuted phase by phase,
 // each phase's rows padded to phase_blocks k blocks (zeros past its rows): k block kb reads
 // rows q = (kb % phase_blocks) * BK .. of phase kb / phase_blocks. The other operand (the
 // product's A, gathered so by gather_phases, matmul_weight_phases.cuh) is K-major over that

@@ -1582,17 +1582,20 @@ TEST(MatmulWgmmaTest, ReadsARowMajorWeightOffSixteenBytesInRowPhases) {
       EXPECT_EQ(map.dims[0], 4906u + params.weight_shift[h]);
       EXPECT_EQ(map.dims[1], 2392u);  // 9568 rows, 4 apart
       EXPECT_EQ(map.stride_bytes[0], 4u * 9812);
-      // A whole k block of 72 columns (64 past a boundary at most 7 before them), unswizzled:
-      // the kernel stages it and moves it into place.
-      EXPECT_EQ(map.box[0], 72u);
+      // Swizzled 64-column boxes of a whole k block, as any MN-major operand's.
+      EXPECT_EQ(map.box[0], 64u);
       EXPECT_EQ(map.box[1], 64u);
-      EXPECT_EQ(map.swizzle_bytes, 0u);
+      EXPECT_EQ(map.swizzle_bytes, 128u);
     }
+    // Each tile covers 56 of the weight's columns (a box at a multiple of 8 of the map holds
+    // them whatever the shift): 88 tiles, 22 clusters of 4.
+    EXPECT_EQ(product.geometry.grid[0], 88u);
   }
   // An odd N (8 phases), K shorter than a phase's block, A column-major (gathered from its
   // rows, so swapped tiles take it), a cluster of 2 sharing A; the last phases hold one row
-  // fewer. Each CTA moves its own weight tile into place, so tiles whose clusters share it
-  // (a swapped pair along N, unswapped tiles) pad it as before.
+  // fewer. Tiles whose clusters share the weight (a swapped pair along N, unswapped tiles),
+  // and swapped tiles of 128 rows of A (C^T out through the staging slots, not the exchange
+  // buffer that adds up the phases) pad it as before.
   {
     const Problem problem{"matmul", DType::bf16, DType::bf16, {40, 1001, 777}, {{"a", "col"}}};
     const Config config = testing::wgmma_config(128, 32, 4, 2, 2, 1, 8, 1, 0, 1);
@@ -1617,12 +1620,12 @@ TEST(MatmulWgmmaTest, ReadsARowMajorWeightOffSixteenBytesInRowPhases) {
       EXPECT_EQ(map.dims[1], h < 777 % 8 ? 98u : 97u) << h;
       EXPECT_EQ(map.stride_bytes[0], 8u * 2002);
     }
-    // The stage ring (at most kPhasedStages deep) and the weight's staging ring (`stages`
-    // deep: here both 4) of two 72-column blocks a k block, with their barriers.
+    // The stage ring, the exchange buffer and the barriers, as any swapped tile's.
     EXPECT_EQ(plan.steps[1].geometry.dynamic_smem_bytes,
-              4u * (128 + 32) * 128 + 32 * (128 + 4) * 4 + 16 * 4 + 16 + 1024 + 4 * (2 * 64 * 144 + 8));
+              4u * (128 + 32) * 128 + 32 * (128 + 4) * 4 + 16 * 4 + 16 + 1024);
     for (const Config& shares_the_weight :
-         {testing::wgmma_config(128, 128, 4, 2, 2, 1), testing::wgmma_config(64, 32, 8, 1, 1, 2, 8, 1, 0, 1)}) {
+         {testing::wgmma_config(128, 128, 4, 2, 2, 1), testing::wgmma_config(64, 32, 8, 1, 1, 2, 8, 1, 0, 1),
+          testing::wgmma_config(64, 128, 4, 1, 1, 1, 8, 1, 0, 1)}) {
       const std::string product = matmul().kernel_expressions(shares_the_weight, problem)[0];
       EXPECT_EQ(product.substr(product.size() - 3), ",0>") << product;
     }
