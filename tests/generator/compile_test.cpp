@@ -438,7 +438,7 @@ std::vector<SampleCase> wgmma_sample() {
        matmul_problem(512, 512, 16384, DType::f32, DType::f32)},
       {"wg192x192_s3_c3_cl2x1_swap_tf32_rowB", testing::tf32_config(192, 192, 3, 3, 2, 1, 1, 1, 0, 1),
        matmul_problem(3000, 3000, 3000, DType::f32, DType::f32)},
-      // A row-major weight off 16 bytes read in row phases (the producer moves it into place):
+      // A row-major weight off 16 bytes read in row phases (tiles of BM - 8 of its columns):
       // one and two 64-row blocks of it, clusters of 4 and 2 sharing A, A column-major with the
       // epilogue, K slices.
       {"wg64x64_s8_cl4x1_swap_phased", testing::wgmma_config(64, 64, 8, 1, 4, 1, 8, 1, 0, 1),
