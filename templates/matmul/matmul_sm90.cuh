@@ -747,9 +747,10 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
   // column m0 + r - s_h, inside the tile for every shift. At the end of each phase's k blocks
   // the accumulators are added into the exchange buffer s_h rows up and zeroed; the buffer
   // then goes out as the tile's C^T, BM - 8 columns of C.
-  static_assert(!PHASED || (SWAP && A_COLUMNS && CLUSTER_N == 1 && EXCHANGE && !PINGPONG),
-                "row phases: the weight as the swapped kernel's A, not shared in a cluster, C "
-                "through the exchange buffer");
+  static_assert(!PHASED || (SWAP && A_COLUMNS && CLUSTER_N == 1 && EXCHANGE && !PINGPONG &&
+                            KIND_IN != kF32),
+                "row phases: a 16-bit weight as the swapped kernel's A, not shared in a cluster, "
+                "C through the exchange buffer");
   constexpr int TILE_M = PHASED ? BM - 8 : BM;  // rows of C^T a tile computes
   // Registers per thread after reallocation: the pool is 65536 / threads (rounded to 8) each.
   // wgmma groups left running when a stage is handed back (TS_SM90_MMA_IN_FLIGHT: probe only).
