@@ -1044,12 +1044,12 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
         weight_phase = w.kb_begin / p.phase_blocks;
         weight_block = w.kb_begin - weight_phase * p.phase_blocks;
       }
-      // Hands back the stage of the last wgmma group, once every group is done.
-      auto release_last = [&]() {
+      // Hands stage `done` back to the producer, this CTA's and every peer's that fills it.
+      auto release = [&](int done) {
         if (MULTICAST == 1) {
-          if (tid == 0) mbarrier_arrive(empty(previous));
+          if (tid == 0) mbarrier_arrive(empty(done));
         } else if (tid < CLUSTER) {
-          mbarrier_arrive_cluster(empty(previous), tid);
+          mbarrier_arrive_cluster(empty(done), tid);
         }
       };
       // One k block; `frag`: the A fragment set it loads and multiplies (A_REGS), a set the
@@ -1090,12 +1090,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
         // back (with 0, each stage is handed back as soon as its own group is done).
         if (MMA_IN_FLIGHT == 0 || kb > (PHASED ? flushed_at : w.kb_begin)) {
           wgmma_wait<MMA_IN_FLIGHT>();
-          const int done = MMA_IN_FLIGHT == 0 ? stage : previous;
-          if (MULTICAST == 1) {
-            if (tid == 0) mbarrier_arrive(empty(done));
-          } else if (tid < CLUSTER) {
-            mbarrier_arrive_cluster(empty(done), tid);
-          }
+          release(MMA_IN_FLIGHT == 0 ? stage : previous);
         }
         previous = stage;
         if (++stage == stages) {
@@ -1116,7 +1111,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
             wgmma_wait<0>();
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) wgmma_fence_registers(acc[mt]);
-            if (MMA_IN_FLIGHT > 0) release_last();
+            if (MMA_IN_FLIGHT > 0) release(previous);
             const bool first = flushed_at == w.kb_begin;
             if (!first) named_barrier_sync(Exchange::BARRIER_ID, Exchange::THREADS);
 #pragma unroll
@@ -1137,7 +1132,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
         wgmma_wait<0>();
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) wgmma_fence_registers(acc[mt]);
-        if (MMA_IN_FLIGHT > 0 && w.kb_end > w.kb_begin) release_last();
+        if (MMA_IN_FLIGHT > 0 && w.kb_end > w.kb_begin) release(previous);
       }
       // Where this unit's products go: its K slice's fp32 partials (the epilogue then runs in
       // splitk_reduce, once the slices are summed), or its batch's C.
