@@ -1879,6 +1879,13 @@ TEST(MatmulWgmmaTest, SwapAbIsForSmallRowMajorMWithNarrowTiles) {
   EXPECT_EQ(matmul().default_config(Problem{"matmul", DType::bf16, DType::bf16, {40, 4904, 9568}, {{"a", "col"}}}, hopper)
                 .at("swap_ab"),
             0);
+  // Its K split counts the phased tiles, 8 columns of the weight fewer each: 64x1001x4000 in
+  // 18 tiles of 56, so 4 slices (8 would be 144 units for 132 SMs).
+  const Config few_phased_tiles =
+      matmul().default_config(Problem{"matmul", DType::bf16, DType::bf16, {64, 1001, 4000}, {{"a", "col"}}}, hopper);
+  EXPECT_EQ(few_phased_tiles.at("swap_ab"), 1);
+  EXPECT_EQ(few_phased_tiles.at("block_m"), 64);
+  EXPECT_EQ(few_phased_tiles.at("split_k"), 4);
   // Unswapped narrow tiles only hold a narrow N whole, read K-major; no multicast when swapped.
   EXPECT_TRUE(matmul().reject(testing::wgmma_config(64, 16, 6, 1, 1, 1, 1), decode, hopper));
   const Problem router = testing::x_times_w_t({1024, 16, 4096});
