@@ -776,14 +776,12 @@ class MatmulFamily final : public Family {
       const int columns = s.n <= 8 ? 8 : 16;
       Config decode{{{"variant", kDecode}, {"block_n", columns}, {"warps", 8}, {"unroll", 2},
                      {"split_k", 1}, {"row_bytes", 64}}};
-      int split_k = 1;
       for (int split : {8, 4, 2}) {
         Config split_decode = decode;
         split_decode.values["split_k"] = split;
         if (s.batch * ceil_div(s.n, columns) * split <= 2ll * device.sm_count &&
             s.k >= kMinDecodeSliceK * split && !reject(split_decode, problem, device)) {
           decode = split_decode;
-          split_k = split;
           break;
         }
       }
@@ -792,7 +790,7 @@ class MatmulFamily final : public Family {
       // in 126 registers a thread (ptxas, 16 columns, 8 warps) two CTAs fit an SM, where three
       // fit at 64 bytes (80): only where that costs no wave (14x5604x4464: 0.91x in two waves
       // against one).
-      const long long ctas = s.batch * ceil_div(s.n, columns) * split_k;
+      const long long ctas = s.batch * ceil_div(s.n, columns) * decode.at("split_k");
       const auto waves = [&](int per_sm) { return ceil_div(ctas, 1ll * per_sm * device.sm_count); };
       if (s.row_vector() == 8 && waves(2) <= waves(3)) {
         Config whole_lines = decode;

@@ -1037,8 +1037,9 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
         for (int i = 0; i < BN / 2; ++i) acc[mt][i] = 0.f;
 
       int previous = 0;
-      // PHASED: the first k block since the accumulators were last flushed (no wgmma group is
-      // then left running), the phase of kb and kb's block within it.
+      // The first k block since the accumulators were last flushed (PHASED; otherwise the
+      // unit's first): no wgmma group is then left running. PHASED: the phase of kb and kb's
+      // block within it.
       int flushed_at = w.kb_begin, weight_phase = 0, weight_block = 0;
       if constexpr (PHASED) {
         weight_phase = w.kb_begin / p.phase_blocks;
@@ -1088,7 +1089,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
         wgmma_commit();
         // Keep MMA_IN_FLIGHT groups running: once the group before them is done, hand its stage
         // back (with 0, each stage is handed back as soon as its own group is done).
-        if (MMA_IN_FLIGHT == 0 || kb > (PHASED ? flushed_at : w.kb_begin)) {
+        if (MMA_IN_FLIGHT == 0 || kb > flushed_at) {
           wgmma_wait<MMA_IN_FLIGHT>();
           release(MMA_IN_FLIGHT == 0 ? stage : previous);
         }
