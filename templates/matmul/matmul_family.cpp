@@ -939,6 +939,20 @@ class MatmulFamily final : public Family {
       const auto tiles_of = [&](const Config& c) {
         return kernel_tiles(WgmmaConfig(c), shape_for(problem, c));
       };
+      // A row-major weight read in row phases (its tiles 8 columns short) where 64-row tiles
+      // take more than a wave: 128-row tiles (120 columns) on two consumers, 6 stages, half as
+      // many CTAs each reading the activations. Against the 64-row tile, in rounds: 1.06-1.48x
+      // on eleven shapes of 135-1786 such tiles (59x7532x4344 rr 0.0342 ms against 0.0499, with
+      // the clusters of 4 below); where the 64-row tiles fit a wave, 0.82-1.07x
+      // (docs/perf/matmul.md v38).
+      const bool phased = shape_for(problem, shaped).weight_phased;
+      if (phased && tiles_of(shaped) > device.sm_count) {
+        Config wide = shaped;
+        wide.values["block_m"] = 128;
+        wide.values["consumers"] = 2;
+        wide.values["stages"] = 6;
+        if (!reject(wide, problem, device)) shaped = wide;
+      }
       int split = 1;
       for (int slices = 2; splits && slices <= 16; slices *= 2)
         if (tiles_of(shaped) * slices <= device.sm_count &&
@@ -953,7 +967,8 @@ class MatmulFamily final : public Family {
       // place of four slices or more, with half as many, it gained nothing or lost
       // (50x1500x2500 0.95x), and with fp32 inputs (tf32) it lost 0.80-0.94x on four of six
       // (40x3000x5000 rr 0.0404 against 0.0322; docs/perf/matmul.md v33). 16-bit inputs only.
-      if (shaped.at("swap_ab") && split == 2 && shaped.at("block_n") >= 32 && !s.tf32()) {
+      // (Not for a weight read in phases: a pair reads it padded, a copy of the weight first.)
+      if (shaped.at("swap_ab") && split == 2 && shaped.at("block_n") >= 32 && !s.tf32() && !phased) {
         Config pair = shaped;
         pair.values["block_n"] = shaped.at("block_n") / 2;
         pair.values["cluster_n"] = 2;
@@ -969,11 +984,13 @@ class MatmulFamily final : public Family {
       // against 0.0564), where the same tile unclustered with as deep a ring gained nothing;
       // it lost where the clusters take a wave more than the tiles (64x8192x8192: 32 clusters,
       // 30 fit: 0.73x) and at 0.95-0.98x on three short-K or aligned shapes (40x6144x4096); a
-      // row-major weight lost 0.92x; with fp32 inputs (tf32) 1.03-1.12x on seven shapes
-      // (docs/perf/matmul.md v34).
+      // row-major weight, padded, lost 0.92x; with fp32 inputs (tf32) 1.03-1.12x on seven shapes
+      // (docs/perf/matmul.md v34). A row-major weight read in phases gains too: 1.08-1.47x on
+      // 67-91 64-row tiles and 63-120 128-row ones (v38); in place of two or four K slices
+      // the clusters lost 0.48-0.83x on four of six shapes (20x1101x16000 rr).
       const long long tiles = tiles_of(shaped);
       if (shaped.at("swap_ab") && shaped.at("split_k") == 1 && shaped.at("cluster_n") == 1 &&
-          s.m > 16 && 2 * tiles > device.sm_count && s.as_read().b_columns) {
+          s.m > 16 && 2 * tiles > device.sm_count && (s.as_read().b_columns || phased)) {
         Config shared = shaped;
         shared.values["cluster_m"] = 4;
         shared = deepest_ring(shared, 8, problem, device);

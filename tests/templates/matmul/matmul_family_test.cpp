@@ -1886,6 +1886,32 @@ TEST(MatmulWgmmaTest, SwapAbIsForSmallRowMajorMWithNarrowTiles) {
   EXPECT_EQ(few_phased_tiles.at("swap_ab"), 1);
   EXPECT_EQ(few_phased_tiles.at("block_m"), 64);
   EXPECT_EQ(few_phased_tiles.at("split_k"), 4);
+  // Past a wave of 56-column tiles, 128-row ones on two consumers; clusters of 4 where they fit
+  // a wave (27x8818x4328: 74 tiles, 19 clusters), none where they take one more (36x14783x5288:
+  // 124 tiles, 31 clusters for 30). Two K slices stay two slices, not a pair: a pair would read
+  // the weight padded (45x3001x7000: 54 tiles).
+  // (Row-major weights, N off 8 elements: read in phases.)
+  const auto phased_default = [&](long long m, long long n, long long k) {
+    const Config config = matmul().default_config(matmul_problem(m, n, k), hopper);
+    EXPECT_EQ(config.at("swap_ab"), 1) << n;
+    return config;
+  };
+  const Config many_phased_tiles = phased_default(27, 8818, 4328);
+  EXPECT_EQ(many_phased_tiles.at("block_m"), 128);
+  EXPECT_EQ(many_phased_tiles.at("consumers"), 2);
+  EXPECT_EQ(many_phased_tiles.at("cluster_m"), 4);
+  const Config clusters_past_a_wave = phased_default(36, 14783, 5288);
+  EXPECT_EQ(clusters_past_a_wave.at("block_m"), 128);
+  EXPECT_EQ(clusters_past_a_wave.at("cluster_m"), 1);
+  EXPECT_EQ(clusters_past_a_wave.at("split_k"), 1);
+  const Config two_slices = phased_default(45, 3001, 7000);
+  EXPECT_EQ(two_slices.at("block_m"), 64);
+  EXPECT_EQ(two_slices.at("split_k"), 2);
+  EXPECT_EQ(two_slices.at("cluster_n"), 1);
+  // A wave of 56-column tiles or less, more than half: 64-row tiles in clusters of 4.
+  const Config one_wave = phased_default(40, 4906, 9568);
+  EXPECT_EQ(one_wave.at("block_m"), 64);
+  EXPECT_EQ(one_wave.at("cluster_m"), 4);
   // Unswapped narrow tiles only hold a narrow N whole, read K-major; no multicast when swapped.
   EXPECT_TRUE(matmul().reject(testing::wgmma_config(64, 16, 6, 1, 1, 1, 1), decode, hopper));
   const Problem router = testing::x_times_w_t({1024, 16, 4096});
