@@ -939,14 +939,15 @@ class MatmulFamily final : public Family {
       const auto tiles_of = [&](const Config& c) {
         return kernel_tiles(WgmmaConfig(c), shape_for(problem, c));
       };
-      // A row-major weight read in row phases (its tiles 8 columns short) where 64-row tiles
-      // take more than a wave: 128-row tiles (120 columns) on two consumers, 6 stages, half as
-      // many CTAs each reading the activations. Against the 64-row tile, in rounds: 1.06-1.48x
-      // on eleven shapes of 135-1786 such tiles (59x7532x4344 rr 0.0342 ms against 0.0499, with
-      // the clusters of 4 below); where the 64-row tiles fit a wave, 0.82-1.07x
-      // (docs/perf/matmul.md v38).
+      // Where 64-row tiles take more than a wave: 128-row tiles on two consumers, 6 stages,
+      // half as many CTAs, each reading the activations. Against the 64-row tile, in rounds: a
+      // row-major weight read in row phases (tiles of 56 and 120 columns) 1.06-1.48x on eleven
+      // shapes of 135-1786 such tiles (59x7532x4344 rr 0.0342 ms against 0.0499, with the
+      // clusters of 4 below); aligned weights 0.99-1.29x on 18 shapes, 1.087x on the mean
+      // (40x9216x4096 rr 0.0310 against 0.0399); where the 64-row tiles fit a wave, 0.82-1.07x
+      // (docs/perf/matmul.md v38). 16-bit inputs, 17 rows or more: as measured.
       const bool phased = shape_for(problem, shaped).weight_phased;
-      if (phased && tiles_of(shaped) > device.sm_count) {
+      if (shaped.at("swap_ab") && !s.tf32() && s.m > 16 && tiles_of(shaped) > device.sm_count) {
         Config wide = shaped;
         wide.values["block_m"] = 128;
         wide.values["consumers"] = 2;
@@ -984,7 +985,7 @@ class MatmulFamily final : public Family {
       // against 0.0564), where the same tile unclustered with as deep a ring gained nothing;
       // it lost where the clusters take a wave more than the tiles (64x8192x8192: 32 clusters,
       // 30 fit: 0.73x) and at 0.95-0.98x on three short-K or aligned shapes (40x6144x4096); a
-      // row-major weight, padded, lost 0.92x; with fp32 inputs (tf32) 1.03-1.12x on seven shapes
+      // row-major weight read in place lost 0.92x; with fp32 inputs (tf32) 1.03-1.12x on seven shapes
       // (docs/perf/matmul.md v34). A row-major weight read in phases gains too: 1.08-1.47x on
       // 67-91 64-row tiles and 63-120 128-row ones (v38); in place of two or four K slices
       // the clusters lost 0.48-0.83x on four of six shapes (20x1101x16000 rr).

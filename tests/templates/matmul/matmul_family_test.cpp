@@ -1912,6 +1912,19 @@ TEST(MatmulWgmmaTest, SwapAbIsForSmallRowMajorMWithNarrowTiles) {
   const Config one_wave = phased_default(40, 4906, 9568);
   EXPECT_EQ(one_wave.at("block_m"), 64);
   EXPECT_EQ(one_wave.at("cluster_m"), 4);
+  // Aligned weights the same: 128-row tiles past a wave of 64-row ones (x @ W^T at 40x9216x4096:
+  // 144 tiles of 64, 72 of 128 in 18 clusters; a row-major weight read in place, 32x11008x4096,
+  // without the clusters, as before), not up to it (59x7536x4344: 118 tiles of 64).
+  const Config aligned_past_a_wave = matmul().default_config(testing::x_times_w_t({40, 9216, 4096}), hopper);
+  EXPECT_EQ(aligned_past_a_wave.at("block_m"), 128);
+  EXPECT_EQ(aligned_past_a_wave.at("consumers"), 2);
+  EXPECT_EQ(aligned_past_a_wave.at("cluster_m"), 4);
+  const Config aligned_rows = matmul().default_config(matmul_problem(32, 11008, 4096), hopper);
+  EXPECT_EQ(aligned_rows.at("block_m"), 128);
+  EXPECT_EQ(aligned_rows.at("cluster_m"), 1);
+  EXPECT_EQ(matmul().default_config(testing::x_times_w_t({59, 7536, 4344}), hopper).at("block_m"), 64);
+  // (Up to 16 rows, as before: measured from 17.)
+  EXPECT_EQ(matmul().default_config(testing::x_times_w_t({16, 16384, 4096}), hopper).at("block_m"), 64);
   // Unswapped narrow tiles only hold a narrow N whole, read K-major; no multicast when swapped.
   EXPECT_TRUE(matmul().reject(testing::wgmma_config(64, 16, 6, 1, 1, 1, 1), decode, hopper));
   const Problem router = testing::x_times_w_t({1024, 16, 4096});
@@ -1958,8 +1971,9 @@ TEST(MatmulWgmmaTest, SwapAbIsForSmallRowMajorMWithNarrowTiles) {
   // (64x8192x8192: 32 clusters where 30 fit; 128 tiles in one wave). x @ W^T only, fp32 too.
   EXPECT_EQ(matmul().default_config(testing::x_times_w_t({63, 4785, 9256}), hopper).text(),
             testing::wgmma_config(64, 64, 13, 1, 4, 1, 8, 1, 0, 1).text());
+  // (Past a wave of 64-row tiles, of 128-row ones on two consumers: 32x11008x4096.)
   EXPECT_EQ(matmul().default_config(testing::x_times_w_t({32, 11008, 4096}), hopper).text(),
-            testing::wgmma_config(64, 32, 16, 1, 4, 1, 8, 1, 0, 1).text());
+            testing::wgmma_config(128, 32, 10, 2, 4, 1, 8, 1, 0, 1).text());
   EXPECT_EQ(matmul().default_config(testing::x_times_w_t({64, 8192, 8192}), hopper).at("cluster_m"), 1);
   EXPECT_EQ(matmul().default_config(testing::x_times_w_t({27, 15722, 2424}), hopper).at("cluster_m"), 1);
   EXPECT_EQ(matmul().default_config(matmul_problem(32, 6144, 4096), hopper).at("cluster_m"), 1);
