@@ -986,9 +986,10 @@ class MatmulFamily final : public Family {
       // it lost where the clusters take a wave more than the tiles (64x8192x8192: 32 clusters,
       // 30 fit: 0.73x) and at 0.95-0.98x on three short-K or aligned shapes (40x6144x4096); a
       // row-major weight read in place lost 0.92x; with fp32 inputs (tf32) 1.03-1.12x on seven shapes
-      // (docs/perf/matmul.md v34). A row-major weight read in phases gains too: 1.08-1.47x on
-      // 67-91 64-row tiles and 63-120 128-row ones (v38); in place of two or four K slices
-      // the clusters lost 0.48-0.83x on four of six shapes (20x1101x16000 rr).
+      // (docs/perf/matmul.md v34). A row-major weight read in phases gains too (v38): 64-row
+      // tiles 1.04-1.14x at 88-110 tiles (0.98x at 74), 128-row ones 1.02-1.08x over the same
+      // unclustered; in place of two or four K slices the clusters lost 0.48-0.83x on four of
+      // six shapes (20x1101x16000 rr), so a split stays.
       const long long tiles = tiles_of(shaped);
       if (shaped.at("swap_ab") && shaped.at("split_k") == 1 && shaped.at("cluster_n") == 1 &&
           s.m > 16 && 2 * tiles > device.sm_count && (s.as_read().b_columns || phased)) {
