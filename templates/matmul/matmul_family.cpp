@@ -691,6 +691,14 @@ class MatmulFamily final : public Family {
   }
 
   Config default_config(const Problem& problem, const DeviceTarget& device) const override {
+    return choose_default(problem, device, nullptr);
+  }
+
+  // The untuned default; where its rules picked a config the constraints reject on a device
+  // that runs the sm_90a template (a defect: the plain base tile runs instead), says why in
+  // `fell_back`.
+  Config choose_default(const Problem& problem, const DeviceTarget& device,
+                        std::optional<std::string>* fell_back) const {
     // On Hopper: 128x256 tiles on two consumer warpgroups, four stages, 2-CTA clusters sharing
     // B. Where M is below a wgmma tile: C^T in 64 x 16..64 tiles (swap_ab) streaming B through
     // eight stages. Where the tiles leave most SMs idle: 128x128 tiles. Both split K through
@@ -1035,8 +1043,12 @@ class MatmulFamily final : public Family {
       }
       if (twin) shaped = *twin;
     }
-    if (!reject(shaped, problem, device)) return shaped;
-    if (!reject(base, problem, device)) return base;
+    const std::optional<std::string> rejected = reject(shaped, problem, device);
+    if (!rejected) return shaped;
+    if (!reject(base, problem, device)) {
+      if (fell_back) *fell_back = shaped.text() + ": " + *rejected;
+      return base;
+    }
     Config config;
     // 128x128x32 with a 64x64 warp tile, 4 stages: 76 KB of shared memory; 3 stages (57 KB)
     // where the device allows less.
@@ -2283,5 +2295,11 @@ class MatmulFamily final : public Family {
 }  // namespace
 
 std::unique_ptr<Family> make_matmul_family() { return std::make_unique<MatmulFamily>(); }
+
+std::optional<std::string> matmul_default_fell_back(const Problem& problem, const DeviceTarget& device) {
+  std::optional<std::string> fell_back;
+  MatmulFamily().choose_default(problem, device, &fell_back);
+  return fell_back;
+}
 
 }  // namespace tilesmith

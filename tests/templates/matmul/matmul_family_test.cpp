@@ -2,11 +2,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <iostream>
 #include <map>
 #include <optional>
+#include <random>
 #include <set>
 #include <tuple>
 #include <string>
@@ -16,6 +18,7 @@
 #include "templates/family.hpp"
 #include "support/matmul_configs.hpp"
 #include "templates/common/copy_rows_params.h"
+#include "templates/matmul/matmul_family.hpp"
 #include "templates/matmul/matmul_params.h"
 #include "templates/matmul/matmul_sm90_params.h"
 #include "templates/registry.hpp"
@@ -839,6 +842,42 @@ TEST(MatmulDefaultConfigTest, IsNeverRejected) {
       auto reason = matmul().reject(config, problem, device);
       EXPECT_FALSE(reason.has_value())
           << arch << " " << problem.key() << " " << config.text() << ": " << reason.value_or("");
+    }
+  }
+}
+
+// The default's rules (waves, splits, swapped and phased tiles, clusters) branch on the shape at
+// many points: over random problems of every kind a user could bring, each must pick a config
+// the constraints accept, without default_config's fallback to the plain base tile.
+TEST(MatmulDefaultConfigTest, IsNeverRejectedOverRandomProblems) {
+  std::mt19937_64 random(20261127);
+  auto draw = [&](std::int64_t most) {
+    // Log-uniform in 1..most, with small and odd sizes as likely as round ones.
+    const double exponent = std::uniform_real_distribution<double>(0.0, std::log(static_cast<double>(most)))(random);
+    return std::max<std::int64_t>(1, static_cast<std::int64_t>(std::exp(exponent)));
+  };
+  const std::vector<std::pair<DType, DType>> dtypes = {
+      {DType::bf16, DType::bf16}, {DType::f16, DType::f16}, {DType::f16, DType::f32}, {DType::f32, DType::f32}};
+  const char* const acts[] = {"none", "relu", "gelu", "silu"};
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    const DeviceTarget device = DeviceTarget::assumed_for_arch(arch);
+    for (int trial = 0; trial < 4000; ++trial) {
+      const auto [in, out] = dtypes[random() % dtypes.size()];
+      std::vector<std::int64_t> shape = {draw(16384), draw(40000), draw(20000)};
+      if (random() % 8 == 0) shape.insert(shape.begin(), draw(8));
+      Problem problem{"matmul", in, out, shape};
+      if (random() % 2) problem.options["a"] = "col";
+      if (random() % 2) problem.options["b"] = "col";
+      if (random() % 4 == 0) problem.options["act"] = acts[random() % 4];
+      if (random() % 4 == 0) problem.options["bias"] = "1";
+      if (random() % 4 == 0) problem.options["residual"] = "1";
+      if (random() % 8 == 0) problem.options["aligned"] = "0";
+      const Config config = matmul().default_config(problem, device);
+      const auto reason = matmul().reject(config, problem, device);
+      EXPECT_FALSE(reason.has_value())
+          << arch << " " << problem.key() << " " << config.text() << ": " << reason.value_or("");
+      const std::optional<std::string> fell_back = matmul_default_fell_back(problem, device);
+      EXPECT_FALSE(fell_back.has_value()) << arch << " " << problem.key() << ": " << fell_back.value_or("");
     }
   }
 }
