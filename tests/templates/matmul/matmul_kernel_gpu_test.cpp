@@ -441,6 +441,12 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
       // weight sharing the activations; batches with the epilogue.
       problem(bf16, bf16, {40, 6000, 808}, xwt), problem(f32, bf16, {21, 9000, 520}, xwt),
       problem(f16, f32, {2, 29, 5000, 1000}, {{"b", "col"}, {"act", "silu"}, {"bias", "1"}, {"residual", "1"}}),
+      // swap_ab past a wave of 64-row tiles: 128-row tiles on two consumers (x @ W^T in
+      // clusters of 4; a weight read in row phases alone and in clusters of 4); a phased
+      // weight split in two K slices where a pair would have read it padded.
+      problem(bf16, bf16, {24, 9000, 520}, xwt), problem(f16, bf16, {20, 7501, 600}),
+      problem(bf16, f32, {33, 9001, 700}, {{"act", "relu"}, {"bias", "1"}}),
+      problem(bf16, bf16, {45, 3001, 7000}),
       // Few large tiles: 128x64 tiles in one wave (1000^3), 64x64 ones for a skinny side of
       // 65-128 rows, else K slices through the workspace.
       problem(bf16, bf16, {1000, 1000, 1000}), problem(f16, bf16, {700, 900, 1200}),
@@ -559,6 +565,7 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
     if (variant == 4) branches.insert(m > 32 ? "gemv_kn on C^T" : "gemv_kn");
     if (variant != 1) continue;
     const int bm = config.at("block_m"), bn = config.at("block_n");
+    if (config.at("swap_ab") && bm == 128 && config.at("consumers") == 2) branches.insert("swap_ab 128 rows");
     if (config.at("swap_ab")) branches.insert(config.at("cluster_m") == 4 ? "swap_ab sharing A" : "swap_ab");
     else if (bn < 64) branches.insert("narrow N");
     else if (bm == 128 && bn == 64) branches.insert("128x64 one wave");
@@ -571,7 +578,7 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
                                                "64x64 skinny", "192-wide, fitted to the waves",
                                                "K slices", "gathered", "gemv_kn", "narrow N",
                                                "gemv on C^T", "gemv_kn on C^T",
-                                               "swap_ab sharing A"}));
+                                               "swap_ab sharing A", "swap_ab 128 rows"}));
 }
 
 // The decode template (variant 2, any sm_80+ GPU): 1 to 32 rows of A against a column-major
