@@ -881,6 +881,14 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     }
     return w;
   };
+  // PHASED: k block kb's phase of the weight and its block within the phase (a phase's k
+  // blocks are consecutive, phase_blocks of them).
+  auto phase_of = [&](int kb, int& phase, int& block) {
+    if constexpr (PHASED) {
+      phase = kb / p.phase_blocks;
+      block = kb - phase * p.phase_blocks;
+    }
+  };
 
   if (wg == 0) {
     // Producer: the first warp walks the same units as the consumers and keeps the ring full;
@@ -910,13 +918,9 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
       unsigned phase = 0;
       for (int unit = first_unit; unit < units; unit += unit_step) {
         const Work w = work_of(unit);
-        // PHASED: k block kb reads rows block * BK.. of phase h (a phase's k blocks are
-        // consecutive, phase_blocks of them), counted along.
+        // PHASED: k block kb reads rows block * BK.. of phase h, counted along.
         int weight_phase = 0, weight_block = 0;
-        if constexpr (PHASED) {
-          weight_phase = w.kb_begin / p.phase_blocks;
-          weight_block = w.kb_begin - weight_phase * p.phase_blocks;
-        }
+        if constexpr (PHASED) phase_of(w.kb_begin, weight_phase, weight_block);
         for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
           mbarrier_wait(empty(stage), phase ^ 1u);
           if (issuer) mbarrier_arrive_expect_tx(full(stage), A_STAGE + B_STAGE);
@@ -1041,10 +1045,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
       // unit's first): no wgmma group is then left running. PHASED: the phase of kb and kb's
       // block within it.
       int flushed_at = w.kb_begin, weight_phase = 0, weight_block = 0;
-      if constexpr (PHASED) {
-        weight_phase = w.kb_begin / p.phase_blocks;
-        weight_block = w.kb_begin - weight_phase * p.phase_blocks;
-      }
+      if constexpr (PHASED) phase_of(w.kb_begin, weight_phase, weight_block);
       // Hands stage `done` back to the producer, this CTA's and every peer's that fills it.
       auto release = [&](int done) {
         if (MULTICAST == 1) {
