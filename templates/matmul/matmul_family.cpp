@@ -993,8 +993,8 @@ class MatmulFamily final : public Family {
       // against 0.0564), where the same tile unclustered with as deep a ring gained nothing;
       // it lost where the clusters take a wave more than the tiles (64x8192x8192: 32 clusters,
       // 30 fit: 0.73x) and at 0.95-0.98x on three short-K or aligned shapes (40x6144x4096); a
-      // row-major weight read in place lost 0.92x; with fp32 inputs (tf32) 1.03-1.12x on seven shapes
-      // (docs/perf/matmul.md v34). A row-major weight read in phases gains too (v38): 64-row
+      // row-major weight read in place lost 0.92x; with fp32 inputs (tf32) 1.03-1.12x on seven
+      // shapes (docs/perf/matmul.md v34). A row-major weight read in phases gains too (v38): 64-row
       // tiles 1.04-1.14x at 88-110 tiles (0.98x at 74), 128-row ones 1.02-1.08x over the same
       // unclustered; in place of two or four K slices the clusters lost 0.48-0.83x on four of
       // six shapes (20x1101x16000 rr), so a split stays.

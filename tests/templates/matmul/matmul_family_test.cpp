@@ -853,11 +853,13 @@ TEST(MatmulDefaultConfigTest, IsNeverRejectedOverRandomProblems) {
   std::mt19937_64 random(20261127);
   auto draw = [&](std::int64_t most) {
     // Log-uniform in 1..most, with small and odd sizes as likely as round ones.
-    const double exponent = std::uniform_real_distribution<double>(0.0, std::log(static_cast<double>(most)))(random);
+    const double top = std::log(static_cast<double>(most));
+    const double exponent = std::uniform_real_distribution<double>(0.0, top)(random);
     return std::max<std::int64_t>(1, static_cast<std::int64_t>(std::exp(exponent)));
   };
   const std::vector<std::pair<DType, DType>> dtypes = {
-      {DType::bf16, DType::bf16}, {DType::f16, DType::f16}, {DType::f16, DType::f32}, {DType::f32, DType::f32}};
+      {DType::bf16, DType::bf16}, {DType::f16, DType::f16},
+      {DType::f16, DType::f32},   {DType::f32, DType::f32}};
   const char* const acts[] = {"none", "relu", "gelu", "silu"};
   for (const char* arch : {"sm_80", "sm_90a"}) {
     const DeviceTarget device = DeviceTarget::assumed_for_arch(arch);
