@@ -953,9 +953,10 @@ class MatmulFamily final : public Family {
       // shapes of 135-1786 such tiles (59x7532x4344 rr 0.0342 ms against 0.0499, with the
       // clusters of 4 below); aligned weights 0.99-1.29x on 18 shapes, 1.087x on the mean
       // (40x9216x4096 rr 0.0310 against 0.0399); where the 64-row tiles fit a wave, 0.82-1.07x
-      // (docs/perf/matmul.md v38). 16-bit inputs, 17 rows or more: as measured.
+      // (docs/perf/matmul.md v38). 16-bit inputs, 17 rows or more, one batch: as measured.
       const bool phased = shape_for(problem, shaped).weight_phased;
-      if (shaped.at("swap_ab") && !s.tf32() && s.m > 16 && tiles_of(shaped) > device.sm_count) {
+      if (shaped.at("swap_ab") && !s.tf32() && s.m > 16 && s.batch == 1 &&
+          tiles_of(shaped) > device.sm_count) {
         Config wide = shaped;
         wide.values["block_m"] = 128;
         wide.values["consumers"] = 2;

@@ -1964,8 +1964,9 @@ TEST(MatmulWgmmaTest, SwapAbIsForSmallRowMajorMWithNarrowTiles) {
   EXPECT_EQ(aligned_rows.at("block_m"), 128);
   EXPECT_EQ(aligned_rows.at("cluster_m"), 1);
   EXPECT_EQ(matmul().default_config(testing::x_times_w_t({59, 7536, 4344}), hopper).at("block_m"), 64);
-  // (Up to 16 rows, as before: measured from 17.)
+  // (Up to 16 rows and batches as before: measured from 17 rows, one batch.)
   EXPECT_EQ(matmul().default_config(testing::x_times_w_t({16, 16384, 4096}), hopper).at("block_m"), 64);
+  EXPECT_EQ(matmul().default_config(testing::x_times_w_t({2, 40, 9216, 4096}), hopper).at("block_m"), 64);
   // Unswapped narrow tiles only hold a narrow N whole, read K-major; no multicast when swapped.
   EXPECT_TRUE(matmul().reject(testing::wgmma_config(64, 16, 6, 1, 1, 1, 1), decode, hopper));
   const Problem router = testing::x_times_w_t({1024, 16, 4096});
