@@ -861,9 +861,12 @@ TEST(MatmulDefaultConfigTest, IsNeverRejectedOverRandomProblems) {
       {DType::bf16, DType::bf16}, {DType::f16, DType::f16},
       {DType::f16, DType::f32},   {DType::f32, DType::f32}};
   const char* const acts[] = {"none", "relu", "gelu", "silu"};
-  for (const char* arch : {"sm_80", "sm_90a"}) {
-    const DeviceTarget device = DeviceTarget::assumed_for_arch(arch);
-    for (int trial = 0; trial < 4000; ++trial) {
+  // (Hopper parts with fewer SMs too: the H100 PCIe's 114, the H20's 78.)
+  for (const auto& [arch, sm_count] : std::vector<std::pair<const char*, int>>{
+           {"sm_80", 108}, {"sm_90a", 132}, {"sm_90a", 114}, {"sm_90a", 78}}) {
+    DeviceTarget device = DeviceTarget::assumed_for_arch(arch);
+    device.sm_count = sm_count;
+    for (int trial = 0; trial < 3000; ++trial) {
       const auto [in, out] = dtypes[random() % dtypes.size()];
       std::vector<std::int64_t> shape = {draw(16384), draw(40000), draw(20000)};
       if (random() % 8 == 0) shape.insert(shape.begin(), draw(8));
@@ -876,10 +879,11 @@ TEST(MatmulDefaultConfigTest, IsNeverRejectedOverRandomProblems) {
       if (random() % 8 == 0) problem.options["aligned"] = "0";
       const Config config = matmul().default_config(problem, device);
       const auto reason = matmul().reject(config, problem, device);
-      EXPECT_FALSE(reason.has_value())
-          << arch << " " << problem.key() << " " << config.text() << ": " << reason.value_or("");
+      EXPECT_FALSE(reason.has_value()) << arch << " " << sm_count << " SMs " << problem.key() << " "
+                                       << config.text() << ": " << reason.value_or("");
       const std::optional<std::string> fell_back = matmul_default_fell_back(problem, device);
-      EXPECT_FALSE(fell_back.has_value()) << arch << " " << problem.key() << ": " << fell_back.value_or("");
+      EXPECT_FALSE(fell_back.has_value())
+          << arch << " " << sm_count << " SMs " << problem.key() << ": " << fell_back.value_or("");
     }
   }
 }
