@@ -130,14 +130,16 @@ struct MatmulShape {
   // ldmatrix's transposing form moves 16-bit halves): the plan first transposes a column-major
   // A or a row-major B into the workspace, its rows padded (padded_row_length), except an
   // operand read through registers (a_in_registers, b_in_registers).
-  // A column-major A of at most 16 rows is transposed too where B is large (4M elements or
+  // A column-major A of at most 64 rows is transposed too where B is large (4M elements or
   // more): read row-major, a few rows take the swap_ab tiles that stream B, where a
-  // column-major A held them to 128-row tiles (14x2200x9920 0.67 -> 1.58x cuBLAS). Against a
+  // column-major A held them to 128-row tiles (14x2200x9920 0.67 -> 1.58x cuBLAS; v22). From
+  // 17 to 64 rows, in rounds: 0.97-1.60x on 12 shapes, 1.24x on the mean (41x14929x4904 cc
+  // 0.0611 ms against 0.0799; 64x14336x4096 cc and 48x8192x8192 cr lost 3%: v39). Against a
   // small B the transpose's launch costs more than it buys (2x410x168: 0.87 -> 0.70x; v22).
   bool tf32() const { return in_bytes == 4; }
   bool transposes_a() const {
     return a_columns && !a_in_registers && !weight_phased &&
-           (tf32() || (m <= 16 && n * k >= (4ll << 20)));
+           (tf32() || (m <= 64 && n * k >= (4ll << 20)));
   }
   // A row-major B of a narrow N (up to 32 columns) under more than 64 rows of A is transposed
   // too, so that its K-major rows fill the narrow tiles of N (read MN-major, each stage of B is
@@ -889,6 +891,14 @@ class MatmulFamily final : public Family {
       // A K-major anyway (docs/perf/matmul.md v35).
       set({{"swap_ab", 1}, {"block_m", 64}, {"block_n", narrow_width(s.m)},
            {"stages", 8}, {"consumers", 1}, {"cluster_m", 1}});
+    } else if (s.m <= 128 && s.reads_weight_in_phases()) {
+      // 65-128 rows against a weight read in row phases: swapped too, M's side in two 64-column
+      // tiles, the weight in 128-row tiles on two consumers, where unswapped tiles read it
+      // padded (a copy of the weight first: two more passes over it). In rounds against the
+      // padded 128x128 tiles: 1.12-1.79x on 12 shapes, 1.55x on the mean (100x7532x4344 rr
+      // 0.0497 ms against 0.0861; docs/perf/matmul.md v39).
+      set({{"swap_ab", 1}, {"block_m", 128}, {"block_n", 64}, {"stages", 6}, {"consumers", 2},
+           {"cluster_m", 1}});
     } else if (narrow) {
       // N's side in one tile (routers, low-rank adapters, heads of a few classes): 64-row tiles
       // on one consumer, as narrow as N where B is K-major, as many stages as fit, K split over
@@ -953,9 +963,10 @@ class MatmulFamily final : public Family {
       // shapes of 135-1786 such tiles (59x7532x4344 rr 0.0342 ms against 0.0499, with the
       // clusters of 4 below); aligned weights 0.99-1.29x on 18 shapes, 1.087x on the mean
       // (40x9216x4096 rr 0.0310 against 0.0399); where the 64-row tiles fit a wave, 0.82-1.07x
-      // (docs/perf/matmul.md v38). 16-bit inputs, 17 rows or more, one batch: as measured.
+      // (docs/perf/matmul.md v38). Below 17 rows too: 1.03-1.58x on six shapes of 9-16 rows
+      // (16x8193x8192 rr 0.0564 ms against 0.0891; v39). 16-bit inputs, one batch: as measured.
       const bool phased = shape_for(problem, shaped).weight_phased;
-      if (shaped.at("swap_ab") && !s.tf32() && s.m > 16 && s.batch == 1 &&
+      if (shaped.at("swap_ab") && !s.tf32() && s.batch == 1 &&
           tiles_of(shaped) > device.sm_count) {
         Config wide = shaped;
         wide.values["block_m"] = 128;
@@ -1248,6 +1259,9 @@ class MatmulFamily final : public Family {
     std::optional<WeightPhases> phases;
     if (s.weight_phased) {
       phases = WeightPhases::of(s.k, strides.ldb * s.in_bytes, s.in_bytes);
+      if (phases->phases > 8)  // gather_phases's kMaxPhases: 16-bit rows lie at most 8 apart
+        throw std::logic_error("matmul: a weight in " + std::to_string(phases->phases) +
+                               " row phases (gather_phases takes 8 at most)");
       const bool k_contiguous = !s.a_columns;
       plan.add(index.gather, gather_geometry(s.m, phases->phase_k, k_contiguous),
                KernelArgs::of(GatherPhasesParams{
@@ -1772,11 +1786,13 @@ class MatmulFamily final : public Family {
     return geometry;
   }
 
-  // gather_phases's launch (matmul_weight_phases.cuh): 256 threads along A's contiguous side.
+  // gather_phases's launch (matmul_weight_phases.cuh): 256 threads along a row-major A's rows,
+  // or on 32x32 tiles of a column-major A.
   static LaunchGeometry gather_geometry(long long rows, long long phase_k, bool k_contiguous) {
     LaunchGeometry geometry;
-    geometry.grid[0] = static_cast<unsigned>(ceil_div(k_contiguous ? phase_k : rows, 256));
-    geometry.grid[1] = static_cast<unsigned>(std::min<long long>(k_contiguous ? rows : phase_k, 65535));
+    geometry.grid[0] = static_cast<unsigned>(k_contiguous ? ceil_div(phase_k, 256) : ceil_div(rows, 32));
+    geometry.grid[1] = static_cast<unsigned>(
+        std::min<long long>(k_contiguous ? rows : ceil_div(phase_k, 32), 65535));
     geometry.block[0] = 256;
     return geometry;
   }
@@ -2177,9 +2193,12 @@ class MatmulFamily final : public Family {
         if (!s.b_in_registers)
           return "swap_ab tiles of 128 columns or more are for fp32 with B row-major";
       } else if (s.m > 64) {
-        // Swapping pays where M leaves most of a 64-row wgmma tile empty, or where it reads an
-        // fp32 B in place.
-        if (!s.b_in_registers) return "swap_ab is for M <= 64, or fp32 with B row-major";
+        // Swapping pays where M leaves most of a 64-row wgmma tile empty, where it reads an
+        // fp32 B in place, or where it reads a 16-bit weight in row phases (up to two tiles of
+        // M: unswapped tiles read it padded).
+        if (!s.b_in_registers && !(s.weight_phased && s.m <= 128))
+          return "swap_ab is for M <= 64, fp32 with B row-major, or up to 128 rows against a "
+                 "weight read in row phases";
       } else if (w.block_n > narrow_width(s.m)) {
         return "with swap_ab, block_n above M rounded up to a power of two only multiplies zeros";
       }

@@ -322,11 +322,12 @@ TEST(MatmulWgmmaTest, TheDefaultFillsWithSmallerTilesWhereKIsTooShortToSplit) {
   EXPECT_EQ(matmul().default_config(testing::x_times_w_t({16, 4094, 4094}), hopper).at("variant"), 2);
   // K from 2048 splits, as far as the slices' k blocks save more than their partials cost
   // (K-heavy: 16 tiles in 8 slices of 2048; 2 tiles in 16 slices; 8 tiles of 91x1002 in 8
-  // slices, where 16 wrote 5.8 MB of partials and ran 1.29x slower: v23).
+  // slices, where 16 wrote 5.8 MB of partials and ran 1.29x slower: v23; 91x1000 holds a
+  // weight on 16 bytes, which 91x1002's is not: swapped, in phases).
   EXPECT_EQ(matmul().default_config(matmul_problem(512, 512, 16384), hopper).at("split_k"), 8);
   EXPECT_EQ(matmul().default_config(matmul_problem(246, 88, 4184), hopper).at("split_k"), 16);
   EXPECT_EQ(matmul()
-                .default_config({"matmul", DType::bf16, DType::bf16, {91, 1002, 5232}, {{"a", "col"}}},
+                .default_config({"matmul", DType::bf16, DType::bf16, {91, 1000, 5232}, {{"a", "col"}}},
                                 hopper)
                 .at("split_k"),
             8);
@@ -1915,20 +1916,35 @@ TEST(MatmulWgmmaTest, SwapAbIsForSmallRowMajorMWithNarrowTiles) {
   EXPECT_EQ(matmul().reject(swap(64, 64), matmul_problem(38, 4096, 4096), hopper), std::nullopt);
   EXPECT_EQ(matmul().default_config(testing::x_times_w_t({38, 8600, 856}), hopper).at("block_n"), 64);
   EXPECT_EQ(matmul().default_config(testing::x_times_w_t({32, 8600, 856}), hopper).at("block_n"), 32);
-  // A column-major A of up to 16 rows is transposed into the workspace first (read row-major);
-  // from 17 rows on it is read as it lies, which swap_ab cannot.
+  // A column-major A of up to 64 rows is transposed into the workspace first (read row-major)
+  // where B has 4M elements or more; against a smaller B, or from 65 rows on, it is read as it
+  // lies, which swap_ab cannot.
   const Problem a_columns{"matmul", DType::bf16, DType::bf16, {16, 4096, 4096}, {{"a", "col"}}};
   EXPECT_EQ(matmul().reject(swap(64, 16), a_columns, hopper), std::nullopt);
-  const Problem a_columns_17{"matmul", DType::bf16, DType::bf16, {17, 4096, 4096}, {{"a", "col"}}};
-  EXPECT_TRUE(matmul().reject(swap(64, 32), a_columns_17, hopper));
-  // ... except where the swapped tile reads a weight off 16 bytes in row phases, which gathers
-  // A K-major anyway: then the default swaps a column-major A too.
-  const Problem a_columns_phased{"matmul", DType::bf16, DType::bf16, {40, 4906, 9568}, {{"a", "col"}}};
+  const Problem a_columns_64{"matmul", DType::bf16, DType::bf16, {64, 4096, 1024}, {{"a", "col"}}};
+  EXPECT_EQ(matmul().reject(swap(64, 64), a_columns_64, hopper), std::nullopt);
+  EXPECT_EQ(matmul().default_config(a_columns_64, hopper).at("swap_ab"), 1);
+  const Problem a_columns_small_b{"matmul", DType::bf16, DType::bf16, {17, 1024, 2048}, {{"a", "col"}}};
+  EXPECT_TRUE(matmul().reject(swap(64, 32), a_columns_small_b, hopper));
+  EXPECT_EQ(matmul().default_config(a_columns_small_b, hopper).at("swap_ab"), 0);
+  // ... or where the swapped tile reads a weight off 16 bytes in row phases, which gathers A
+  // K-major anyway, whatever the size of B.
+  const Problem a_columns_phased{"matmul", DType::bf16, DType::bf16, {40, 1001, 2000}, {{"a", "col"}}};
   EXPECT_EQ(matmul().reject(swap(64, 64), a_columns_phased, hopper), std::nullopt);
   EXPECT_EQ(matmul().default_config(a_columns_phased, hopper).at("swap_ab"), 1);
-  EXPECT_EQ(matmul().default_config(Problem{"matmul", DType::bf16, DType::bf16, {40, 4904, 9568}, {{"a", "col"}}}, hopper)
-                .at("swap_ab"),
-            0);
+  // 65-128 rows swap only against a weight read in phases (up to two 64-column tiles of M,
+  // 128-row tiles of the weight on two consumers), where unswapped tiles would pad it; an
+  // aligned weight, or 129 rows, keeps unswapped tiles.
+  const Config rows_100 = matmul().default_config(matmul_problem(100, 7532, 4344), hopper);
+  EXPECT_EQ(rows_100.at("swap_ab"), 1);
+  EXPECT_EQ(rows_100.at("block_m"), 128);
+  EXPECT_EQ(rows_100.at("block_n"), 64);
+  EXPECT_EQ(rows_100.at("consumers"), 2);
+  EXPECT_EQ(matmul().reject(rows_100, matmul_problem(100, 7532, 4344), hopper), std::nullopt);
+  EXPECT_TRUE(matmul().reject(rows_100, matmul_problem(100, 7536, 4344), hopper));
+  EXPECT_TRUE(matmul().reject(rows_100, matmul_problem(129, 7532, 4344), hopper));
+  EXPECT_EQ(matmul().default_config(matmul_problem(100, 7536, 4344), hopper).at("swap_ab"), 0);
+  EXPECT_EQ(matmul().default_config(matmul_problem(129, 7532, 4344), hopper).at("swap_ab"), 0);
   // Its K split counts the phased tiles, 8 columns of the weight fewer each: 64x1001x4000 in
   // 18 tiles of 56, so 4 slices (8 would be 144 units for 132 SMs).
   const Config few_phased_tiles =
@@ -1973,8 +1989,10 @@ TEST(MatmulWgmmaTest, SwapAbIsForSmallRowMajorMWithNarrowTiles) {
   EXPECT_EQ(aligned_rows.at("block_m"), 128);
   EXPECT_EQ(aligned_rows.at("cluster_m"), 1);
   EXPECT_EQ(matmul().default_config(testing::x_times_w_t({59, 7536, 4344}), hopper).at("block_m"), 64);
-  // (Up to 16 rows and batches as before: measured from 17 rows, one batch.)
-  EXPECT_EQ(matmul().default_config(testing::x_times_w_t({16, 16384, 4096}), hopper).at("block_m"), 64);
+  // Below 17 rows too (x @ W^T past the decode template's 64 MB of weight); batches as before
+  // (measured with one batch).
+  EXPECT_EQ(matmul().default_config(testing::x_times_w_t({16, 16384, 4096}), hopper).at("block_m"), 128);
+  EXPECT_EQ(matmul().default_config(matmul_problem(9, 11000, 4096), hopper).at("block_m"), 128);
   EXPECT_EQ(matmul().default_config(testing::x_times_w_t({2, 40, 9216, 4096}), hopper).at("block_m"), 64);
   // Unswapped narrow tiles only hold a narrow N whole, read K-major; no multicast when swapped.
   EXPECT_TRUE(matmul().reject(testing::wgmma_config(64, 16, 6, 1, 1, 1, 1), decode, hopper));

@@ -447,6 +447,14 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
       problem(bf16, bf16, {24, 9000, 520}, xwt), problem(f16, bf16, {20, 7501, 600}),
       problem(bf16, f32, {33, 9001, 700}, {{"act", "relu"}, {"bias", "1"}}),
       problem(bf16, bf16, {45, 3001, 7000}),
+      // (v39) 128-row tiles below 17 rows (an aligned weight, one read in row phases); 65-128
+      // rows swapped against a weight read in row phases (many tiles with the epilogue; few, K
+      // split, A column-major); a column-major A of 17-64 rows transposed for swapped tiles.
+      problem(bf16, bf16, {9, 17000, 520}), problem(f16, f16, {12, 15001, 600}),
+      problem(bf16, f32, {100, 3001, 2000}, {{"act", "gelu"}, {"bias", "1"}, {"residual", "1"}}),
+      problem(f16, bf16, {91, 1002, 5232}, {{"a", "col"}}),
+      problem(bf16, bf16, {41, 3000, 2000}, {{"a", "col"}, {"b", "col"}}),
+      problem(f16, f32, {60, 4096, 1500}, {{"a", "col"}, {"act", "silu"}}),
       // Few large tiles: 128x64 tiles in one wave (1000^3), 64x64 ones for a skinny side of
       // 65-128 rows, else K slices through the workspace.
       problem(bf16, bf16, {1000, 1000, 1000}), problem(f16, bf16, {700, 900, 1200}),
