@@ -133,9 +133,10 @@ struct MatmulShape {
   // A column-major A of at most 64 rows is transposed too where B is large (4M elements or
   // more): read row-major, a few rows take the swap_ab tiles that stream B, where a
   // column-major A held them to 128-row tiles (14x2200x9920 0.67 -> 1.58x cuBLAS; v22). From
-  // 17 to 64 rows, in rounds: 0.97-1.60x on 12 shapes, 1.24x on the mean (41x14929x4904 cc
-  // 0.0611 ms against 0.0799; 64x14336x4096 cc and 48x8192x8192 cr lost 3%: v39). Against a
-  // small B the transpose's launch costs more than it buys (2x410x168: 0.87 -> 0.70x; v22).
+  // 17 to 64 rows, in rounds: 0.95-1.80x on 22 shapes, 1.26x on the mean (41x14929x4904 cc
+  // 0.0610 ms against 0.0801; 64x14336x4096 cc and 48x8192x8192 cr lost 3%, 48x4000x1100 cr
+  // 5%: v39). Against a small B the transpose's launch costs more than it buys (2x410x168:
+  // 0.87 -> 0.70x; v22).
   bool tf32() const { return in_bytes == 4; }
   bool transposes_a() const {
     return a_columns && !a_in_registers && !weight_phased &&
@@ -895,8 +896,9 @@ class MatmulFamily final : public Family {
       // 65-128 rows against a weight read in row phases: swapped too, M's side in two 64-column
       // tiles, the weight in 128-row tiles on two consumers, where unswapped tiles read it
       // padded (a copy of the weight first: two more passes over it). In rounds against the
-      // padded 128x128 tiles: 1.12-1.79x on 12 shapes, 1.55x on the mean (100x7532x4344 rr
-      // 0.0497 ms against 0.0861; docs/perf/matmul.md v39).
+      // padded tiles: 1.08-1.77x on 24 shapes, 1.50x on the mean (100x7532x4344 rr 0.0510 ms
+      // against 0.0861; few tiles in K slices too: 91x1002x5232 cr 0.0227 against 0.0244;
+      // docs/perf/matmul.md v39).
       set({{"swap_ab", 1}, {"block_m", 128}, {"block_n", 64}, {"stages", 6}, {"consumers", 2},
            {"cluster_m", 1}});
     } else if (narrow) {
@@ -964,7 +966,8 @@ class MatmulFamily final : public Family {
       // clusters of 4 below); aligned weights 0.99-1.29x on 18 shapes, 1.087x on the mean
       // (40x9216x4096 rr 0.0310 against 0.0399); where the 64-row tiles fit a wave, 0.82-1.07x
       // (docs/perf/matmul.md v38). Below 17 rows too: 1.03-1.58x on six shapes of 9-16 rows
-      // (16x8193x8192 rr 0.0564 ms against 0.0891; v39). 16-bit inputs, one batch: as measured.
+      // (16x8193x8192 rr 0.0564 ms against 0.0891), 0.99-1.21x on nine fresh ones of 1-16 rows
+      // (v39). 16-bit inputs, one batch: as measured.
       const bool phased = shape_for(problem, shaped).weight_phased;
       if (shaped.at("swap_ab") && !s.tf32() && s.batch == 1 &&
           tiles_of(shaped) > device.sm_count) {
