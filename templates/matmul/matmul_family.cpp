@@ -897,10 +897,12 @@ class MatmulFamily final : public Family {
       // tiles, the weight in 128-row tiles on two consumers, where unswapped tiles read it
       // padded (a copy of the weight first: two more passes over it). In rounds against the
       // padded tiles: 1.08-1.77x on 24 shapes, 1.50x on the mean (100x7532x4344 rr 0.0510 ms
-      // against 0.0861; few tiles in K slices too: 91x1002x5232 cr 0.0227 against 0.0244;
-      // docs/perf/matmul.md v39).
+      // against 0.0861; few tiles in K slices too: 91x1002x5232 cr 0.0227 against 0.0244).
+      // Without L2's 256-byte fills around each missed row: 1.02-1.19x more on 25 shapes, 1.08x
+      // on the mean (a tune of 80x4906x9568 put them off in all of its top 12; below 65 rows
+      // it was a wash, 0.96-1.05x on nine; docs/perf/matmul.md v39).
       set({{"swap_ab", 1}, {"block_m", 128}, {"block_n", 64}, {"stages", 6}, {"consumers", 2},
-           {"cluster_m", 1}});
+           {"cluster_m", 1}, {"l2_promotion", 0}});
     } else if (narrow) {
       // N's side in one tile (routers, low-rank adapters, heads of a few classes): 64-row tiles
       // on one consumer, as narrow as N where B is K-major, as many stages as fit, K split over

@@ -1940,6 +1940,7 @@ TEST(MatmulWgmmaTest, SwapAbIsForSmallRowMajorMWithNarrowTiles) {
   EXPECT_EQ(rows_100.at("block_m"), 128);
   EXPECT_EQ(rows_100.at("block_n"), 64);
   EXPECT_EQ(rows_100.at("consumers"), 2);
+  EXPECT_EQ(rows_100.at("l2_promotion"), 0);
   EXPECT_EQ(matmul().reject(rows_100, matmul_problem(100, 7532, 4344), hopper), std::nullopt);
   EXPECT_TRUE(matmul().reject(rows_100, matmul_problem(100, 7536, 4344), hopper));
   EXPECT_TRUE(matmul().reject(rows_100, matmul_problem(129, 7532, 4344), hopper));
