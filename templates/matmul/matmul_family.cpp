@@ -1264,9 +1264,10 @@ class MatmulFamily final : public Family {
     std::optional<WeightPhases> phases;
     if (s.weight_phased) {
       phases = WeightPhases::of(s.k, strides.ldb * s.in_bytes, s.in_bytes);
-      if (phases->phases > 8)  // gather_phases's kMaxPhases: 16-bit rows lie at most 8 apart
+      if (phases->phases > kMaxWeightPhases)
         throw std::logic_error("matmul: a weight in " + std::to_string(phases->phases) +
-                               " row phases (gather_phases takes 8 at most)");
+                               " row phases (the kernels take " +
+                               std::to_string(kMaxWeightPhases) + " at most)");
       const bool k_contiguous = !s.a_columns;
       plan.add(index.gather, gather_geometry(s.m, phases->phase_k, k_contiguous),
                KernelArgs::of(GatherPhasesParams{
@@ -1795,7 +1796,8 @@ class MatmulFamily final : public Family {
   // or on 32x32 tiles of a column-major A.
   static LaunchGeometry gather_geometry(long long rows, long long phase_k, bool k_contiguous) {
     LaunchGeometry geometry;
-    geometry.grid[0] = static_cast<unsigned>(k_contiguous ? ceil_div(phase_k, 256) : ceil_div(rows, 32));
+    geometry.grid[0] =
+        static_cast<unsigned>(k_contiguous ? ceil_div(phase_k, 256) : ceil_div(rows, 32));
     geometry.grid[1] = static_cast<unsigned>(
         std::min<long long>(k_contiguous ? rows : ceil_div(phase_k, 32), 65535));
     geometry.block[0] = 256;

@@ -2,10 +2,9 @@
 // sm_90a kernel, MatmulSm90PhasedParams): column h * phase_k + q of the gathered A is A's
 // column G q + h (G = the phases' stride), or zero where that is past K, so that the k blocks
 // of each phase meet the weight rows of that phase.
-// Each thread loads every phase's element before it stores any (at most kMaxPhases: rows of
-// 16-bit elements off 16 bytes lie at most 8 apart): stored between loads, each load waited
-// for the one before it, a column-major A's from a line of its own, and the gather took
-// 10-24 us of 91-120 rows (v39).
+// Each thread loads every phase's element before it stores any (at most kMaxWeightPhases):
+// stored between loads, each load waited for the one before it, a column-major A's from a
+// line of its own, and the gather took 10-24 us of 91-120 rows (v39).
 // A row-major A (k_contiguous): a thread reads its G neighbouring columns of a row and writes
 // one element into each phase, neighbouring threads taking neighbouring q (both sides
 // coalesced). A column-major A goes through shared memory in tiles of 32 rows x 32 q, read
@@ -20,8 +19,6 @@
 #include "matmul/matmul_sm90_params.h"
 
 namespace tilesmith {
-
-constexpr int kMaxPhases = 8;
 
 template <int ELEMENT_BYTES>
 __global__ void __launch_bounds__(256) gather_phases(const GatherPhasesParams p) {
@@ -38,39 +35,41 @@ __global__ void __launch_bounds__(256) gather_phases(const GatherPhasesParams p)
   if (p.k_contiguous) {
     for (long long row = blockIdx.y; row < p.rows; row += gridDim.y)
       for (long long q = blockIdx.x * 256ll + threadIdx.x; q < p.phase_k; q += gridDim.x * 256ll) {
-        Element phase[kMaxPhases];
+        Element phase[kMaxWeightPhases];
 #pragma unroll
-        for (int h = 0; h < kMaxPhases; ++h)
+        for (int h = 0; h < kMaxWeightPhases; ++h)
           if (h < p.phases) phase[h] = read(row, q, h);
 #pragma unroll
-        for (int h = 0; h < kMaxPhases; ++h)
+        for (int h = 0; h < kMaxWeightPhases; ++h)
           if (h < p.phases) dst[row * gathered_k + h * p.phase_k + q] = phase[h];
       }
     return;
   }
-  __shared__ Element tile[kMaxPhases][32][33];  // [h][q][row], padded against bank conflicts
+  __shared__ Element tile[kMaxWeightPhases][32][33];  // [h][q][row], padded against bank conflicts
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const long long first_row = blockIdx.x * 32ll;
   for (long long first_q = blockIdx.y * 32ll; first_q < p.phase_k; first_q += gridDim.y * 32ll) {
-    Element loaded[4][kMaxPhases];
+    Element loaded[4][kMaxWeightPhases];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const long long row = first_row + lane, q = first_q + warp + 8 * j;
 #pragma unroll
-      for (int h = 0; h < kMaxPhases; ++h)
-        if (h < p.phases) loaded[j][h] = row < p.rows && q < p.phase_k ? read(row, q, h) : Element(0);
+      for (int h = 0; h < kMaxWeightPhases; ++h)
+        if (h < p.phases)
+          loaded[j][h] = row < p.rows && q < p.phase_k ? read(row, q, h) : Element(0);
     }
 #pragma unroll
     for (int j = 0; j < 4; ++j)
 #pragma unroll
-      for (int h = 0; h < kMaxPhases; ++h)
+      for (int h = 0; h < kMaxWeightPhases; ++h)
         if (h < p.phases) tile[h][warp + 8 * j][lane] = loaded[j][h];
     __syncthreads();
     for (int h = 0; h < p.phases; ++h)
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const long long row = first_row + warp + 8 * j, q = first_q + lane;
-        if (row < p.rows && q < p.phase_k) dst[row * gathered_k + h * p.phase_k + q] = tile[h][lane][warp + 8 * j];
+        if (row < p.rows && q < p.phase_k)
+          dst[row * gathered_k + h * p.phase_k + q] = tile[h][lane][warp + 8 * j];
       }
     __syncthreads();
   }

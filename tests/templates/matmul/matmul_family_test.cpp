@@ -326,11 +326,8 @@ TEST(MatmulWgmmaTest, TheDefaultFillsWithSmallerTilesWhereKIsTooShortToSplit) {
   // weight on 16 bytes, which 91x1002's is not: swapped, in phases).
   EXPECT_EQ(matmul().default_config(matmul_problem(512, 512, 16384), hopper).at("split_k"), 8);
   EXPECT_EQ(matmul().default_config(matmul_problem(246, 88, 4184), hopper).at("split_k"), 16);
-  EXPECT_EQ(matmul()
-                .default_config({"matmul", DType::bf16, DType::bf16, {91, 1000, 5232}, {{"a", "col"}}},
-                                hopper)
-                .at("split_k"),
-            8);
+  const Problem aligned_weight{"matmul", DType::bf16, DType::bf16, {91, 1000, 5232}, {{"a", "col"}}};
+  EXPECT_EQ(matmul().default_config(aligned_weight, hopper).at("split_k"), 8);
   EXPECT_EQ(matmul()
                 .default_config({"matmul", DType::bf16, DType::bf16, {1, 72, 7040}, {{"a", "col"}}},
                                 hopper)
@@ -1924,12 +1921,14 @@ TEST(MatmulWgmmaTest, SwapAbIsForSmallRowMajorMWithNarrowTiles) {
   const Problem a_columns_64{"matmul", DType::bf16, DType::bf16, {64, 4096, 1024}, {{"a", "col"}}};
   EXPECT_EQ(matmul().reject(swap(64, 64), a_columns_64, hopper), std::nullopt);
   EXPECT_EQ(matmul().default_config(a_columns_64, hopper).at("swap_ab"), 1);
-  const Problem a_columns_small_b{"matmul", DType::bf16, DType::bf16, {17, 1024, 2048}, {{"a", "col"}}};
+  const Problem a_columns_small_b{
+      "matmul", DType::bf16, DType::bf16, {17, 1024, 2048}, {{"a", "col"}}};
   EXPECT_TRUE(matmul().reject(swap(64, 32), a_columns_small_b, hopper));
   EXPECT_EQ(matmul().default_config(a_columns_small_b, hopper).at("swap_ab"), 0);
   // ... or where the swapped tile reads a weight off 16 bytes in row phases, which gathers A
   // K-major anyway, whatever the size of B.
-  const Problem a_columns_phased{"matmul", DType::bf16, DType::bf16, {40, 1001, 2000}, {{"a", "col"}}};
+  const Problem a_columns_phased{
+      "matmul", DType::bf16, DType::bf16, {40, 1001, 2000}, {{"a", "col"}}};
   EXPECT_EQ(matmul().reject(swap(64, 64), a_columns_phased, hopper), std::nullopt);
   EXPECT_EQ(matmul().default_config(a_columns_phased, hopper).at("swap_ab"), 1);
   // 65-128 rows swap only against a weight read in phases (up to two 64-column tiles of M,
@@ -1992,7 +1991,9 @@ TEST(MatmulWgmmaTest, SwapAbIsForSmallRowMajorMWithNarrowTiles) {
   EXPECT_EQ(matmul().default_config(testing::x_times_w_t({59, 7536, 4344}), hopper).at("block_m"), 64);
   // Below 17 rows too (x @ W^T past the decode template's 64 MB of weight); batches as before
   // (measured with one batch).
-  EXPECT_EQ(matmul().default_config(testing::x_times_w_t({16, 16384, 4096}), hopper).at("block_m"), 128);
+  EXPECT_EQ(
+      matmul().default_config(testing::x_times_w_t({16, 16384, 4096}), hopper).at("block_m"),
+      128);
   EXPECT_EQ(matmul().default_config(matmul_problem(9, 11000, 4096), hopper).at("block_m"), 128);
   EXPECT_EQ(matmul().default_config(testing::x_times_w_t({2, 40, 9216, 4096}), hopper).at("block_m"), 64);
   // Unswapped narrow tiles only hold a narrow N whole, read K-major; no multicast when swapped.
