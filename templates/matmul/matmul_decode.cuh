@@ -172,7 +172,8 @@ __global__ void __launch_bounds__(WARPS * 32) matmul_decode(const MatmulDecodePa
             const bool a_k_inside = c < last && k + j * 32 + quad * 8 < p.k;
 #pragma unroll
             for (int h = 0; h < HALVES; ++h)
-              x[buffer][u][j][h] = load_16_or_zero<false>(a_row[h] + k + j * 32, a_k_inside && a_inside[h]);
+              x[buffer][u][j][h] =
+                  load_16_or_zero<false>(a_row[h] + k + j * 32, a_k_inside && a_inside[h]);
           }
         } else {
           // One chunk a span (64-byte rows). The lane's 8 k of chunk c inside K.
@@ -183,7 +184,8 @@ __global__ void __launch_bounds__(WARPS * 32) matmul_decode(const MatmulDecodePa
             w[buffer][u][t] = load_8_elements<VEC, IN_KIND>(w_row[t] + k, w_inside[t] ? valid : 0, wide);
 #pragma unroll
           for (int h = 0; h < HALVES; ++h)
-            x[buffer][u][0][h] = load_8_elements<VEC, IN_KIND>(a_row[h] + k, a_inside[h] ? valid : 0, wide);
+            x[buffer][u][0][h] =
+                load_8_elements<VEC, IN_KIND>(a_row[h] + k, a_inside[h] ? valid : 0, wide);
         }
       }
     };

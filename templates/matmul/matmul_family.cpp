@@ -469,7 +469,8 @@ struct DecodeConfig {
   // one span; 184 -> 218 at 256).
   int registers(long long m, int vector) const {
     return 2 * unroll * 4 * (block_n * row_bytes / 512 + span_chunks() * rows(m) / 8) +
-           8 * ((rows(m) + 15) / 16) * (block_n / 8) + 40 + (vector < 8 || span_chunks() > 1 ? 40 : 0);
+           8 * ((rows(m) + 15) / 16) * (block_n / 8) + 40 +
+           (vector < 8 || span_chunks() > 1 ? 40 : 0);
   }
 };
 
@@ -994,7 +995,8 @@ class MatmulFamily final : public Family {
       // (50x1500x2500 0.95x), and with fp32 inputs (tf32) it lost 0.80-0.94x on four of six
       // (40x3000x5000 rr 0.0404 against 0.0322; docs/perf/matmul.md v33). 16-bit inputs only.
       // (Not for a weight read in phases: a pair reads it padded, a copy of the weight first.)
-      if (shaped.at("swap_ab") && split == 2 && shaped.at("block_n") >= 32 && !s.tf32() && !phased) {
+      if (shaped.at("swap_ab") && split == 2 && shaped.at("block_n") >= 32 && !s.tf32() &&
+          !phased) {
         Config pair = shaped;
         pair.values["block_n"] = shaped.at("block_n") / 2;
         pair.values["cluster_n"] = 2;
@@ -1626,7 +1628,8 @@ class MatmulFamily final : public Family {
     if (c.row_bytes != 64 && c.row_bytes != 128 && c.row_bytes != 256 && c.row_bytes != 512)
       return "row_bytes must be 64, 128, 256 or 512";
     if (c.row_bytes > 64 && s.row_vector() < 8)
-      return "rows read in whole lines (row_bytes past 64) must start on 16 bytes (aligned problems)";
+      return "rows read in whole lines (row_bytes past 64) must start on 16 bytes "
+             "(aligned problems)";
     if (c.block_n > 8 && c.block_n / 2 >= s.n) return "block_n past twice N only reads zeros";
     if (c.threads() > device.max_threads_per_block) return "too many threads";
     const int register_cap = std::min(255, device.regs_per_block / c.threads());
@@ -1841,7 +1844,8 @@ class MatmulFamily final : public Family {
   static long long kernel_tiles(const WgmmaConfig& w, const MatmulShape& s) {
     const MatmulShape ks = w.swap_ab ? s.swapped() : s;
     const int tile_m = w.block_m - (s.weight_phased ? 8 : 0);
-    return ks.batch * ceil_div(ks.m, tile_m * w.cluster_m) * ceil_div(ks.n, w.block_n * w.cluster_n);
+    return ks.batch * ceil_div(ks.m, tile_m * w.cluster_m) *
+           ceil_div(ks.n, w.block_n * w.cluster_n);
   }
 
   // fp32 with B row-major: tf32 wgmma reads shared memory K-major only, so B would be
@@ -2323,7 +2327,8 @@ class MatmulFamily final : public Family {
 
 std::unique_ptr<Family> make_matmul_family() { return std::make_unique<MatmulFamily>(); }
 
-std::optional<std::string> matmul_default_fell_back(const Problem& problem, const DeviceTarget& device) {
+std::optional<std::string> matmul_default_fell_back(const Problem& problem,
+                                                    const DeviceTarget& device) {
   std::optional<std::string> fell_back;
   MatmulFamily().choose_default(problem, device, &fell_back);
   return fell_back;

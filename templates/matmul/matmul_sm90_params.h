@@ -61,8 +61,8 @@ constexpr int kMaxWeightPhases = 8;
 // weight_maps[h] begins at that boundary, so its column c + weight_shift[h] is the weight's
 // column c; TMA starts a box only on a boundary, so the kernel's tiles cover BM - 8 columns
 // and take each phase's products weight_shift[h] rows up (matmul_sm90.cuh, PHASED). The
-// product runs over K permuted phase by phase,
-// each phase's rows padded to phase_blocks k blocks (zeros past its rows): k block kb reads
+// product runs over K permuted phase by phase, each phase's rows padded to phase_blocks k
+// blocks (zeros past its rows): k block kb reads
 // rows q = (kb % phase_blocks) * BK .. of phase kb / phase_blocks. The other operand (the
 // product's A, gathered so by gather_phases, matmul_weight_phases.cuh) is K-major over that
 // permuted K, which is `k` here (phases * phase_blocks * BK), read through b_map; a_map is
