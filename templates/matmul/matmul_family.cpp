@@ -979,6 +979,18 @@ class MatmulFamily final : public Family {
         wide.values["consumers"] = 2;
         wide.values["stages"] = 6;
         if (!reject(wide, problem, device)) shaped = wide;
+        // Where the 128-row tiles overflow a wave too and 192-row ones on three consumers fit
+        // one: those, 5 stages. Against the 128-row tiles, in rounds: 1.01-1.27x on 19 fresh
+        // shapes of 16-128 rows, aligned weights and phased ones, 1.114x on the mean
+        // (72x8818x4328 rr 0.0527 ms against 0.0653, 24x17408x8192 rr 0.1020 against 0.1221);
+        // where the 128-row tiles fit a wave, 0.60-0.99x (docs/perf/matmul.md v40).
+        Config wider = shaped;
+        wider.values["block_m"] = 192;
+        wider.values["consumers"] = 3;
+        wider.values["stages"] = 5;
+        if (shaped.at("block_m") == 128 && tiles_of(shaped) > device.sm_count &&
+            tiles_of(wider) <= device.sm_count && !reject(wider, problem, device))
+          shaped = wider;
       }
       int split = 1;
       for (int slices = 2; splits && slices <= 16; slices *= 2)

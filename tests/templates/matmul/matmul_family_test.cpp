@@ -1988,6 +1988,17 @@ TEST(MatmulWgmmaTest, SwapAbIsForSmallRowMajorMWithNarrowTiles) {
   const Config aligned_rows = matmul().default_config(matmul_problem(32, 11008, 4096), hopper);
   EXPECT_EQ(aligned_rows.at("block_m"), 128);
   EXPECT_EQ(aligned_rows.at("cluster_m"), 1);
+  // Where the 128-row tiles overflow a wave too and 192-row ones fit it: 192 rows on three
+  // consumers (72x8818x4328: 70 phased tiles of 184 columns x 2, against 138 of 120; x @ W^T at
+  // 40x20480x4096: 107 against 160), not where 128-row ones fit (36x14783x5288 above).
+  for (const Problem& past_two_waves :
+       {matmul_problem(72, 8818, 4328), testing::x_times_w_t({40, 20480, 4096})}) {
+    const Config wider = matmul().default_config(past_two_waves, hopper);
+    EXPECT_EQ(wider.at("swap_ab"), 1);
+    EXPECT_EQ(wider.at("block_m"), 192);
+    EXPECT_EQ(wider.at("consumers"), 3);
+    EXPECT_EQ(wider.at("stages"), 5);
+  }
   EXPECT_EQ(matmul().default_config(testing::x_times_w_t({59, 7536, 4344}), hopper).at("block_m"), 64);
   // Below 17 rows too (x @ W^T past the decode template's 64 MB of weight); batches as before
   // (measured with one batch).

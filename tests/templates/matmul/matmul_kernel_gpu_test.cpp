@@ -455,6 +455,10 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
       problem(f16, bf16, {91, 1002, 5232}, {{"a", "col"}}),
       problem(bf16, bf16, {41, 3000, 2000}, {{"a", "col"}, {"b", "col"}}),
       problem(f16, f32, {60, 4096, 1500}, {{"a", "col"}, {"act", "silu"}}),
+      // (v40) 192-row swapped tiles on three consumers where 128-row ones overflow a wave: a
+      // weight read in row phases, x @ W^T with the epilogue.
+      problem(bf16, bf16, {72, 8818, 1000}),
+      problem(f16, f32, {20, 20480, 600}, {{"b", "col"}, {"bias", "1"}, {"act", "gelu"}}),
       // Few large tiles: 128x64 tiles in one wave (1000^3), 64x64 ones for a skinny side of
       // 65-128 rows, else K slices through the workspace.
       problem(bf16, bf16, {1000, 1000, 1000}), problem(f16, bf16, {700, 900, 1200}),
