@@ -983,7 +983,8 @@ class MatmulFamily final : public Family {
         // one: those, 5 stages. Against the 128-row tiles, in rounds: 1.01-1.27x on 19 fresh
         // shapes of 16-128 rows, aligned weights and phased ones, 1.114x on the mean
         // (72x8818x4328 rr 0.0527 ms against 0.0653, 24x17408x8192 rr 0.1020 against 0.1221);
-        // where the 128-row tiles fit a wave, 0.60-0.99x (docs/perf/matmul.md v40).
+        // where the 128-row tiles fit a wave, 0.60-0.99x (docs/perf/matmul.md v40). (Clusters
+        // of 4 below, for a weight read in phases.)
         Config wider = shaped;
         wider.values["block_m"] = 192;
         wider.values["consumers"] = 3;
@@ -1028,13 +1029,17 @@ class MatmulFamily final : public Family {
       // shapes (docs/perf/matmul.md v34). A row-major weight read in phases gains too (v38): 64-row
       // tiles 1.04-1.14x at 88-110 tiles (0.98x at 74), 128-row ones 1.02-1.08x over the same
       // unclustered; in place of two or four K slices the clusters lost 0.48-0.83x on four of
-      // six shapes (20x1101x16000 rr), so a split stays.
+      // six shapes (20x1101x16000 rr), so a split stays. 192-row tiles (v40), at their 5
+      // stages: a weight read in phases 1.00-1.11x on eight shapes (66x8193x8192 rr 0.0843 ms
+      // against 0.0934), x @ W^T 0.85-0.98x on two (64x24576x4096), so phased weights only.
       const long long tiles = tiles_of(shaped);
+      const bool wide_rows = shaped.at("block_m") == 192;
       if (shaped.at("swap_ab") && shaped.at("split_k") == 1 && shaped.at("cluster_n") == 1 &&
-          s.m > 16 && 2 * tiles > device.sm_count && (s.as_read().b_columns || phased)) {
+          s.m > 16 && 2 * tiles > device.sm_count &&
+          (wide_rows ? phased : s.as_read().b_columns || phased)) {
         Config shared = shaped;
         shared.values["cluster_m"] = 4;
-        shared = deepest_ring(shared, 8, problem, device);
+        if (!wide_rows) shared = deepest_ring(shared, 8, problem, device);
         const WgmmaConfig w(shared);
         if (!reject(shared, problem, device) &&
             ceil_div(tiles_of(shared), wave_clusters(w, device.sm_count)) <=

@@ -1989,15 +1989,18 @@ TEST(MatmulWgmmaTest, SwapAbIsForSmallRowMajorMWithNarrowTiles) {
   EXPECT_EQ(aligned_rows.at("block_m"), 128);
   EXPECT_EQ(aligned_rows.at("cluster_m"), 1);
   // Where the 128-row tiles overflow a wave too and 192-row ones fit it: 192 rows on three
-  // consumers (72x8818x4328: 70 phased tiles of 184 columns x 2, against 138 of 120; x @ W^T at
-  // 40x20480x4096: 107 against 160), not where 128-row ones fit (36x14783x5288 above).
-  for (const Problem& past_two_waves :
-       {matmul_problem(72, 8818, 4328), testing::x_times_w_t({40, 20480, 4096})}) {
-    const Config wider = matmul().default_config(past_two_waves, hopper);
+  // consumers (72x8818x4328: 96 phased tiles of 184 columns, against 148 of 120; x @ W^T at
+  // 40x20480x4096: 107 against 160), not where 128-row ones fit (36x14783x5288 above). The
+  // phased weight in clusters of 4 along it (24 clusters, 30 a wave), x @ W^T's not.
+  const std::pair<Problem, int> past_two_waves[] = {
+      {matmul_problem(72, 8818, 4328), 4}, {testing::x_times_w_t({40, 20480, 4096}), 1}};
+  for (const auto& [problem, cluster_m] : past_two_waves) {
+    const Config wider = matmul().default_config(problem, hopper);
     EXPECT_EQ(wider.at("swap_ab"), 1);
     EXPECT_EQ(wider.at("block_m"), 192);
     EXPECT_EQ(wider.at("consumers"), 3);
     EXPECT_EQ(wider.at("stages"), 5);
+    EXPECT_EQ(wider.at("cluster_m"), cluster_m);
   }
   EXPECT_EQ(matmul().default_config(testing::x_times_w_t({59, 7536, 4344}), hopper).at("block_m"), 64);
   // Below 17 rows too (x @ W^T past the decode template's 64 MB of weight); batches as before
