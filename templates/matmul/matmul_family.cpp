@@ -350,6 +350,10 @@ constexpr int kClustersOf4On132Sms = 30;
 // Up to this K, a few rows needing padding are gathered where they lie instead (see
 // default_config).
 constexpr long long kMaxGatheredK = 512;
+// The largest product (M x N x K) and K the mma.sync template takes by default on Hopper
+// (choose_default).
+constexpr long long kMaxTinyProduct = 1ll << 25;
+constexpr long long kMaxTinyK = 512, kMaxTinyGatheredK = 384;
 // Up to this K, a few-tile shape whose smaller tiles fill half the SMs runs them with K whole
 // rather than 128x128 tiles in K slices (698x659x1576: 128x64 whole 1.28x cuBLAS, 128x128 in
 // two slices 0.90x; v22); past it K-heavy shapes keep their slices (512x512x16384).
@@ -874,6 +878,23 @@ class MatmulFamily final : public Family {
       }
       if (!reject(gemv_kn, problem, device)) return gemv_kn;
     }
+    // A tiny product (2^25 multiply-adds or fewer), 16-bit inputs, K up to 512 (384 where rows
+    // lie off 16 bytes, which the template gathers through registers: less of the loads'
+    // latency hidden as K grows): the mma.sync template's 32x32 tiles on four warps, four
+    // stages. They spread the few k blocks over four times the CTAs of the smallest wgmma tile,
+    // and the kernel starts a little sooner (64x64 tiles on both templates at 64x64x64: 0.0061
+    // ms against 0.0063). In rounds against the default: rows on 16 bytes 1.04-1.22x on seven
+    // shapes, 1.052x over eleven fresh ones (0.97-1.13x) and 1.03-1.12x on six more
+    // (48x1024x256 0.0068 ms against 0.0076); rows off 16 bytes 1.08-1.60x on eleven shapes of
+    // K 90-333 (250x130x90 0.0065 against 0.0103), 0.54-0.88x on eight of K 400-1000
+    // (256x256x500, 300x100x900); aligned, a longer K or a larger product lost 0.86-0.99x
+    // (128x128x2048, 512x512x512; docs/perf/matmul.md v40).
+    const Config tiny{{{"variant", kMmaSync}, {"block_m", 32}, {"block_n", 32}, {"block_k", 64},
+                       {"warps_m", 2}, {"warps_n", 2}, {"stages", 4}, {"group_m", 8}}};
+    if (hopper && !s.tf32() && s.batch == 1 && s.m > 16 && s.n > 16 &&
+        s.k <= (s.aligned() ? kMaxTinyK : kMaxTinyGatheredK) &&
+        s.m * s.n * s.k <= kMaxTinyProduct && !reject(tiny, problem, device))
+      return tiny;
     const Config base{{{"variant", kWgmma}, {"block_m", 128}, {"block_n", 256},
                        {"block_k", s.tf32() ? 32 : 64}, {"stages", 4}, {"consumers", 2},
                        {"cluster_m", 2}, {"cluster_n", 1}, {"group_m", 8}, {"split_k", 1},

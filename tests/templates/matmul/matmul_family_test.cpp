@@ -1793,6 +1793,34 @@ TEST(MatmulWgmmaTest, TailSplitCutsOnlyTheLastWavesTiles) {
 namespace tilesmith {
 namespace {
 
+// A tiny product (2^25 multiply-adds or fewer, K up to 512 or 384 for rows off 16 bytes, 16-bit
+// inputs, one batch, more than 16 rows and columns) takes the mma.sync template's 32x32 tiles on
+// Hopper: more CTAs than the smallest wgmma tile gives (docs/perf/matmul.md v40).
+TEST(MatmulWgmmaTest, TheDefaultTakesTheMmaSyncTilesForTinyProducts) {
+  const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
+  const auto variant = [&](const Problem& problem) {
+    return matmul().default_config(problem, hopper).at("variant");
+  };
+  for (const Problem& tiny :
+       {matmul_problem(64, 128, 64), matmul_problem(128, 512, 512) /* 2^25 */,
+        testing::x_times_w_t({200, 160, 320}), matmul_problem(250, 130, 90) /* rows off 16 B */,
+        Problem{"matmul", DType::f16, DType::f32, {48, 1024, 256}, {{"a", "col"}}}}) {
+    const Config config = matmul().default_config(tiny, hopper);
+    EXPECT_EQ(config.at("variant"), 0) << tiny.shape[0];
+    EXPECT_EQ(config.at("block_m"), 32);
+    EXPECT_EQ(config.at("block_n"), 32);
+    EXPECT_EQ(matmul().reject(config, tiny, hopper), std::nullopt);
+  }
+  EXPECT_EQ(variant(matmul_problem(129, 512, 512)), 1);  // past 2^25
+  EXPECT_EQ(variant(matmul_problem(64, 64, 1024)), 1);   // K past 512
+  EXPECT_EQ(variant(matmul_problem(256, 256, 380)), 0);  // A's rows off 16 bytes
+  EXPECT_EQ(variant(matmul_problem(256, 256, 390)), 1);  // ... past K 384
+  EXPECT_EQ(variant(matmul_problem(128, 256, 392)), 0);  // rows on 16 bytes
+  EXPECT_EQ(variant(Problem{"matmul", DType::f32, DType::f32, {64, 128, 64}, {}}), 1);
+  EXPECT_EQ(variant(Problem{"matmul", DType::bf16, DType::bf16, {2, 64, 128, 64}, {}}), 1);
+  EXPECT_NE(variant(matmul_problem(16, 512, 512)), 0);  // 16 rows: the swapped tiles
+}
+
 // The untuned default's large tile is the one whose waves come out whole: 128x256 where its
 // waves are whole or its last one splits cheaply, 192-wide tiles where they fit the 132 SMs
 // in fewer waves (the tuned winners at these shapes on the H100, docs/perf/matmul.md v16).
