@@ -886,9 +886,9 @@ class MatmulFamily final : public Family {
     // ms against 0.0063). In rounds against the default: rows on 16 bytes 1.04-1.22x on seven
     // shapes, 1.052x over eleven fresh ones (0.97-1.13x) and 1.03-1.12x on six more
     // (48x1024x256 0.0068 ms against 0.0076); rows off 16 bytes 1.08-1.60x on eleven shapes of
-    // K 90-333 (250x130x90 0.0065 against 0.0103), 0.54-0.88x on eight of K 400-1000
-    // (256x256x500, 300x100x900); aligned, a longer K or a larger product lost 0.86-0.99x
-    // (128x128x2048, 512x512x512; docs/perf/matmul.md v40).
+    // K 80-333 (250x130x90 0.0065 against 0.0103), 0.54-0.88x on eight of K 400-1000
+    // (256x256x500, 300x100x900). Rows on 16 bytes with a longer K: 0.91-1.05x (128x128x2048
+    // 0.91x); a larger product 0.86-0.99x (512x512x512; docs/perf/matmul.md v40).
     const Config tiny{{{"variant", kMmaSync}, {"block_m", 32}, {"block_n", 32}, {"block_k", 64},
                        {"warps_m", 2}, {"warps_n", 2}, {"stages", 4}, {"group_m", 8}}};
     if (hopper && !s.tf32() && s.batch == 1 && s.m > 16 && s.n > 16 &&
