@@ -1794,8 +1794,9 @@ namespace tilesmith {
 namespace {
 
 // A tiny product (2^25 multiply-adds or fewer, K up to 512 or 384 for rows off 16 bytes, 16-bit
-// inputs, one batch, more than 16 rows and columns) takes the mma.sync template's 32x32 tiles on
-// Hopper: more CTAs than the smallest wgmma tile gives (docs/perf/matmul.md v40).
+// inputs or K-major fp32 ones, one batch, more than 16 rows and columns) takes the mma.sync
+// template's 32x32 tiles on Hopper: more CTAs than the smallest wgmma tile gives
+// (docs/perf/matmul.md v40).
 TEST(MatmulWgmmaTest, TheDefaultTakesTheMmaSyncTilesForTinyProducts) {
   const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
   const auto variant = [&](const Problem& problem) {
@@ -1804,7 +1805,8 @@ TEST(MatmulWgmmaTest, TheDefaultTakesTheMmaSyncTilesForTinyProducts) {
   for (const Problem& tiny :
        {matmul_problem(64, 128, 64), matmul_problem(128, 512, 512) /* 2^25 */,
         testing::x_times_w_t({200, 160, 320}), matmul_problem(250, 130, 90) /* rows off 16 B */,
-        Problem{"matmul", DType::f16, DType::f32, {48, 1024, 256}, {{"a", "col"}}}}) {
+        Problem{"matmul", DType::f16, DType::f32, {48, 1024, 256}, {{"a", "col"}}},
+        Problem{"matmul", DType::f32, DType::f32, {100, 300, 200}, {{"b", "col"}}}}) {
     const Config config = matmul().default_config(tiny, hopper);
     EXPECT_EQ(config.at("variant"), 0) << tiny.shape[0];
     EXPECT_EQ(config.at("block_m"), 32);
@@ -1816,7 +1818,8 @@ TEST(MatmulWgmmaTest, TheDefaultTakesTheMmaSyncTilesForTinyProducts) {
   EXPECT_EQ(variant(matmul_problem(256, 256, 380)), 0);  // A's rows off 16 bytes
   EXPECT_EQ(variant(matmul_problem(256, 256, 390)), 1);  // ... past K 384
   EXPECT_EQ(variant(matmul_problem(128, 256, 392)), 0);  // rows on 16 bytes
-  EXPECT_EQ(variant(Problem{"matmul", DType::f32, DType::f32, {64, 128, 64}, {}}), 1);
+  EXPECT_EQ(variant(Problem{"matmul", DType::f32, DType::f32, {64, 128, 64}, {}}), 1);  // B MN-major
+  EXPECT_EQ(variant(Problem{"matmul", DType::f32, DType::f32, {64, 128, 64}, {{"a", "col"}, {"b", "col"}}}), 1);
   EXPECT_EQ(variant(Problem{"matmul", DType::bf16, DType::bf16, {2, 64, 128, 64}, {}}), 1);
   EXPECT_NE(variant(matmul_problem(16, 512, 512)), 0);  // 16 rows: the swapped tiles
 }
