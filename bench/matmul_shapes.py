@@ -2,7 +2,7 @@
 """The untuned default over random shapes, beside cuBLAS (torch.matmul), in rounds.
 
 usage: matmul_shapes.py [--count DRAWS] [--seed S] [--narrow-n | --few-columns |
-                        --shapes MxNxK:LAYOUT,...] [--lib PATH] [--baseline PATH] [--json FILE]
+                        --shapes [Bx]MxNxK:LAYOUT,...] [--lib PATH] [--baseline PATH] [--json FILE]
                         [--config LABEL=CONFIG ...] [--tilesmith PATH]
 
 Every shape nobody tuned runs the family's default config, so the default is what a user
@@ -19,7 +19,8 @@ same clocks). Prints a row a shape, the geometric mean x cuBLAS and the worst sh
 --baseline, a second build's library (another commit's build/libtilesmith.so) runs the same
 shapes behind its own empty database, verified and timed in the same rounds: an A/B of a change
 to the default, each side against the same cuBLAS timings. --shapes names shapes instead of
-drawing them (layout rr, rc or cr: A then B, r row-major, c column-major). --config LABEL=CONFIG
+drawing them (layout rr, rc or cr: A then B, r row-major, c column-major; a fourth leading
+dimension, BxMxNxK, is a batch of B packed products, cuBLAS's strided batched). --config LABEL=CONFIG
 (repeatable) also times given configs (k=v,...: one config, or a slice whose tuned winner
 runs) in the same rounds, each from its own database that one `tilesmith tune --only CONFIG`
 of the shape fills (verified there, and here again); a config the shape's constraints reject
@@ -89,19 +90,24 @@ def draw_few_columns(count, seed):
 
 
 def parse_shapes(text):
-    """MxNxK:LAYOUT,... as (m, n, k, layout) tuples."""
+    """[Bx]MxNxK:LAYOUT,... as (m, n, k, layout, batch) tuples."""
     shapes = []
     for item in text.split(","):
         dims, _, layout = item.strip().partition(":")
         layout = layout or "rr"
         try:
-            m, n, k = (int(d) for d in dims.split("x"))
+            sizes = [int(d) for d in dims.split("x")]
+            batch, m, n, k = sizes if len(sizes) == 4 else [1, *sizes]
         except ValueError:
-            mb.setup_error(f"--shapes: {item!r} is not MxNxK:LAYOUT")
-        if layout not in ("rr", "rc", "cr", "cc") or min(m, n, k) < 1:
+            mb.setup_error(f"--shapes: {item!r} is not [Bx]MxNxK:LAYOUT")
+        if layout not in ("rr", "rc", "cr", "cc") or min(batch, m, n, k) < 1:
             mb.setup_error(f"--shapes: {item!r}: positive dims and a layout of rr, rc, cr or cc")
-        shapes.append((m, n, k, layout))
+        shapes.append((m, n, k, layout, batch))
     return shapes
+
+
+def shape_name(batch, m, n, k):
+    return f"{batch}x{m}x{n}x{k}" if batch > 1 else f"{m}x{n}x{k}"
 
 
 def main():
@@ -159,22 +165,23 @@ def main():
         shapes = draw_few_columns(args.count, args.seed)
     else:
         shapes = draw_shapes(args.count, args.seed, args.narrow_n)
-    for m, n, k, layout in shapes:
+    for m, n, k, layout, *batched in shapes:
+        batch = batched[0] if batched else 1
         a_col, b_col = layout[0] == "c", layout[1] == "c"
-        a_store = torch.randn(*((k, m) if a_col else (m, k)), device="cuda", dtype=dtype)
+        a_store = torch.randn(batch, *((k, m) if a_col else (m, k)), device="cuda", dtype=dtype)
         a_store *= k ** -0.5
-        b_store = torch.randn(*((n, k) if b_col else (k, n)), device="cuda", dtype=dtype)
-        a = a_store.t() if a_col else a_store
-        b = b_store.t() if b_col else b_store
+        b_store = torch.randn(batch, *((n, k) if b_col else (k, n)), device="cuda", dtype=dtype)
+        a = (a_store.transpose(1, 2) if a_col else a_store).squeeze(0)
+        b = (b_store.transpose(1, 2) if b_col else b_store).squeeze(0)
         reference = (torch.matmul(a.double(), b.double()) if tf32 else torch.matmul(a.float(), b.float())).float()
         calls, errors = {}, {}
 
         def add_call(name, lib, runtime):
             """Verifies `runtime`'s product (into its own NaN-poisoned C) and keeps its call for the
             rounds; returns the descriptor."""
-            c = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
-            desc = mb._capi.MatmulDesc(a_store.data_ptr(), b_store.data_ptr(), c.data_ptr(), 1, m, n,
-                                       k, code, code, int(a_col), int(b_col), None, None, 0)
+            c = torch.full((batch, m, n), float("nan"), device="cuda", dtype=dtype).squeeze(0)
+            desc = mb._capi.MatmulDesc(a_store.data_ptr(), b_store.data_ptr(), c.data_ptr(), batch, m,
+                                       n, k, code, code, int(a_col), int(b_col), None, None, 0)
 
             # `keep` holds the descriptor and C for the rounds.
             def call(lib=lib, runtime=runtime, d=ctypes.byref(desc), keep=(desc, c)):
@@ -193,7 +200,7 @@ def main():
             lib = sides["ts"][0]
             db = os.path.join(tempfile.mkdtemp(prefix="matmul_shapes."), f"{label}.db")
             command = [args.tilesmith, "tune", "--op", "matmul", "--dtype", args.dtype,
-                       "--shape", f"{m}x{n}x{k}", "--only", config, "--db", db]
+                       "--shape", shape_name(batch, m, n, k), "--only", config, "--db", db]
             command += ["--option", "a=col"] if a_col else []
             command += ["--option", "b=col"] if b_col else []
             tuned = subprocess.run(command, capture_output=True, text=True, errors="replace")
@@ -212,7 +219,7 @@ def main():
         failed += not ok
         timed = rounds({**calls, "cb": lambda: torch.matmul(a, b)})
         ts_ms, cb_ms = timed["ts"][0], timed["cb"][0]
-        row = {"m": m, "n": n, "k": k, "layout": layout, "ts_ms": ts_ms, "cb_ms": cb_ms,
+        row = {"batch": batch, "m": m, "n": n, "k": k, "layout": layout, "ts_ms": ts_ms, "cb_ms": cb_ms,
                "x_cublas": cb_ms / ts_ms, "error": errors["ts"], "verified": ok}
         against = ""
         if "base" in timed:
@@ -221,8 +228,9 @@ def main():
             row["base_error"] = errors["base"]
             against = f"  base {row['base_ms']:.4f}  x base {row['x_base']:.3f}"
         rows.append(row)
-        print(f"{m:>5}x{n:>5}x{k:>5} {layout}  ts {ts_ms:.4f}  cuBLAS {cb_ms:.4f} ms  "
-              f"x {row['x_cublas']:.3f}{against}  {2 * m * n * k / ts_ms / 1e9:7.1f} TFLOP/s  "
+        print(f"{f'{batch}x' if batch > 1 else ''}{m:>5}x{n:>5}x{k:>5} {layout}  ts {ts_ms:.4f}  "
+              f"cuBLAS {cb_ms:.4f} ms  x {row['x_cublas']:.3f}{against}  "
+              f"{2 * batch * m * n * k / ts_ms / 1e9:7.1f} TFLOP/s  "
               f"err {max(errors[name] for name in sides):.1e}{'' if ok else '  FAILED'}", flush=True)
         row["configs"] = {}
         for label in used:
@@ -244,7 +252,8 @@ def main():
     source = "given" if args.shapes else f"seed {args.seed}" + (", N in 1..64" if args.narrow_n else "")
     print(f"geomean x cuBLAS over {len(rows)} shapes ({source}): {geomean:.3f}; "
           f"{len(rows) - failed} verified{f'; {failed_configs} --config runs FAILED' if failed_configs else ''}; worst: "
-          + ", ".join(f"{r['m']}x{r['n']}x{r['k']} {r['layout']} {r['x_cublas']:.2f}" for r in worst))
+          + ", ".join(f"{shape_name(r['batch'], r['m'], r['n'], r['k'])} {r['layout']} {r['x_cublas']:.2f}"
+                      for r in worst))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"seed": None if args.shapes else args.seed, "geomean_x_cublas": geomean,

@@ -350,8 +350,8 @@ constexpr int kClustersOf4On132Sms = 30;
 // Up to this K, a few rows needing padding are gathered where they lie instead (see
 // default_config).
 constexpr long long kMaxGatheredK = 512;
-// The largest product (M x N x K) and K the mma.sync template takes by default on Hopper
-// (choose_default).
+// The largest product (batch x M x N x K) and K the mma.sync template takes by default on
+// Hopper (choose_default).
 constexpr long long kMaxTinyProduct = 1ll << 25;
 constexpr long long kMaxTinyK = 512, kMaxTinyGatheredK = 384;
 // Up to this K, a few-tile shape whose smaller tiles fill half the SMs runs them with K whole
@@ -878,7 +878,7 @@ class MatmulFamily final : public Family {
       }
       if (!reject(gemv_kn, problem, device)) return gemv_kn;
     }
-    // A tiny product (2^25 multiply-adds or fewer), K up to 512 (384 where rows lie off 16
+    // A tiny product (2^25 multiply-adds or fewer, its batches together), K up to 512 (384 where rows lie off 16
     // bytes, which the template gathers through registers: less of the loads' latency hidden
     // as K grows), 16-bit inputs or fp32 ones both K-major (tf32 MMAs read K-major fragments,
     // and other layouts are transposed first): the mma.sync template's 32x32 tiles on four
@@ -891,13 +891,14 @@ class MatmulFamily final : public Family {
     // (256x256x500, 300x100x900). Rows on 16 bytes with a longer K: 0.91-1.05x (128x128x2048
     // 0.91x); a larger product 0.86-0.99x (512x512x512). fp32 x @ W^T 1.02-1.22x on eight
     // shapes (64x128x64 0.0057 ms against 0.0069), 1.102x over eight fresh ones (0.94-1.29x);
-    // with B or A MN-major 0.69-1.07x (128x256x512 rr 0.77x; docs/perf/matmul.md v40).
+    // with B or A MN-major 0.69-1.07x (128x256x512 rr 0.77x). Batches of them 1.00-1.24x on
+    // seven (16x64x64x64 0.0060 ms against 0.0075), 1.103x over eight fresh ones (0.98-1.22x);
+    // past 2^25 together 0.86-1.11x (3x300x300x300 0.86x; docs/perf/matmul.md v40).
     const Config tiny{{{"variant", kMmaSync}, {"block_m", 32}, {"block_n", 32}, {"block_k", 64},
                        {"warps_m", 2}, {"warps_n", 2}, {"stages", 4}, {"group_m", 8}}};
-    if (hopper && (!s.tf32() || (!s.a_columns && s.b_columns)) && s.batch == 1 && s.m > 16 &&
-        s.n > 16 &&
+    if (hopper && (!s.tf32() || (!s.a_columns && s.b_columns)) && s.m > 16 && s.n > 16 &&
         s.k <= (s.aligned() ? kMaxTinyK : kMaxTinyGatheredK) &&
-        s.m * s.n * s.k <= kMaxTinyProduct && !reject(tiny, problem, device))
+        s.batch * s.m * s.n * s.k <= kMaxTinyProduct && !reject(tiny, problem, device))
       return tiny;
     const Config base{{{"variant", kWgmma}, {"block_m", 128}, {"block_n", 256},
                        {"block_k", s.tf32() ? 32 : 64}, {"stages", 4}, {"consumers", 2},

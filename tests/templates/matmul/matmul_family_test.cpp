@@ -1793,8 +1793,8 @@ TEST(MatmulWgmmaTest, TailSplitCutsOnlyTheLastWavesTiles) {
 namespace tilesmith {
 namespace {
 
-// A tiny product (2^25 multiply-adds or fewer, K up to 512 or 384 for rows off 16 bytes, 16-bit
-// inputs or K-major fp32 ones, one batch, more than 16 rows and columns) takes the mma.sync
+// A tiny product (2^25 multiply-adds or fewer over its batches, K up to 512 or 384 for rows off
+// 16 bytes, 16-bit inputs or K-major fp32 ones, more than 16 rows and columns) takes the mma.sync
 // template's 32x32 tiles on Hopper: more CTAs than the smallest wgmma tile gives
 // (docs/perf/matmul.md v40).
 TEST(MatmulWgmmaTest, TheDefaultTakesTheMmaSyncTilesForTinyProducts) {
@@ -1820,7 +1820,8 @@ TEST(MatmulWgmmaTest, TheDefaultTakesTheMmaSyncTilesForTinyProducts) {
   EXPECT_EQ(variant(matmul_problem(128, 256, 392)), 0);  // rows on 16 bytes
   EXPECT_EQ(variant(Problem{"matmul", DType::f32, DType::f32, {64, 128, 64}, {}}), 1);  // B MN-major
   EXPECT_EQ(variant(Problem{"matmul", DType::f32, DType::f32, {64, 128, 64}, {{"a", "col"}, {"b", "col"}}}), 1);
-  EXPECT_EQ(variant(Problem{"matmul", DType::bf16, DType::bf16, {2, 64, 128, 64}, {}}), 1);
+  EXPECT_EQ(variant(Problem{"matmul", DType::bf16, DType::bf16, {16, 64, 64, 64}, {}}), 0);
+  EXPECT_EQ(variant(Problem{"matmul", DType::bf16, DType::bf16, {3, 128, 512, 512}, {}}), 1);
   EXPECT_NE(variant(matmul_problem(16, 512, 512)), 0);  // 16 rows: the swapped tiles
 }
 

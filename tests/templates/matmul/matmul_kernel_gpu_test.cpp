@@ -460,11 +460,12 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
       problem(bf16, bf16, {72, 8818, 1000}),
       problem(f16, f32, {20, 20480, 600}, {{"b", "col"}, {"bias", "1"}, {"act", "gelu"}}),
       // (v40) A tiny product: the mma.sync template's 32x32 tiles (with the epilogue, A
-      // column-major; 2^25 multiply-adds exactly; rows off 16 bytes; fp32 x @ W^T).
+      // column-major; 2^25 multiply-adds exactly; rows off 16 bytes; fp32 x @ W^T; a batch).
       problem(bf16, bf16, {64, 128, 64}),
       problem(f16, f32, {200, 160, 320}, {{"a", "col"}, {"bias", "1"}, {"act", "relu"}}),
       problem(bf16, bf16, {128, 512, 512}, {{"b", "col"}, {"residual", "1"}}),
       problem(f16, bf16, {250, 130, 90}), problem(f32, f32, {100, 300, 200}, xwt),
+      problem(bf16, bf16, {6, 70, 96, 128}, {{"b", "col"}, {"bias", "1"}, {"residual", "1"}}),
       // Few large tiles: 128x64 tiles in one wave (1000^3), 64x64 ones for a skinny side of
       // 65-128 rows, else K slices through the workspace.
       problem(bf16, bf16, {1000, 1000, 1000}), problem(f16, bf16, {700, 900, 1200}),
