@@ -20,11 +20,11 @@ same clocks). Prints a row a shape, the geometric mean x cuBLAS and the worst sh
 shapes behind its own empty database, verified and timed in the same rounds: an A/B of a change
 to the default, each side against the same cuBLAS timings. --shapes names shapes instead of
 drawing them (layout rr, rc or cr: A then B, r row-major, c column-major; a fourth leading
-dimension, BxMxNxK, is a batch of B packed products, cuBLAS's strided batched). --config LABEL=CONFIG
-(repeatable) also times given configs (k=v,...: one config, or a slice whose tuned winner
-runs) in the same rounds, each from its own database that one `tilesmith tune --only CONFIG`
-of the shape fills (verified there, and here again); a config the shape's constraints reject
-is reported and skipped. Exit status: 0 all verified, 1 a verification failure, 2 setup
+dimension, BxMxNxK, is a batch of B packed products, cuBLAS's strided batched).
+--config LABEL=CONFIG (repeatable) also times given configs (k=v,...: one config, or a slice
+whose tuned winner runs) in the same rounds, each from its own database that one `tilesmith
+tune --only CONFIG` of the shape fills (verified there, and here again); a config the shape's
+constraints reject is reported and skipped. Exit status: 0 all verified, 1 a verification failure, 2 setup
 problem.
 """
 import argparse, ctypes, json, math, os, random, subprocess, sys, tempfile
@@ -180,8 +180,8 @@ def main():
             """Verifies `runtime`'s product (into its own NaN-poisoned C) and keeps its call for the
             rounds; returns the descriptor."""
             c = torch.full((batch, m, n), float("nan"), device="cuda", dtype=dtype).squeeze(0)
-            desc = mb._capi.MatmulDesc(a_store.data_ptr(), b_store.data_ptr(), c.data_ptr(), batch, m,
-                                       n, k, code, code, int(a_col), int(b_col), None, None, 0)
+            desc = mb._capi.MatmulDesc(a_store.data_ptr(), b_store.data_ptr(), c.data_ptr(), batch,
+                                       m, n, k, code, code, int(a_col), int(b_col), None, None, 0)
 
             # `keep` holds the descriptor and C for the rounds.
             def call(lib=lib, runtime=runtime, d=ctypes.byref(desc), keep=(desc, c)):
@@ -219,8 +219,8 @@ def main():
         failed += not ok
         timed = rounds({**calls, "cb": lambda: torch.matmul(a, b)})
         ts_ms, cb_ms = timed["ts"][0], timed["cb"][0]
-        row = {"batch": batch, "m": m, "n": n, "k": k, "layout": layout, "ts_ms": ts_ms, "cb_ms": cb_ms,
-               "x_cublas": cb_ms / ts_ms, "error": errors["ts"], "verified": ok}
+        row = {"batch": batch, "m": m, "n": n, "k": k, "layout": layout, "ts_ms": ts_ms,
+               "cb_ms": cb_ms, "x_cublas": cb_ms / ts_ms, "error": errors["ts"], "verified": ok}
         against = ""
         if "base" in timed:
             row["base_ms"] = timed["base"][0]
@@ -252,8 +252,8 @@ def main():
     source = "given" if args.shapes else f"seed {args.seed}" + (", N in 1..64" if args.narrow_n else "")
     print(f"geomean x cuBLAS over {len(rows)} shapes ({source}): {geomean:.3f}; "
           f"{len(rows) - failed} verified{f'; {failed_configs} --config runs FAILED' if failed_configs else ''}; worst: "
-          + ", ".join(f"{shape_name(r['batch'], r['m'], r['n'], r['k'])} {r['layout']} {r['x_cublas']:.2f}"
-                      for r in worst))
+          + ", ".join(f"{shape_name(r['batch'], r['m'], r['n'], r['k'])} {r['layout']} "
+                      f"{r['x_cublas']:.2f}" for r in worst))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"seed": None if args.shapes else args.seed, "geomean_x_cublas": geomean,

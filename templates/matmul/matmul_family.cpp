@@ -878,22 +878,23 @@ class MatmulFamily final : public Family {
       }
       if (!reject(gemv_kn, problem, device)) return gemv_kn;
     }
-    // A tiny product (2^25 multiply-adds or fewer, its batches together), K up to 512 (384 where rows lie off 16
-    // bytes, which the template gathers through registers: less of the loads' latency hidden
-    // as K grows), 16-bit inputs or fp32 ones both K-major (tf32 MMAs read K-major fragments,
-    // and other layouts are transposed first): the mma.sync template's 32x32 tiles on four
-    // warps, four stages. They spread the few k blocks over four times the CTAs of the smallest wgmma tile,
-    // and the kernel starts a little sooner (64x64 tiles on both templates at 64x64x64: 0.0061
-    // ms against 0.0063). In rounds against the default: rows on 16 bytes 1.04-1.22x on seven
-    // shapes, 1.052x over eleven fresh ones (0.97-1.13x) and 1.03-1.12x on six more
-    // (48x1024x256 0.0068 ms against 0.0076); rows off 16 bytes 1.08-1.60x on eleven shapes of
-    // K 80-333 (250x130x90 0.0065 against 0.0103), 0.54-0.88x on eight of K 400-1000
-    // (256x256x500, 300x100x900). Rows on 16 bytes with a longer K: 0.91-1.05x (128x128x2048
-    // 0.91x); a larger product 0.86-0.99x (512x512x512). fp32 x @ W^T 1.02-1.22x on eight
-    // shapes (64x128x64 0.0057 ms against 0.0069), 1.102x over eight fresh ones (0.94-1.29x);
-    // with B or A MN-major 0.69-1.07x (128x256x512 rr 0.77x). Batches of them 1.00-1.24x on
-    // seven (16x64x64x64 0.0060 ms against 0.0075), 1.103x over eight fresh ones (0.98-1.22x);
-    // past 2^25 together 0.86-1.11x (3x300x300x300 0.86x; docs/perf/matmul.md v40).
+    // A tiny product (2^25 multiply-adds or fewer, a batch's together), K up to 512 (384 where
+    // rows lie off 16 bytes, which the template gathers through registers: less of the loads'
+    // latency hidden as K grows), 16-bit inputs or fp32 ones both K-major (tf32 MMAs read
+    // K-major fragments; other layouts are transposed first): the mma.sync template's 32x32
+    // tiles on four warps, four stages. They spread the few k blocks over four times the CTAs
+    // of the smallest wgmma tile, and the kernel starts a little sooner (64x64 tiles on both
+    // templates at 64x64x64: 0.0061 ms against 0.0063). In rounds against the default: rows on
+    // 16 bytes 1.04-1.22x on seven shapes, 1.052x over eleven fresh ones (0.97-1.13x) and
+    // 1.03-1.12x on six more (48x1024x256 0.0068 ms against 0.0076); rows off 16 bytes
+    // 1.08-1.60x on eleven shapes of K 80-333 (250x130x90 0.0065 against 0.0103), 0.54-0.88x
+    // on eight of K 400-1000 (256x256x500, 300x100x900). Rows on 16 bytes with a longer K:
+    // 0.91-1.05x (128x128x2048 0.91x); a larger product 0.86-0.99x (512x512x512). fp32 x @ W^T
+    // 1.02-1.22x on eight shapes (64x128x64 0.0057 ms against 0.0069), 1.102x over eight fresh
+    // ones (0.94-1.29x); with B or A MN-major 0.69-1.07x (128x256x512 rr 0.77x). Batches
+    // 1.00-1.24x on seven (16x64x64x64 0.0060 ms against 0.0075), 1.103x over eight fresh ones
+    // (0.98-1.22x); past 2^25 together 0.86-1.11x (3x300x300x300 0.86x; docs/perf/matmul.md
+    // v40).
     const Config tiny{{{"variant", kMmaSync}, {"block_m", 32}, {"block_n", 32}, {"block_k", 64},
                        {"warps_m", 2}, {"warps_n", 2}, {"stages", 4}, {"group_m", 8}}};
     if (hopper && (!s.tf32() || (!s.a_columns && s.b_columns)) && s.m > 16 && s.n > 16 &&

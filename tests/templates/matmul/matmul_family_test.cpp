@@ -1818,8 +1818,12 @@ TEST(MatmulWgmmaTest, TheDefaultTakesTheMmaSyncTilesForTinyProducts) {
   EXPECT_EQ(variant(matmul_problem(256, 256, 380)), 0);  // A's rows off 16 bytes
   EXPECT_EQ(variant(matmul_problem(256, 256, 390)), 1);  // ... past K 384
   EXPECT_EQ(variant(matmul_problem(128, 256, 392)), 0);  // rows on 16 bytes
-  EXPECT_EQ(variant(Problem{"matmul", DType::f32, DType::f32, {64, 128, 64}, {}}), 1);  // B MN-major
-  EXPECT_EQ(variant(Problem{"matmul", DType::f32, DType::f32, {64, 128, 64}, {{"a", "col"}, {"b", "col"}}}), 1);
+  // fp32 with B or A MN-major (transposed first for tf32): the wgmma tiles.
+  EXPECT_EQ(variant(Problem{"matmul", DType::f32, DType::f32, {64, 128, 64}, {}}), 1);
+  EXPECT_EQ(variant(Problem{"matmul", DType::f32, DType::f32, {64, 128, 64},
+                            {{"a", "col"}, {"b", "col"}}}),
+            1);
+  // A batch counts its products together.
   EXPECT_EQ(variant(Problem{"matmul", DType::bf16, DType::bf16, {16, 64, 64, 64}, {}}), 0);
   EXPECT_EQ(variant(Problem{"matmul", DType::bf16, DType::bf16, {3, 128, 512, 512}, {}}), 1);
   EXPECT_NE(variant(matmul_problem(16, 512, 512)), 0);  // 16 rows: the swapped tiles
@@ -2024,9 +2028,9 @@ TEST(MatmulWgmmaTest, SwapAbIsForSmallRowMajorMWithNarrowTiles) {
   // consumers (72x8818x4328: 96 phased tiles of 184 columns, against 148 of 120; x @ W^T at
   // 40x20480x4096: 107 against 160), not where 128-row ones fit (36x14783x5288 above). The
   // phased weight in clusters of 4 along it (24 clusters, 30 a wave), x @ W^T's not.
-  const std::pair<Problem, int> past_two_waves[] = {
+  const std::pair<Problem, int> past_a_wave_of_128_rows[] = {
       {matmul_problem(72, 8818, 4328), 4}, {testing::x_times_w_t({40, 20480, 4096}), 1}};
-  for (const auto& [problem, cluster_m] : past_two_waves) {
+  for (const auto& [problem, cluster_m] : past_a_wave_of_128_rows) {
     const Config wider = matmul().default_config(problem, hopper);
     EXPECT_EQ(wider.at("swap_ab"), 1);
     EXPECT_EQ(wider.at("block_m"), 192);
