@@ -24,8 +24,8 @@ dimension, BxMxNxK, is a batch of B packed products, cuBLAS's strided batched).
 --config LABEL=CONFIG (repeatable) also times given configs (k=v,...: one config, or a slice
 whose tuned winner runs) in the same rounds, each from its own database that one `tilesmith
 tune --only CONFIG` of the shape fills (verified there, and here again); a config the shape's
-constraints reject is reported and skipped. Exit status: 0 all verified, 1 a verification failure, 2 setup
-problem.
+constraints reject is reported and skipped. Exit status: 0 all verified, 1 a verification
+failure, 2 setup problem.
 """
 import argparse, ctypes, json, math, os, random, subprocess, sys, tempfile
 

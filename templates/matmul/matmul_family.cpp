@@ -1001,10 +1001,7 @@ class MatmulFamily final : public Family {
       const bool phased = shape_for(problem, shaped).weight_phased;
       if (shaped.at("swap_ab") && !s.tf32() && s.batch == 1 &&
           tiles_of(shaped) > device.sm_count) {
-        Config wide = shaped;
-        wide.values["block_m"] = 128;
-        wide.values["consumers"] = 2;
-        wide.values["stages"] = 6;
+        const Config wide = WgmmaTile{128, shaped.at("block_n"), 2, 6}.on(shaped);
         if (!reject(wide, problem, device)) shaped = wide;
         // Where the 128-row tiles overflow a wave too and 192-row ones on three consumers fit
         // one: those, 5 stages. Against the 128-row tiles, in rounds: 1.01-1.27x on 19 fresh
@@ -1012,10 +1009,7 @@ class MatmulFamily final : public Family {
         // (72x8818x4328 rr 0.0527 ms against 0.0653, 24x17408x8192 rr 0.1020 against 0.1221);
         // where the 128-row tiles fit a wave, 0.60-0.99x (docs/perf/matmul.md v40). (Clusters
         // of 4 below, for a weight read in phases.)
-        Config wider = shaped;
-        wider.values["block_m"] = 192;
-        wider.values["consumers"] = 3;
-        wider.values["stages"] = 5;
+        const Config wider = WgmmaTile{192, shaped.at("block_n"), 3, 5}.on(shaped);
         if (shaped.at("block_m") == 128 && tiles_of(shaped) > device.sm_count &&
             tiles_of(wider) <= device.sm_count && !reject(wider, problem, device))
           shaped = wider;
