@@ -101,12 +101,11 @@ struct MatmulShape {
   // a box row on one is one L2 line, where rows off it straddle two and cost two requests
   // (1152x4224x6424 against 6400: 192x128 tiles 1.8x slower, 128x256 pairs 1.14x, cuBLAS
   // 1.14x; docs/perf/matmul.md v23). Copied operands (transposed, or padded) are on them.
-  int operands_off_lines() const {
-    auto off = [&](long long length, bool copied) {
-      return !copied && length % per_16_bytes() == 0 && length * in_bytes % 128 != 0;
-    };
-    return off(a_row_length(), transposes_a() || weight_phased) +
-           off(b_row_length(), transposes_b());
+  int operands_off_lines() const { return a_off_lines() + b_off_lines(); }
+  bool a_off_lines() const { return off_lines(a_row_length(), transposes_a() || weight_phased); }
+  bool b_off_lines() const { return off_lines(b_row_length(), transposes_b()); }
+  bool off_lines(long long row_length, bool copied) const {
+    return !copied && row_length % per_16_bytes() == 0 && row_length * in_bytes % 128 != 0;
   }
   // Whether an aligned problem needs C's and the residual's strides on 16-byte boundaries too,
   // besides A's and B's (whose rows the kernels move in 16-byte pieces): only with row-major
@@ -1053,19 +1052,37 @@ class MatmulFamily final : public Family {
       // six shapes (20x1101x16000 rr), so a split stays. 192-row tiles (v40), at their 5
       // stages: a weight read in phases 1.00-1.11x on eight shapes (66x8193x8192 rr 0.0843 ms
       // against 0.0934), x @ W^T 0.85-0.98x on two (64x24576x4096), so phased weights only.
+      // Where A's rows lie off L2's lines, each CTA's box rows of A straddle two lines, and
+      // every CTA reads them: a row-major weight read in place then shares the activations
+      // too (K 5000: its 64x64 tiles 1.11-1.23x slower than at K 4992 or 5056, where cuBLAS's
+      // time does not move), at the tile's own ring (13 stages lost 0.90-1.09x against 8). In
+      // rounds against the unclustered tiles: 1.126x over 26 fresh shapes of 17-64 rows
+      // (0.95-1.39x: 55x5592x4280 rr 0.0230 ms against 0.0320); on the lines 0.99-1.10x.
+      // Where four take a wave more than the tiles, tiles of 64 columns of such rows go in
+      // pairs: x @ W^T at 121-132 tiles 1.09-1.27x on four fresh shapes (55x8152x3384 rc 0.0274
+      // ms against 0.0347) and 1.01-1.12x on four of 128 rows; on the lines 0.99-1.00x. Tiles of
+      // 32 columns (17-32 rows) gained nothing in pairs (0.93-1.07x on eight), nor 16 rows or
+      // fewer (0.98-1.06x on twelve; docs/perf/matmul.md v41).
       const long long tiles = tiles_of(shaped);
       const bool wide_rows = shaped.at("block_m") == 192;
+      const bool weight_in_place = !s.as_read().b_columns && !phased;  // row-major, in place
+      const bool a_straddles = !phased && s.a_off_lines();
       if (shaped.at("swap_ab") && shaped.at("split_k") == 1 && shaped.at("cluster_n") == 1 &&
           s.m > 16 && 2 * tiles > device.sm_count &&
-          (wide_rows ? phased : s.as_read().b_columns || phased)) {
-        Config shared = shaped;
-        shared.values["cluster_m"] = 4;
-        if (!wide_rows) shared = deepest_ring(shared, 8, problem, device);
-        const WgmmaConfig w(shared);
-        if (!reject(shared, problem, device) &&
-            ceil_div(tiles_of(shared), wave_clusters(w, device.sm_count)) <=
-                ceil_div(tiles, device.sm_count))
-          shaped = shared;
+          (wide_rows ? phased : !weight_in_place || a_straddles)) {
+        for (int cluster : {4, 2}) {
+          if (cluster == 2 && (!a_straddles || shaped.at("block_n") != 64)) break;
+          Config shared = shaped;
+          shared.values["cluster_m"] = cluster;
+          if (!wide_rows && !weight_in_place) shared = deepest_ring(shared, 8, problem, device);
+          const WgmmaConfig w(shared);
+          if (!reject(shared, problem, device) &&
+              ceil_div(tiles_of(shared), wave_clusters(w, device.sm_count)) <=
+                  ceil_div(tiles, device.sm_count)) {
+            shaped = shared;
+            break;
+          }
+        }
       }
       // K too short to split: the smallest tiles, the most of them, in one launch (559x272x248:
       // 64x64 0.88x cuBLAS, 128x128 0.75x whole, 0.57x in two slices; v22). (Where a longer K

@@ -2098,6 +2098,26 @@ TEST(MatmulWgmmaTest, SwapAbIsForSmallRowMajorMWithNarrowTiles) {
   EXPECT_EQ(matmul().default_config(testing::x_times_w_t({64, 8192, 8192}), hopper).at("cluster_m"), 1);
   EXPECT_EQ(matmul().default_config(testing::x_times_w_t({27, 15722, 2424}), hopper).at("cluster_m"), 1);
   EXPECT_EQ(matmul().default_config(matmul_problem(32, 6144, 4096), hopper).at("cluster_m"), 1);
+  // A row-major weight read in place too where A's rows lie off L2's lines (K 5000: 10000
+  // bytes), at the tile's own ring: 45x4800x5000 (75 tiles) in clusters of 4, 58x8000x7000
+  // (125 tiles: 32 clusters of 4 where 30 fit) in pairs, 40x12000x5000 (94 tiles of 128 rows)
+  // in clusters of 4; not on the lines (K 5056), nor where A is transposed into padded rows.
+  EXPECT_EQ(matmul().default_config(matmul_problem(45, 4800, 5000), hopper).text(),
+            testing::wgmma_config(64, 64, 8, 1, 4, 1, 8, 1, 0, 1).text());
+  EXPECT_EQ(matmul().default_config(matmul_problem(58, 8000, 7000), hopper).text(),
+            testing::wgmma_config(64, 64, 8, 1, 2, 1, 8, 1, 0, 1).text());
+  EXPECT_EQ(matmul().default_config(matmul_problem(40, 12000, 5000), hopper).text(),
+            testing::wgmma_config(128, 64, 6, 2, 4, 1, 8, 1, 0, 1).text());
+  EXPECT_EQ(matmul().default_config(matmul_problem(45, 4800, 5056), hopper).at("cluster_m"), 1);
+  const Problem transposed_a{"matmul", DType::bf16, DType::bf16, {45, 4800, 5000}, {{"a", "col"}}};
+  EXPECT_EQ(matmul().default_config(transposed_a, hopper).at("cluster_m"), 1);
+  // Tiles of 64 columns of such rows in pairs where four take a wave more: x @ W^T at
+  // 55x8152x3384 (128 tiles, its deepest ring); not on the lines (40x7900x5056: 124 tiles),
+  // nor in 32 columns (27x15722x2424 above: 123 tiles of 128 rows) or 16 (9x9128x3888).
+  EXPECT_EQ(matmul().default_config(testing::x_times_w_t({55, 8152, 3384}), hopper).text(),
+            testing::wgmma_config(64, 64, 13, 1, 2, 1, 8, 1, 0, 1).text());
+  EXPECT_EQ(matmul().default_config(testing::x_times_w_t({40, 7900, 5056}), hopper).at("cluster_m"), 1);
+  EXPECT_EQ(matmul().default_config(matmul_problem(9, 9128, 3888), hopper).at("cluster_m"), 1);
   EXPECT_EQ(matmul().default_config(Problem{"matmul", DType::f32, DType::f32, {48, 11008, 4096}, {{"b", "col"}}},
                                     hopper).text(),
             testing::tf32_config(64, 64, 13, 1, 4, 1, 8, 1, 0, 1).text());

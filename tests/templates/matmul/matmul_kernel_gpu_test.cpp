@@ -459,6 +459,12 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
       // weight read in row phases, x @ W^T with the epilogue.
       problem(bf16, bf16, {72, 8818, 1000}),
       problem(f16, f32, {20, 20480, 600}, {{"b", "col"}, {"bias", "1"}, {"act", "gelu"}}),
+      // (v41) A row-major weight read in place, A's rows off L2's lines: clusters of 4 sharing
+      // them (64-row tiles with the epilogue; 128-row ones on two consumers), pairs where four
+      // take a wave more (125 tiles; x @ W^T's 128 tiles).
+      problem(bf16, f32, {45, 4800, 1000}, {{"bias", "1"}, {"residual", "1"}}),
+      problem(f16, bf16, {24, 12000, 520}), problem(bf16, bf16, {58, 8000, 1000}),
+      problem(f16, f16, {55, 8152, 1000}, xwt),
       // (v40) A tiny product: the mma.sync template's 32x32 tiles (with the epilogue, A
       // column-major; 2^25 multiply-adds exactly; rows off 16 bytes; fp32 x @ W^T; a batch).
       problem(bf16, bf16, {64, 128, 64}),
