@@ -977,6 +977,18 @@ class MatmulFamily final : public Family {
                                               : std::nullopt;
     if (filling) {
       shaped = *filling;
+      // 128x64 tiles reading A's rows off L2's lines (each box row straddling two): pairs along
+      // N share them, where that costs no wave (110x4400x3000 rr 0.0217 ms against 0.0270,
+      // 96x8192x3000 1.21x, 72x5000x3000 1.15x; on the lines 0.99x; docs/perf/matmul.md v41).
+      if (s.a_off_lines() && shaped.at("block_m") == 128 && shaped.at("block_n") == 64) {
+        Config pair = shaped;
+        pair.values["cluster_n"] = 2;
+        const WgmmaConfig w(pair);
+        if (!reject(pair, problem, device) &&
+            ceil_div(kernel_tiles(w, s), wave_clusters(w, device.sm_count)) <=
+                ceil_div(kernel_tiles(WgmmaConfig(shaped), s), device.sm_count))
+          shaped = pair;
+      }
     } else if (shaped.at("swap_ab") || tiled) {
       // Of the splits that neither overfill the SMs nor leave a slice under two K blocks, the
       // one split_time puts first; none where K is under kMinSplitK, unless even 64x64 tiles

@@ -304,6 +304,12 @@ TEST(MatmulWgmmaTest, TheDefaultFillsWithSmallerTilesWhereKIsTooShortToSplit) {
   };
   // 128x128 leaves 36 tiles for 132 SMs; 128x64's 66 fill half.
   EXPECT_EQ(tile({"matmul", DType::bf16, DType::bf16, {698, 659, 1576}, {{"a", "col"}}}), "128x64");
+  // Where A's rows lie off L2's lines (each box row straddling two), the 128x64 tiles go in
+  // pairs along N sharing them, where that costs no wave (110x4400x3000: 69 tiles, 35 pairs);
+  // on the lines alone (K 3072).
+  EXPECT_EQ(tile(matmul_problem(110, 4400, 3000)), "128x64");
+  EXPECT_EQ(matmul().default_config(matmul_problem(110, 4400, 3000), hopper).at("cluster_n"), 2);
+  EXPECT_EQ(matmul().default_config(matmul_problem(110, 4400, 3072), hopper).at("cluster_n"), 1);
   // No tile fills half: the smallest, 45 of them (128x128 in two slices before).
   EXPECT_EQ(tile({"matmul", DType::bf16, DType::bf16, {559, 272, 248}, {{"b", "col"}}}), "64x64");
   EXPECT_EQ(tile({"matmul", DType::bf16, DType::bf16, {24, 1408, 1146}, {{"a", "col"}}}), "64x64");
