@@ -977,18 +977,6 @@ class MatmulFamily final : public Family {
                                               : std::nullopt;
     if (filling) {
       shaped = *filling;
-      // 128x64 tiles reading A's rows off L2's lines (each box row straddling two): pairs along
-      // N share them, where that costs no wave (110x4400x3000 rr 0.0217 ms against 0.0270,
-      // 96x8192x3000 1.21x, 72x5000x3000 1.15x; on the lines 0.99x; docs/perf/matmul.md v41).
-      if (s.a_off_lines() && shaped.at("block_m") == 128 && shaped.at("block_n") == 64) {
-        Config pair = shaped;
-        pair.values["cluster_n"] = 2;
-        const WgmmaConfig w(pair);
-        if (!reject(pair, problem, device) &&
-            ceil_div(kernel_tiles(w, s), wave_clusters(w, device.sm_count)) <=
-                ceil_div(kernel_tiles(WgmmaConfig(shaped), s), device.sm_count))
-          shaped = pair;
-      }
     } else if (shaped.at("swap_ab") || tiled) {
       // Of the splits that neither overfill the SMs nor leave a slice under two K blocks, the
       // one split_time puts first; none where K is under kMinSplitK, unless even 64x64 tiles
@@ -1109,6 +1097,7 @@ class MatmulFamily final : public Family {
       const int split = tail_split_of(shaped, problem, device);
       if (split > 1) set({{"split_k", split}});
     }
+    if (tiled && !s.tf32()) shaped = paired_off_lines(shaped, problem, device);
     // fp32 with B row-major: the swapped twin of the tile (B read in place). Where the
     // wave-fitted tile has none (ping-pong, 176, 224 or 192 rows on three consumers), 128x256's
     // twin (not with A column-major, which swapped tiles transpose), unless its waves cost more
@@ -1985,6 +1974,38 @@ class MatmulFamily final : public Family {
       if (!reject(config, problem, device)) break;
     }
     return config;
+  }
+
+  // A few unswapped 128-row tiles whose operands' rows lie off L2's lines, so that each of
+  // their box rows straddles two lines: in a pair sharing one of them, where that costs no wave.
+  // 128x64 tiles where A's rows are off, along N (sharing A): 110x4400x3000 rr 0.0217 ms against
+  // 0.0270; in rounds against the tile alone 1.145x over 16 fresh shapes of 92-511 rows
+  // (0.99-1.29x: 286x1988x2488 rc 0.0224 against 0.0288); on the lines 0.99x. 128x128 tiles
+  // where B's rows are off and M spans two tile rows or more, along M (sharing B): 1.081x over
+  // ten fresh shapes (0.95-1.20x: 500x3544x12732 cr 0.0999 against 0.1199; K in 4 or 8 slices
+  // 0.98-1.01x). Along N, sharing A where M is one tile row, they gained nothing (0.93-1.09x
+  // on eight; docs/perf/matmul.md v41).
+  Config paired_off_lines(const Config& config, const Problem& problem,
+                          const DeviceTarget& device) const {
+    const MatmulShape s(problem);
+    const WgmmaConfig w(config);
+    if (w.swap_ab || w.block_m != 128 || w.cluster() != 1) return config;
+    const bool a_off = s.a_off_lines(), b_off = s.b_off_lines();
+    Config pair = config;
+    if (w.block_n == 64 && a_off)
+      pair.values["cluster_n"] = 2;
+    else if (w.block_n == 128 && b_off && ceil_div(s.m, 128) >= 2)
+      pair.values["cluster_m"] = 2;
+    else
+      return config;
+    const WgmmaConfig p(pair);
+    const long long units = kernel_tiles(w, s) * w.workspace_splits();
+    const long long paired_units = kernel_tiles(p, s) * p.workspace_splits();
+    if (reject(pair, problem, device) ||
+        ceil_div(paired_units, wave_clusters(p, device.sm_count)) >
+            ceil_div(units, wave_clusters(w, device.sm_count)))
+      return config;
+    return pair;
   }
 
   // The first of 128x128 (two consumers), 128x64 and 64x128 (one) tiles that fill half the SMs

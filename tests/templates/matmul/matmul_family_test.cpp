@@ -310,6 +310,16 @@ TEST(MatmulWgmmaTest, TheDefaultFillsWithSmallerTilesWhereKIsTooShortToSplit) {
   EXPECT_EQ(tile(matmul_problem(110, 4400, 3000)), "128x64");
   EXPECT_EQ(matmul().default_config(matmul_problem(110, 4400, 3000), hopper).at("cluster_n"), 2);
   EXPECT_EQ(matmul().default_config(matmul_problem(110, 4400, 3072), hopper).at("cluster_n"), 1);
+  // 128x128 tiles where B's rows are off the lines and M spans two tile rows or more: a pair
+  // along M sharing B (260x3000x2600: 3 x 24 tiles), not along N where M is one tile row
+  // (95x7080x11208 x @ W^T, both operands off them).
+  const Config shares_b = matmul().default_config(matmul_problem(260, 3000, 2600), hopper);
+  EXPECT_EQ(tile(matmul_problem(260, 3000, 2600)), "128x128");
+  EXPECT_EQ(shares_b.at("cluster_m"), 2);
+  EXPECT_EQ(shares_b.at("cluster_n"), 1);
+  const Config one_row = matmul().default_config(testing::x_times_w_t({95, 7080, 11208}), hopper);
+  EXPECT_EQ(one_row.at("block_n"), 128);
+  EXPECT_EQ(one_row.at("cluster_m") * one_row.at("cluster_n"), 1);
   // No tile fills half: the smallest, 45 of them (128x128 in two slices before).
   EXPECT_EQ(tile({"matmul", DType::bf16, DType::bf16, {559, 272, 248}, {{"b", "col"}}}), "64x64");
   EXPECT_EQ(tile({"matmul", DType::bf16, DType::bf16, {24, 1408, 1146}, {{"a", "col"}}}), "64x64");

@@ -465,8 +465,10 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
       problem(bf16, f32, {45, 4800, 1000}, {{"bias", "1"}, {"residual", "1"}}),
       problem(f16, bf16, {24, 12000, 520}), problem(bf16, bf16, {58, 8000, 1000}),
       problem(f16, f16, {55, 8152, 1000}, xwt),
-      // (v41) Unswapped 128x64 tiles in pairs along N sharing A's rows off L2's lines.
+      // (v41) Unswapped 128x64 tiles in pairs along N sharing A's rows off L2's lines, 128x128
+      // ones along M sharing B's (A column-major, copied into padded rows).
       problem(bf16, bf16, {110, 4400, 1000}, {{"act", "gelu"}}),
+      problem(f16, f32, {221, 4920, 1244}, {{"a", "col"}, {"bias", "1"}}),
       // (v40) A tiny product: the mma.sync template's 32x32 tiles (with the epilogue, A
       // column-major; 2^25 multiply-adds exactly; rows off 16 bytes; fp32 x @ W^T; a batch).
       problem(bf16, bf16, {64, 128, 64}),
