@@ -1097,6 +1097,8 @@ class MatmulFamily final : public Family {
       const int split = tail_split_of(shaped, problem, device);
       if (split > 1) set({{"split_k", split}});
     }
+    // Few 128-row tiles reading rows that straddle L2's lines: in pairs sharing them (16-bit
+    // inputs, as measured).
     if (tiled && !s.tf32()) shaped = paired_off_lines(shaped, problem, device);
     // fp32 with B row-major: the swapped twin of the tile (B read in place). Where the
     // wave-fitted tile has none (ping-pong, 176, 224 or 192 rows on three consumers), 128x256's
@@ -1983,8 +1985,8 @@ class MatmulFamily final : public Family {
   // (0.99-1.29x: 286x1988x2488 rc 0.0224 against 0.0288); on the lines 0.99x. 128x128 tiles
   // where B's rows are off and M spans two tile rows or more, along M (sharing B): 1.081x over
   // ten fresh shapes (0.95-1.20x: 500x3544x12732 cr 0.0999 against 0.1199; K in 4 or 8 slices
-  // 0.98-1.01x). Along N, sharing A where M is one tile row, they gained nothing (0.93-1.09x
-  // on eight; docs/perf/matmul.md v41).
+  // 0.98-1.01x). Along N, sharing A (M in one tile row, or B's rows on the lines), they gained
+  // nothing (0.93-1.09x on eight; docs/perf/matmul.md v41).
   Config paired_off_lines(const Config& config, const Problem& problem,
                           const DeviceTarget& device) const {
     const MatmulShape s(problem);
