@@ -357,6 +357,9 @@ constexpr long long kMaxTinyK = 512, kMaxTinyGatheredK = 384;
 // rather than 128x128 tiles in K slices (698x659x1576: 128x64 whole 1.28x cuBLAS, 128x128 in
 // two slices 0.90x; v22); past it K-heavy shapes keep their slices (512x512x16384).
 constexpr long long kMaxUnslicedK = 4096;
+// Pairs of 128x256 tiles for operands whose rows both straddle L2's lines: from 12 pairs
+// (paired_off_lines; 7 and 8 of them lost 0.85-0.98x, 12-40 gained: docs/perf/matmul.md v41).
+constexpr long long kMinWidePairs = 12;
 
 // A wgmma tile the untuned default picks: its shape, consumer warpgroups and ring depth.
 struct WgmmaTile {
@@ -1098,8 +1101,8 @@ class MatmulFamily final : public Family {
       if (split > 1) set({{"split_k", split}});
     }
     // Few 128-row tiles reading rows that straddle L2's lines: in pairs sharing them (16-bit
-    // inputs, as measured).
-    if (tiled && !s.tf32()) shaped = paired_off_lines(shaped, problem, device);
+    // inputs and N over one tile, as measured).
+    if (tiled && !narrow && !s.tf32()) shaped = paired_off_lines(shaped, problem, device);
     // fp32 with B row-major: the swapped twin of the tile (B read in place). Where the
     // wave-fitted tile has none (ping-pong, 176, 224 or 192 rows on three consumers), 128x256's
     // twin (not with A column-major, which swapped tiles transpose), unless its waves cost more
@@ -1993,6 +1996,23 @@ class MatmulFamily final : public Family {
     const WgmmaConfig w(config);
     if (w.swap_ab || w.block_m != 128 || w.cluster() != 1) return config;
     const bool a_off = s.a_off_lines(), b_off = s.b_off_lines();
+    // Both operands' rows off, M over two tile rows, N over three 256-column ones, K from
+    // kMinSplitK: 128x256 tiles in pairs along M (each pair reads a 256x256 block of C's
+    // operands once), K split as far as the pairs fill the SMs once, where there are a dozen
+    // pairs or more. The sweeps' winners at
+    // 408x2872x8312 rr and 193x7360x7024 rc; against the default's 128-row tiles, each shape's
+    // best split, 1.05-1.51x on nine (140x6568x10776 rr 0.0778 ms against 0.1171), 0.85-0.98x
+    // on 7 or 8 pairs (203x1552x3520 rr) and at K 1448 (docs/perf/matmul.md v41).
+    const long long wide_pairs = s.batch * ceil_div(s.m, 256) * ceil_div(s.n, 256);
+    if (a_off && b_off && s.m > 128 && s.n > 512 && s.k >= kMinSplitK &&
+        wide_pairs >= kMinWidePairs) {
+      Config wide = WgmmaTile{128, 256, 2, 4}.on(config);
+      wide.values["cluster_m"] = 2;
+      int split = 1;
+      while (4 * wide_pairs * split <= device.sm_count && ceil_div(s.k, 64) >= 4 * split) split *= 2;
+      wide.values["split_k"] = split;
+      if (!reject(wide, problem, device)) return wide;
+    }
     Config pair = config;
     if (w.block_n == 64 && a_off)
       pair.values["cluster_n"] = 2;

@@ -311,12 +311,18 @@ TEST(MatmulWgmmaTest, TheDefaultFillsWithSmallerTilesWhereKIsTooShortToSplit) {
   EXPECT_EQ(matmul().default_config(matmul_problem(110, 4400, 3000), hopper).at("cluster_n"), 2);
   EXPECT_EQ(matmul().default_config(matmul_problem(110, 4400, 3072), hopper).at("cluster_n"), 1);
   // 128x128 tiles where B's rows are off the lines and M spans two tile rows or more: a pair
-  // along M sharing B (260x3000x2600: 3 x 24 tiles), not along N where M is one tile row
-  // (95x7080x11208 x @ W^T, both operands off them).
-  const Config shares_b = matmul().default_config(matmul_problem(260, 3000, 2600), hopper);
-  EXPECT_EQ(tile(matmul_problem(260, 3000, 2600)), "128x128");
+  // along M sharing B (260x3000x2560: 3 x 24 tiles, A's rows on the lines), not along N where
+  // M is one tile row (95x7080x11208 x @ W^T, both operands off them).
+  const Config shares_b = matmul().default_config(matmul_problem(260, 3000, 2560), hopper);
+  EXPECT_EQ(tile(matmul_problem(260, 3000, 2560)), "128x128");
   EXPECT_EQ(shares_b.at("cluster_m"), 2);
   EXPECT_EQ(shares_b.at("cluster_n"), 1);
+  // Both operands' rows off them, a dozen 256x256 blocks or more, K from 2048: 128x256 tiles
+  // in pairs along M, K split as far as they fill the SMs once (408x2872x8312: 24 pairs, 2
+  // slices); 7 pairs keep the 128x128 ones (203x1552x3520).
+  const Config wide_pairs = matmul().default_config(matmul_problem(408, 2872, 8312), hopper);
+  EXPECT_EQ(wide_pairs.text(), testing::wgmma_config(128, 256, 4, 2, 2, 1, 8, 2, 0, 0, 0, 0).text());
+  EXPECT_EQ(matmul().default_config(matmul_problem(203, 1552, 3520), hopper).at("block_n"), 128);
   const Config one_row = matmul().default_config(testing::x_times_w_t({95, 7080, 11208}), hopper);
   EXPECT_EQ(one_row.at("block_n"), 128);
   EXPECT_EQ(one_row.at("cluster_m") * one_row.at("cluster_n"), 1);

@@ -469,6 +469,8 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
       // ones along M sharing B's (A column-major, copied into padded rows).
       problem(bf16, bf16, {110, 4400, 1000}, {{"act", "gelu"}}),
       problem(f16, f32, {221, 4920, 1244}, {{"a", "col"}, {"bias", "1"}}),
+      // (v41) Both operands' rows off the lines: 128x256 tiles in pairs along M, K in 2 slices.
+      problem(f16, bf16, {170, 6376, 3120}, {{"b", "col"}, {"residual", "1"}}),
       // (v40) A tiny product: the mma.sync template's 32x32 tiles (with the epilogue, A
       // column-major; 2^25 multiply-adds exactly; rows off 16 bytes; fp32 x @ W^T; a batch).
       problem(bf16, bf16, {64, 128, 64}),
