@@ -1996,20 +1996,21 @@ class MatmulFamily final : public Family {
     const WgmmaConfig w(config);
     if (w.swap_ab || w.block_m != 128 || w.cluster() != 1) return config;
     const bool a_off = s.a_off_lines(), b_off = s.b_off_lines();
-    // Both operands' rows off, M over two tile rows, N over three 256-column ones, K from
-    // kMinSplitK: 128x256 tiles in pairs along M (each pair reads a 256x256 block of C's
-    // operands once), K split as far as the pairs fill the SMs once, where there are a dozen
-    // pairs or more. The sweeps' winners at
-    // 408x2872x8312 rr and 193x7360x7024 rc; against the default's 128-row tiles, each shape's
-    // best split, 1.05-1.51x on nine (140x6568x10776 rr 0.0778 ms against 0.1171), 0.85-0.98x
-    // on 7 or 8 pairs (203x1552x3520 rr) and at K 1448 (docs/perf/matmul.md v41).
+    // Both operands' rows off, M over one tile row and N over 512, K from kMinSplitK: 128x256
+    // tiles in pairs along M (a pair computes 256x256 of C, so each straddling row is read by
+    // half as many CTAs as 128x128 tiles'), K split as far as the pairs fill the SMs once, where
+    // there are a dozen pairs or more (the sweeps' winners at 408x2872x8312 rr, 193x7360x7024
+    // rc). In rounds against v40's default, 1.256x over 16 fresh shapes (0.98-1.65x:
+    // 150x4256x7784 rc 0.0508 ms against 0.0836); 0.85-0.98x at 7 or 8 pairs and at K 1448
+    // (docs/perf/matmul.md v41).
     const long long wide_pairs = s.batch * ceil_div(s.m, 256) * ceil_div(s.n, 256);
     if (a_off && b_off && s.m > 128 && s.n > 512 && s.k >= kMinSplitK &&
         wide_pairs >= kMinWidePairs) {
       Config wide = WgmmaTile{128, 256, 2, 4}.on(config);
       wide.values["cluster_m"] = 2;
-      int split = 1;
-      while (4 * wide_pairs * split <= device.sm_count && ceil_div(s.k, 64) >= 4 * split) split *= 2;
+      int split = 1;  // doubled while 2 x pairs x split CTAs fit the SMs, two k blocks a slice
+      while (4 * wide_pairs * split <= device.sm_count && ceil_div(s.k, 64) >= 4 * split)
+        split *= 2;
       wide.values["split_k"] = split;
       if (!reject(wide, problem, device)) return wide;
     }

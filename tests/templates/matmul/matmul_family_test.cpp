@@ -321,7 +321,8 @@ TEST(MatmulWgmmaTest, TheDefaultFillsWithSmallerTilesWhereKIsTooShortToSplit) {
   // in pairs along M, K split as far as they fill the SMs once (408x2872x8312: 24 pairs, 2
   // slices); 7 pairs keep the 128x128 ones (203x1552x3520).
   const Config wide_pairs = matmul().default_config(matmul_problem(408, 2872, 8312), hopper);
-  EXPECT_EQ(wide_pairs.text(), testing::wgmma_config(128, 256, 4, 2, 2, 1, 8, 2, 0, 0, 0, 0).text());
+  EXPECT_EQ(wide_pairs.text(),
+            testing::wgmma_config(128, 256, 4, 2, 2, 1, 8, 2, 0, 0, 0, 0).text());
   EXPECT_EQ(matmul().default_config(matmul_problem(203, 1552, 3520), hopper).at("block_n"), 128);
   const Config one_row = matmul().default_config(testing::x_times_w_t({95, 7080, 11208}), hopper);
   EXPECT_EQ(one_row.at("block_n"), 128);
@@ -2138,7 +2139,8 @@ TEST(MatmulWgmmaTest, SwapAbIsForSmallRowMajorMWithNarrowTiles) {
   // nor in 32 columns (27x15722x2424 above: 123 tiles of 128 rows) or 16 (9x9128x3888).
   EXPECT_EQ(matmul().default_config(testing::x_times_w_t({55, 8152, 3384}), hopper).text(),
             testing::wgmma_config(64, 64, 13, 1, 2, 1, 8, 1, 0, 1).text());
-  EXPECT_EQ(matmul().default_config(testing::x_times_w_t({40, 7900, 5056}), hopper).at("cluster_m"), 1);
+  EXPECT_EQ(
+      matmul().default_config(testing::x_times_w_t({40, 7900, 5056}), hopper).at("cluster_m"), 1);
   EXPECT_EQ(matmul().default_config(matmul_problem(9, 9128, 3888), hopper).at("cluster_m"), 1);
   EXPECT_EQ(matmul().default_config(Problem{"matmul", DType::f32, DType::f32, {48, 11008, 4096}, {{"b", "col"}}},
                                     hopper).text(),
