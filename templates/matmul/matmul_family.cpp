@@ -1065,7 +1065,7 @@ class MatmulFamily final : public Family {
       // pairs: x @ W^T at 121-132 tiles 1.09-1.27x on four fresh shapes (55x8152x3384 rc 0.0274
       // ms against 0.0347) and 1.01-1.12x on four of 128 rows; on the lines 0.99-1.00x. Tiles of
       // 32 columns (17-32 rows) gained nothing in pairs (0.93-1.07x on eight), nor 16 rows or
-      // fewer (0.98-1.06x on twelve; docs/perf/matmul.md v41).
+      // fewer (0.98-1.06x on twelve; docs/perf/matmul.md v41). 16-bit inputs, as measured.
       const long long tiles = tiles_of(shaped);
       const bool wide_rows = shaped.at("block_m") == 192;
       const bool weight_in_place = !s.as_read().b_columns && !phased;  // row-major, in place
@@ -1074,7 +1074,7 @@ class MatmulFamily final : public Family {
           s.m > 16 && 2 * tiles > device.sm_count &&
           (wide_rows ? phased : !weight_in_place || a_straddles)) {
         for (int cluster : {4, 2}) {
-          if (cluster == 2 && (!a_straddles || shaped.at("block_n") != 64)) break;
+          if (cluster == 2 && (!a_straddles || shaped.at("block_n") != 64 || s.tf32())) break;
           Config shared = shaped;
           shared.values["cluster_m"] = cluster;
           if (!wide_rows && !weight_in_place) shared = deepest_ring(shared, 8, problem, device);

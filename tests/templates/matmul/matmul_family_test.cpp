@@ -2141,6 +2141,9 @@ TEST(MatmulWgmmaTest, SwapAbIsForSmallRowMajorMWithNarrowTiles) {
             testing::wgmma_config(64, 64, 13, 1, 2, 1, 8, 1, 0, 1).text());
   EXPECT_EQ(
       matmul().default_config(testing::x_times_w_t({40, 7900, 5056}), hopper).at("cluster_m"), 1);
+  // (fp32 inputs, unmeasured in pairs, keep the tile alone.)
+  const Problem tf32_off{"matmul", DType::f32, DType::f32, {40, 7900, 5000}, {{"b", "col"}}};
+  EXPECT_EQ(matmul().default_config(tf32_off, hopper).at("cluster_m"), 1);
   EXPECT_EQ(matmul().default_config(matmul_problem(9, 9128, 3888), hopper).at("cluster_m"), 1);
   EXPECT_EQ(matmul().default_config(Problem{"matmul", DType::f32, DType::f32, {48, 11008, 4096}, {{"b", "col"}}},
                                     hopper).text(),
