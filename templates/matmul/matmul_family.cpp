@@ -1078,10 +1078,7 @@ class MatmulFamily final : public Family {
           Config shared = shaped;
           shared.values["cluster_m"] = cluster;
           if (!wide_rows && !weight_in_place) shared = deepest_ring(shared, 8, problem, device);
-          const WgmmaConfig w(shared);
-          if (!reject(shared, problem, device) &&
-              ceil_div(tiles_of(shared), wave_clusters(w, device.sm_count)) <=
-                  ceil_div(tiles, device.sm_count)) {
+          if (!reject(shared, problem, device) && costs_no_wave(shared, shaped, problem, device)) {
             shaped = shared;
             break;
           }
@@ -2021,14 +2018,21 @@ class MatmulFamily final : public Family {
       pair.values["cluster_m"] = 2;
     else
       return config;
-    const WgmmaConfig p(pair);
-    const long long units = kernel_tiles(w, s) * w.workspace_splits();
-    const long long paired_units = kernel_tiles(p, s) * p.workspace_splits();
-    if (reject(pair, problem, device) ||
-        ceil_div(paired_units, wave_clusters(p, device.sm_count)) >
-            ceil_div(units, wave_clusters(w, device.sm_count)))
+    if (reject(pair, problem, device) || !costs_no_wave(pair, config, problem, device))
       return config;
     return pair;
+  }
+
+  // Whether `clustered` (`config`'s tile in clusters) runs its units (cluster tiles times K
+  // slices) in no more waves than `config`, as many clusters a wave as fit the SMs.
+  bool costs_no_wave(const Config& clustered, const Config& config, const Problem& problem,
+                     const DeviceTarget& device) const {
+    const auto waves = [&](const Config& c) {
+      const WgmmaConfig w(c);
+      return ceil_div(kernel_tiles(w, shape_for(problem, c)) * w.workspace_splits(),
+                      wave_clusters(w, device.sm_count));
+    };
+    return waves(clustered) <= waves(config);
   }
 
   // The first of 128x128 (two consumers), 128x64 and 64x128 (one) tiles that fill half the SMs
