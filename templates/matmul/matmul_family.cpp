@@ -360,6 +360,17 @@ constexpr long long kMaxUnslicedK = 4096;
 // Pairs of 128x256 tiles for operands whose rows both straddle L2's lines: from 12 pairs
 // (paired_off_lines; 7 and 8 of them lost 0.85-0.98x, 12-40 gained: docs/perf/matmul.md v41).
 constexpr long long kMinWidePairs = 12;
+// few_tile_us's constants, fit to 50 measured pairs of configs (docs/perf/matmul.md v42, runs 2
+// and 3: few-tile shapes of 133-1313 rows, the default against swapped mid-width tiles; 10%
+// rms error on their ratios): operand rows read from L2 by the CTAs at 7 TB/s (multicast rows
+// counted once), a CTA's multiply-adds at 85% of an H100 SM's peak, and 24 us of each call that
+// no tile changes (its start, ramp and end, and the waves' uneven finish, lumped).
+constexpr double kL2ReadBytesPerUs = 7.0e6;
+constexpr double kCtaMacsPerUs = 3.18e6;
+constexpr double kFewTileFixedUs = 24.0;
+// A swapped mid-width tile replaces the default where few_tile_us puts it at this share of the
+// default's time or less: every shape it put above lost or gained under 10% (v42).
+constexpr double kMidWidthShare = 0.87;
 
 // A wgmma tile the untuned default picks: its shape, consumer warpgroups and ring depth.
 struct WgmmaTile {
@@ -421,7 +432,7 @@ std::vector<ParamSpec> variant_space(int variant) {
             {"unroll", {4, 8, 16}},
             {"split_k", {1, 2, 4, 8, 16, 32, 64}}};
   return {{"block_m", {64, 128, 192, 256}},
-          {"block_n", {16, 32, 64, 128, 176, 192, 224, 256}},
+          {"block_n", {16, 32, 64, 80, 96, 112, 128, 176, 192, 224, 256}},
           {"block_k", {32, 64}},  // one 128-byte row: 64 of bf16/f16, 32 of fp32 (tf32)
           {"stages", {3, 4, 5, 6, 8, 10, 13, 16}},
           {"consumers", {1, 2, 3}},
@@ -549,6 +560,9 @@ struct WgmmaConfig {
   // 176 and 224 columns: widths that fit a wide N to the waves (cuBLAS runs 1024x14336x4096 in
   // 128x176 tiles); B's MN-major blocks are 64 wide, so they read B K-major.
   bool wave_fitted_width() const { return block_n == 176 || block_n == 224; }
+  // 80, 96 and 112 columns: swapped tiles whose width spans M's rows (65 or more), fitted to the
+  // waves as cuBLAS fits its 104- and 112-row tiles (618x2544x12240: 120 CTAs, K whole).
+  bool swapped_mid_width() const { return block_n == 80 || block_n == 96 || block_n == 112; }
   // Consumer warpgroups sharing a tile's rows: all of them, or with pingpong one (whole tiles).
   int rows_sharing() const { return pingpong ? 1 : consumers; }
   // swap_ab over a wide M (128 columns or more: fp32 with B row-major read in place), whose C^T
@@ -1098,8 +1112,13 @@ class MatmulFamily final : public Family {
       if (split > 1) set({{"split_k", split}});
     }
     // Few 128-row tiles reading rows that straddle L2's lines: in pairs sharing them (16-bit
-    // inputs and N over one tile, as measured).
-    if (tiled && !narrow && !s.tf32()) shaped = paired_off_lines(shaped, problem, device);
+    // inputs and N over one tile, as measured); M's side in swapped tiles of 80-112 rows where
+    // those fill a wave better.
+    if (tiled && !narrow && !s.tf32()) {
+      shaped = paired_off_lines(shaped, problem, device);
+      if (const std::optional<Config> mid = swapped_mid_width(shaped, problem, device))
+        shaped = *mid;
+    }
     // fp32 with B row-major: the swapped twin of the tile (B read in place). Where the
     // wave-fitted tile has none (ping-pong, 176, 224 or 192 rows on three consumers), 128x256's
     // twin (not with A column-major, which swapped tiles transpose), unless its waves cost more
@@ -2023,6 +2042,68 @@ class MatmulFamily final : public Family {
     return pair;
   }
 
+  // Few tiles of more than 128 rows of M, K from kMinSplitK to 8 times the larger of M and N
+  // (K-heavy shapes keep their slices): M's side in swapped tiles of 80, 96 or 112 rows, 128 of
+  // N on two consumers, K whole, in clusters of 2 or 4 that fit one wave, as cuBLAS fits its
+  // swapped tiles of 88-112 rows (618x2544x12240 rr: 120 CTAs of 104x128 in clusters of 8).
+  // The one few_tile_us puts first, where it puts it at kMidWidthShare of `config`'s time or
+  // less. In rounds against v41's default: 1.183x over 24 fresh shapes, every one faster
+  // (1.02-1.68x: 152x6552x9664 rr 0.0530 ms against 0.0891); 1.183x on the seven shapes they
+  // were found on (285x4016x12712 rr 0.0650 against 0.0933; docs/perf/matmul.md v42). A
+  // row-major A only (the kernel's B, K-major), rows on 16 bytes (no copy, which few_tile_us
+  // does not count), 16-bit inputs, one batch, as measured.
+  std::optional<Config> swapped_mid_width(const Config& config, const Problem& problem,
+                                          const DeviceTarget& device) const {
+    const MatmulShape s(problem);
+    if (s.m <= 128 || s.batch != 1 || s.tf32() || !s.aligned() || s.as_read().a_columns ||
+        s.k < kMinSplitK || s.k > 8 * std::max(s.m, s.n))
+      return std::nullopt;
+    std::optional<Config> best;
+    double best_us = kMidWidthShare * few_tile_us(config, problem, device);
+    for (const int width : {80, 96, 112}) {
+      for (const auto& [cluster_m, cluster_n] : {std::pair{2, 2}, {4, 1}, {2, 1}, {1, 2}}) {
+        Config mid = WgmmaTile{128, width, 2, 4}.on(config);
+        mid.values["swap_ab"] = 1;
+        mid.values["cluster_m"] = cluster_m;
+        mid.values["cluster_n"] = cluster_n;
+        mid.values["split_k"] = 1;
+        mid.values["l2_promotion"] = 0;
+        // As deep a ring as fits beside the exchange buffer (112 rows: 5 stages).
+        for (const int stages : {8, 6, 5, 4}) {
+          mid.values["stages"] = stages;
+          if (!reject(mid, problem, device)) break;
+        }
+        if (reject(mid, problem, device)) continue;
+        const WgmmaConfig w(mid);
+        if (kernel_tiles(w, shape_for(problem, mid)) > wave_clusters(w, device.sm_count)) continue;
+        const double us = few_tile_us(mid, problem, device);
+        if (us < best_us) best = mid, best_us = us;
+      }
+    }
+    return best;
+  }
+
+  // A few-tile product's time in us as kL2ReadBytesPerUs and kCtaMacsPerUs estimate it: the
+  // longer of its CTAs' operand rows read from L2 and its waves' multiply-adds, plus the
+  // partials of its K slices (written and read back at split_time's rate) and kFewTileFixedUs.
+  double few_tile_us(const Config& config, const Problem& problem,
+                     const DeviceTarget& device) const {
+    const WgmmaConfig w(config);
+    const MatmulShape s = shape_for(problem, config);
+    const long long units = kernel_tiles(w, s) * w.workspace_splits();
+    const double waves = static_cast<double>(ceil_div(units, wave_clusters(w, device.sm_count)));
+    const double blocks =
+        static_cast<double>(ceil_div(ceil_div(s.k, w.block_k), w.workspace_splits()));
+    const double row_bytes = (static_cast<double>(w.block_m) / w.cluster_n +
+                              static_cast<double>(w.block_n) / w.cluster_m) * 128.0;
+    const double read_us =
+        static_cast<double>(units * w.cluster()) * blocks * row_bytes / kL2ReadBytesPerUs;
+    const double macs_us = waves * blocks * w.block_m * w.block_n * w.block_k / kCtaMacsPerUs;
+    const double partials_us = 2.0 * (w.workspace_splits() > 1 ? w.workspace_splits() : 0) *
+                               s.batch * s.m * s.n * 4 / kPartialsBytesPerUs;
+    return std::max(read_us, macs_us) + partials_us + kFewTileFixedUs;
+  }
+
   // Whether `clustered` (`config`'s tile in clusters) runs its units (cluster tiles times K
   // slices) in no more waves than `config`, as many clusters a wave as fit the SMs.
   bool costs_no_wave(const Config& clustered, const Config& config, const Problem& problem,
@@ -2229,9 +2310,12 @@ class MatmulFamily final : public Family {
       if (w.swap_ab || w.split_cluster) return "pingpong sends C out by TMA: no swap_ab or split_cluster";
     }
     if (w.block_m % (64 * w.rows_sharing())) return "each consumer warpgroup takes whole 64-row wgmmas";
-    if ((w.block_n % 64 && w.block_n != 16 && w.block_n != 32 && !w.wave_fitted_width()) ||
+    if ((w.block_n % 64 && w.block_n != 16 && w.block_n != 32 && !w.wave_fitted_width() &&
+         !w.swapped_mid_width()) ||
         w.block_n > 256)
-      return "block_n must be 16, 32, 64, 128, 176, 192, 224 or 256";
+      return "block_n must be 16, 32, 64, 80, 96, 112, 128, 176, 192, 224 or 256";
+    if (w.swapped_mid_width() && (!w.swap_ab || w.split_cluster))
+      return "80-, 96- and 112-column tiles are swapped tiles (swap_ab, no split_cluster)";
     if (w.wave_fitted_width() && (w.swap_ab || w.split_cluster))
       return "176- and 224-column tiles are for plain tiles (no swap_ab, no split_cluster)";
     // fp32 accumulators: (block_m / consumers / 64) m64 tiles of block_n / 2 registers each
@@ -2318,6 +2402,12 @@ class MatmulFamily final : public Family {
         // through registers), where the others transpose it first.
         if (!s.b_in_registers)
           return "swap_ab tiles of 128 columns or more are for fp32 with B row-major";
+      } else if (w.swapped_mid_width()) {
+        if (s.m <= 64) return "80-, 96- and 112-column swapped tiles are for M over 64";
+        if (s.tf32() || s.weight_phased)
+          return "80-, 96- and 112-column swapped tiles read 16-bit operands on 16 bytes";
+        if (w.block_n >= s.m + 16)
+          return "with swap_ab, block_n 16 or more above M only multiplies zeros";
       } else if (s.m > 64) {
         // Swapping pays where M leaves most of a 64-row wgmma tile empty, where it reads an
         // fp32 B in place, or where it reads a 16-bit weight in row phases (up to two tiles of

@@ -54,7 +54,7 @@
 //            (tiles x batch x CLUSTER).
 //  smem:     dynamic, smem_bytes = stages * (BM + BN) * 128         (A and B rings)
 //                                + CONSUMERS * 16384                 (C staging, 2 x 8 KB each)
-//                                  or, with SWAP (BN <= 64) or CLUSTER_K > 1, the exchange buffer:
+//                                  or, with SWAP (BN < 128) or CLUSTER_K > 1, the exchange buffer:
 //                                  SWAP ? BN * (BM + 4) * 4 : BM * (BN + 8) * 4
 //                                + 1024                              (alignment slack)
 //                                + 16 * stages + 16                  (mbarriers)
@@ -90,10 +90,11 @@
 //    would write past the view); otherwise set c_store_tma = 0 and C is written with plain
 //    element stores from the same staging slots, a warp per row run (any ldc >= N, C aligned
 //    to its element). With
-//    SWAP (BN <= 64) or CLUSTER_K > 1, c_store_tma = 0: C goes out from the exchange buffer in runs of 4
-//    columns (vector stores where each batch's rows start on 4 elements).
-//  constraints: BK * bytes(KIND_IN) == 128 (64, or 32 for fp32); BN in {16, 32, 64, 128, 176,
-//     192, 224, 256}, 16, 32, 176 and 224 only with a K-major B (column-major in LAYOUT);
+//    SWAP (BN < 128) or CLUSTER_K > 1, c_store_tma = 0: C goes out from the exchange buffer in
+//    runs of 4 columns (vector stores where each batch's rows start on 4 elements).
+//  constraints: BK * bytes(KIND_IN) == 128 (64, or 32 for fp32); BN in {16, 32, 64, 80, 96, 112,
+//     128, 176, 192, 224, 256}, all but multiples of 64 only with a K-major B (column-major in
+//     LAYOUT);
 //     BM / CONSUMERS a multiple of 64;
 //     (BM / CONSUMERS / 64) * BN <= 256 (accumulator registers); CONSUMERS in {1, 2, 3};
 //     PINGPONG: CONSUMERS = 2, SWAP = 0, CLUSTER_K = 1, (BM / 64) * BN <= 384; SWAP with BN >= 128:
@@ -716,8 +717,9 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
   constexpr int A_SLICE = A_COLUMNS ? BK / CLUSTER_N : BM / CLUSTER_N;
   constexpr int B_SLICE = B_COLUMNS ? BN / CLUSTER_M : BK / CLUSTER_M;
   static_assert(BK * ELEMENT == 128, "one 128-byte swizzle row per k slice");
-  static_assert(BN == 16 || BN == 32 || BN == 176 || BN == 224 || (BN % 64 == 0 && BN <= 256),
-                "BN is 16, 32, 176, 224, or a multiple of 64 up to 256");
+  static_assert(BN == 16 || BN == 32 || BN == 80 || BN == 96 || BN == 112 || BN == 176 ||
+                    BN == 224 || (BN % 64 == 0 && BN <= 256),
+                "BN is 16, 32, 80, 96, 112, 176, 224, or a multiple of 64 up to 256");
   static_assert(BN % 64 == 0 || B_COLUMNS,
                 "BN off a multiple of 64 reads B K-major (MN-major blocks are 64 wide)");
   static_assert(CLUSTER_K == 1 || MULTICAST == 1, "K slices in a cluster share no operand");

@@ -313,14 +313,18 @@ TEST(MatmulWgmmaTest, TheDefaultFillsWithSmallerTilesWhereKIsTooShortToSplit) {
   // 128x128 tiles where B's rows are off the lines and M spans two tile rows or more: a pair
   // along M sharing B (260x3000x2560: 3 x 24 tiles, A's rows on the lines), not along N where
   // M is one tile row (95x7080x11208 x @ W^T, both operands off them).
-  const Config shares_b = matmul().default_config(matmul_problem(260, 3000, 2560), hopper);
-  EXPECT_EQ(tile(matmul_problem(260, 3000, 2560)), "128x128");
+  // (A column-major: a row-major one takes swapped mid-width tiles there, below.)
+  const Problem shares_b_problem{
+      "matmul", DType::bf16, DType::bf16, {260, 3000, 2560}, {{"a", "col"}}};
+  const Config shares_b = matmul().default_config(shares_b_problem, hopper);
+  EXPECT_EQ(tile(shares_b_problem), "128x128");
   EXPECT_EQ(shares_b.at("cluster_m"), 2);
   EXPECT_EQ(shares_b.at("cluster_n"), 1);
   // Both operands' rows off them, a dozen 256x256 blocks or more, K from 2048: 128x256 tiles
   // in pairs along M, K split as far as they fill the SMs once (408x2872x8312: 24 pairs, 2
-  // slices); 7 pairs keep the 128x128 ones (203x1552x3520).
-  const Config wide_pairs = matmul().default_config(matmul_problem(408, 2872, 8312), hopper);
+  // slices, A column-major); 7 pairs keep the 128x128 ones (203x1552x3520).
+  const Config wide_pairs = matmul().default_config(
+      {"matmul", DType::bf16, DType::bf16, {408, 2872, 8312}, {{"a", "col"}}}, hopper);
   EXPECT_EQ(wide_pairs.text(),
             testing::wgmma_config(128, 256, 4, 2, 2, 1, 8, 2, 0, 0, 0, 0).text());
   EXPECT_EQ(matmul().default_config(matmul_problem(203, 1552, 3520), hopper).at("block_n"), 128);
@@ -358,6 +362,62 @@ TEST(MatmulWgmmaTest, TheDefaultFillsWithSmallerTilesWhereKIsTooShortToSplit) {
             16);
   // Under it, no split: 498x382x1636 in 64x64 tiles, K whole (128x128 in 8 slices before).
   EXPECT_EQ(tile(testing::x_times_w_t({498, 382, 1636})), "64x64");
+}
+
+// Few tiles of more than 128 rows, K from 2048: M's side in swapped tiles of 80, 96 or 112 rows
+// (128 of N, two consumers, K whole) in clusters that fit one wave, where few_tile_us puts them
+// well ahead of the default (docs/perf/matmul.md v42); the constraints keep such widths to
+// swapped 16-bit tiles over M's rows.
+TEST(MatmulWgmmaTest, TheDefaultFitsSwappedMidWidthTilesToTheWave) {
+  const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
+  auto mid = [&](const Problem& problem) {
+    const Config config = matmul().default_config(problem, hopper);
+    EXPECT_EQ(matmul().reject(config, problem, hopper), std::nullopt) << config.text();
+    if (!config.at("swap_ab") || config.at("block_m") != 128 || config.at("split_k") != 1)
+      return std::string("not mid: ") + config.text();
+    return std::to_string(config.at("block_n")) + " rows, cluster " +
+           std::to_string(config.at("cluster_m")) + "x" + std::to_string(config.at("cluster_n")) +
+           ", " + std::to_string(config.at("stages")) + " stages";
+  };
+  // 618x2544x12240: 6 x 20 tiles of 112 rows in clusters of 2 x 2 (v41: 128x256 pairs, 2 slices).
+  EXPECT_EQ(mid(matmul_problem(618, 2544, 12240)), "112 rows, cluster 2x2, 5 stages");
+  EXPECT_EQ(mid(matmul_problem(1116, 1488, 6000)), "112 rows, cluster 2x2, 5 stages");
+  // 285x4016x12712: 3 x 32 tiles of 96 rows, fours along N (2 x 2 would pad M to 4 tiles).
+  EXPECT_EQ(mid(matmul_problem(285, 4016, 12712)), "96 rows, cluster 4x1, 6 stages");
+  EXPECT_EQ(mid(testing::x_times_w_t({170, 6376, 3120})), "96 rows, cluster 2x2, 6 stages");
+  // Where few_tile_us finds no clear gain, the default stays: 594x2744x4168 (132 tiles of 112
+  // fill a wave only in pairs).
+  EXPECT_EQ(matmul().default_config(matmul_problem(594, 2744, 4168), hopper).at("block_n"), 256);
+  // Outside the rule: K under 2048 (1000^3), K-heavy (512x512x16384 keeps 8 slices), M up to
+  // 128, A column-major (which the swapped tile would transpose), B's rows off 16 bytes (a
+  // copy or row phases), fp32, a batch.
+  const Problem fp32{"matmul", DType::f32, DType::f32, {618, 2544, 12240}, {{"b", "col"}}};
+  auto swapped = [&](const Problem& problem) {
+    return matmul().default_config(problem, hopper).at("swap_ab");
+  };
+  EXPECT_EQ(swapped(matmul_problem(1000, 1000, 1000)), 0);
+  EXPECT_EQ(matmul().default_config(matmul_problem(512, 512, 16384), hopper).at("split_k"), 8);
+  EXPECT_EQ(matmul().default_config(matmul_problem(110, 4400, 3000), hopper).at("block_n"), 64);
+  EXPECT_EQ(swapped({"matmul", DType::bf16, DType::bf16, {618, 2544, 12240}, {{"a", "col"}}}), 0);
+  EXPECT_EQ(swapped(matmul_problem(618, 2543, 12240)), 0);
+  EXPECT_EQ(swapped(fp32), 0);
+  EXPECT_EQ(swapped({"matmul", DType::bf16, DType::bf16, {2, 618, 2544, 12240}}), 0);
+  // The constraints: mid widths are swapped, over more than 64 rows, no 16 rows past M, 16-bit.
+  const Problem rows_618 = matmul_problem(618, 2544, 12240);
+  const Config swapped_112 = matmul().default_config(rows_618, hopper);
+  Config unswapped = swapped_112;
+  unswapped.values["swap_ab"] = 0;
+  EXPECT_TRUE(matmul().reject(unswapped, rows_618, hopper));
+  EXPECT_TRUE(matmul().reject(swapped_112, matmul_problem(64, 2544, 12240), hopper));
+  EXPECT_TRUE(matmul().reject(swapped_112, matmul_problem(96, 2544, 12240), hopper));
+  EXPECT_EQ(matmul().reject(swapped_112, matmul_problem(97, 2544, 12240), hopper), std::nullopt);
+  EXPECT_TRUE(matmul().reject(swapped_112, fp32, hopper));
+  // 80 and 112 rows split across a cluster of 4 along N would leave multicast slices of 20
+  // and 28 rows, off the 8-row swizzle atoms.
+  Config fours = swapped_112;
+  fours.values["cluster_m"] = 4;
+  fours.values["cluster_n"] = 1;
+  EXPECT_TRUE(matmul().reject(fours, rows_618, hopper));
 }
 
 // A narrow N (routers, low-rank adapters, heads of a few classes) in one 64-row tile column:

@@ -469,8 +469,13 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
       // ones along M sharing B's (A column-major, copied into padded rows).
       problem(bf16, bf16, {110, 4400, 1000}, {{"act", "gelu"}}),
       problem(f16, f32, {221, 4920, 1244}, {{"a", "col"}, {"bias", "1"}}),
-      // (v41) Both operands' rows off the lines: 128x256 tiles in pairs along M, K in 2 slices.
+      // (v42) Swapped tiles of 80-112 rows of M x 128 of N, K whole, in clusters of 4 (2 x 2
+      // or 4 along N) or 2: 96 rows with a residual; 80 with an odd N, bias and SiLU; 96 in
+      // 2 x 2 for fp16; 96 in fours along N into fp32.
       problem(f16, bf16, {170, 6376, 3120}, {{"b", "col"}, {"residual", "1"}}),
+      problem(bf16, bf16, {201, 3001, 2600}, {{"b", "col"}, {"bias", "1"}, {"act", "silu"}}),
+      problem(f16, f16, {700, 1304, 4000}),
+      problem(bf16, f32, {90, 9000, 5000}),
       // (v40) A tiny product: the mma.sync template's 32x32 tiles (with the epilogue, A
       // column-major; 2^25 multiply-adds exactly; rows off 16 bytes; fp32 x @ W^T; a batch).
       problem(bf16, bf16, {64, 128, 64}),
