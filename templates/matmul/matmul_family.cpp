@@ -2042,40 +2042,60 @@ class MatmulFamily final : public Family {
     return pair;
   }
 
-  // Few tiles of more than 128 rows of M, K from kMinSplitK to 8 times the larger of M and N
+  // Few tiles of more than 64 rows of M, K from kMinSplitK to 8 times the larger of M and N
   // (K-heavy shapes keep their slices): M's side in swapped tiles of 80, 96 or 112 rows, 128 of
   // N on two consumers, K whole, in clusters of 2 or 4 that fit one wave, as cuBLAS fits its
   // swapped tiles of 88-112 rows (618x2544x12240 rr: 120 CTAs of 104x128 in clusters of 8).
-  // The one few_tile_us puts first, where it puts it at kMidWidthShare of `config`'s time or
-  // less. In rounds against v41's default: 1.183x over 24 fresh shapes, every one faster
-  // (1.02-1.68x: 152x6552x9664 rr 0.0530 ms against 0.0891); 1.183x on the seven shapes they
-  // were found on (285x4016x12712 rr 0.0650 against 0.0933; docs/perf/matmul.md v42). A
-  // row-major A only (the kernel's B, K-major), rows on 16 bytes (no copy, which few_tile_us
-  // does not count), 16-bit inputs, one batch, as measured.
+  // Over 128 rows, the one few_tile_us puts first, where it puts it at kMidWidthShare of
+  // `config`'s time or less. In rounds against v41's default: 1.183x over 24 fresh shapes,
+  // every one faster (1.02-1.68x: 152x6552x9664 rr 0.0530 ms against 0.0891), 1.211x over 12
+  // more (0.88x at 338x2216x9856 rc); 1.196x over 16 fresh shapes of M in one tile, every one
+  // faster (docs/perf/matmul.md v42). A row-major A only (the kernel's B, K-major), rows on 16
+  // bytes (no copy, which few_tile_us does not count), 16-bit inputs, one batch, as measured.
   std::optional<Config> swapped_mid_width(const Config& config, const Problem& problem,
                                           const DeviceTarget& device) const {
     const MatmulShape s(problem);
-    if (s.m <= 128 || s.batch != 1 || s.tf32() || !s.aligned() || s.as_read().a_columns ||
+    if (s.m <= 64 || s.batch != 1 || s.tf32() || !s.aligned() || s.as_read().a_columns ||
         s.k < kMinSplitK || s.k > 8 * std::max(s.m, s.n))
       return std::nullopt;
+    auto deepest = [&](Config mid) {  // as deep a ring as fits beside the exchange buffer
+      for (const int stages : {8, 6, 5, 4}) {
+        mid.values["stages"] = stages;
+        if (!reject(mid, problem, device)) break;
+      }
+      return mid;
+    };
+    auto mid_tile = [&](int width, int cluster_m, int cluster_n) {
+      Config mid = WgmmaTile{128, width, 2, 4}.on(config);
+      mid.values["swap_ab"] = 1;
+      mid.values["cluster_m"] = cluster_m;
+      mid.values["cluster_n"] = cluster_n;
+      mid.values["split_k"] = 1;
+      mid.values["l2_promotion"] = 0;
+      return deepest(mid);
+    };
+    auto fits_a_wave = [&](const Config& mid) {
+      const WgmmaConfig w(mid);
+      return !reject(mid, problem, device) &&
+             kernel_tiles(w, shape_for(problem, mid)) <= wave_clusters(w, device.sm_count);
+    };
+    if (s.m <= 112) {
+      // M in one tile (65-112 rows) and N's 128-row tiles on half the SMs or more: M rounded
+      // up to 16 rows, in clusters of 4 along N where 96 rows allow them (multicast slices of
+      // 24), else pairs. Run 7 (slices against the default, v42): 1.04-1.36x on five of six
+      // shapes (90x9000x5000 rc 0.0424 ms against 0.0574), 0.96x at 110x4400x3000 rr.
+      if (2 * ceil_div(s.n, 128) < device.sm_count) return std::nullopt;
+      const int width = static_cast<int>((s.m + 15) / 16 * 16);
+      const Config mid = mid_tile(width, width == 96 ? 4 : 2, 1);
+      return fits_a_wave(mid) ? std::optional<Config>(mid) : std::nullopt;
+    }
+    if (s.m <= 128) return std::nullopt;
     std::optional<Config> best;
     double best_us = kMidWidthShare * few_tile_us(config, problem, device);
     for (const int width : {80, 96, 112}) {
       for (const auto& [cluster_m, cluster_n] : {std::pair{2, 2}, {4, 1}, {2, 1}, {1, 2}}) {
-        Config mid = WgmmaTile{128, width, 2, 4}.on(config);
-        mid.values["swap_ab"] = 1;
-        mid.values["cluster_m"] = cluster_m;
-        mid.values["cluster_n"] = cluster_n;
-        mid.values["split_k"] = 1;
-        mid.values["l2_promotion"] = 0;
-        // As deep a ring as fits beside the exchange buffer (112 rows: 5 stages).
-        for (const int stages : {8, 6, 5, 4}) {
-          mid.values["stages"] = stages;
-          if (!reject(mid, problem, device)) break;
-        }
-        if (reject(mid, problem, device)) continue;
-        const WgmmaConfig w(mid);
-        if (kernel_tiles(w, shape_for(problem, mid)) > wave_clusters(w, device.sm_count)) continue;
+        const Config mid = mid_tile(width, cluster_m, cluster_n);
+        if (!fits_a_wave(mid)) continue;
         const double us = few_tile_us(mid, problem, device);
         if (us < best_us) best = mid, best_us = us;
       }

@@ -445,6 +445,14 @@ std::vector<SampleCase> wgmma_sample() {
        matmul_problem(40, 4906, 9568)},
       {"wg128x32_s6_cl2x1_swap_phased_colA_epilogue_split2", testing::wgmma_config(128, 32, 6, 1, 2, 1, 8, 2, 0, 1),
        Problem{"matmul", DType::f16, DType::f32, {30, 3001, 2000}, {{"a", "col"}, {"act", "silu"}, {"bias", "1"}, {"residual", "1"}}}},
+      // Swapped tiles of 80-112 rows of M (wgmma n80, n96, n112): 2 x 2 and 4 x 1 clusters, x @
+      // W^T with the epilogue, K slices (a tuner's choice).
+      {"wg128x112_s5_c2_cl2x2_swap_mid", testing::wgmma_config(128, 112, 5, 2, 2, 2, 8, 1, 0, 1, 0, 0),
+       matmul_problem(618, 2544, 12240)},
+      {"wg128x96_s6_c2_cl4x1_swap_mid_epilogue", testing::wgmma_config(128, 96, 6, 2, 4, 1, 8, 1, 0, 1, 0, 0),
+       Problem{"matmul", DType::f16, DType::bf16, {90, 9000, 5000}, {{"b", "col"}, {"act", "gelu"}, {"bias", "1"}, {"residual", "1"}}}},
+      {"wg128x80_s6_c2_cl2x1_swap_mid_split2", testing::wgmma_config(128, 80, 6, 2, 2, 1, 8, 2, 0, 1, 0, 0),
+       matmul_problem(72, 5000, 3000)},
   };
 }
 

@@ -364,10 +364,10 @@ TEST(MatmulWgmmaTest, TheDefaultFillsWithSmallerTilesWhereKIsTooShortToSplit) {
   EXPECT_EQ(tile(testing::x_times_w_t({498, 382, 1636})), "64x64");
 }
 
-// Few tiles of more than 128 rows, K from 2048: M's side in swapped tiles of 80, 96 or 112 rows
-// (128 of N, two consumers, K whole) in clusters that fit one wave, where few_tile_us puts them
-// well ahead of the default (docs/perf/matmul.md v42); the constraints keep such widths to
-// swapped 16-bit tiles over M's rows.
+// Few tiles of more than 64 rows, K from 2048: M's side in swapped tiles of 80, 96 or 112 rows
+// (128 of N, two consumers, K whole) in clusters that fit one wave: M in one such tile, or over
+// 128 rows where few_tile_us puts them well ahead of the default (docs/perf/matmul.md v42); the
+// constraints keep such widths to swapped 16-bit tiles over M's rows.
 TEST(MatmulWgmmaTest, TheDefaultFitsSwappedMidWidthTilesToTheWave) {
   const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
   auto mid = [&](const Problem& problem) {
@@ -385,12 +385,18 @@ TEST(MatmulWgmmaTest, TheDefaultFitsSwappedMidWidthTilesToTheWave) {
   // 285x4016x12712: 3 x 32 tiles of 96 rows, fours along N (2 x 2 would pad M to 4 tiles).
   EXPECT_EQ(mid(matmul_problem(285, 4016, 12712)), "96 rows, cluster 4x1, 6 stages");
   EXPECT_EQ(mid(testing::x_times_w_t({170, 6376, 3120})), "96 rows, cluster 2x2, 6 stages");
+  // M in one tile (65-112 rows), N's tiles on half the SMs or more: M rounded up to 16 rows,
+  // fours along N for 96 rows, pairs else; under half the SMs the default stays (110x4400x3000:
+  // 35 tiles, 128x64 pairs).
+  EXPECT_EQ(mid(testing::x_times_w_t({90, 9000, 5000})), "96 rows, cluster 4x1, 6 stages");
+  EXPECT_EQ(mid(matmul_problem(72, 8800, 2600)), "80 rows, cluster 2x1, 6 stages");
+  EXPECT_EQ(mid(matmul_problem(103, 11704, 6832)), "112 rows, cluster 2x1, 5 stages");
   // Where few_tile_us finds no clear gain, the default stays: 594x2744x4168 (132 tiles of 112
   // fill a wave only in pairs).
   EXPECT_EQ(matmul().default_config(matmul_problem(594, 2744, 4168), hopper).at("block_n"), 256);
-  // Outside the rule: K under 2048 (1000^3), K-heavy (512x512x16384 keeps 8 slices), M up to
-  // 128, A column-major (which the swapped tile would transpose), B's rows off 16 bytes (a
-  // copy or row phases), fp32, a batch.
+  // Outside the rule: K under 2048 (1000^3), K-heavy (512x512x16384 keeps 8 slices), M of
+  // 113-128 rows, A column-major (which the swapped tile would transpose), B's rows off 16
+  // bytes (a copy or row phases), fp32, a batch.
   const Problem fp32{"matmul", DType::f32, DType::f32, {618, 2544, 12240}, {{"b", "col"}}};
   auto swapped = [&](const Problem& problem) {
     return matmul().default_config(problem, hopper).at("swap_ab");
@@ -398,6 +404,7 @@ TEST(MatmulWgmmaTest, TheDefaultFitsSwappedMidWidthTilesToTheWave) {
   EXPECT_EQ(swapped(matmul_problem(1000, 1000, 1000)), 0);
   EXPECT_EQ(matmul().default_config(matmul_problem(512, 512, 16384), hopper).at("split_k"), 8);
   EXPECT_EQ(matmul().default_config(matmul_problem(110, 4400, 3000), hopper).at("block_n"), 64);
+  EXPECT_EQ(swapped(testing::x_times_w_t({120, 14336, 4096})), 0);
   EXPECT_EQ(swapped({"matmul", DType::bf16, DType::bf16, {618, 2544, 12240}, {{"a", "col"}}}), 0);
   EXPECT_EQ(swapped(matmul_problem(618, 2543, 12240)), 0);
   EXPECT_EQ(swapped(fp32), 0);

@@ -238,6 +238,12 @@ TEST_F(GpuMatmul, WgmmaSplitKAndPaddedPlansMatchTheReference) {
        testing::wgmma_config(128, 128, 4, 2, 2, 1, 8, 2, 0, 0, 1, 0)},
       {{"matmul", DType::bf16, DType::bf16, {16, 4096, 4096}, {{"b", "col"}}},
        testing::wgmma_config(64, 16, 8, 1, 1, 1, 1, 4, 0, 1, 0, 0)},
+      // Swapped mid-width tiles (80-112 rows of M) with K split in the workspace, ragged along
+      // M and N, in 2 x 2 and 4 x 1 clusters.
+      {{"matmul", DType::bf16, DType::bf16, {201, 1031, 2600}, {{"b", "col"}}},
+       testing::wgmma_config(128, 80, 6, 2, 2, 2, 8, 2, 0, 1, 0, 0)},
+      {matmul(DType::f16, DType::f32, 90, 1000, 4000),
+       testing::wgmma_config(128, 96, 6, 2, 4, 1, 8, 4, 0, 1, 1, 0)},
       // K slices summed in a cluster through distributed shared memory (split_cluster), with
       // ragged tiles, the epilogue, and slices left empty (K = 1088: 17 blocks, 3 per CTA of 8).
       {matmul(DType::bf16, DType::bf16, 512, 512, 16384), testing::wgmma_config(128, 128, 4, 2, 1, 1, 8, 8, 1)},
@@ -471,11 +477,12 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
       problem(f16, f32, {221, 4920, 1244}, {{"a", "col"}, {"bias", "1"}}),
       // (v42) Swapped tiles of 80-112 rows of M x 128 of N, K whole, in clusters of 4 (2 x 2
       // or 4 along N) or 2: 96 rows with a residual; 80 with an odd N, bias and SiLU; 96 in
-      // 2 x 2 for fp16; 96 in fours along N into fp32.
+      // 2 x 2 for fp16; M in one tile: 96 rows in fours along N into fp32, 80 in pairs.
       problem(f16, bf16, {170, 6376, 3120}, {{"b", "col"}, {"residual", "1"}}),
       problem(bf16, bf16, {201, 3001, 2600}, {{"b", "col"}, {"bias", "1"}, {"act", "silu"}}),
       problem(f16, f16, {700, 1304, 4000}),
       problem(bf16, f32, {90, 9000, 5000}),
+      problem(f16, f16, {72, 8800, 2600}, {{"bias", "1"}}),
       // (v40) A tiny product: the mma.sync template's 32x32 tiles (with the epilogue, A
       // column-major; 2^25 multiply-adds exactly; rows off 16 bytes; fp32 x @ W^T; a batch).
       problem(bf16, bf16, {64, 128, 64}),
