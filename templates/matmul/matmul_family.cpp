@@ -1114,8 +1114,8 @@ class MatmulFamily final : public Family {
     // Few 128-row tiles reading rows that straddle L2's lines: in pairs sharing them (16-bit
     // inputs and N over one tile, as measured); M's side in swapped tiles of 80-112 rows where
     // those fill a wave better.
-    if (tiled && !narrow && !s.tf32()) {
-      shaped = paired_off_lines(shaped, problem, device);
+    if (tiled && !narrow) {
+      if (!s.tf32()) shaped = paired_off_lines(shaped, problem, device);
       if (const std::optional<Config> mid = swapped_mid_width(shaped, problem, device))
         shaped = *mid;
     }
@@ -2050,21 +2050,15 @@ class MatmulFamily final : public Family {
   // `config`'s time or less. In rounds against v41's default: 1.183x over 24 fresh shapes,
   // every one faster (1.02-1.68x: 152x6552x9664 rr 0.0530 ms against 0.0891), 1.211x over 12
   // more (0.88x at 338x2216x9856 rc); 1.196x over 16 fresh shapes of M in one tile, every one
-  // faster (docs/perf/matmul.md v42). A row-major A only (the kernel's B, K-major), rows on 16
-  // bytes (no copy, which few_tile_us does not count), 16-bit inputs, one batch, as measured.
+  // faster; fp32 x @ W^T (tf32) 1.312x over 14 fresh shapes, every one faster (docs/perf/
+  // matmul.md v42). A row-major A only (the kernel's B, K-major), rows on 16 bytes (no copy,
+  // which few_tile_us does not count), 16-bit inputs or fp32 with B K-major, one batch.
   std::optional<Config> swapped_mid_width(const Config& config, const Problem& problem,
                                           const DeviceTarget& device) const {
     const MatmulShape s(problem);
-    if (s.m <= 64 || s.batch != 1 || s.tf32() || !s.aligned() || s.as_read().a_columns ||
-        s.k < kMinSplitK || s.k > 8 * std::max(s.m, s.n))
+    if (s.m <= 64 || s.batch != 1 || (s.tf32() && !s.b_columns) || !s.aligned() ||
+        s.as_read().a_columns || s.k < kMinSplitK || s.k > 8 * std::max(s.m, s.n))
       return std::nullopt;
-    auto deepest = [&](Config mid) {  // as deep a ring as fits beside the exchange buffer
-      for (const int stages : {8, 6, 5, 4}) {
-        mid.values["stages"] = stages;
-        if (!reject(mid, problem, device)) break;
-      }
-      return mid;
-    };
     auto mid_tile = [&](int width, int cluster_m, int cluster_n) {
       Config mid = WgmmaTile{128, width, 2, 4}.on(config);
       mid.values["swap_ab"] = 1;
@@ -2072,7 +2066,13 @@ class MatmulFamily final : public Family {
       mid.values["cluster_n"] = cluster_n;
       mid.values["split_k"] = 1;
       mid.values["l2_promotion"] = 0;
-      return deepest(mid);
+      // The deepest ring beside the exchange buffer: 6 stages at 80 or 96 rows, 5 at 112 (a
+      // depth deepest_ring's steps skip).
+      for (const int stages : {6, 5, 4}) {
+        mid.values["stages"] = stages;
+        if (!reject(mid, problem, device)) break;
+      }
+      return mid;
     };
     auto fits_a_wave = [&](const Config& mid) {
       const WgmmaConfig w(mid);
@@ -2118,7 +2118,9 @@ class MatmulFamily final : public Family {
                               static_cast<double>(w.block_n) / w.cluster_m) * 128.0;
     const double read_us =
         static_cast<double>(units * w.cluster()) * blocks * row_bytes / kL2ReadBytesPerUs;
-    const double macs_us = waves * blocks * w.block_m * w.block_n * w.block_k / kCtaMacsPerUs;
+    // tf32's wgmma runs at half the 16-bit rate.
+    const double macs_us = waves * blocks * w.block_m * w.block_n * w.block_k /
+                           (s.tf32() ? kCtaMacsPerUs / 2 : kCtaMacsPerUs);
     const double partials_us = 2.0 * (w.workspace_splits() > 1 ? w.workspace_splits() : 0) *
                                s.batch * s.m * s.n * 4 / kPartialsBytesPerUs;
     return std::max(read_us, macs_us) + partials_us + kFewTileFixedUs;
@@ -2424,8 +2426,9 @@ class MatmulFamily final : public Family {
           return "swap_ab tiles of 128 columns or more are for fp32 with B row-major";
       } else if (w.swapped_mid_width()) {
         if (s.m <= 64) return "80-, 96- and 112-column swapped tiles are for M over 64";
-        if (s.tf32() || s.weight_phased)
-          return "80-, 96- and 112-column swapped tiles read 16-bit operands on 16 bytes";
+        if (s.b_in_registers || s.weight_phased)
+          return "80-, 96- and 112-column swapped tiles read both operands from shared memory "
+                 "on 16 bytes (not fp32's row-major B through registers, nor in row phases)";
         if (w.block_n >= s.m + 16)
           return "with swap_ab, block_n 16 or more above M only multiplies zeros";
       } else if (s.m > 64) {

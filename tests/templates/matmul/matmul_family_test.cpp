@@ -394,10 +394,15 @@ TEST(MatmulWgmmaTest, TheDefaultFitsSwappedMidWidthTilesToTheWave) {
   // Where few_tile_us finds no clear gain, the default stays: 594x2744x4168 (132 tiles of 112
   // fill a wave only in pairs).
   EXPECT_EQ(matmul().default_config(matmul_problem(594, 2744, 4168), hopper).at("block_n"), 256);
+  // fp32 x @ W^T too (tf32, k blocks of 32), whose B is K-major in shared memory.
+  const Problem fp32_xwt{"matmul", DType::f32, DType::f32, {618, 2544, 12240}, {{"b", "col"}}};
+  const Config fp32_mid = matmul().default_config(fp32_xwt, hopper);
+  EXPECT_EQ(mid(fp32_xwt), "112 rows, cluster 2x2, 5 stages");
+  EXPECT_EQ(fp32_mid.at("block_k"), 32);
   // Outside the rule: K under 2048 (1000^3), K-heavy (512x512x16384 keeps 8 slices), M of
   // 113-128 rows, A column-major (which the swapped tile would transpose), B's rows off 16
-  // bytes (a copy or row phases), fp32, a batch.
-  const Problem fp32{"matmul", DType::f32, DType::f32, {618, 2544, 12240}, {{"b", "col"}}};
+  // bytes (a copy or row phases), fp32 with B row-major (read through registers), a batch.
+  const Problem fp32_row_b{"matmul", DType::f32, DType::f32, {618, 2544, 12240}};
   auto swapped = [&](const Problem& problem) {
     return matmul().default_config(problem, hopper).at("swap_ab");
   };
@@ -407,9 +412,10 @@ TEST(MatmulWgmmaTest, TheDefaultFitsSwappedMidWidthTilesToTheWave) {
   EXPECT_EQ(swapped(testing::x_times_w_t({120, 14336, 4096})), 0);
   EXPECT_EQ(swapped({"matmul", DType::bf16, DType::bf16, {618, 2544, 12240}, {{"a", "col"}}}), 0);
   EXPECT_EQ(swapped(matmul_problem(618, 2543, 12240)), 0);
-  EXPECT_EQ(swapped(fp32), 0);
+  EXPECT_NE(matmul().default_config(fp32_row_b, hopper).at("block_n"), 112);
   EXPECT_EQ(swapped({"matmul", DType::bf16, DType::bf16, {2, 618, 2544, 12240}}), 0);
-  // The constraints: mid widths are swapped, over more than 64 rows, no 16 rows past M, 16-bit.
+  // The constraints: mid widths are swapped, over more than 64 rows, no 16 rows past M, both
+  // operands from shared memory.
   const Problem rows_618 = matmul_problem(618, 2544, 12240);
   const Config swapped_112 = matmul().default_config(rows_618, hopper);
   Config unswapped = swapped_112;
@@ -418,7 +424,7 @@ TEST(MatmulWgmmaTest, TheDefaultFitsSwappedMidWidthTilesToTheWave) {
   EXPECT_TRUE(matmul().reject(swapped_112, matmul_problem(64, 2544, 12240), hopper));
   EXPECT_TRUE(matmul().reject(swapped_112, matmul_problem(96, 2544, 12240), hopper));
   EXPECT_EQ(matmul().reject(swapped_112, matmul_problem(97, 2544, 12240), hopper), std::nullopt);
-  EXPECT_TRUE(matmul().reject(swapped_112, fp32, hopper));
+  EXPECT_TRUE(matmul().reject(fp32_mid, fp32_row_b, hopper));
   // 80 and 112 rows split across a cluster of 4 along N would leave multicast slices of 20
   // and 28 rows, off the 8-row swizzle atoms.
   Config fours = swapped_112;

@@ -483,6 +483,7 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
       problem(f16, f16, {700, 1304, 4000}),
       problem(bf16, f32, {90, 9000, 5000}),
       problem(f16, f16, {72, 8800, 2600}, {{"bias", "1"}}),
+      problem(f32, f32, {343, 2048, 2096}, {{"b", "col"}, {"act", "relu"}}),
       // (v40) A tiny product: the mma.sync template's 32x32 tiles (with the epilogue, A
       // column-major; 2^25 multiply-adds exactly; rows off 16 bytes; fp32 x @ W^T; a batch).
       problem(bf16, bf16, {64, 128, 64}),
