@@ -2075,9 +2075,7 @@ class MatmulFamily final : public Family {
       return mid;
     };
     auto fits_a_wave = [&](const Config& mid) {
-      const WgmmaConfig w(mid);
-      return !reject(mid, problem, device) &&
-             kernel_tiles(w, shape_for(problem, mid)) <= wave_clusters(w, device.sm_count);
+      return !reject(mid, problem, device) && waves_of(mid, problem, device) == 1;
     };
     if (s.m <= 112) {
       // M in one tile (65-112 rows) and N's 128-row tiles on half the SMs or more: M rounded
@@ -2105,13 +2103,13 @@ class MatmulFamily final : public Family {
 
   // A few-tile product's time in us as kL2ReadBytesPerUs and kCtaMacsPerUs estimate it: the
   // longer of its CTAs' operand rows read from L2 and its waves' multiply-adds, plus the
-  // partials of its K slices (written and read back at split_time's rate) and kFewTileFixedUs.
+  // partials of its K slices (partials_us) and kFewTileFixedUs.
   double few_tile_us(const Config& config, const Problem& problem,
                      const DeviceTarget& device) const {
     const WgmmaConfig w(config);
     const MatmulShape s = shape_for(problem, config);
     const long long units = kernel_tiles(w, s) * w.workspace_splits();
-    const double waves = static_cast<double>(ceil_div(units, wave_clusters(w, device.sm_count)));
+    const double waves = static_cast<double>(waves_of(config, problem, device));
     const double blocks =
         static_cast<double>(ceil_div(ceil_div(s.k, w.block_k), w.workspace_splits()));
     const double row_bytes = (static_cast<double>(w.block_m) / w.cluster_n +
@@ -2121,21 +2119,22 @@ class MatmulFamily final : public Family {
     // tf32's wgmma runs at half the 16-bit rate.
     const double macs_us = waves * blocks * w.block_m * w.block_n * w.block_k /
                            (s.tf32() ? kCtaMacsPerUs / 2 : kCtaMacsPerUs);
-    const double partials_us = 2.0 * (w.workspace_splits() > 1 ? w.workspace_splits() : 0) *
-                               s.batch * s.m * s.n * 4 / kPartialsBytesPerUs;
-    return std::max(read_us, macs_us) + partials_us + kFewTileFixedUs;
+    return std::max(read_us, macs_us) + partials_us(s, w.workspace_splits()) + kFewTileFixedUs;
   }
 
-  // Whether `clustered` (`config`'s tile in clusters) runs its units (cluster tiles times K
-  // slices) in no more waves than `config`, as many clusters a wave as fit the SMs.
+  // Whether `clustered` (`config`'s tile in clusters) runs in no more waves than `config`.
   bool costs_no_wave(const Config& clustered, const Config& config, const Problem& problem,
                      const DeviceTarget& device) const {
-    const auto waves = [&](const Config& c) {
-      const WgmmaConfig w(c);
-      return ceil_div(kernel_tiles(w, shape_for(problem, c)) * w.workspace_splits(),
-                      wave_clusters(w, device.sm_count));
-    };
-    return waves(clustered) <= waves(config);
+    return waves_of(clustered, problem, device) <= waves_of(config, problem, device);
+  }
+
+  // The waves `config` runs its units (cluster tiles times K slices) in, as many clusters a
+  // wave as fit the SMs.
+  static long long waves_of(const Config& config, const Problem& problem,
+                            const DeviceTarget& device) {
+    const WgmmaConfig w(config);
+    return ceil_div(kernel_tiles(w, shape_for(problem, config)) * w.workspace_splits(),
+                    wave_clusters(w, device.sm_count));
   }
 
   // The first of 128x128 (two consumers), 128x64 and 64x128 (one) tiles that fill half the SMs
@@ -2293,8 +2292,13 @@ class MatmulFamily final : public Family {
   // blocks, and the partials written and read back (kKBlockUs, kPartialsBytesPerUs).
   static double split_time(const MatmulShape& s, int slices) {
     const double blocks = static_cast<double>(ceil_div(ceil_div(s.k, 64), slices));
+    return blocks * kKBlockUs + partials_us(s, slices);
+  }
+
+  // The fp32 partials of `slices` K slices written and read back, in us (none for one slice).
+  static double partials_us(const MatmulShape& s, int slices) {
     const double partials = slices > 1 ? 2.0 * slices * s.batch * s.m * s.n * 4 : 0.0;
-    return blocks * kKBlockUs + partials / kPartialsBytesPerUs;
+    return partials / kPartialsBytesPerUs;
   }
 
   // Multiply-adds a CTA of `w` does per byte of operand rows it reads from L2, up to a constant:
