@@ -473,6 +473,36 @@ __device__ __forceinline__ void wgmma_m64n80_kstep(float (&d)[40], unsigned long
         : "l"(desc_a), "l"(desc_b));
   }
 }
+// D[64x88] += A[64 x one k step] * B[one k step x 88], both in shared memory. A k step is
+// 32 bytes of k: k16 of bf16 or f16, k8 of tf32 (KIND kF32: fp32 in shared memory, read as
+// tf32). TRANS_A: 1 = A M-major, 0 = K-major; TRANS_B: 1 = B N-major, 0 = K-major; tf32 takes
+// K-major operands only.
+template <int KIND, int TRANS_A, int TRANS_B>
+__device__ __forceinline__ void wgmma_m64n88_kstep(float (&d)[44], unsigned long long desc_a, unsigned long long desc_b) {
+  static_assert(KIND != kF32 || (TRANS_A == 0 && TRANS_B == 0), "tf32 reads K-major operands");
+  if constexpr (KIND == kBF16) {
+    asm volatile(
+        "wgmma.mma_async.sync.aligned.m64n88k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43}, "
+        "%44, %45, 1, 1, 1, %46, %47;\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43])
+        : "l"(desc_a), "l"(desc_b), "n"(TRANS_A), "n"(TRANS_B));
+  } else if constexpr (KIND == kF16) {
+    asm volatile(
+        "wgmma.mma_async.sync.aligned.m64n88k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43}, "
+        "%44, %45, 1, 1, 1, %46, %47;\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43])
+        : "l"(desc_a), "l"(desc_b), "n"(TRANS_A), "n"(TRANS_B));
+  } else if constexpr (KIND == kF32) {
+    asm volatile(
+        "wgmma.mma_async.sync.aligned.m64n88k8.f32.tf32.tf32 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43}, "
+        "%44, %45, 1, 1, 1;\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43])
+        : "l"(desc_a), "l"(desc_b));
+  }
+}
 // D[64x96] += A[64 x one k step] * B[one k step x 96], both in shared memory. A k step is
 // 32 bytes of k: k16 of bf16 or f16, k8 of tf32 (KIND kF32: fp32 in shared memory, read as
 // tf32). TRANS_A: 1 = A M-major, 0 = K-major; TRANS_B: 1 = B N-major, 0 = K-major; tf32 takes
@@ -500,6 +530,36 @@ __device__ __forceinline__ void wgmma_m64n96_kstep(float (&d)[48], unsigned long
         "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}, "
         "%48, %49, 1, 1, 1;\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47])
+        : "l"(desc_a), "l"(desc_b));
+  }
+}
+// D[64x104] += A[64 x one k step] * B[one k step x 104], both in shared memory. A k step is
+// 32 bytes of k: k16 of bf16 or f16, k8 of tf32 (KIND kF32: fp32 in shared memory, read as
+// tf32). TRANS_A: 1 = A M-major, 0 = K-major; TRANS_B: 1 = B N-major, 0 = K-major; tf32 takes
+// K-major operands only.
+template <int KIND, int TRANS_A, int TRANS_B>
+__device__ __forceinline__ void wgmma_m64n104_kstep(float (&d)[52], unsigned long long desc_a, unsigned long long desc_b) {
+  static_assert(KIND != kF32 || (TRANS_A == 0 && TRANS_B == 0), "tf32 reads K-major operands");
+  if constexpr (KIND == kBF16) {
+    asm volatile(
+        "wgmma.mma_async.sync.aligned.m64n104k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51}, "
+        "%52, %53, 1, 1, 1, %54, %55;\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51])
+        : "l"(desc_a), "l"(desc_b), "n"(TRANS_A), "n"(TRANS_B));
+  } else if constexpr (KIND == kF16) {
+    asm volatile(
+        "wgmma.mma_async.sync.aligned.m64n104k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51}, "
+        "%52, %53, 1, 1, 1, %54, %55;\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51])
+        : "l"(desc_a), "l"(desc_b), "n"(TRANS_A), "n"(TRANS_B));
+  } else if constexpr (KIND == kF32) {
+    asm volatile(
+        "wgmma.mma_async.sync.aligned.m64n104k8.f32.tf32.tf32 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51}, "
+        "%52, %53, 1, 1, 1;\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51])
         : "l"(desc_a), "l"(desc_b));
   }
 }
@@ -803,6 +863,36 @@ __device__ __forceinline__ void wgmma_m64n80_kstep_rs(float (&d)[40], const unsi
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
   }
 }
+// D[64x88] += A[64 x one k step] * B[one k step x 88], A in registers (each warp's
+// m16n8k16 A fragment of its 16 rows: what an accumulator of the same rows becomes, packed
+// in pairs; for tf32 the m16n8k8 one, a 32-bit element a register), B in shared memory.
+// TRANS_B: 1 = B N-major, 0 = K-major; tf32 takes a K-major B only.
+template <int KIND, int TRANS_B>
+__device__ __forceinline__ void wgmma_m64n88_kstep_rs(float (&d)[44], const unsigned (&a)[4], unsigned long long desc_b) {
+  static_assert(KIND != kF32 || TRANS_B == 0, "tf32 reads a K-major B");
+  if constexpr (KIND == kBF16) {
+    asm volatile(
+        "wgmma.mma_async.sync.aligned.m64n88k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43}, "
+        "{%44, %45, %46, %47}, %48, 1, 1, 1, %49;\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(TRANS_B));
+  } else if constexpr (KIND == kF16) {
+    asm volatile(
+        "wgmma.mma_async.sync.aligned.m64n88k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43}, "
+        "{%44, %45, %46, %47}, %48, 1, 1, 1, %49;\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(TRANS_B));
+  } else if constexpr (KIND == kF32) {
+    asm volatile(
+        "wgmma.mma_async.sync.aligned.m64n88k8.f32.tf32.tf32 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43}, "
+        "{%44, %45, %46, %47}, %48, 1, 1, 1;\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
+  }
+}
 // D[64x96] += A[64 x one k step] * B[one k step x 96], A in registers (each warp's
 // m16n8k16 A fragment of its 16 rows: what an accumulator of the same rows becomes, packed
 // in pairs; for tf32 the m16n8k8 one, a 32-bit element a register), B in shared memory.
@@ -830,6 +920,36 @@ __device__ __forceinline__ void wgmma_m64n96_kstep_rs(float (&d)[48], const unsi
         "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}, "
         "{%48, %49, %50, %51}, %52, 1, 1, 1;\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
+  }
+}
+// D[64x104] += A[64 x one k step] * B[one k step x 104], A in registers (each warp's
+// m16n8k16 A fragment of its 16 rows: what an accumulator of the same rows becomes, packed
+// in pairs; for tf32 the m16n8k8 one, a 32-bit element a register), B in shared memory.
+// TRANS_B: 1 = B N-major, 0 = K-major; tf32 takes a K-major B only.
+template <int KIND, int TRANS_B>
+__device__ __forceinline__ void wgmma_m64n104_kstep_rs(float (&d)[52], const unsigned (&a)[4], unsigned long long desc_b) {
+  static_assert(KIND != kF32 || TRANS_B == 0, "tf32 reads a K-major B");
+  if constexpr (KIND == kBF16) {
+    asm volatile(
+        "wgmma.mma_async.sync.aligned.m64n104k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51}, "
+        "{%52, %53, %54, %55}, %56, 1, 1, 1, %57;\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(TRANS_B));
+  } else if constexpr (KIND == kF16) {
+    asm volatile(
+        "wgmma.mma_async.sync.aligned.m64n104k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51}, "
+        "{%52, %53, %54, %55}, %56, 1, 1, 1, %57;\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(TRANS_B));
+  } else if constexpr (KIND == kF32) {
+    asm volatile(
+        "wgmma.mma_async.sync.aligned.m64n104k8.f32.tf32.tf32 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51}, "
+        "{%52, %53, %54, %55}, %56, 1, 1, 1;\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
   }
 }
@@ -1020,14 +1140,16 @@ __device__ __forceinline__ void wgmma_m64n256_kstep_rs(float (&d)[128], const un
 template <int N, int KIND, int TRANS_A, int TRANS_B>
 __device__ __forceinline__ void wgmma_tile_m64(float (&d)[N / 2], unsigned long long desc_a,
                                                unsigned long long desc_b) {
-  static_assert(N == 16 || N == 32 || N == 64 || N == 80 || N == 96 || N == 112 || N == 128 ||
-                    N == 176 || N == 192 || N == 224 || N == 256,
+  static_assert(N == 16 || N == 32 || N == 64 || N == 80 || N == 88 || N == 96 || N == 104 ||
+                    N == 112 || N == 128 || N == 176 || N == 192 || N == 224 || N == 256,
                 "a generated wgmma N");
   if constexpr (N == 16) wgmma_m64n16_kstep<KIND, TRANS_A, TRANS_B>(d, desc_a, desc_b);
   if constexpr (N == 32) wgmma_m64n32_kstep<KIND, TRANS_A, TRANS_B>(d, desc_a, desc_b);
   if constexpr (N == 64) wgmma_m64n64_kstep<KIND, TRANS_A, TRANS_B>(d, desc_a, desc_b);
   if constexpr (N == 80) wgmma_m64n80_kstep<KIND, TRANS_A, TRANS_B>(d, desc_a, desc_b);
+  if constexpr (N == 88) wgmma_m64n88_kstep<KIND, TRANS_A, TRANS_B>(d, desc_a, desc_b);
   if constexpr (N == 96) wgmma_m64n96_kstep<KIND, TRANS_A, TRANS_B>(d, desc_a, desc_b);
+  if constexpr (N == 104) wgmma_m64n104_kstep<KIND, TRANS_A, TRANS_B>(d, desc_a, desc_b);
   if constexpr (N == 112) wgmma_m64n112_kstep<KIND, TRANS_A, TRANS_B>(d, desc_a, desc_b);
   if constexpr (N == 128) wgmma_m64n128_kstep<KIND, TRANS_A, TRANS_B>(d, desc_a, desc_b);
   if constexpr (N == 176) wgmma_m64n176_kstep<KIND, TRANS_A, TRANS_B>(d, desc_a, desc_b);
@@ -1041,14 +1163,16 @@ __device__ __forceinline__ void wgmma_tile_m64(float (&d)[N / 2], unsigned long 
 template <int N, int KIND, int TRANS_B>
 __device__ __forceinline__ void wgmma_tile_m64_rs(float (&d)[N / 2], const unsigned (&a)[4],
                                                   unsigned long long desc_b) {
-  static_assert(N == 16 || N == 32 || N == 64 || N == 80 || N == 96 || N == 112 || N == 128 ||
-                    N == 176 || N == 192 || N == 224 || N == 256,
+  static_assert(N == 16 || N == 32 || N == 64 || N == 80 || N == 88 || N == 96 || N == 104 ||
+                    N == 112 || N == 128 || N == 176 || N == 192 || N == 224 || N == 256,
                 "a generated RS wgmma N");
   if constexpr (N == 16) wgmma_m64n16_kstep_rs<KIND, TRANS_B>(d, a, desc_b);
   if constexpr (N == 32) wgmma_m64n32_kstep_rs<KIND, TRANS_B>(d, a, desc_b);
   if constexpr (N == 64) wgmma_m64n64_kstep_rs<KIND, TRANS_B>(d, a, desc_b);
   if constexpr (N == 80) wgmma_m64n80_kstep_rs<KIND, TRANS_B>(d, a, desc_b);
+  if constexpr (N == 88) wgmma_m64n88_kstep_rs<KIND, TRANS_B>(d, a, desc_b);
   if constexpr (N == 96) wgmma_m64n96_kstep_rs<KIND, TRANS_B>(d, a, desc_b);
+  if constexpr (N == 104) wgmma_m64n104_kstep_rs<KIND, TRANS_B>(d, a, desc_b);
   if constexpr (N == 112) wgmma_m64n112_kstep_rs<KIND, TRANS_B>(d, a, desc_b);
   if constexpr (N == 128) wgmma_m64n128_kstep_rs<KIND, TRANS_B>(d, a, desc_b);
   if constexpr (N == 176) wgmma_m64n176_kstep_rs<KIND, TRANS_B>(d, a, desc_b);

@@ -343,9 +343,10 @@ constexpr long long kLineBoundK = 1536;
 // of K 1165 and more 1.11x faster on the geometric mean (0.97-1.35x); under it they lost 3%
 // (7 shapes of K 530-1039: 0.92-1.06x).
 constexpr long long kPaddedTieMinK = 1152;
-// Clusters of 4 sharing operands that run at once on an H100's 132 SMs, one CTA an SM: a
-// cluster's CTAs share a GPC, and the GPCs hold 120 such CTAs (docs/perf/matmul.md v14).
-constexpr int kClustersOf4On132Sms = 30;
+// CTAs in clusters of 4 or 8 sharing operands that run at once on an H100's 132 SMs, one CTA
+// an SM: a cluster's CTAs share a GPC, and the GPCs hold 120 such CTAs, 30 clusters of 4 or 15
+// of 8 (docs/perf/matmul.md v14).
+constexpr int kClusteredCtasOn132Sms = 120;
 // Up to this K, a few rows needing padding are gathered where they lie instead (see
 // default_config).
 constexpr long long kMaxGatheredK = 512;
@@ -360,17 +361,19 @@ constexpr long long kMaxUnslicedK = 4096;
 // Pairs of 128x256 tiles for operands whose rows both straddle L2's lines: from 12 pairs
 // (paired_off_lines; 7 and 8 of them lost 0.85-0.98x, 12-40 gained: docs/perf/matmul.md v41).
 constexpr long long kMinWidePairs = 12;
-// few_tile_us's constants, fit to 50 measured pairs of configs (docs/perf/matmul.md v42, runs 2
-// and 3: few-tile shapes of 133-1313 rows, the default against swapped mid-width tiles; 10%
-// rms error on their ratios): operand rows read from L2 by the CTAs at 7 TB/s (multicast rows
-// counted once), a CTA's multiply-adds at 85% of an H100 SM's peak, and 24 us of each call that
-// no tile changes (its start, ramp and end, and the waves' uneven finish, lumped).
+// few_tile_us's constants, fit to 53 measured pairs of configs (docs/perf/matmul.md v43: the
+// default against swapped mid-width tiles on 19 few-tile shapes of 133-1313 rows; the fit
+// ranks each shape's measured configs within 0.5% of its best on average): operand rows read
+// from L2 by the CTAs at 7 TB/s (multicast boxes counted once), plus a CTA's multiply-adds at
+// 70% of an H100 SM's peak, plus 24 us of each call that no tile changes (its start, ramp and
+// end, and the waves' uneven finish, lumped).
 constexpr double kL2ReadBytesPerUs = 7.0e6;
-constexpr double kCtaMacsPerUs = 3.18e6;
+constexpr double kCtaMacsPerUs = 2.6e6;
 constexpr double kFewTileFixedUs = 24.0;
 // A swapped mid-width tile replaces the default where few_tile_us puts it at this share of the
-// default's time or less: every shape it put above lost or gained under 10% (v42).
-constexpr double kMidWidthShare = 0.87;
+// default's time or less (v43: on the measured pairs 0.95 gave up 1% on the mean against
+// taking every predicted gain, 0.87 4%; the margin is for the fit's 12% rms error).
+constexpr double kMidWidthShare = 0.95;
 
 // A wgmma tile the untuned default picks: its shape, consumer warpgroups and ring depth.
 struct WgmmaTile {
@@ -432,7 +435,7 @@ std::vector<ParamSpec> variant_space(int variant) {
             {"unroll", {4, 8, 16}},
             {"split_k", {1, 2, 4, 8, 16, 32, 64}}};
   return {{"block_m", {64, 128, 192, 256}},
-          {"block_n", {16, 32, 64, 80, 96, 112, 128, 176, 192, 224, 256}},
+          {"block_n", {16, 32, 64, 80, 88, 96, 104, 112, 128, 176, 192, 224, 256}},
           {"block_k", {32, 64}},  // one 128-byte row: 64 of bf16/f16, 32 of fp32 (tf32)
           {"stages", {3, 4, 5, 6, 8, 10, 13, 16}},
           {"consumers", {1, 2, 3}},
@@ -560,9 +563,10 @@ struct WgmmaConfig {
   // 176 and 224 columns: widths that fit a wide N to the waves (cuBLAS runs 1024x14336x4096 in
   // 128x176 tiles); B's MN-major blocks are 64 wide, so they read B K-major.
   bool wave_fitted_width() const { return block_n == 176 || block_n == 224; }
-  // 80, 96 and 112 columns: swapped tiles whose width spans M's rows (65 or more), fitted to the
-  // waves as cuBLAS fits its 104- and 112-row tiles (618x2544x12240: 120 CTAs, K whole).
-  bool swapped_mid_width() const { return block_n == 80 || block_n == 96 || block_n == 112; }
+  // 80-112 columns in steps of 8: swapped tiles whose width spans M's rows (65 or more),
+  // fitted to the waves as cuBLAS fits its 88- to 112-row tiles (618x2544x12240: 120 CTAs of
+  // 104 rows, K whole).
+  bool swapped_mid_width() const { return block_n >= 80 && block_n <= 112 && block_n % 8 == 0; }
   // Consumer warpgroups sharing a tile's rows: all of them, or with pingpong one (whole tiles).
   int rows_sharing() const { return pingpong ? 1 : consumers; }
   // swap_ab over a wide M (128 columns or more: fp32 with B row-major read in place), whose C^T
@@ -616,6 +620,7 @@ class MatmulFamily final : public Family {
           "matmul/matmul_splitk.cuh", "matmul/matmul_tile_order.cuh",
           "matmul/matmul_weight_phases.cuh", "common/tile_primitives.cuh",
           "common/activation.h", "common/elementwise.cuh", "common/hopper.cuh", "common/tensor_map.h",
+          "common/host_device.h",
           "common/copy_rows.cuh", "common/copy_rows_params.h"})
       source_.files[file] = std::string(embedded::file(file));
   }
@@ -1453,9 +1458,11 @@ class MatmulFamily final : public Family {
       args.request_tensor_map(
           p, p.a_map,
           ks.a_columns ? operand_map(a, ks.m, kernel_k, w.block_k / w.cluster_n)
-                       : operand_map(a, kernel_k, ks.m, w.block_m / w.cluster_n));
+                       : operand_map(a, kernel_k, ks.m,
+                                     multicast_box_rows(w.block_m, w.cluster_n)));
     args.request_tensor_map(p, p.b_map,
-                            ks.b_columns ? operand_map(b, kernel_k, ks.n, w.block_n / w.cluster_m)
+                            ks.b_columns ? operand_map(b, kernel_k, ks.n,
+                                                       multicast_box_rows(w.block_n, w.cluster_m))
                                          : operand_map(b, ks.n, kernel_k, w.block_k / w.cluster_m));
     // Each phase's rows, G rows apart, from the 16-byte boundary at or before its first row
     // (TMA starts a box only on one): 64-column boxes of a whole k block, as any MN-major
@@ -2043,16 +2050,18 @@ class MatmulFamily final : public Family {
   }
 
   // Few tiles of more than 64 rows of M, K from kMinSplitK to 8 times the larger of M and N
-  // (K-heavy shapes keep their slices): M's side in swapped tiles of 80, 96 or 112 rows, 128 of
-  // N on two consumers, K whole, in clusters of 2 or 4 that fit one wave, as cuBLAS fits its
-  // swapped tiles of 88-112 rows (618x2544x12240 rr: 120 CTAs of 104x128 in clusters of 8).
-  // Over 128 rows, the one few_tile_us puts first, where it puts it at kMidWidthShare of
-  // `config`'s time or less. In rounds against v41's default: 1.183x over 24 fresh shapes,
-  // every one faster (1.02-1.68x: 152x6552x9664 rr 0.0530 ms against 0.0891), 1.211x over 12
-  // more (0.88x at 338x2216x9856 rc); 1.196x over 16 fresh shapes of M in one tile, every one
-  // faster; fp32 x @ W^T (tf32) 1.312x over 14 fresh shapes, every one faster (docs/perf/
-  // matmul.md v42). A row-major A only (the kernel's B, K-major), rows on 16 bytes (no copy,
-  // which few_tile_us does not count), 16-bit inputs or fp32 with B K-major, one batch.
+  // (K-heavy shapes keep their slices): M's side in swapped tiles of 80-112 rows in steps of 8,
+  // 128 of N on two consumers, K whole, in clusters of 2 to 8 that fit one wave, as cuBLAS fits
+  // its swapped tiles (618x2544x12240 rr: 120 CTAs of 104x128 in clusters of 4 along N x 2
+  // along M). Over 128 rows, the one few_tile_us puts first, where it puts it at
+  // kMidWidthShare of `config`'s time or less; clusters of 8 only where fours along N pad its
+  // tiles no further than pairs (the five that did lost 0.88-0.98x). M in one tile: its rows
+  // rounded up to 8, in fours along N. In rounds against v41's default (v42): 1.18-1.21x
+  // over 36 fresh shapes, 1.196x over 16 of M in one tile, fp32 x @ W^T 1.312x over 14; then
+  // against v42's (v43): 1.052x and 1.043x over two draws of 24 fresh shapes (0.969-1.296),
+  // 1.020x over 16 of M in one tile, 1.173x over 10 of fp32 x @ W^T (docs/perf/matmul.md).
+  // A row-major A only (the kernel's B, K-major), rows on 16 bytes (no copy, which
+  // few_tile_us does not count), 16-bit inputs or fp32 with B K-major, one batch.
   std::optional<Config> swapped_mid_width(const Config& config, const Problem& problem,
                                           const DeviceTarget& device) const {
     const MatmulShape s(problem);
@@ -2066,8 +2075,8 @@ class MatmulFamily final : public Family {
       mid.values["cluster_n"] = cluster_n;
       mid.values["split_k"] = 1;
       mid.values["l2_promotion"] = 0;
-      // The deepest ring beside the exchange buffer: 6 stages at 80 or 96 rows, 5 at 112 (a
-      // depth deepest_ring's steps skip).
+      // The deepest ring beside the exchange buffer: 6 stages up to 96 rows, 5 at 104 and 112
+      // (a depth deepest_ring's steps skip).
       for (const int stages : {6, 5, 4}) {
         mid.values["stages"] = stages;
         if (!reject(mid, problem, device)) break;
@@ -2079,19 +2088,26 @@ class MatmulFamily final : public Family {
     };
     if (s.m <= 112) {
       // M in one tile (65-112 rows) and N's 128-row tiles on half the SMs or more: M rounded
-      // up to 16 rows, in clusters of 4 along N where 96 rows allow them (multicast slices of
-      // 24), else pairs. Run 7 (slices against the default, v42): 1.04-1.36x on five of six
-      // shapes (90x9000x5000 rc 0.0424 ms against 0.0574), 0.96x at 110x4400x3000 rr.
+      // up to 8 rows, in clusters of 4 along N (pairs where those take a second wave). v42:
+      // 1.04-1.36x on five of six shapes against the default before (0.96x at 110x4400x3000
+      // rr, which keeps it); v43, fours for every width: 1.002-1.077x over 16 fresh shapes.
       if (2 * ceil_div(s.n, 128) < device.sm_count) return std::nullopt;
-      const int width = static_cast<int>((s.m + 15) / 16 * 16);
-      const Config mid = mid_tile(width, width == 96 ? 4 : 2, 1);
-      return fits_a_wave(mid) ? std::optional<Config>(mid) : std::nullopt;
+      const int width = std::max(80, static_cast<int>((s.m + 7) / 8 * 8));
+      for (const int cluster_m : {4, 2}) {
+        const Config mid = mid_tile(width, cluster_m, 1);
+        if (fits_a_wave(mid)) return mid;
+      }
+      return std::nullopt;
     }
     if (s.m <= 128) return std::nullopt;
     std::optional<Config> best;
     double best_us = kMidWidthShare * few_tile_us(config, problem, device);
-    for (const int width : {80, 96, 112}) {
-      for (const auto& [cluster_m, cluster_n] : {std::pair{2, 2}, {4, 1}, {2, 1}, {1, 2}}) {
+    const long long n_tiles = ceil_div(s.n, 128);
+    for (int width = 80; width <= 112; width += 8) {
+      for (const auto& [cluster_m, cluster_n] :
+           {std::pair{4, 2}, {2, 2}, {4, 1}, {2, 1}, {1, 2}}) {
+        if (cluster_m * cluster_n == 8 && ceil_div(n_tiles, 4) * 4 > ceil_div(n_tiles, 2) * 2)
+          continue;
         const Config mid = mid_tile(width, cluster_m, cluster_n);
         if (!fits_a_wave(mid)) continue;
         const double us = few_tile_us(mid, problem, device);
@@ -2112,14 +2128,15 @@ class MatmulFamily final : public Family {
     const double waves = static_cast<double>(waves_of(config, problem, device));
     const double blocks =
         static_cast<double>(ceil_div(ceil_div(s.k, w.block_k), w.workspace_splits()));
-    const double row_bytes = (static_cast<double>(w.block_m) / w.cluster_n +
-                              static_cast<double>(w.block_n) / w.cluster_m) * 128.0;
+    // The rows of each CTA's multicast boxes (shared rows counted once, overlapping ones twice).
+    const double row_bytes = (multicast_box_rows(w.block_m, w.cluster_n) +
+                              multicast_box_rows(w.block_n, w.cluster_m)) * 128.0;
     const double read_us =
         static_cast<double>(units * w.cluster()) * blocks * row_bytes / kL2ReadBytesPerUs;
     // tf32's wgmma runs at half the 16-bit rate.
     const double macs_us = waves * blocks * w.block_m * w.block_n * w.block_k /
                            (s.tf32() ? kCtaMacsPerUs / 2 : kCtaMacsPerUs);
-    return std::max(read_us, macs_us) + partials_us(s, w.workspace_splits()) + kFewTileFixedUs;
+    return read_us + macs_us + partials_us(s, w.workspace_splits()) + kFewTileFixedUs;
   }
 
   // Whether `clustered` (`config`'s tile in clusters) runs in no more waves than `config`.
@@ -2311,12 +2328,13 @@ class MatmulFamily final : public Family {
   }
 
   // Clusters of `w` that run at once: one CTA an SM (its shared memory holds one); clusters of
-  // 4 sharing operands as many as the H100's GPCs hold (kClustersOf4On132Sms), scaled by the
-  // SM count elsewhere. (K slices in a cluster keep the plain count: their grids were sized
+  // 4 or 8 sharing operands as many as the H100's GPCs hold (kClusteredCtasOn132Sms), scaled by
+  // the SM count elsewhere. (K slices in a cluster keep the plain count: their grids were sized
   // by it.)
   static long long wave_clusters(const WgmmaConfig& w, int sm_count) {
-    if (w.cluster_m * w.cluster_n < 4) return std::max(sm_count / w.cluster(), 1);
-    return std::max(sm_count * kClustersOf4On132Sms / 132, 1);
+    const int sharing = w.cluster_m * w.cluster_n;
+    if (sharing < 4) return std::max(sm_count / w.cluster(), 1);
+    return std::max(sm_count * kClusteredCtasOn132Sms / 132 / sharing, 1);
   }
 
   // Whether `w` splits K only in the last wave's tiles (MatmulSm90Params::tail): its tiles
@@ -2339,9 +2357,9 @@ class MatmulFamily final : public Family {
     if ((w.block_n % 64 && w.block_n != 16 && w.block_n != 32 && !w.wave_fitted_width() &&
          !w.swapped_mid_width()) ||
         w.block_n > 256)
-      return "block_n must be 16, 32, 64, 80, 96, 112, 128, 176, 192, 224 or 256";
+      return "block_n must be 16, 32, 64, 80-112 in steps of 8, 128, 176, 192, 224 or 256";
     if (w.swapped_mid_width() && (!w.swap_ab || w.split_cluster))
-      return "80-, 96- and 112-column tiles are swapped tiles (swap_ab, no split_cluster)";
+      return "80- to 112-column tiles are swapped tiles (swap_ab, no split_cluster)";
     if (w.wave_fitted_width() && (w.swap_ab || w.split_cluster))
       return "176- and 224-column tiles are for plain tiles (no swap_ab, no split_cluster)";
     // fp32 accumulators: (block_m / consumers / 64) m64 tiles of block_n / 2 registers each
@@ -2359,11 +2377,14 @@ class MatmulFamily final : public Family {
     // At one CTA an SM only 30 clusters of 4 and 15 of 8 fit on an H100's 132 SMs (120 CTAs):
     // sharing operands among 4 or 8 was 35-46% slower than among 2 at 1000^3 and
     // 512x512x16384 (docs/perf/matmul.md v14), so pruned, but for swapped narrow tiles, whose
-    // activations four CTAs along the weight share (1.02-1.43x at 17-64 rows: v34).
+    // activations four CTAs along the weight share (1.02-1.43x at 17-64 rows: v34), and the
+    // swapped mid widths, in clusters of 8 as cuBLAS runs them (4 along the weight, 2 along M:
+    // v43).
     const bool swapped_narrow = w.swap_ab && !w.swapped_wide();
-    if (w.cluster_m * w.cluster_n > (swapped_narrow ? 4 : 2))
-      return swapped_narrow ? "swapped tiles: clusters of at most 4 CTAs sharing operands"
-                            : "clusters of at most 2 CTAs sharing operands";
+    const int most_sharing = w.swapped_mid_width() ? 8 : swapped_narrow ? 4 : 2;
+    if (w.cluster_m * w.cluster_n > most_sharing)
+      return "clusters of at most " + std::to_string(most_sharing) +
+             " CTAs sharing operands for these tiles";
     if (w.swap_ab != 0 && w.swap_ab != 1) return "swap_ab must be 0 or 1";
     if (w.split_cluster != 0 && w.split_cluster != 1) return "split_cluster must be 0 or 1";
     if (w.slice_major != 0 && w.slice_major != 1) return "slice_major must be 0 or 1";
@@ -2391,10 +2412,12 @@ class MatmulFamily final : public Family {
     }
     // Each CTA of a cluster row loads 1 / cluster_n of the A tile (of its block_m rows, or
     // block_k rows if MN-major), each of a cluster column 1 / cluster_m of the B tile (of its
-    // block_n rows, or block_k).
-    if (w.block_m % (8 * w.cluster_n) || w.block_k % (8 * w.cluster_n) ||
-        w.block_n % (8 * w.cluster_m) || w.block_k % (8 * w.cluster_m))
+    // block_n rows, or block_k): k rows in whole 8-row boxes, a K-major tile's rows in boxes
+    // rounded up to them (multicast_box_rows), a share of 8 rows at least.
+    if (w.block_k % (8 * w.cluster_n) || w.block_k % (8 * w.cluster_m))
       return "the multicast slices must be whole 8-row boxes";
+    if (w.block_m < 8 * w.cluster_n || w.block_n < 8 * w.cluster_m)
+      return "each CTA of a cluster loads 8 rows of a shared tile at least";
     if (w.stages < 2) return "the pipeline needs at least 2 stages";
     if (w.split_k < 1) return "split_k must be positive";
     if (w.group_m < 1) return "group_m must be positive";
@@ -2429,9 +2452,9 @@ class MatmulFamily final : public Family {
         if (!s.b_in_registers)
           return "swap_ab tiles of 128 columns or more are for fp32 with B row-major";
       } else if (w.swapped_mid_width()) {
-        if (s.m <= 64) return "80-, 96- and 112-column swapped tiles are for M over 64";
+        if (s.m <= 64) return "80- to 112-column swapped tiles are for M over 64";
         if (s.b_in_registers || s.weight_phased)
-          return "80-, 96- and 112-column swapped tiles read both operands from shared memory "
+          return "80- to 112-column swapped tiles read both operands from shared memory "
                  "on 16 bytes (not fp32's row-major B through registers, nor in row phases)";
         if (w.block_n >= s.m + 16)
           return "with swap_ab, block_n 16 or more above M only multiplies zeros";

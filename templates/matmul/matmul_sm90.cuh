@@ -92,17 +92,18 @@
 //    to its element). With
 //    SWAP (BN < 128) or CLUSTER_K > 1, c_store_tma = 0: C goes out from the exchange buffer in
 //    runs of 4 columns (vector stores where each batch's rows start on 4 elements).
-//  constraints: BK * bytes(KIND_IN) == 128 (64, or 32 for fp32); BN in {16, 32, 64, 80, 96, 112,
-//     128, 176, 192, 224, 256}, all but multiples of 64 only with a K-major B (column-major in
-//     LAYOUT);
+//  constraints: BK * bytes(KIND_IN) == 128 (64, or 32 for fp32); BN in {16, 32, 64, 80, 88, 96,
+//     104, 112, 128, 176, 192, 224, 256}, all but multiples of 64 only with a K-major B
+//     (column-major in LAYOUT);
 //     BM / CONSUMERS a multiple of 64;
 //     (BM / CONSUMERS / 64) * BN <= 256 (accumulator registers); CONSUMERS in {1, 2, 3};
 //     PINGPONG: CONSUMERS = 2, SWAP = 0, CLUSTER_K = 1, (BM / 64) * BN <= 384; SWAP with BN >= 128:
 //     CLUSTER_K = 1 and no K slices (C^T leaves whole tiles transposed);
-//     CONSUMERS == 3 needs BN <= 192 (entry cap 128 registers); CLUSTER_M in {1, 2, 4} (4 with
-//     CLUSTER_N = 1), CLUSTER_N in {1, 2};
+//     CONSUMERS == 3 needs BN <= 192 (entry cap 128 registers); CLUSTER_M in {1, 2, 4},
+//     CLUSTER_N in {1, 2};
 //     CLUSTER_K in {1, 2, 4, 8}, and > 1 only without multicast;
-//     multicast slices (A_SLICE, B_SLICE) of whole 8-row boxes; p.group_m >= 1; p.stages >= 2;
+//     multicast slices (A_SLICE, B_SLICE) of whole 8-row boxes (a K-major tile's last boxes may
+//     overlap the one before: multicast_box_rows); p.group_m >= 1; p.stages >= 2;
 //     smem_bytes <= 232448.
 //  early start: the host launches this kernel early behind the previous one (programmatic
 //     dependent launch: a padding copy, a transpose, the call before); the producer waits for
@@ -135,7 +136,9 @@
 // block of C; CTA (cm, cn) computes its (cm, cn) BM x BN tile. CTAs with the same cm share the
 // A tile: each loads 1 / CLUSTER_N of it (of its m rows when K-major, of its k rows when
 // MN-major) and multicasts it to those peers. CTAs with the same cn share the B tile: each loads
-// 1 / CLUSTER_M of it (of its k rows when MN-major, of its n rows when K-major).
+// 1 / CLUSTER_M of it (of its k rows when MN-major, of its n rows when K-major). A K-major
+// share is rounded up to whole 8-row atoms: 112 rows in fours are boxes of 32 at rows 0, 32, 64
+// and 80, rows 80-95 landing twice (the stage's expected bytes count them twice).
 #pragma once
 
 #include "common/copy_rows.cuh"  // the padding copy of unaligned A and B, in the same unit
@@ -712,14 +715,19 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
   // one in [rows][BK] (one 128-byte row per m or n).
   constexpr int MN_CHUNK = BK * 128;
   // Multicast slices: each CTA of a cluster row loads 1/CLUSTER_N of the shared A tile, each of
-  // a cluster column 1/CLUSTER_M of the shared B tile; a K-major tile is sliced by its rows, an
-  // MN-major one by its k rows.
-  constexpr int A_SLICE = A_COLUMNS ? BK / CLUSTER_N : BM / CLUSTER_N;
-  constexpr int B_SLICE = B_COLUMNS ? BN / CLUSTER_M : BK / CLUSTER_M;
+  // a cluster column 1/CLUSTER_M of the shared B tile; a K-major tile is sliced by its rows (in
+  // boxes of whole 8-row atoms, the last ones moved back to end at the tile's last row:
+  // multicast_box_rows), an MN-major one by its k rows.
+  constexpr int A_SLICE = A_COLUMNS ? BK / CLUSTER_N : multicast_box_rows(BM, CLUSTER_N);
+  constexpr int B_SLICE = B_COLUMNS ? multicast_box_rows(BN, CLUSTER_M) : BK / CLUSTER_M;
+  // The bytes landing in each CTA's stage: the tiles, and the rows that overlapping boxes
+  // deliver twice.
+  constexpr int STAGE_TX = (A_COLUMNS ? A_STAGE : CLUSTER_N * A_SLICE * 128) +
+                           (B_COLUMNS ? CLUSTER_M * B_SLICE * 128 : B_STAGE);
   static_assert(BK * ELEMENT == 128, "one 128-byte swizzle row per k slice");
-  static_assert(BN == 16 || BN == 32 || BN == 80 || BN == 96 || BN == 112 || BN == 176 ||
+  static_assert(BN == 16 || BN == 32 || (BN >= 80 && BN <= 112 && BN % 8 == 0) || BN == 176 ||
                     BN == 224 || (BN % 64 == 0 && BN <= 256),
-                "BN is 16, 32, 80, 96, 112, 176, 224, or a multiple of 64 up to 256");
+                "BN is 16, 32, 80-112 in steps of 8, 176, 224, or a multiple of 64 up to 256");
   static_assert(BN % 64 == 0 || B_COLUMNS,
                 "BN off a multiple of 64 reads B K-major (MN-major blocks are 64 wide)");
   static_assert(CLUSTER_K == 1 || MULTICAST == 1, "K slices in a cluster share no operand");
@@ -732,9 +740,11 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
   // ptxas allocates every role within the entry cap (128 registers at 512 threads): with three
   // consumers a 64 x 256 accumulator block does not fit (C7602), 64 x 192 does.
   static_assert(CONSUMERS != 3 || MT * BN <= 192, "three consumers: BN <= 192");
-  static_assert((CLUSTER_M <= 2 || (CLUSTER_M == 4 && CLUSTER_N == 1)) && CLUSTER_N <= 2,
-                "clusters of up to 2 x 2, or 4 along M");
-  static_assert(A_SLICE % 8 == 0 && B_SLICE % 8 == 0, "multicast slices are whole swizzle rows");
+  static_assert((CLUSTER_M == 1 || CLUSTER_M == 2 || CLUSTER_M == 4) && CLUSTER_N <= 2,
+                "clusters of up to 4 along M and 2 along N");
+  static_assert(A_SLICE % 8 == 0 && B_SLICE % 8 == 0 && BM >= 8 * CLUSTER_N &&
+                    BN >= 8 * CLUSTER_M,
+                "multicast slices are whole swizzle rows, a share of 8 at least");
   static_assert(KIND_IN == kBF16 || KIND_IN == kF16 || KIND_IN == kF32, "bf16, f16 or fp32 in");
   static_assert(KIND_IN != kF32 || B_COLUMNS,
                 "tf32 reads B K-major: the host transposes a row-major one first");
@@ -925,7 +935,7 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
         if constexpr (PHASED) phase_of(w.kb_begin, weight_phase, weight_block);
         for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
           mbarrier_wait(empty(stage), phase ^ 1u);
-          if (issuer) mbarrier_arrive_expect_tx(full(stage), A_STAGE + B_STAGE);
+          if (issuer) mbarrier_arrive_expect_tx(full(stage), STAGE_TX);
           const int k0 = kb * BK;
           const unsigned a_stage = a_ring + stage * A_STAGE, b_stage = b_ring + stage * B_STAGE;
           const int a_batch = p.a_shared ? 0 : w.batch, b_batch = p.b_shared ? 0 : w.batch;
@@ -941,12 +951,14 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
               load(a_stage + j * MN_CHUNK + cn * A_SLICE * 128, &p.a_map, full(stage),
                    w.m0 + MN_COLS * j, k0 + cn * A_SLICE, a_batch, CLUSTER_N > 1, a_mask);
           } else {
-            load(a_stage + cn * A_SLICE * 128, &p.a_map, full(stage), k0, w.m0 + cn * A_SLICE,
-                 a_batch, CLUSTER_N > 1, a_mask);
+            const int row0 = multicast_box_row0(BM, CLUSTER_N, cn);
+            load(a_stage + row0 * 128, &p.a_map, full(stage), k0, w.m0 + row0, a_batch,
+                 CLUSTER_N > 1, a_mask);
           }
           if (B_COLUMNS) {
-            load(b_stage + cm * B_SLICE * 128, &p.b_map, full(stage), k0, w.n0 + cm * B_SLICE,
-                 b_batch, CLUSTER_M > 1, b_mask);
+            const int row0 = multicast_box_row0(BN, CLUSTER_M, cm);
+            load(b_stage + row0 * 128, &p.b_map, full(stage), k0, w.n0 + row0, b_batch,
+                 CLUSTER_M > 1, b_mask);
           } else {
 #pragma unroll
             for (int j = 0; j < BN / 64; ++j)

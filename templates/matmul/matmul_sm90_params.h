@@ -3,6 +3,7 @@
 // as `const __grid_constant__`, which lets the TMA unit read the tensor maps in place.
 #pragma once
 
+#include "common/host_device.h"
 #include "common/tensor_map.h"
 #include "matmul/matmul_params.h"
 
@@ -48,6 +49,20 @@ struct MatmulSm90Params {
   // arrival counter per CTA block (tile x batch x CLUSTER + rank), zeroed before the launch.
   unsigned* slice_arrivals;
 };
+
+// Rows of the box each of `parts` CTAs loads of a K-major tile of `rows` rows (128 bytes each)
+// and multicasts to the others: its share rounded up to whole 8-row swizzle atoms. Where the
+// shares do not divide into atoms (112 or 104 rows in fours), the last boxes are moved back to
+// end at the tile's last row (multicast_box_row0), and the rows they overlap land twice, the
+// same bytes.
+TILESMITH_HOST_DEVICE constexpr int multicast_box_rows(int rows, int parts) {
+  return ((rows + parts - 1) / parts + 7) / 8 * 8;
+}
+TILESMITH_HOST_DEVICE constexpr int multicast_box_row0(int rows, int parts, int part) {
+  return part * multicast_box_rows(rows, parts) < rows - multicast_box_rows(rows, parts)
+             ? part * multicast_box_rows(rows, parts)
+             : rows - multicast_box_rows(rows, parts);
+}
 
 // The most row phases of a weight (16 / the largest power of two dividing its row's bytes: 8
 // for 16-bit rows of an odd N).

@@ -453,6 +453,11 @@ std::vector<SampleCase> wgmma_sample() {
        Problem{"matmul", DType::f16, DType::bf16, {90, 9000, 5000}, {{"b", "col"}, {"act", "gelu"}, {"bias", "1"}, {"residual", "1"}}}},
       {"wg128x80_s6_c2_cl2x1_swap_mid_split2", testing::wgmma_config(128, 80, 6, 2, 2, 1, 8, 2, 0, 1, 0, 0),
        matmul_problem(72, 5000, 3000)},
+      // (v43) Clusters of 8 whose multicast boxes of M's rows overlap (wgmma n104, n88).
+      {"wg128x104_s5_c2_cl4x2_swap_mid", testing::wgmma_config(128, 104, 5, 2, 4, 2, 8, 1, 0, 1, 0, 0),
+       matmul_problem(618, 2544, 12240)},
+      {"wg128x88_s6_c2_cl4x1_swap_mid_f16", testing::wgmma_config(128, 88, 6, 2, 4, 1, 8, 1, 0, 1, 0, 0),
+       Problem{"matmul", DType::f16, DType::bf16, {86, 12000, 3000}, {{"b", "col"}}}},
   };
 }
 

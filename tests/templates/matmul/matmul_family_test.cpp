@@ -364,10 +364,10 @@ TEST(MatmulWgmmaTest, TheDefaultFillsWithSmallerTilesWhereKIsTooShortToSplit) {
   EXPECT_EQ(tile(testing::x_times_w_t({498, 382, 1636})), "64x64");
 }
 
-// Few tiles of more than 64 rows, K from 2048: M's side in swapped tiles of 80, 96 or 112 rows
-// (128 of N, two consumers, K whole) in clusters that fit one wave: M in one such tile, or over
-// 128 rows where few_tile_us puts them well ahead of the default (docs/perf/matmul.md v42); the
-// constraints keep such widths to swapped 16-bit tiles over M's rows.
+// Few tiles of more than 64 rows, K from 2048: M's side in swapped tiles of 80-112 rows in
+// steps of 8 (128 of N, two consumers, K whole) in clusters that fit one wave: M in one such
+// tile, or over 128 rows where few_tile_us puts them ahead of the default (docs/perf/matmul.md
+// v42, v43); the constraints keep such widths to swapped 16-bit tiles over M's rows.
 TEST(MatmulWgmmaTest, TheDefaultFitsSwappedMidWidthTilesToTheWave) {
   const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
   auto mid = [&](const Problem& problem) {
@@ -379,25 +379,30 @@ TEST(MatmulWgmmaTest, TheDefaultFitsSwappedMidWidthTilesToTheWave) {
            std::to_string(config.at("cluster_m")) + "x" + std::to_string(config.at("cluster_n")) +
            ", " + std::to_string(config.at("stages")) + " stages";
   };
-  // 618x2544x12240: 6 x 20 tiles of 112 rows in clusters of 2 x 2 (v41: 128x256 pairs, 2 slices).
-  EXPECT_EQ(mid(matmul_problem(618, 2544, 12240)), "112 rows, cluster 2x2, 5 stages");
-  EXPECT_EQ(mid(matmul_problem(1116, 1488, 6000)), "112 rows, cluster 2x2, 5 stages");
+  // 618x2544x12240: 6 x 20 tiles of 104 rows in 15 clusters of 4 along N x 2 along M, as
+  // cuBLAS runs it (v41: 128x256 pairs, 2 slices; v42: 112 rows in 2 x 2).
+  EXPECT_EQ(mid(matmul_problem(618, 2544, 12240)), "104 rows, cluster 4x2, 5 stages");
+  EXPECT_EQ(mid(matmul_problem(1116, 1488, 6000)), "112 rows, cluster 4x2, 5 stages");
+  EXPECT_EQ(mid(matmul_problem(478, 2520, 15920)), "80 rows, cluster 4x2, 6 stages");
   // 285x4016x12712: 3 x 32 tiles of 96 rows, fours along N (2 x 2 would pad M to 4 tiles).
   EXPECT_EQ(mid(matmul_problem(285, 4016, 12712)), "96 rows, cluster 4x1, 6 stages");
-  EXPECT_EQ(mid(testing::x_times_w_t({170, 6376, 3120})), "96 rows, cluster 2x2, 6 stages");
-  // M in one tile (65-112 rows), N's tiles on half the SMs or more: M rounded up to 16 rows,
-  // fours along N for 96 rows, pairs else; under half the SMs the default stays (110x4400x3000:
-  // 35 tiles, 128x64 pairs).
+  // Clusters of 8 where fours along N pad its tiles no further than pairs do: 170x6376's 50
+  // tiles of N would take 52 in fours, so 2 x 2 (two tiles of 88 rows, as cuBLAS's 88).
+  EXPECT_EQ(mid(testing::x_times_w_t({170, 6376, 3120})), "88 rows, cluster 2x2, 6 stages");
+  EXPECT_EQ(mid(testing::x_times_w_t({338, 2216, 9856})), "88 rows, cluster 2x2, 6 stages");
+  // M in one tile (65-112 rows), N's tiles on half the SMs or more: M rounded up to 8 rows (80
+  // at least), fours along N; under half the SMs the default stays (110x4400x3000: 35 tiles,
+  // 128x64 pairs).
   EXPECT_EQ(mid(testing::x_times_w_t({90, 9000, 5000})), "96 rows, cluster 4x1, 6 stages");
-  EXPECT_EQ(mid(matmul_problem(72, 8800, 2600)), "80 rows, cluster 2x1, 6 stages");
-  EXPECT_EQ(mid(matmul_problem(103, 11704, 6832)), "112 rows, cluster 2x1, 5 stages");
-  // Where few_tile_us finds no clear gain, the default stays: 594x2744x4168 (132 tiles of 112
-  // fill a wave only in pairs).
-  EXPECT_EQ(matmul().default_config(matmul_problem(594, 2744, 4168), hopper).at("block_n"), 256);
+  EXPECT_EQ(mid(matmul_problem(72, 8800, 2600)), "80 rows, cluster 4x1, 6 stages");
+  EXPECT_EQ(mid(matmul_problem(103, 11704, 6832)), "104 rows, cluster 4x1, 5 stages");
+  // 594x2744x4168: 6 x 22 tiles of 104 rows fill a wave in pairs along M (112 rows did not, in
+  // any cluster that fits one: v42 kept 128x256 pairs in two slices).
+  EXPECT_EQ(mid(matmul_problem(594, 2744, 4168)), "104 rows, cluster 1x2, 5 stages");
   // fp32 x @ W^T too (tf32, k blocks of 32), whose B is K-major in shared memory.
   const Problem fp32_xwt{"matmul", DType::f32, DType::f32, {618, 2544, 12240}, {{"b", "col"}}};
   const Config fp32_mid = matmul().default_config(fp32_xwt, hopper);
-  EXPECT_EQ(mid(fp32_xwt), "112 rows, cluster 2x2, 5 stages");
+  EXPECT_EQ(mid(fp32_xwt), "104 rows, cluster 4x2, 5 stages");
   EXPECT_EQ(fp32_mid.at("block_k"), 32);
   // Outside the rule: K under 2048 (1000^3), K-heavy (512x512x16384 keeps 8 slices), M of
   // 113-128 rows, A column-major (which the swapped tile would transpose), B's rows off 16
@@ -417,20 +422,29 @@ TEST(MatmulWgmmaTest, TheDefaultFitsSwappedMidWidthTilesToTheWave) {
   // The constraints: mid widths are swapped, over more than 64 rows, no 16 rows past M, both
   // operands from shared memory.
   const Problem rows_618 = matmul_problem(618, 2544, 12240);
-  const Config swapped_112 = matmul().default_config(rows_618, hopper);
-  Config unswapped = swapped_112;
+  const Config swapped_104 = matmul().default_config(rows_618, hopper);
+  Config unswapped = swapped_104;
   unswapped.values["swap_ab"] = 0;
   EXPECT_TRUE(matmul().reject(unswapped, rows_618, hopper));
-  EXPECT_TRUE(matmul().reject(swapped_112, matmul_problem(64, 2544, 12240), hopper));
-  EXPECT_TRUE(matmul().reject(swapped_112, matmul_problem(96, 2544, 12240), hopper));
-  EXPECT_EQ(matmul().reject(swapped_112, matmul_problem(97, 2544, 12240), hopper), std::nullopt);
+  EXPECT_TRUE(matmul().reject(swapped_104, matmul_problem(64, 2544, 12240), hopper));
+  EXPECT_TRUE(matmul().reject(swapped_104, matmul_problem(88, 2544, 12240), hopper));
+  EXPECT_EQ(matmul().reject(swapped_104, matmul_problem(89, 2544, 12240), hopper), std::nullopt);
   EXPECT_TRUE(matmul().reject(fp32_mid, fp32_row_b, hopper));
-  // 80 and 112 rows split across a cluster of 4 along N would leave multicast slices of 20
-  // and 28 rows, off the 8-row swizzle atoms.
-  Config fours = swapped_112;
-  fours.values["cluster_m"] = 4;
-  fours.values["cluster_n"] = 1;
-  EXPECT_TRUE(matmul().reject(fours, rows_618, hopper));
+  Config off_steps = swapped_104;
+  off_steps.values["block_n"] = 100;
+  EXPECT_TRUE(matmul().reject(off_steps, rows_618, hopper));
+  // Clusters of 8 for the mid widths only; 104 rows shared by four CTAs load boxes of 32 rows
+  // (multicast_box_rows), the last one overlapping the third.
+  Config plain_eights = matmul().default_config(matmul_problem(1024, 1024, 1024), hopper);
+  plain_eights.values["cluster_m"] = 4;
+  plain_eights.values["cluster_n"] = 2;
+  EXPECT_TRUE(matmul().reject(plain_eights, matmul_problem(1024, 1024, 1024), hopper));
+  EXPECT_EQ(multicast_box_rows(104, 4), 32);
+  EXPECT_EQ(multicast_box_row0(104, 4, 2), 64);
+  EXPECT_EQ(multicast_box_row0(104, 4, 3), 72);
+  EXPECT_EQ(multicast_box_rows(96, 4), 24);
+  EXPECT_EQ(multicast_box_row0(96, 4, 3), 72);
+  EXPECT_EQ(multicast_box_rows(128, 2), 64);
 }
 
 // A narrow N (routers, low-rank adapters, heads of a few classes) in one 64-row tile column:

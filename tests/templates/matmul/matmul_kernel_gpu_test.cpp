@@ -244,6 +244,9 @@ TEST_F(GpuMatmul, WgmmaSplitKAndPaddedPlansMatchTheReference) {
        testing::wgmma_config(128, 80, 6, 2, 2, 2, 8, 2, 0, 1, 0, 0)},
       {matmul(DType::f16, DType::f32, 90, 1000, 4000),
        testing::wgmma_config(128, 96, 6, 2, 4, 1, 8, 4, 0, 1, 1, 0)},
+      // (v43) 104 rows in a cluster of 8, whose multicast boxes overlap, K split, ragged.
+      {{"matmul", DType::bf16, DType::bf16, {201, 1031, 2600}, {{"b", "col"}, {"bias", "1"}}},
+       testing::wgmma_config(128, 104, 5, 2, 4, 2, 8, 2, 0, 1, 0, 0)},
       // K slices summed in a cluster through distributed shared memory (split_cluster), with
       // ragged tiles, the epilogue, and slices left empty (K = 1088: 17 blocks, 3 per CTA of 8).
       {matmul(DType::bf16, DType::bf16, 512, 512, 16384), testing::wgmma_config(128, 128, 4, 2, 1, 1, 8, 8, 1)},
@@ -484,6 +487,13 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
       problem(bf16, f32, {90, 9000, 5000}),
       problem(f16, f16, {72, 8800, 2600}, {{"bias", "1"}}),
       problem(f32, f32, {343, 2048, 2096}, {{"b", "col"}, {"act", "relu"}}),
+      // (v43) Clusters of 8 (4 along N x 2 along M) whose multicast boxes of M's rows overlap:
+      // 104 rows with bias and GELU, 112 into fp32, 80 rows of x @ W^T, fp32 x @ W^T in 104;
+      // M in one tile of 104 rows in fours along N, with a residual.
+      problem(bf16, bf16, {618, 2544, 2416}, {{"bias", "1"}, {"act", "gelu"}}),
+      problem(f16, f32, {1116, 1488, 2048}), problem(bf16, bf16, {477, 2416, 2296}, xwt),
+      problem(f32, f32, {612, 2528, 2416}, xwt),
+      problem(bf16, bf16, {100, 11704, 2600}, {{"residual", "1"}}),
       // (v40) A tiny product: the mma.sync template's 32x32 tiles (with the epilogue, A
       // column-major; 2^25 multiply-adds exactly; rows off 16 bytes; fp32 x @ W^T; a batch).
       problem(bf16, bf16, {64, 128, 64}),
