@@ -2117,9 +2117,9 @@ class MatmulFamily final : public Family {
     return best;
   }
 
-  // A few-tile product's time in us as kL2ReadBytesPerUs and kCtaMacsPerUs estimate it: the
-  // longer of its CTAs' operand rows read from L2 and its waves' multiply-adds, plus the
-  // partials of its K slices (partials_us) and kFewTileFixedUs.
+  // A few-tile product's time in us as kL2ReadBytesPerUs and kCtaMacsPerUs estimate it: its
+  // CTAs' operand rows read from L2, plus its waves' multiply-adds, plus the partials of its K
+  // slices (partials_us) and kFewTileFixedUs.
   double few_tile_us(const Config& config, const Problem& problem,
                      const DeviceTarget& device) const {
     const WgmmaConfig w(config);

@@ -478,9 +478,9 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
       // ones along M sharing B's (A column-major, copied into padded rows).
       problem(bf16, bf16, {110, 4400, 1000}, {{"act", "gelu"}}),
       problem(f16, f32, {221, 4920, 1244}, {{"a", "col"}, {"bias", "1"}}),
-      // (v42) Swapped tiles of 80-112 rows of M x 128 of N, K whole, in clusters of 4 (2 x 2
-      // or 4 along N) or 2: 96 rows with a residual; 80 with an odd N, bias and SiLU; 96 in
-      // 2 x 2 for fp16; M in one tile: 96 rows in fours along N into fp32, 80 in pairs.
+      // (v42, as v43 picks them) Swapped tiles of 80-112 rows of M x 128 of N, K whole: 88
+      // rows in 2 x 2 with a residual; 80 in 4 x 2 with an odd N, bias and SiLU; 88 in 4 x 2
+      // for fp16; M in one tile, in fours along N: 96 rows into fp32, 80 with a bias.
       problem(f16, bf16, {170, 6376, 3120}, {{"b", "col"}, {"residual", "1"}}),
       problem(bf16, bf16, {201, 3001, 2600}, {{"b", "col"}, {"bias", "1"}, {"act", "silu"}}),
       problem(f16, f16, {700, 1304, 4000}),
