@@ -578,11 +578,13 @@ struct WgmmaConfig {
     return swap_ab ? block_n * (block_m + 4) * 4 : block_m * (block_n + 8) * 4;
   }
   // The A and B rings (128-byte rows of k), two 8 KB C staging slots per consumer warpgroup or
-  // the exchange buffer, the mbarriers (full and empty per stage, two for the exchange), and
-  // the slack to round the base up to 1024 bytes (the 128-byte swizzle's period).
-  int smem_bytes() const {
-    return stages * (block_m + block_n) * 128 +
-           (exchange() ? exchange_bytes() : consumers * 2 * 8192) + 16 * stages + 16 + 1024;
+  // the exchange buffer (past the rings, or over them: MatmulSm90Params::exchange_in_ring), the
+  // mbarriers (full and empty per stage, two for the exchange), and the slack to round the base
+  // up to 1024 bytes (the 128-byte swizzle's period).
+  int smem_bytes(bool exchange_in_ring) const {
+    const int rings = stages * (block_m + block_n) * 128;
+    const int out = exchange() ? exchange_bytes() : consumers * 2 * 8192;
+    return (exchange_in_ring ? std::max(rings, out) : rings + out) + 16 * stages + 16 + 1024;
   }
 };
 
@@ -1391,7 +1393,8 @@ class MatmulFamily final : public Family {
     geometry.grid[0] =
         static_cast<unsigned>(std::min(units, wave_clusters(w, device.sm_count)) * w.cluster());
     geometry.block[0] = static_cast<unsigned>(w.threads());
-    geometry.dynamic_smem_bytes = static_cast<unsigned>(w.smem_bytes());
+    const bool ring_exchange = exchange_in_ring(w, s, device.sm_count);
+    geometry.dynamic_smem_bytes = static_cast<unsigned>(w.smem_bytes(ring_exchange));
     // split_in_grid: CTAs wait on each other's slices, so all of them run at once, or the
     // driver refuses the launch (reject() keeps the units within a wave).
     if (w.split_in_grid) geometry.waiting_group = geometry.grid[0];
@@ -1406,6 +1409,7 @@ class MatmulFamily final : public Family {
     p.stride_c = strides.stride_c;
     p.group_m = w.group_m;
     p.stages = w.stages;
+    p.exchange_in_ring = ring_exchange ? 1 : 0;
     p.a_shared = a.shared ? 1 : 0;
     p.b_shared = b.shared ? 1 : 0;
     const std::uint64_t in_bytes = dtype_size(problem.dtype);
@@ -2075,9 +2079,9 @@ class MatmulFamily final : public Family {
       mid.values["cluster_n"] = cluster_n;
       mid.values["split_k"] = 1;
       mid.values["l2_promotion"] = 0;
-      // The deepest ring beside the exchange buffer: 6 stages up to 96 rows, 5 at 104 and 112
-      // (a depth deepest_ring's steps skip).
-      for (const int stages : {6, 5, 4}) {
+      // The deepest ring that fits with the exchange buffer over it (one wave: each CTA one
+      // unit): 8 stages up to 96 rows, 7 at 104 and 112 (depths deepest_ring's steps skip).
+      for (const int stages : {8, 7, 6, 5, 4}) {
         mid.values["stages"] = stages;
         if (!reject(mid, problem, device)) break;
       }
@@ -2337,6 +2341,14 @@ class MatmulFamily final : public Family {
     return std::max(sm_count * kClusteredCtasOn132Sms / 132 / sharing, 1);
   }
 
+  // Whether `w`'s C leaves through an exchange buffer over its ring
+  // (MatmulSm90Params::exchange_in_ring): swapped tiles that fill it after their main loop (not
+  // a weight read in row phases), every unit on its own CTA at once.
+  static bool exchange_in_ring(const WgmmaConfig& w, const MatmulShape& s, int sm_count) {
+    return w.swap_ab && !w.swapped_wide() && w.cluster_k() == 1 && !s.weight_phased &&
+           kernel_tiles(w, s) * w.workspace_splits() <= wave_clusters(w, sm_count);
+  }
+
   // Whether `w` splits K only in the last wave's tiles (MatmulSm90Params::tail): its tiles
   // fill the SMs, so the workspace's K slices go where the last wave leaves SMs idle.
   static bool tail_split(const WgmmaConfig& w, const MatmulShape& s, int sm_count) {
@@ -2495,9 +2507,9 @@ class MatmulFamily final : public Family {
       }
     }
     if (w.threads() > device.max_threads_per_block) return "too many threads";
-    if (w.smem_bytes() > device.max_smem_per_block_optin)
-      return "needs " + std::to_string(w.smem_bytes()) +
-             " bytes of shared memory, device allows " +
+    const int smem = w.smem_bytes(exchange_in_ring(w, s, device.sm_count));
+    if (smem > device.max_smem_per_block_optin)
+      return "needs " + std::to_string(smem) + " bytes of shared memory, device allows " +
              std::to_string(device.max_smem_per_block_optin);
     return std::nullopt;
   }

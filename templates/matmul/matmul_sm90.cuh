@@ -778,8 +778,14 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
   const int stages = p.stages;
   const unsigned b_ring = smem_base + stages * A_STAGE;
   const unsigned c_staging = b_ring + stages * B_STAGE;  // CONSUMERS x 2 slots x 8 KB
-  const unsigned exchange = c_staging + (EXCHANGE ? 0 : CONSUMERS * 2 * 8192);
-  const unsigned barriers = exchange + (EXCHANGE ? Exchange::BYTES : 0);
+  // p.exchange_in_ring: the exchange buffer over the ring's first bytes, the barriers past
+  // whichever ends later (the host sizes shared memory alike).
+  const bool ring_exchange = EXCHANGE && SWAP && CLUSTER_K == 1 && !PHASED && p.exchange_in_ring;
+  const unsigned exchange =
+      ring_exchange ? a_ring : c_staging + (EXCHANGE ? 0 : CONSUMERS * 2 * 8192);
+  const unsigned barriers =
+      ring_exchange ? max(c_staging, a_ring + Exchange::BYTES)
+                    : exchange + (EXCHANGE ? Exchange::BYTES : 0);
   auto full = [&](int s) { return barriers + 8u * s; };
   auto empty = [&](int s) { return barriers + 8u * (stages + s); };
   const unsigned exchange_full = barriers + 16u * stages, exchange_empty = exchange_full + 8u;
@@ -850,6 +856,9 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
   }
   const int splits = p.tail ? 1 : p.k_splits > 1 ? p.k_splits : 1;
   const int units = p.tail ? whole + tail_tiles * tail_splits : tiles * splits * p.batch;
+  // The exchange buffer over the ring holds only where no CTA starts a second unit while its
+  // peers may still multicast into its ring (the host's plan guarantees it).
+  if (ring_exchange && units > unit_step) __trap();
   // Where unit `unit` works: its batch, the CTA's first row and column of C, its k blocks, and
   // where its fp32 partial products go (nullptr: it writes C).
   struct Work {
@@ -1160,6 +1169,10 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
         // the kernel's n and m), and the cluster's K slices summed (CLUSTER_K > 1).
         // (PHASED: the buffer holds the phases' sums, but a unit without k blocks, a K slice
         // past K's end, writes its zeros.)
+        // Over the ring: every consumer warpgroup's wgmmas are done reading it first (each
+        // waited for its own above; every stage they read has landed, so no TMA write of this
+        // unit is left in flight).
+        if (ring_exchange) named_barrier_sync(Exchange::BARRIER_ID, Exchange::THREADS);
         if (!PHASED || w.kb_end <= w.kb_begin)
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt)

@@ -45,6 +45,11 @@ struct MatmulSm90Params {
   // BM x BN fp32 block (rows BN apart) at partials + kTailHeader + ((r * s + j) * CLUSTER +
   // rank) * BM * BN, and block 0 writes {T - R, s, R} at partials[0..2] for splitk_reduce.
   int tail;
+  // 1: C leaves through an exchange buffer placed at the ring's start instead of past its end
+  // (shared memory of max(ring, buffer) instead of their sum, so a deeper ring fits): swapped
+  // tiles that fill the buffer only after their main loop (not PHASED), each CTA one unit of
+  // work, so that once its main loop is done no stage is read or written again.
+  int exchange_in_ring;
   // GRID_SUM (matmul_sm90.cuh): the K slices summed in this grid, not by splitk_reduce; one
   // arrival counter per CTA block (tile x batch x CLUSTER + rank), zeroed before the launch.
   unsigned* slice_arrivals;

@@ -381,28 +381,28 @@ TEST(MatmulWgmmaTest, TheDefaultFitsSwappedMidWidthTilesToTheWave) {
   };
   // 618x2544x12240: 6 x 20 tiles of 104 rows in 15 clusters of 4 along N x 2 along M, as
   // cuBLAS runs it (v41: 128x256 pairs, 2 slices; v42: 112 rows in 2 x 2).
-  EXPECT_EQ(mid(matmul_problem(618, 2544, 12240)), "104 rows, cluster 4x2, 5 stages");
-  EXPECT_EQ(mid(matmul_problem(1116, 1488, 6000)), "112 rows, cluster 4x2, 5 stages");
-  EXPECT_EQ(mid(matmul_problem(478, 2520, 15920)), "80 rows, cluster 4x2, 6 stages");
+  EXPECT_EQ(mid(matmul_problem(618, 2544, 12240)), "104 rows, cluster 4x2, 7 stages");
+  EXPECT_EQ(mid(matmul_problem(1116, 1488, 6000)), "112 rows, cluster 4x2, 7 stages");
+  EXPECT_EQ(mid(matmul_problem(478, 2520, 15920)), "80 rows, cluster 4x2, 8 stages");
   // 285x4016x12712: 3 x 32 tiles of 96 rows, fours along N (2 x 2 would pad M to 4 tiles).
-  EXPECT_EQ(mid(matmul_problem(285, 4016, 12712)), "96 rows, cluster 4x1, 6 stages");
+  EXPECT_EQ(mid(matmul_problem(285, 4016, 12712)), "96 rows, cluster 4x1, 8 stages");
   // Clusters of 8 where fours along N pad its tiles no further than pairs do: 170x6376's 50
   // tiles of N would take 52 in fours, so 2 x 2 (two tiles of 88 rows, as cuBLAS's 88).
-  EXPECT_EQ(mid(testing::x_times_w_t({170, 6376, 3120})), "88 rows, cluster 2x2, 6 stages");
-  EXPECT_EQ(mid(testing::x_times_w_t({338, 2216, 9856})), "88 rows, cluster 2x2, 6 stages");
+  EXPECT_EQ(mid(testing::x_times_w_t({170, 6376, 3120})), "88 rows, cluster 2x2, 8 stages");
+  EXPECT_EQ(mid(testing::x_times_w_t({338, 2216, 9856})), "88 rows, cluster 2x2, 8 stages");
   // M in one tile (65-112 rows), N's tiles on half the SMs or more: M rounded up to 8 rows (80
   // at least), fours along N; under half the SMs the default stays (110x4400x3000: 35 tiles,
   // 128x64 pairs).
-  EXPECT_EQ(mid(testing::x_times_w_t({90, 9000, 5000})), "96 rows, cluster 4x1, 6 stages");
-  EXPECT_EQ(mid(matmul_problem(72, 8800, 2600)), "80 rows, cluster 4x1, 6 stages");
-  EXPECT_EQ(mid(matmul_problem(103, 11704, 6832)), "104 rows, cluster 4x1, 5 stages");
+  EXPECT_EQ(mid(testing::x_times_w_t({90, 9000, 5000})), "96 rows, cluster 4x1, 8 stages");
+  EXPECT_EQ(mid(matmul_problem(72, 8800, 2600)), "80 rows, cluster 4x1, 8 stages");
+  EXPECT_EQ(mid(matmul_problem(103, 11704, 6832)), "104 rows, cluster 4x1, 7 stages");
   // 594x2744x4168: 6 x 22 tiles of 104 rows fill a wave in pairs along M (112 rows did not, in
   // any cluster that fits one: v42 kept 128x256 pairs in two slices).
-  EXPECT_EQ(mid(matmul_problem(594, 2744, 4168)), "104 rows, cluster 1x2, 5 stages");
+  EXPECT_EQ(mid(matmul_problem(594, 2744, 4168)), "104 rows, cluster 1x2, 7 stages");
   // fp32 x @ W^T too (tf32, k blocks of 32), whose B is K-major in shared memory.
   const Problem fp32_xwt{"matmul", DType::f32, DType::f32, {618, 2544, 12240}, {{"b", "col"}}};
   const Config fp32_mid = matmul().default_config(fp32_xwt, hopper);
-  EXPECT_EQ(mid(fp32_xwt), "104 rows, cluster 4x2, 5 stages");
+  EXPECT_EQ(mid(fp32_xwt), "104 rows, cluster 4x2, 7 stages");
   EXPECT_EQ(fp32_mid.at("block_k"), 32);
   // Outside the rule: K under 2048 (1000^3), K-heavy (512x512x16384 keeps 8 slices), M of
   // 113-128 rows, A column-major (which the swapped tile would transpose), B's rows off 16
@@ -2261,8 +2261,17 @@ TEST(MatmulWgmmaTest, SwapAbIsForSmallRowMajorMWithNarrowTiles) {
   EXPECT_EQ(params.n, 1);
   EXPECT_EQ(params.ldc, 4096);
   EXPECT_EQ(params.c_store_tma, 0);
-  // A ring, B ring, the exchange buffer (16 rows of C, 64 + 4 floats each), barriers, slack.
-  EXPECT_EQ(plan.steps[0].geometry.dynamic_smem_bytes,
+  // A ring and B ring, the exchange buffer over them (16 rows of C, 64 + 4 floats each: 64
+  // tiles, each CTA one), barriers, slack.
+  EXPECT_EQ(params.exchange_in_ring, 1);
+  EXPECT_EQ(plan.steps[0].geometry.dynamic_smem_bytes, 6u * (64 + 16) * 128 + 16 * 6 + 16 + 1024);
+  // Past a wave, each CTA takes several units: the buffer goes past the rings.
+  const Problem long_weight{"matmul", DType::bf16, DType::bf16, {1, 16384, 4096}, {{"b", "col"}}};
+  const LaunchPlan waves = matmul().plan(swap(64, 16), long_weight, hopper, addresses, 0, {});
+  MatmulSm90Params wave_params;
+  std::memcpy(&wave_params, waves.steps[0].args.bytes.data(), sizeof wave_params);
+  EXPECT_EQ(wave_params.exchange_in_ring, 0);
+  EXPECT_EQ(waves.steps[0].geometry.dynamic_smem_bytes,
             6u * (64 + 16) * 128 + 16 * (64 + 4) * 4 + 16 * 6 + 16 + 1024);
   const std::vector<std::string> kernels = matmul().kernel_expressions(swap(64, 16), gemv);
   ASSERT_EQ(kernels.size(), 1u);
