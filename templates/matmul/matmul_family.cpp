@@ -437,7 +437,7 @@ std::vector<ParamSpec> variant_space(int variant) {
   return {{"block_m", {64, 128, 192, 256}},
           {"block_n", {16, 32, 64, 80, 88, 96, 104, 112, 128, 176, 192, 224, 256}},
           {"block_k", {32, 64}},  // one 128-byte row: 64 of bf16/f16, 32 of fp32 (tf32)
-          {"stages", {3, 4, 5, 6, 8, 10, 13, 16}},
+          {"stages", {3, 4, 5, 6, 7, 8, 10, 13, 16}},
           {"consumers", {1, 2, 3}},
           {"cluster_m", {1, 2, 4}},
           {"cluster_n", {1, 2}},
