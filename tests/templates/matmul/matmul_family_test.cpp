@@ -1721,6 +1721,8 @@ TEST(MatmulWgmmaTest, ReadsARowMajorWeightOffSixteenBytesInRowPhases) {
     EXPECT_EQ(params.phase_blocks, 38);
     EXPECT_EQ(params.k, 4 * 38 * 64);  // the permuted K
     EXPECT_EQ(params.m, 4906);         // swapped: C^T
+    // One wave, but the phases sum into the exchange buffer during the main loop: past the ring.
+    EXPECT_EQ(params.exchange_in_ring, 0);
     // The gathered A (the kernel's B, K-major over the permuted K), C by plain stores, and
     // the four phases: phase h's first row is 9812 h bytes in, 4 h mod 16.
     ASSERT_EQ(product.args.tensor_map_count, 5);
