@@ -374,6 +374,12 @@ constexpr double kFewTileFixedUs = 24.0;
 // default's time or less (v43: on the measured pairs 0.95 gave up 1% on the mean against
 // taking every predicted gain, 0.87 4%; the margin is for the fit's 12% rms error).
 constexpr double kMidWidthShare = 0.95;
+// A swapped mid-width tile's ring is as deep as keeps its CTAs' operand reads in flight (every
+// stage's multicast boxes, all CTAs) within this many bytes, about L2's 7 TB/s times 1.8 us:
+// over 17 shapes of 44-120 CTAs measured at 3-8 stages the fastest depth held 9-13 MB, and each
+// stage past it lost 1-7% (300x4352x8216 rc at 5/6/7 stages: 57.1/60.1/64.5 us, where 76 CTAs
+// of 103x9496x7864 were fastest at 7; docs/perf/matmul.md v44).
+constexpr double kMidWidthBytesInFlight = 12.5e6;
 
 // A wgmma tile the untuned default picks: its shape, consumer warpgroups and ring depth.
 struct WgmmaTile {
@@ -2079,10 +2085,16 @@ class MatmulFamily final : public Family {
       mid.values["cluster_n"] = cluster_n;
       mid.values["split_k"] = 1;
       mid.values["l2_promotion"] = 0;
-      // The deepest ring that fits with the exchange buffer over it (one wave: each CTA one
-      // unit): 8 stages up to 96 rows, 7 at 104 and 112 (depths deepest_ring's steps skip).
+      // The deepest ring within kMidWidthBytesInFlight, 5 stages at the least (4 lost
+      // 0.88-0.98x to 5 where the bytes allowed 4), that fits: with the exchange buffer over it
+      // (one wave: each CTA one unit) 8 stages up to 96 rows, 7 at 104 and 112 (depths
+      // deepest_ring's steps skip).
+      const WgmmaConfig w(mid);
+      const double stage_bytes = static_cast<double>(kernel_tiles(w, shape_for(problem, mid)) *
+                                                     w.cluster()) * stage_read_bytes(w);
       for (const int stages : {8, 7, 6, 5, 4}) {
         mid.values["stages"] = stages;
+        if (stages > 5 && stages * stage_bytes > kMidWidthBytesInFlight) continue;
         if (!reject(mid, problem, device)) break;
       }
       return mid;
@@ -2132,15 +2144,19 @@ class MatmulFamily final : public Family {
     const double waves = static_cast<double>(waves_of(config, problem, device));
     const double blocks =
         static_cast<double>(ceil_div(ceil_div(s.k, w.block_k), w.workspace_splits()));
-    // The rows of each CTA's multicast boxes (shared rows counted once, overlapping ones twice).
-    const double row_bytes = (multicast_box_rows(w.block_m, w.cluster_n) +
-                              multicast_box_rows(w.block_n, w.cluster_m)) * 128.0;
-    const double read_us =
-        static_cast<double>(units * w.cluster()) * blocks * row_bytes / kL2ReadBytesPerUs;
+    const double read_us = static_cast<double>(units * w.cluster()) * blocks *
+                           stage_read_bytes(w) / kL2ReadBytesPerUs;
     // tf32's wgmma runs at half the 16-bit rate.
     const double macs_us = waves * blocks * w.block_m * w.block_n * w.block_k /
                            (s.tf32() ? kCtaMacsPerUs / 2 : kCtaMacsPerUs);
     return read_us + macs_us + partials_us(s, w.workspace_splits()) + kFewTileFixedUs;
+  }
+
+  // The bytes a CTA's stage reads from L2: its multicast boxes' 128-byte rows (shared rows
+  // counted once, overlapping ones twice).
+  static double stage_read_bytes(const WgmmaConfig& w) {
+    return (multicast_box_rows(w.block_m, w.cluster_n) +
+            multicast_box_rows(w.block_n, w.cluster_m)) * 128.0;
   }
 
   // Whether `clustered` (`config`'s tile in clusters) runs in no more waves than `config`.
