@@ -2061,37 +2061,40 @@ class MatmulFamily final : public Family {
 
   // Few tiles of more than 64 rows of M, K from kMinSplitK to 8 times the larger of M and N
   // (K-heavy shapes keep their slices): M's side in swapped tiles of 80-112 rows in steps of 8,
-  // 128 of N on two consumers, K whole, in clusters of 2 to 8 that fit one wave, as cuBLAS fits
-  // its swapped tiles (618x2544x12240 rr: 120 CTAs of 104x128 in clusters of 4 along N x 2
-  // along M). Over 128 rows, the one few_tile_us puts first, where it puts it at
-  // kMidWidthShare of `config`'s time or less; clusters of 8 only where fours along N pad its
-  // tiles no further than pairs (the five that did lost 0.88-0.98x). M in one tile: its rows
-  // rounded up to 8, in fours along N. In rounds against v41's default (v42): 1.18-1.21x
-  // over 36 fresh shapes, 1.196x over 16 of M in one tile, fp32 x @ W^T 1.312x over 14; then
-  // against v42's (v43): 1.052x and 1.043x over two draws of 24 fresh shapes (0.969-1.296),
-  // 1.020x over 16 of M in one tile, 1.173x over 10 of fp32 x @ W^T (docs/perf/matmul.md).
-  // A row-major A only (the kernel's B, K-major), rows on 16 bytes (no copy, which
-  // few_tile_us does not count), 16-bit inputs or fp32 with B K-major, one batch.
+  // 128 of N on two consumers, in clusters of 2 to 8 that fit one wave, as cuBLAS fits its
+  // swapped tiles (618x2544x12240 rr: 120 CTAs of 104x128 in clusters of 4 along N x 2 along
+  // M). Over 128 rows, the one few_tile_us puts first, K whole or in two slices, where it puts
+  // it at kMidWidthShare of `config`'s time or less; clusters of 8 only where fours along N pad
+  // its tiles no further than pairs (the five that did lost 0.88-0.98x). Two slices where the
+  // tiles fill under half a wave: few_tile_us ranked 10 of 10 measured pairs (1.05-1.23x where
+  // they fit one wave, 0.77-0.88x where they took two; docs/perf/matmul.md v44). M in one
+  // tile: its rows rounded up to 8, in fours along N. In rounds against v41's default (v42):
+  // 1.18-1.21x over 36 fresh shapes, 1.196x over 16 of M in one tile, fp32 x @ W^T 1.312x over
+  // 14; then against v42's (v43): 1.052x and 1.043x over two draws of 24 fresh shapes
+  // (0.969-1.296), 1.020x over 16 of M in one tile, 1.173x over 10 of fp32 x @ W^T
+  // (docs/perf/matmul.md). A row-major A only (the kernel's B, K-major), rows on 16 bytes (no
+  // copy, which few_tile_us does not count), 16-bit inputs or fp32 with B K-major, one batch.
   std::optional<Config> swapped_mid_width(const Config& config, const Problem& problem,
                                           const DeviceTarget& device) const {
     const MatmulShape s(problem);
     if (s.m <= 64 || s.batch != 1 || (s.tf32() && !s.b_columns) || !s.aligned() ||
         s.as_read().a_columns || s.k < kMinSplitK || s.k > 8 * std::max(s.m, s.n))
       return std::nullopt;
-    auto mid_tile = [&](int width, int cluster_m, int cluster_n) {
+    auto mid_tile = [&](int width, int cluster_m, int cluster_n, int split) {
       Config mid = WgmmaTile{128, width, 2, 4}.on(config);
       mid.values["swap_ab"] = 1;
       mid.values["cluster_m"] = cluster_m;
       mid.values["cluster_n"] = cluster_n;
-      mid.values["split_k"] = 1;
+      mid.values["split_k"] = split;
       mid.values["l2_promotion"] = 0;
       // The deepest ring within kMidWidthBytesInFlight, 5 stages at the least (4 lost
       // 0.88-0.98x to 5 where the bytes allowed 4), that fits: with the exchange buffer over it
       // (one wave: each CTA one unit) 8 stages up to 96 rows, 7 at 104 and 112 (depths
       // deepest_ring's steps skip).
       const WgmmaConfig w(mid);
-      const double stage_bytes = static_cast<double>(kernel_tiles(w, shape_for(problem, mid)) *
-                                                     w.cluster()) * stage_read_bytes(w);
+      const double stage_bytes =
+          static_cast<double>(kernel_tiles(w, shape_for(problem, mid)) * w.workspace_splits() *
+                              w.cluster()) * stage_read_bytes(w);
       for (const int stages : {8, 7, 6, 5, 4}) {
         mid.values["stages"] = stages;
         if (stages > 5 && stages * stage_bytes > kMidWidthBytesInFlight) continue;
@@ -2110,7 +2113,7 @@ class MatmulFamily final : public Family {
       if (2 * ceil_div(s.n, 128) < device.sm_count) return std::nullopt;
       const int width = std::max(80, static_cast<int>((s.m + 7) / 8 * 8));
       for (const int cluster_m : {4, 2}) {
-        const Config mid = mid_tile(width, cluster_m, 1);
+        const Config mid = mid_tile(width, cluster_m, 1, 1);
         if (fits_a_wave(mid)) return mid;
       }
       return std::nullopt;
@@ -2124,10 +2127,12 @@ class MatmulFamily final : public Family {
            {std::pair{4, 2}, {2, 2}, {4, 1}, {2, 1}, {1, 2}}) {
         if (cluster_m * cluster_n == 8 && ceil_div(n_tiles, 4) * 4 > ceil_div(n_tiles, 2) * 2)
           continue;
-        const Config mid = mid_tile(width, cluster_m, cluster_n);
-        if (!fits_a_wave(mid)) continue;
-        const double us = few_tile_us(mid, problem, device);
-        if (us < best_us) best = mid, best_us = us;
+        for (const int split : {1, 2}) {
+          const Config mid = mid_tile(width, cluster_m, cluster_n, split);
+          if (!fits_a_wave(mid)) continue;
+          const double us = few_tile_us(mid, problem, device);
+          if (us < best_us) best = mid, best_us = us;
+        }
       }
     }
     return best;

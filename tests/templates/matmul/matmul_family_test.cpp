@@ -402,6 +402,13 @@ TEST(MatmulWgmmaTest, TheDefaultFitsSwappedMidWidthTilesToTheWave) {
   // any cluster that fits one: v42 kept 128x256 pairs in two slices). 132 CTAs reading 168
   // rows a stage keep 12.5 MB in flight at 4 stages, but take 5, the least.
   EXPECT_EQ(mid(matmul_problem(594, 2744, 4168)), "104 rows, cluster 1x2, 5 stages");
+  // Under half a wave of tiles, K in two slices where few_tile_us puts them first (v45):
+  // 137x2456x3632's 40 CTAs of 80 rows in 4 x 2 become 80 (0.0179 ms against 0.0205 whole).
+  const Config two_slices = matmul().default_config(matmul_problem(137, 2456, 3632), hopper);
+  EXPECT_EQ(two_slices.text(), "block_k=64,block_m=128,block_n=80,cluster_m=4,cluster_n=2,"
+                               "consumers=2,group_m=8,l2_promotion=0,pingpong=0,slice_major=0,"
+                               "split_cluster=0,split_in_grid=0,split_k=2,stages=8,swap_ab=1,"
+                               "variant=1");
   // fp32 x @ W^T too (tf32, k blocks of 32), whose B is K-major in shared memory.
   const Problem fp32_xwt{"matmul", DType::f32, DType::f32, {618, 2544, 12240}, {{"b", "col"}}};
   const Config fp32_mid = matmul().default_config(fp32_xwt, hopper);
@@ -479,7 +486,9 @@ TEST(MatmulWgmmaTest, TheDefaultTakesNarrowTilesForANarrowN) {
   EXPECT_EQ(tile(matmul_problem(1024, 48, 4096)), "64x64 split 8");
   EXPECT_EQ(tile({"matmul", DType::bf16, DType::bf16, {40, 32, 6000}, {{"a", "col"}}}), "64x64 split 16");
   EXPECT_EQ(tile({"matmul", DType::f32, DType::f32, {1000, 16, 2000}}), "64x16 split 8");
-  EXPECT_EQ(tile(matmul_problem(4408, 48, 7240)), "128x128 split 2");
+  // Many rows of A over a narrow N in few tiles: swapped 80-row tiles of M, K in two slices
+  // (v45: 0.0428 ms against v44's 128x128 pairs in two slices, 0.0479).
+  EXPECT_EQ(tile(matmul_problem(4408, 48, 7240)), "128x80 split 2 swapped");
   const Problem router = testing::x_times_w_t({1, 8, 4096});
   EXPECT_EQ(tile(router), "variant 2");
   EXPECT_EQ(matmul().default_config(router, hopper).at("block_n"), 8);
