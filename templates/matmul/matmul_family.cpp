@@ -2067,7 +2067,7 @@ class MatmulFamily final : public Family {
   // it at kMidWidthShare of `config`'s time or less; clusters of 8 only where fours along N pad
   // its tiles no further than pairs (the five that did lost 0.88-0.98x). Two slices where the
   // tiles fill under half a wave: few_tile_us ranked 10 of 10 measured pairs (1.05-1.23x where
-  // they fit one wave, 0.77-0.88x where they took two; docs/perf/matmul.md v44). M in one
+  // they fit one wave, 0.77-0.88x where they took two; docs/perf/matmul.md v45). M in one
   // tile: its rows rounded up to 8, in fours along N. In rounds against v41's default (v42):
   // 1.18-1.21x over 36 fresh shapes, 1.196x over 16 of M in one tile, fp32 x @ W^T 1.312x over
   // 14; then against v42's (v43): 1.052x and 1.043x over two draws of 24 fresh shapes
