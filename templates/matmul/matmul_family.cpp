@@ -2063,12 +2063,13 @@ class MatmulFamily final : public Family {
   // (K-heavy shapes keep their slices): M's side in swapped tiles of 80-112 rows in steps of 8,
   // 128 of N on two consumers, in clusters of 2 to 8 that fit one wave, as cuBLAS fits its
   // swapped tiles (618x2544x12240 rr: 120 CTAs of 104x128 in clusters of 4 along N x 2 along
-  // M). Over 128 rows, the one few_tile_us puts first, K whole or in two slices, where it puts
-  // it at kMidWidthShare of `config`'s time or less; clusters of 8 only where fours along N pad
-  // its tiles no further than pairs (the five that did lost 0.88-0.98x). Two slices where the
-  // tiles fill under half a wave: few_tile_us ranked 10 of 10 measured pairs (1.05-1.23x where
-  // they fit one wave, 0.77-0.88x where they took two; docs/perf/matmul.md v45). M in one
-  // tile: its rows rounded up to 8, in fours along N. In rounds against v41's default (v42):
+  // M). Over 128 rows, the one few_tile_us puts first, K whole or in two or four slices, where
+  // it puts it at kMidWidthShare of `config`'s time or less; clusters of 8 only where fours
+  // along N pad its tiles no further than pairs (the five that did lost 0.88-0.98x). Slices
+  // where the tiles fill under half a wave: few_tile_us ranked 10 of 10 measured pairs of two
+  // (1.05-1.23x where they fit one wave, 0.77-0.88x where they took two); 1.12x over 20 fresh
+  // shapes that took two, 1.13x over 16 that took four (docs/perf/matmul.md v45, v46). M in
+  // one tile: its rows rounded up to 8, in fours along N. In rounds against v41's default (v42):
   // 1.18-1.21x over 36 fresh shapes, 1.196x over 16 of M in one tile, fp32 x @ W^T 1.312x over
   // 14; then against v42's (v43): 1.052x and 1.043x over two draws of 24 fresh shapes
   // (0.969-1.296), 1.020x over 16 of M in one tile, 1.173x over 10 of fp32 x @ W^T
@@ -2127,7 +2128,7 @@ class MatmulFamily final : public Family {
            {std::pair{4, 2}, {2, 2}, {4, 1}, {2, 1}, {1, 2}}) {
         if (cluster_m * cluster_n == 8 && ceil_div(n_tiles, 4) * 4 > ceil_div(n_tiles, 2) * 2)
           continue;
-        for (const int split : {1, 2}) {
+        for (const int split : {1, 2, 4}) {
           const Config mid = mid_tile(width, cluster_m, cluster_n, split);
           if (!fits_a_wave(mid)) continue;
           const double us = few_tile_us(mid, problem, device);
