@@ -412,6 +412,20 @@ TEST(MatmulWgmmaTest, TheDefaultFitsSwappedMidWidthTilesToTheWave) {
                                "consumers=2,group_m=8,l2_promotion=0,pingpong=0,slice_major=0,"
                                "split_cluster=0,split_in_grid=0,split_k=2,stages=8,swap_ab=1,"
                                "variant=1");
+  // Each split unit still runs on its own CTA at once: the exchange buffer lies over the ring
+  // (8 stages of 128 + 80 rows; C^T's 80 x 132 floats fit in them), and a second launch sums
+  // the two slices.
+  const std::uint64_t addresses[3] = {0x10000, 0x20000, 0x30000};
+  const LaunchPlan sliced = matmul().plan(two_slices, matmul_problem(137, 2456, 3632), hopper,
+                                          addresses, 0x100000, {});
+  ASSERT_EQ(sliced.step_count, 2);
+  EXPECT_EQ(sliced.steps[0].geometry.grid[0], 80u);  // 20 x 2 tiles in clusters of 8, 2 slices
+  MatmulSm90Params sliced_params;
+  std::memcpy(&sliced_params, sliced.steps[0].args.bytes.data(), sizeof sliced_params);
+  EXPECT_EQ(sliced_params.k_splits, 2);
+  EXPECT_EQ(sliced_params.exchange_in_ring, 1);
+  EXPECT_EQ(sliced.steps[0].geometry.dynamic_smem_bytes,
+            8u * (128 + 80) * 128 + 16 * 8 + 16 + 1024);
   // Four where those fill under a quarter (v46): 177x1344x10008's 24 CTAs of 96 rows in 4 x 2
   // (0.0225 ms against 0.0295 in two slices).
   const Config four_slices = matmul().default_config(matmul_problem(177, 1344, 10008), hopper);
