@@ -64,9 +64,8 @@ TILESMITH_HOST_DEVICE constexpr int multicast_box_rows(int rows, int parts) {
   return ((rows + parts - 1) / parts + 7) / 8 * 8;
 }
 TILESMITH_HOST_DEVICE constexpr int multicast_box_row0(int rows, int parts, int part) {
-  return part * multicast_box_rows(rows, parts) < rows - multicast_box_rows(rows, parts)
-             ? part * multicast_box_rows(rows, parts)
-             : rows - multicast_box_rows(rows, parts);
+  const int box = multicast_box_rows(rows, parts);
+  return part * box < rows - box ? part * box : rows - box;
 }
 
 // The most row phases of a weight (16 / the largest power of two dividing its row's bytes: 8
