@@ -380,6 +380,13 @@ constexpr double kMidWidthShare = 0.95;
 // stage past it lost 1-7% (300x4352x8216 rc at 5/6/7 stages: 57.1/60.1/64.5 us, where 76 CTAs
 // of 103x9496x7864 were fastest at 7; docs/perf/matmul.md v44).
 constexpr double kMidWidthBytesInFlight = 12.5e6;
+// streaming_narrow's domain (a narrow N under this many rows of A or more: the draws measured
+// were of 1024-32768 rows) and the share of the streamed rows at which it replaces the
+// default's pick before the swapped mid widths (the shapes measured changed at 0.42-0.75 of
+// v46's picks, or at 1.0 where v46 took a 128-row swapped mid width of the same width and
+// split: docs/perf/matmul.md v47).
+constexpr long long kMinStreamingRows = 1024;
+constexpr double kStreamingShare = 0.8;
 
 // A wgmma tile the untuned default picks: its shape, consumer warpgroups and ring depth.
 struct WgmmaTile {
@@ -1127,7 +1134,9 @@ class MatmulFamily final : public Family {
     // Few 128-row tiles reading rows that straddle L2's lines: in pairs sharing them (16-bit
     // inputs and N over one tile, as measured); M's side in swapped tiles of 80-112 rows where
     // those fill a wave better.
-    if (tiled && !narrow) {
+    if (const std::optional<Config> streamed = streaming_narrow(shaped, problem, device)) {
+      shaped = *streamed;
+    } else if (tiled && !narrow) {
       if (!s.tf32()) shaped = paired_off_lines(shaped, problem, device);
       if (const std::optional<Config> mid = swapped_mid_width(shaped, problem, device))
         shaped = *mid;
@@ -2137,6 +2146,71 @@ class MatmulFamily final : public Family {
       }
     }
     return best;
+  }
+
+  // A narrow N (one 64-row tile holds it) under many rows of A: the product streams A once
+  // from DRAM, and the CTA that streams the most of it ends last (streamed_rows). The tiles:
+  // unswapped ones of 64 or 128 rows of M on one consumer, and swapped 64-row ones (one
+  // consumer) that take M's side in widths of 64 and 80-112, in pairs along M sharing the
+  // weight's box where those fit too; each with K in 1, 2 or 4 slices, fitted to one wave, as
+  // deep a ring as fits. Taken where its share is kStreamingShare of `config`'s or less. In
+  // rounds against v46's default: 1.237x over 24 fresh shapes of M 2136-12523 (1.00-2.46x:
+  // 12259x48x13096 rr 0.1266 ms against 128x256 pairs' 0.3109; 4939x40x4680 rr in 64x80 pairs,
+  // two slices, 0.0278 against 128x80's 0.0336; 16311x56x1296 rr 128x64 0.0234 against
+  // 192x128's 0.0271), 1.130x over 16 more (0.97-1.25x), f16 1.127x. Narrow tiles under 64
+  // columns stay: against 64x16 and 64x32 tiles (16 stages) the swapped ones lost 0.80-0.97x
+  // on 15 of 19 shapes, even where those took two waves (10979x8x15088 rr 0.938x; docs/perf/
+  // matmul.md v47).
+  std::optional<Config> streaming_narrow(const Config& config, const Problem& problem,
+                                         const DeviceTarget& device) const {
+    const MatmulShape s(problem);
+    if (s.n > 64 || s.m < kMinStreamingRows || s.batch != 1 || s.tf32() || !s.aligned() ||
+        s.as_read().a_columns || config.at("variant") != kWgmma ||
+        (!config.at("swap_ab") && config.at("block_n") < 64))
+      return std::nullopt;
+    std::vector<Config> tiles;
+    const int columns = static_cast<int>(s.as_read().b_columns ? narrow_width(s.n) : 64);
+    for (const int rows : {64, 128}) tiles.push_back(WgmmaTile{rows, columns, 1, 4}.on(config));
+    for (const int width : {64, 80, 88, 96, 104, 112}) {
+      Config tile = WgmmaTile{64, width, 1, 4}.on(config);
+      tile.values["swap_ab"] = 1;
+      tiles.push_back(tile);
+    }
+    std::optional<Config> best;
+    long long best_rows = 0;
+    for (Config tile : tiles) {
+      tile.values["cluster_m"] = 1;
+      tile.values["split_in_grid"] = 0;
+      tile.values["l2_promotion"] = 0;
+      for (const int split : {1, 2, 4}) {
+        if (split > 1 && s.k < kMinSplitK) break;
+        tile.values["split_k"] = split;
+        for (const int cluster_n : {2, 1}) {
+          if (cluster_n == 2 && !tile.at("swap_ab")) continue;
+          tile.values["cluster_n"] = cluster_n;
+          const Config deepest = deepest_ring(tile, 6, problem, device);
+          if (reject(deepest, problem, device) || waves_of(deepest, problem, device) != 1)
+            continue;
+          const long long rows = streamed_rows(deepest, problem, device);
+          if (!best || rows < best_rows) best = deepest, best_rows = rows;
+          break;  // a pair where it fits
+        }
+      }
+    }
+    if (!best || static_cast<double>(best_rows) >
+                     kStreamingShare * static_cast<double>(streamed_rows(config, problem, device)))
+      return std::nullopt;
+    return best;
+  }
+
+  // The rows of A one CTA of `config` streams over the call (its tile's rows of A times its
+  // k blocks, times the waves).
+  static long long streamed_rows(const Config& config, const Problem& problem,
+                                 const DeviceTarget& device) {
+    const WgmmaConfig w(config);
+    const MatmulShape s(problem);
+    const long long blocks = ceil_div(ceil_div(s.k, w.block_k), w.workspace_splits());
+    return (w.swap_ab ? w.block_n : w.block_m) * blocks * waves_of(config, problem, device);
   }
 
   // A few-tile product's time in us as kL2ReadBytesPerUs and kCtaMacsPerUs estimate it: its

@@ -509,9 +509,25 @@ TEST(MatmulWgmmaTest, TheDefaultTakesNarrowTilesForANarrowN) {
   EXPECT_EQ(tile(matmul_problem(1024, 48, 4096)), "64x64 split 8");
   EXPECT_EQ(tile({"matmul", DType::bf16, DType::bf16, {40, 32, 6000}, {{"a", "col"}}}), "64x64 split 16");
   EXPECT_EQ(tile({"matmul", DType::f32, DType::f32, {1000, 16, 2000}}), "64x16 split 8");
-  // Many rows of A over a narrow N in few tiles: swapped 80-row tiles of M, K in two slices
-  // (v45: 0.0428 ms against v44's 128x128 pairs in two slices, 0.0479).
-  EXPECT_EQ(tile(matmul_problem(4408, 48, 7240)), "128x80 split 2 swapped");
+  // Many rows of A over a narrow N: the tile that streams the least of A a CTA (v47). Swapped
+  // 64-row tiles of 80 rows of M, K in two slices (0.0349 ms against v46's 128-row ones,
+  // 0.0428); 128x64 tiles on one consumer in one wave (0.0234 against 192x128's 0.0271);
+  // narrow tiles under 64 columns stay.
+  EXPECT_EQ(tile(matmul_problem(4408, 48, 7240)), "64x80 split 2 swapped");
+  EXPECT_EQ(tile(testing::x_times_w_t({4408, 48, 7240})), "64x80 split 2 swapped");
+  EXPECT_EQ(tile(matmul_problem(16311, 56, 1296)), "128x64 split 1");
+  EXPECT_EQ(tile(matmul_problem(12259, 48, 13096)), "64x96 split 1 swapped");
+  EXPECT_EQ(tile(testing::x_times_w_t({11909, 23, 552})), "64x96 split 1 swapped");
+  EXPECT_EQ(tile(matmul_problem(5557, 8, 3560)), "64x16 split 1");
+  EXPECT_EQ(tile(testing::x_times_w_t({5735, 24, 2304})), "64x32 split 1");
+  EXPECT_EQ(tile(testing::x_times_w_t({8192, 64, 4096})), "64x64 split 1");
+  // Outside it: under 1024 rows, fp32, a column-major A, a batch.
+  EXPECT_EQ(tile(testing::x_times_w_t({1000, 48, 4096})), "64x64 split 8");
+  EXPECT_EQ(tile({"matmul", DType::f32, DType::f32, {4408, 48, 7240}, {{"b", "col"}}}),
+            "64x64 split 1");
+  EXPECT_EQ(tile({"matmul", DType::bf16, DType::bf16, {4408, 48, 7240}, {{"a", "col"}}}),
+            "128x128 split 2");
+  EXPECT_EQ(tile({"matmul", DType::bf16, DType::bf16, {2, 4408, 48, 7240}}), "128x256 split 1");
   const Problem router = testing::x_times_w_t({1, 8, 4096});
   EXPECT_EQ(tile(router), "variant 2");
   EXPECT_EQ(matmul().default_config(router, hopper).at("block_n"), 8);
