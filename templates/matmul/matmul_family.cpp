@@ -2158,9 +2158,9 @@ class MatmulFamily final : public Family {
   // 12259x48x13096 rr 0.1266 ms against 128x256 pairs' 0.3109; 4939x40x4680 rr in 64x80 pairs,
   // two slices, 0.0278 against 128x80's 0.0336; 16311x56x1296 rr 128x64 0.0234 against
   // 192x128's 0.0271), 1.130x over 16 more (0.97-1.25x), f16 1.127x. Narrow tiles under 64
-  // columns stay: against 64x16 and 64x32 tiles (16 stages) the swapped ones lost 0.80-0.97x
-  // on 15 of 19 shapes, even where those took two waves (10979x8x15088 rr 0.938x; docs/perf/
-  // matmul.md v47).
+  // columns stay: against 64x16 and 64x32 tiles (16 stages) the swapped ones lost 0.80-0.98x
+  // on 23 of 25 shapes, 0.903x on the mean, even where those took two waves (10979x8x15088 rr
+  // 0.938x; docs/perf/matmul.md v47).
   std::optional<Config> streaming_narrow(const Config& config, const Problem& problem,
                                          const DeviceTarget& device) const {
     const MatmulShape s(problem);
