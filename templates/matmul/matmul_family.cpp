@@ -2153,18 +2153,19 @@ class MatmulFamily final : public Family {
   // unswapped ones of 64 or 128 rows of M on one consumer, and swapped 64-row ones (one
   // consumer) that take M's side in widths of 64 and 80-112, in pairs along M sharing the
   // weight's box where those fit too; each with K in 1, 2 or 4 slices, fitted to one wave, as
-  // deep a ring as fits. Taken where its share is kStreamingShare of `config`'s or less. In
-  // rounds against v46's default: 1.237x over 24 fresh shapes of M 2136-12523 (1.00-2.46x:
+  // deep a ring as fits. Taken where its share is kStreamingShare of `config`'s or less. 16-bit
+  // inputs, A row-major (swapped tiles would transpose a column-major one first), as measured.
+  // In rounds against v46's default: 1.237x over 24 fresh shapes of M 2136-12523 (1.00-2.46x:
   // 12259x48x13096 rr 0.1266 ms against 128x256 pairs' 0.3109; 4939x40x4680 rr in 64x80 pairs,
   // two slices, 0.0278 against 128x80's 0.0336; 16311x56x1296 rr 128x64 0.0234 against
   // 192x128's 0.0271), 1.130x over 16 more (0.97-1.25x), f16 1.127x. Narrow tiles under 64
   // columns stay: against 64x16 and 64x32 tiles (16 stages) the swapped ones lost 0.80-0.98x
   // on 23 of 25 shapes, 0.903x on the mean, even where those took two waves (10979x8x15088 rr
-  // 0.938x; docs/perf/matmul.md v47).
+  // 0.938x; docs/perf/matmul.md v47). Batches of 2-8: 1.243x over 22 fresh shapes (0.96-2.42x).
   std::optional<Config> streaming_narrow(const Config& config, const Problem& problem,
                                          const DeviceTarget& device) const {
     const MatmulShape s(problem);
-    if (s.n > 64 || s.m < kMinStreamingRows || s.batch != 1 || s.tf32() || !s.aligned() ||
+    if (s.n > 64 || s.m < kMinStreamingRows || s.tf32() || !s.aligned() ||
         s.as_read().a_columns || config.at("variant") != kWgmma ||
         (!config.at("swap_ab") && config.at("block_n") < 64))
       return std::nullopt;

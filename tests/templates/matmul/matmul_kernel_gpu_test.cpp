@@ -545,11 +545,13 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
       problem(bf16, bf16, {504, 4, 16128}, {{"a", "col"}}),
       // (v47) Many rows of A over a narrow N, the tile that streams the least of A a CTA:
       // swapped 64-row tiles of 80-96 rows of M in pairs (K in four slices with bias and GELU;
-      // two slices into fp32; K whole of x @ W^T with a residual), 128x64 on one consumer.
+      // two slices into fp32; K whole of x @ W^T with a residual), 128x64 on one consumer; a
+      // batch of x @ W^T with bias and SiLU.
       problem(bf16, bf16, {2527, 8, 3104}, {{"bias", "1"}, {"act", "gelu"}}),
       problem(f16, f32, {4939, 40, 4680}),
       problem(bf16, bf16, {11909, 23, 552}, {{"b", "col"}, {"residual", "1"}}),
       problem(bf16, bf16, {16311, 56, 1296}),
+      problem(f16, bf16, {3, 3057, 29, 2024}, {{"b", "col"}, {"bias", "1"}, {"act", "silu"}}),
       // A matrix times a few columns, on C^T = B^T A^T: gemv reads A's rows (N <= 4 of x @
       // W^T, a row-major B of one column: a strided vector), gemv_kn a column-major A as its
       // row-major weight (N <= 2, K split where the columns are few). One column-major row of
