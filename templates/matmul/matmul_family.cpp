@@ -1131,7 +1131,8 @@ class MatmulFamily final : public Family {
       const int split = tail_split_of(shaped, problem, device);
       if (split > 1) set({{"split_k", split}});
     }
-    // Few 128-row tiles reading rows that straddle L2's lines: in pairs sharing them (16-bit
+    // A narrow N under many rows of A: the tile whose CTAs stream the least of A. Else few
+    // 128-row tiles reading rows that straddle L2's lines: in pairs sharing them (16-bit
     // inputs and N over one tile, as measured); M's side in swapped tiles of 80-112 rows where
     // those fill a wave better.
     if (const std::optional<Config> streamed = streaming_narrow(shaped, problem, device)) {
@@ -2181,8 +2182,9 @@ class MatmulFamily final : public Family {
     long long best_rows = 0;
     for (Config tile : tiles) {
       tile.values["cluster_m"] = 1;
-      tile.values["split_in_grid"] = 0;
-      tile.values["l2_promotion"] = 0;
+      for (const char* off :
+           {"split_in_grid", "split_cluster", "slice_major", "pingpong", "l2_promotion"})
+        tile.values[off] = 0;
       for (const int split : {1, 2, 4}) {
         if (split > 1 && s.k < kMinSplitK) break;
         tile.values["split_k"] = split;
