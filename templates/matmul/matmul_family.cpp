@@ -381,10 +381,10 @@ constexpr double kMidWidthShare = 0.95;
 // of 103x9496x7864 were fastest at 7; docs/perf/matmul.md v44).
 constexpr double kMidWidthBytesInFlight = 12.5e6;
 // streaming_narrow's domain (a narrow N under this many rows of A or more: the draws measured
-// were of 1024-32768 rows) and the share of the streamed rows at which it replaces the
-// default's pick before the swapped mid widths (the shapes measured changed at 0.42-0.75 of
-// v46's picks, or at 1.0 where v46 took a 128-row swapped mid width of the same width and
-// split: docs/perf/matmul.md v47).
+// were of 1024-32768 rows; at 256 instead it changed none of 3000 draws of 256-1023 rows) and
+// the share of the streamed rows at which it replaces the default's pick before the swapped mid
+// widths (the shapes measured changed at 0.42-0.75 of v46's picks, or at 1.0 where v46 took a
+// 128-row swapped mid width of the same width and split: docs/perf/matmul.md v47).
 constexpr long long kMinStreamingRows = 1024;
 constexpr double kStreamingShare = 0.8;
 
