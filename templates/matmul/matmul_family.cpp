@@ -1952,6 +1952,15 @@ class MatmulFamily final : public Family {
            ceil_div(ks.n, w.block_n * w.cluster_n);
   }
 
+  // The units of work `w` runs over `s` (kernel_tiles times the K slices summed through the
+  // workspace), and the k blocks of each.
+  static long long units_of(const WgmmaConfig& w, const MatmulShape& s) {
+    return kernel_tiles(w, s) * w.workspace_splits();
+  }
+  static long long slice_blocks(const WgmmaConfig& w, const MatmulShape& s) {
+    return ceil_div(ceil_div(s.k, w.block_k), w.workspace_splits());
+  }
+
   // fp32 with B row-major: tf32 wgmma reads shared memory K-major only, so B would be
   // transposed into the workspace first (55 us of 0.40 ms at 4096^3, where cuBLAS reads it in
   // place). Swapped, B is the kernel's A, read in place through registers. The swapped twin of
@@ -2102,10 +2111,7 @@ class MatmulFamily final : public Family {
       // 0.88-0.98x to 5 where the bytes allowed 4), that fits: with the exchange buffer over it
       // (one wave: each CTA one unit) 8 stages up to 96 rows, 7 at 104 and 112 (depths
       // deepest_ring's steps skip).
-      const WgmmaConfig w(mid);
-      const double stage_bytes =
-          static_cast<double>(kernel_tiles(w, shape_for(problem, mid)) * w.workspace_splits() *
-                              w.cluster()) * stage_read_bytes(w);
+      const double stage_bytes = grid_stage_read_bytes(WgmmaConfig(mid), shape_for(problem, mid));
       for (const int stages : {8, 7, 6, 5, 4}) {
         mid.values["stages"] = stages;
         if (stages > 5 && stages * stage_bytes > kMidWidthBytesInFlight) continue;
@@ -2211,9 +2217,8 @@ class MatmulFamily final : public Family {
   static long long streamed_rows(const Config& config, const Problem& problem,
                                  const DeviceTarget& device) {
     const WgmmaConfig w(config);
-    const MatmulShape s(problem);
-    const long long blocks = ceil_div(ceil_div(s.k, w.block_k), w.workspace_splits());
-    return (w.swap_ab ? w.block_n : w.block_m) * blocks * waves_of(config, problem, device);
+    return (w.swap_ab ? w.block_n : w.block_m) * slice_blocks(w, MatmulShape(problem)) *
+           waves_of(config, problem, device);
   }
 
   // A few-tile product's time in us as kL2ReadBytesPerUs and kCtaMacsPerUs estimate it: its
@@ -2223,12 +2228,9 @@ class MatmulFamily final : public Family {
                      const DeviceTarget& device) const {
     const WgmmaConfig w(config);
     const MatmulShape s = shape_for(problem, config);
-    const long long units = kernel_tiles(w, s) * w.workspace_splits();
     const double waves = static_cast<double>(waves_of(config, problem, device));
-    const double blocks =
-        static_cast<double>(ceil_div(ceil_div(s.k, w.block_k), w.workspace_splits()));
-    const double read_us = static_cast<double>(units * w.cluster()) * blocks *
-                           stage_read_bytes(w) / kL2ReadBytesPerUs;
+    const double blocks = static_cast<double>(slice_blocks(w, s));
+    const double read_us = grid_stage_read_bytes(w, s) * blocks / kL2ReadBytesPerUs;
     // tf32's wgmma runs at half the 16-bit rate.
     const double macs_us = waves * blocks * w.block_m * w.block_n * w.block_k /
                            (s.tf32() ? kCtaMacsPerUs / 2 : kCtaMacsPerUs);
@@ -2242,6 +2244,11 @@ class MatmulFamily final : public Family {
             multicast_box_rows(w.block_n, w.cluster_m)) * 128.0;
   }
 
+  // The bytes one stage of every CTA of `w` over `s` reads from L2.
+  static double grid_stage_read_bytes(const WgmmaConfig& w, const MatmulShape& s) {
+    return static_cast<double>(units_of(w, s) * w.cluster()) * stage_read_bytes(w);
+  }
+
   // Whether `clustered` (`config`'s tile in clusters) runs in no more waves than `config`.
   bool costs_no_wave(const Config& clustered, const Config& config, const Problem& problem,
                      const DeviceTarget& device) const {
@@ -2253,8 +2260,7 @@ class MatmulFamily final : public Family {
   static long long waves_of(const Config& config, const Problem& problem,
                             const DeviceTarget& device) {
     const WgmmaConfig w(config);
-    return ceil_div(kernel_tiles(w, shape_for(problem, config)) * w.workspace_splits(),
-                    wave_clusters(w, device.sm_count));
+    return ceil_div(units_of(w, shape_for(problem, config)), wave_clusters(w, device.sm_count));
   }
 
   // The first of 128x128 (two consumers), 128x64 and 64x128 (one) tiles that fill half the SMs
@@ -2445,7 +2451,7 @@ class MatmulFamily final : public Family {
   // a weight read in row phases), every unit on its own CTA at once.
   static bool exchange_in_ring(const WgmmaConfig& w, const MatmulShape& s, int sm_count) {
     return w.swap_ab && !w.swapped_wide() && w.cluster_k() == 1 && !s.weight_phased &&
-           kernel_tiles(w, s) * w.workspace_splits() <= wave_clusters(w, sm_count);
+           units_of(w, s) <= wave_clusters(w, sm_count);
   }
 
   // Whether `w` splits K only in the last wave's tiles (MatmulSm90Params::tail): its tiles
