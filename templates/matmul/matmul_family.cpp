@@ -380,6 +380,11 @@ constexpr double kMidWidthShare = 0.95;
 // stage past it lost 1-7% (300x4352x8216 rc at 5/6/7 stages: 57.1/60.1/64.5 us, where 76 CTAs
 // of 103x9496x7864 were fastest at 7; docs/perf/matmul.md v44).
 constexpr double kMidWidthBytesInFlight = 12.5e6;
+// Swapped mid widths on 64 or 256 rows of N with one CTA along N (each reading its rows of M
+// alone) only up to this many rows of M: past it they lost 0.93-0.99x on four shapes
+// (2209x1176x4472 rc, 3142x568x2864 rc), under it they gained up to 1.33x (docs/perf/matmul.md
+// v48).
+constexpr long long kMaxLoneMidRows = 2048;
 // streaming_narrow's domain (a narrow N under this many rows of A or more: the draws measured
 // were of 1024-32768 rows; at 256 instead it changed none of 3000 draws of 256-1023 rows) and
 // the share of the streamed rows at which it replaces the default's pick before the swapped mid
@@ -1139,6 +1144,11 @@ class MatmulFamily final : public Family {
       shaped = *streamed;
     } else if (tiled && !narrow) {
       if (!s.tf32()) shaped = paired_off_lines(shaped, problem, device);
+      if (const std::optional<Config> mid = swapped_mid_width(shaped, problem, device))
+        shaped = *mid;
+    } else if (!few_tiles && !narrow && !shaped.at("swap_ab") &&
+               waves_of(shaped, problem, device) == 1) {
+      // Past few tiles, where the fitted tiles take one wave: the mid widths too (v48).
       if (const std::optional<Config> mid = swapped_mid_width(shaped, problem, device))
         shaped = *mid;
     }
@@ -2078,7 +2088,8 @@ class MatmulFamily final : public Family {
     return pair;
   }
 
-  // Few tiles of more than 64 rows of M, K from kMinSplitK to 8 times the larger of M and N
+  // Few tiles (or one wave of fitted ones) of more than 64 rows of M, K from kMinSplitK to 8
+  // times the larger of M and N
   // (K-heavy shapes keep their slices): M's side in swapped tiles of 80-112 rows in steps of 8,
   // 128 of N on two consumers, in clusters of 2 to 8 that fit one wave, as cuBLAS fits its
   // swapped tiles (618x2544x12240 rr: 120 CTAs of 104x128 in clusters of 4 along N x 2 along
@@ -2092,16 +2103,23 @@ class MatmulFamily final : public Family {
   // 1.18-1.21x over 36 fresh shapes, 1.196x over 16 of M in one tile, fp32 x @ W^T 1.312x over
   // 14; then against v42's (v43): 1.052x and 1.043x over two draws of 24 fresh shapes
   // (0.969-1.296), 1.020x over 16 of M in one tile, 1.173x over 10 of fp32 x @ W^T
-  // (docs/perf/matmul.md). A row-major A only (the kernel's B, K-major), rows on 16 bytes (no
-  // copy, which few_tile_us does not count), 16-bit inputs or fp32 with B K-major, one batch.
+  // (docs/perf/matmul.md). N's side in 256 rows on two consumers, or 64 on one (the
+  // clusters along N holding its 64-row tiles whole), where no 128-row tile is put first, and
+  // past few tiles where the fitted tiles take one wave (v48): in rounds against v47's default
+  // 1.149x over 21 fresh shapes whose default changed (0.92-1.48x; 562x4752x12856 rc in 256x96
+  // pairs 0.1279 ms against 128x256 pairs' 0.1640; 849x169x4424 rc 64x88 0.0173 against
+  // 128x128's 0.0256), f16 1.133x, 1.148x and 1.076x over 26 more each. A row-major A only (the
+  // kernel's B, K-major), rows on 16 bytes (no copy, which few_tile_us does not count), 16-bit
+  // inputs or fp32 with B K-major, one batch.
   std::optional<Config> swapped_mid_width(const Config& config, const Problem& problem,
                                           const DeviceTarget& device) const {
     const MatmulShape s(problem);
     if (s.m <= 64 || s.batch != 1 || (s.tf32() && !s.b_columns) || !s.aligned() ||
         s.as_read().a_columns || s.k < kMinSplitK || s.k > 8 * std::max(s.m, s.n))
       return std::nullopt;
-    auto mid_tile = [&](int width, int cluster_m, int cluster_n, int split) {
-      Config mid = WgmmaTile{128, width, 2, 4}.on(config);
+    // rows: N's side of the tile, 64 rows on one consumer, 128 or 256 on two.
+    auto mid_tile = [&](int rows, int width, int cluster_m, int cluster_n, int split) {
+      Config mid = WgmmaTile{rows, width, rows == 64 ? 1 : 2, 4}.on(config);
       mid.values["swap_ab"] = 1;
       mid.values["cluster_m"] = cluster_m;
       mid.values["cluster_n"] = cluster_n;
@@ -2130,7 +2148,7 @@ class MatmulFamily final : public Family {
       if (2 * ceil_div(s.n, 128) < device.sm_count) return std::nullopt;
       const int width = std::max(80, static_cast<int>((s.m + 7) / 8 * 8));
       for (const int cluster_m : {4, 2}) {
-        const Config mid = mid_tile(width, cluster_m, 1, 1);
+        const Config mid = mid_tile(128, width, cluster_m, 1, 1);
         if (fits_a_wave(mid)) return mid;
       }
       return std::nullopt;
@@ -2138,17 +2156,22 @@ class MatmulFamily final : public Family {
     if (s.m <= 128) return std::nullopt;
     std::optional<Config> best;
     double best_us = kMidWidthShare * few_tile_us(config, problem, device);
-    const long long n_tiles = ceil_div(s.n, 128);
-    for (int width = 80; width <= 112; width += 8) {
-      for (const auto& [cluster_m, cluster_n] :
-           {std::pair{4, 2}, {2, 2}, {4, 1}, {2, 1}, {1, 2}}) {
-        if (cluster_m * cluster_n == 8 && ceil_div(n_tiles, 4) * 4 > ceil_div(n_tiles, 2) * 2)
-          continue;
-        for (const int split : {1, 2, 4}) {
-          const Config mid = mid_tile(width, cluster_m, cluster_n, split);
-          if (!fits_a_wave(mid)) continue;
-          const double us = few_tile_us(mid, problem, device);
-          if (us < best_us) best = mid, best_us = us;
+    for (const int rows : {128, 256, 64}) {
+      if (rows != 128 && best && few_large_tiles(s, device)) break;  // v43-v46's pick stays
+      const long long n_tiles = ceil_div(s.n, rows);
+      for (int width = 80; width <= 112; width += 8) {
+        for (const auto& [cluster_m, cluster_n] :
+             {std::pair{4, 2}, {2, 2}, {4, 1}, {2, 1}, {1, 2}}) {
+          if (cluster_m * cluster_n == 8 && ceil_div(n_tiles, 4) * 4 > ceil_div(n_tiles, 2) * 2)
+            continue;
+          if (rows != 128 && (n_tiles % cluster_m || (cluster_m == 1 && s.m > kMaxLoneMidRows)))
+            continue;
+          for (const int split : {1, 2, 4}) {
+            const Config mid = mid_tile(rows, width, cluster_m, cluster_n, split);
+            if (!fits_a_wave(mid)) continue;
+            const double us = few_tile_us(mid, problem, device);
+            if (us < best_us) best = mid, best_us = us;
+          }
         }
       }
     }

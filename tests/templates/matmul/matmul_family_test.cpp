@@ -480,6 +480,37 @@ TEST(MatmulWgmmaTest, TheDefaultFitsSwappedMidWidthTilesToTheWave) {
   EXPECT_EQ(multicast_box_rows(128, 2), 64);
 }
 
+// The swapped mid widths on 256 rows of N (two consumers) where no 128-row one is put first,
+// and past few tiles wherever the fitted tiles take one wave; on 64 rows (one consumer) over
+// an N of 65-256 whose 64-row tiles the clusters along N hold whole, those of one CTA along
+// N up to 2048 rows (docs/perf/matmul.md v48).
+TEST(MatmulWgmmaTest, TheDefaultFitsSwappedMidWidthsToNsRows) {
+  const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
+  auto mid = [&](const Problem& problem) {
+    const Config config = matmul().default_config(problem, hopper);
+    EXPECT_EQ(matmul().reject(config, problem, hopper), std::nullopt) << config.text();
+    if (!config.at("swap_ab")) return std::string("unswapped: ") + config.text();
+    return std::to_string(config.at("block_m")) + "x" + std::to_string(config.at("block_n")) +
+           ", cluster " + std::to_string(config.at("cluster_m")) + "x" +
+           std::to_string(config.at("cluster_n")) + ", split " +
+           std::to_string(config.at("split_k"));
+  };
+  // Past few tiles, where 128x256 pairs took one wave (1.28x, 1.22x, 1.33x in rounds).
+  EXPECT_EQ(mid(testing::x_times_w_t({562, 4752, 12856})), "256x96, cluster 1x2, split 1");
+  EXPECT_EQ(mid(matmul_problem(556, 3928, 4320)), "256x96, cluster 4x2, split 1");
+  EXPECT_EQ(mid(testing::x_times_w_t({2111, 1368, 5224})), "256x112, cluster 2x2, split 1");
+  // An N of 65-256 in 64-row tiles (1.44x, 1.25x, 1.48x).
+  EXPECT_EQ(mid(testing::x_times_w_t({1986, 117, 4336})), "64x80, cluster 2x2, split 2");
+  EXPECT_EQ(mid(testing::x_times_w_t({2836, 213, 2440})), "64x96, cluster 4x2, split 1");
+  EXPECT_EQ(mid(testing::x_times_w_t({849, 169, 4424})), "64x88, cluster 1x2, split 4");
+  // A 128-row mid width put first stays (429x2663x13808: 256x80 in two slices lost 0.83x);
+  // over 2048 rows no 256- or 64-row tile alone along N (2209x1176x4472: 0.93x).
+  EXPECT_EQ(mid(testing::x_times_w_t({429, 2663, 13808})), "128x112, cluster 2x2, split 1");
+  const Config rows_2209 = matmul().default_config(testing::x_times_w_t({2209, 1176, 4472}), hopper);
+  EXPECT_EQ(rows_2209.at("swap_ab"), 0);
+  EXPECT_EQ(rows_2209.at("block_n"), 256);
+}
+
 // A narrow N (routers, low-rank adapters, heads of a few classes) in one 64-row tile column:
 // as narrow as N where B is K-major, K split over the SMs; 64 columns where B is MN-major or K
 // too short to split; larger tiles where B is MN-major and 64-row tiles would fill half the
@@ -2009,11 +2040,13 @@ TEST(MatmulWgmmaTest, TheDefaultsTileFitsTheWaves) {
   EXPECT_EQ(tile(matmul_problem(1536, 4096, 4096)), "192x128");  // 256 tiles: two waves
   // 192x128 alone and 128x192 in pairs cost the same waves here; the fewer padded rows decide:
   // 1000 rows pad to 1152 in 192-row tiles, to 1024 in 128-row pairs (0.0536 against 0.0383 ms,
-  // docs/perf/matmul.md v26); 960 rows are five whole 192-row tiles.
+  // docs/perf/matmul.md v26). 960 rows are five whole 192-row tiles, and at 1100 128x192 pairs
+  // take two waves: there 192x128's one wave gives way to swapped 256-row tiles of 80 and 96
+  // rows of M (1.054x and 1.032x in rounds, v48).
   EXPECT_EQ(tile(matmul_problem(1000, 2816, 4096)), "128x192");
   EXPECT_EQ(tile(matmul_problem(2000, 2816, 4096)), "128x192");
-  EXPECT_EQ(tile(matmul_problem(960, 2816, 4096)), "192x128");
-  EXPECT_EQ(tile(matmul_problem(1100, 2816, 4096)), "192x128");  // 128x192 pairs: two waves
+  EXPECT_EQ(tile(matmul_problem(960, 2816, 4096)), "256x80");
+  EXPECT_EQ(tile(matmul_problem(1100, 2816, 4096)), "256x96");
   EXPECT_EQ(tile(matmul_problem(2752, 751, 714)), "192x128");  // K too short to break the tie
   EXPECT_EQ(tile(matmul_problem(5784, 1364, 1527)), "192x192");  // another area: no tie-break
   for (long long side : {2048, 4096, 8192}) EXPECT_EQ(tile(matmul_problem(side, side, side)), "128x256");

@@ -552,6 +552,17 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
       problem(bf16, bf16, {11909, 23, 552}, {{"b", "col"}, {"residual", "1"}}),
       problem(bf16, bf16, {16311, 56, 1296}),
       problem(f16, bf16, {3, 3057, 29, 2024}, {{"b", "col"}, {"bias", "1"}, {"act", "silu"}}),
+      // (v48) Swapped mid widths on 256 rows of N where fitted tiles take one wave (4 x 2 with
+      // bias and GELU; pairs along M into fp32; 2 x 2 with a residual) and on 64 rows over an
+      // N of 65-256 (2 x 2 in two K slices with SiLU; 4 x 2; three N tiles in four slices
+      // with a bias into fp32; a row-major B with a residual).
+      problem(bf16, bf16, {556, 3928, 4320}, {{"bias", "1"}, {"act", "gelu"}}),
+      problem(f16, f32, {714, 4074, 3144}, xwt),
+      problem(bf16, bf16, {2111, 1368, 5224}, {{"b", "col"}, {"residual", "1"}}),
+      problem(bf16, bf16, {1986, 117, 4336}, {{"b", "col"}, {"act", "silu"}}),
+      problem(f16, f16, {2836, 213, 2440}, xwt),
+      problem(bf16, f32, {849, 169, 4424}, {{"b", "col"}, {"bias", "1"}}),
+      problem(f16, bf16, {5810, 104, 4176}, {{"residual", "1"}}),
       // A matrix times a few columns, on C^T = B^T A^T: gemv reads A's rows (N <= 4 of x @
       // W^T, a row-major B of one column: a strided vector), gemv_kn a column-major A as its
       // row-major weight (N <= 2, K split where the columns are few). One column-major row of
