@@ -385,6 +385,15 @@ constexpr double kMidWidthBytesInFlight = 12.5e6;
 // (2209x1176x4472 rc, 3142x568x2864 rc), under it they gained up to 1.33x (docs/perf/matmul.md
 // v48).
 constexpr long long kMaxLoneMidRows = 2048;
+// The swapped mid widths from this K (v42-v48 had kMinSplitK): against v48's default, 1.076x
+// over 51 shapes of K 520-2040 whose default changed (0.84-1.57x: 297x3400x1672 rr 0.0151 ms
+// against 128x128 pairs' 0.0237; 199x1000x1376 rc in two slices 0.0121 against 0.0101;
+// docs/perf/matmul.md v49). Shorter K: not measured.
+constexpr long long kMinMidWidthK = 512;
+// Under kMinSplitK, the mid widths on 256 rows of N only from this N: 12 such tiles (v49: from
+// 3496 columns 1.00-1.30x on eight shapes, up to 2352 0.81-0.99x on five, 2048x1024x1024 rr
+// 0.81x).
+constexpr long long kMinShortKWideRowsN = 3072;
 // streaming_narrow's domain (a narrow N under this many rows of A or more: the draws measured
 // were of 1024-32768 rows; at 256 instead it changed none of 3000 draws of 256-1023 rows) and
 // the share of the streamed rows at which it replaces the default's pick before the swapped mid
@@ -2088,8 +2097,8 @@ class MatmulFamily final : public Family {
     return pair;
   }
 
-  // Few tiles (or one wave of fitted ones) of more than 64 rows of M, K from kMinSplitK to 8
-  // times the larger of M and N
+  // Few tiles (or one wave of fitted ones) of more than 64 rows of M, K from kMinMidWidthK to
+  // 8 times the larger of M and N
   // (K-heavy shapes keep their slices): M's side in swapped tiles of 80-112 rows in steps of 8,
   // 128 of N on two consumers, in clusters of 2 to 8 that fit one wave, as cuBLAS fits its
   // swapped tiles (618x2544x12240 rr: 120 CTAs of 104x128 in clusters of 4 along N x 2 along
@@ -2115,7 +2124,7 @@ class MatmulFamily final : public Family {
                                           const DeviceTarget& device) const {
     const MatmulShape s(problem);
     if (s.m <= 64 || s.batch != 1 || (s.tf32() && !s.b_columns) || !s.aligned() ||
-        s.as_read().a_columns || s.k < kMinSplitK || s.k > 8 * std::max(s.m, s.n))
+        s.as_read().a_columns || s.k < kMinMidWidthK || s.k > 8 * std::max(s.m, s.n))
       return std::nullopt;
     // rows: N's side of the tile, 64 rows on one consumer, 128 or 256 on two.
     auto mid_tile = [&](int rows, int width, int cluster_m, int cluster_n, int split) {
@@ -2158,6 +2167,7 @@ class MatmulFamily final : public Family {
     double best_us = kMidWidthShare * few_tile_us(config, problem, device);
     for (const int rows : {128, 256, 64}) {
       if (rows != 128 && best && few_large_tiles(s, device)) break;  // v43-v46's pick stays
+      if (rows == 256 && s.k < kMinSplitK && s.n < kMinShortKWideRowsN) continue;
       const long long n_tiles = ceil_div(s.n, rows);
       for (int width = 80; width <= 112; width += 8) {
         for (const auto& [cluster_m, cluster_n] :

@@ -483,7 +483,7 @@ TEST(MatmulWgmmaTest, TheDefaultFitsSwappedMidWidthTilesToTheWave) {
 // The swapped mid widths on 256 rows of N (two consumers) where no 128-row one is put first,
 // and past few tiles wherever the fitted tiles take one wave; on 64 rows (one consumer) over
 // an N of 65-256 whose 64-row tiles the clusters along N hold whole, those of one CTA along
-// N up to 2048 rows (docs/perf/matmul.md v48).
+// N up to 2048 rows (docs/perf/matmul.md v48); from a K of 512 (v49).
 TEST(MatmulWgmmaTest, TheDefaultFitsSwappedMidWidthsToNsRows) {
   const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
   auto mid = [&](const Problem& problem) {
@@ -509,6 +509,12 @@ TEST(MatmulWgmmaTest, TheDefaultFitsSwappedMidWidthsToNsRows) {
   const Config rows_2209 = matmul().default_config(testing::x_times_w_t({2209, 1176, 4472}), hopper);
   EXPECT_EQ(rows_2209.at("swap_ab"), 0);
   EXPECT_EQ(rows_2209.at("block_n"), 256);
+  // Under a K of 2048 too (v49: 1.57x, 1.53x, 1.30x), the 256-row tiles only from an N of 3072
+  // (2048x1024x1024 keeps its 128x128 tiles: 256x80 in 4 x 2 ran it 0.81x).
+  EXPECT_EQ(mid(matmul_problem(297, 3400, 1672)), "128x80, cluster 4x2, split 1");
+  EXPECT_EQ(mid(testing::x_times_w_t({300, 177, 1768})), "64x80, cluster 1x2, split 4");
+  EXPECT_EQ(mid(testing::x_times_w_t({657, 3880, 1240})), "256x112, cluster 4x2, split 1");
+  EXPECT_EQ(matmul().default_config(matmul_problem(2048, 1024, 1024), hopper).at("swap_ab"), 0);
 }
 
 // A narrow N (routers, low-rank adapters, heads of a few classes) in one 64-row tile column:

@@ -563,6 +563,10 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
       problem(f16, f16, {2836, 213, 2440}, xwt),
       problem(bf16, f32, {849, 169, 4424}, {{"b", "col"}, {"bias", "1"}}),
       problem(f16, bf16, {5810, 104, 4176}, {{"residual", "1"}}),
+      // (v49) The mid widths under a K of 2048: 128 rows of N in 4 x 2 with a bias; 64 in pairs
+      // along M, four K slices, GELU.
+      problem(bf16, bf16, {297, 3400, 1672}, {{"bias", "1"}}),
+      problem(bf16, f32, {300, 177, 1768}, {{"b", "col"}, {"act", "gelu"}}),
       // A matrix times a few columns, on C^T = B^T A^T: gemv reads A's rows (N <= 4 of x @
       // W^T, a row-major B of one column: a strided vector), gemv_kn a column-major A as its
       // row-major weight (N <= 2, K split where the columns are few). One column-major row of
