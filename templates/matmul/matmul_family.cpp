@@ -385,7 +385,8 @@ constexpr double kMidWidthBytesInFlight = 12.5e6;
 // (2209x1176x4472 rc, 3142x568x2864 rc), under it they gained up to 1.33x (docs/perf/matmul.md
 // v48).
 constexpr long long kMaxLoneMidRows = 2048;
-// The swapped mid widths from this K (v42-v48 had kMinSplitK): against v48's default, 1.076x
+// The swapped mid widths of 16-bit inputs from this K (v42-v48 had kMinSplitK, which fp32
+// keeps: not measured under it): against v48's default, 1.076x
 // over 51 shapes of K 520-2040 whose default changed (0.84-1.57x: 297x3400x1672 rr 0.0151 ms
 // against 128x128 pairs' 0.0237; 199x1000x1376 rc in two slices 0.0121 against 0.0101;
 // docs/perf/matmul.md v49). Shorter K: not measured.
@@ -2097,9 +2098,9 @@ class MatmulFamily final : public Family {
     return pair;
   }
 
-  // Few tiles (or one wave of fitted ones) of more than 64 rows of M, K from kMinMidWidthK to
-  // 8 times the larger of M and N
-  // (K-heavy shapes keep their slices): M's side in swapped tiles of 80-112 rows in steps of 8,
+  // Few tiles (or one wave of fitted ones) of more than 64 rows of M, K from kMinMidWidthK
+  // (kMinSplitK for fp32) to 8 times the larger of M and N (K-heavy shapes keep their
+  // slices): M's side in swapped tiles of 80-112 rows in steps of 8,
   // 128 of N on two consumers, in clusters of 2 to 8 that fit one wave, as cuBLAS fits its
   // swapped tiles (618x2544x12240 rr: 120 CTAs of 104x128 in clusters of 4 along N x 2 along
   // M). Over 128 rows, the one few_tile_us puts first, K whole or in two or four slices, where
@@ -2113,7 +2114,8 @@ class MatmulFamily final : public Family {
   // 14; then against v42's (v43): 1.052x and 1.043x over two draws of 24 fresh shapes
   // (0.969-1.296), 1.020x over 16 of M in one tile, 1.173x over 10 of fp32 x @ W^T
   // (docs/perf/matmul.md). N's side in 256 rows on two consumers, or 64 on one (the
-  // clusters along N holding its 64-row tiles whole), where no 128-row tile is put first, and
+  // clusters along N holding its 64-row tiles whole), among few tiles where no 128-row one is
+  // put first, and
   // past few tiles where the fitted tiles take one wave (v48): in rounds against v47's default
   // 1.149x over 21 fresh shapes whose default changed (0.92-1.48x; 562x4752x12856 rc in 256x96
   // pairs 0.1279 ms against 128x256 pairs' 0.1640; 849x169x4424 rc 64x88 0.0173 against
@@ -2124,7 +2126,8 @@ class MatmulFamily final : public Family {
                                           const DeviceTarget& device) const {
     const MatmulShape s(problem);
     if (s.m <= 64 || s.batch != 1 || (s.tf32() && !s.b_columns) || !s.aligned() ||
-        s.as_read().a_columns || s.k < kMinMidWidthK || s.k > 8 * std::max(s.m, s.n))
+        s.as_read().a_columns || s.k < (s.tf32() ? kMinSplitK : kMinMidWidthK) ||
+        s.k > 8 * std::max(s.m, s.n))
       return std::nullopt;
     // rows: N's side of the tile, 64 rows on one consumer, 128 or 256 on two.
     auto mid_tile = [&](int rows, int width, int cluster_m, int cluster_n, int split) {
