@@ -386,10 +386,10 @@ constexpr double kMidWidthBytesInFlight = 12.5e6;
 // v48).
 constexpr long long kMaxLoneMidRows = 2048;
 // The swapped mid widths of 16-bit inputs from this K (v42-v48 had kMinSplitK, which fp32
-// keeps: not measured under it): against v48's default, 1.076x
-// over 51 shapes of K 520-2040 whose default changed (0.84-1.57x: 297x3400x1672 rr 0.0151 ms
-// against 128x128 pairs' 0.0237; 199x1000x1376 rc in two slices 0.0121 against 0.0101;
-// docs/perf/matmul.md v49). Shorter K: not measured.
+// keeps: not measured under it): against v48's default, 1.076x over 51 shapes of K 520-2040
+// whose default changed (0.84-1.57x: 297x3400x1672 rr 0.0151 ms against 128x128 pairs'
+// 0.0237; 199x1000x1376 rc in two slices 0.0121 against 0.0101; docs/perf/matmul.md v49).
+// Shorter K: not measured.
 constexpr long long kMinMidWidthK = 512;
 // Under kMinSplitK, the mid widths on 256 rows of N only from this N: 12 such tiles (v49: from
 // 3496 columns 1.00-1.30x on eight shapes, up to 2352 0.81-0.99x on five, 2048x1024x1024 rr
@@ -1149,16 +1149,13 @@ class MatmulFamily final : public Family {
     // A narrow N under many rows of A: the tile whose CTAs stream the least of A. Else few
     // 128-row tiles reading rows that straddle L2's lines: in pairs sharing them (16-bit
     // inputs and N over one tile, as measured); M's side in swapped tiles of 80-112 rows where
-    // those fill a wave better.
+    // those fill a wave better, among few tiles or where the fitted tiles take one wave (v48).
+    const bool fitted_one_wave = !few_tiles && !narrow && !shaped.at("swap_ab") &&
+                                 waves_of(shaped, problem, device) == 1;
     if (const std::optional<Config> streamed = streaming_narrow(shaped, problem, device)) {
       shaped = *streamed;
-    } else if (tiled && !narrow) {
-      if (!s.tf32()) shaped = paired_off_lines(shaped, problem, device);
-      if (const std::optional<Config> mid = swapped_mid_width(shaped, problem, device))
-        shaped = *mid;
-    } else if (!few_tiles && !narrow && !shaped.at("swap_ab") &&
-               waves_of(shaped, problem, device) == 1) {
-      // Past few tiles, where the fitted tiles take one wave: the mid widths too (v48).
+    } else if ((tiled && !narrow) || fitted_one_wave) {
+      if (tiled && !s.tf32()) shaped = paired_off_lines(shaped, problem, device);
       if (const std::optional<Config> mid = swapped_mid_width(shaped, problem, device))
         shaped = *mid;
     }
@@ -2100,8 +2097,8 @@ class MatmulFamily final : public Family {
 
   // Few tiles (or one wave of fitted ones) of more than 64 rows of M, K from kMinMidWidthK
   // (kMinSplitK for fp32) to 8 times the larger of M and N (K-heavy shapes keep their
-  // slices): M's side in swapped tiles of 80-112 rows in steps of 8,
-  // 128 of N on two consumers, in clusters of 2 to 8 that fit one wave, as cuBLAS fits its
+  // slices): M's side in swapped tiles of 80-112 rows in steps of 8, 128 of N on two
+  // consumers, in clusters of 2 to 8 that fit one wave, as cuBLAS fits its
   // swapped tiles (618x2544x12240 rr: 120 CTAs of 104x128 in clusters of 4 along N x 2 along
   // M). Over 128 rows, the one few_tile_us puts first, K whole or in two or four slices, where
   // it puts it at kMidWidthShare of `config`'s time or less; clusters of 8 only where fours
@@ -2115,13 +2112,12 @@ class MatmulFamily final : public Family {
   // (0.969-1.296), 1.020x over 16 of M in one tile, 1.173x over 10 of fp32 x @ W^T
   // (docs/perf/matmul.md). N's side in 256 rows on two consumers, or 64 on one (the
   // clusters along N holding its 64-row tiles whole), among few tiles where no 128-row one is
-  // put first, and
-  // past few tiles where the fitted tiles take one wave (v48): in rounds against v47's default
-  // 1.149x over 21 fresh shapes whose default changed (0.92-1.48x; 562x4752x12856 rc in 256x96
-  // pairs 0.1279 ms against 128x256 pairs' 0.1640; 849x169x4424 rc 64x88 0.0173 against
-  // 128x128's 0.0256), f16 1.133x, 1.148x and 1.076x over 26 more each. A row-major A only (the
-  // kernel's B, K-major), rows on 16 bytes (no copy, which few_tile_us does not count), 16-bit
-  // inputs or fp32 with B K-major, one batch.
+  // put first, and past few tiles where the fitted tiles take one wave (v48): in rounds
+  // against v47's default 1.149x over 21 fresh shapes whose default changed (0.92-1.48x;
+  // 562x4752x12856 rc in 256x96 pairs 0.1279 ms against 128x256 pairs' 0.1640; 849x169x4424
+  // rc 64x88 0.0173 against 128x128's 0.0256), f16 1.133x, 1.148x and 1.076x over 26 more
+  // each. A row-major A only (the kernel's B, K-major), rows on 16 bytes (no copy, which
+  // few_tile_us does not count), 16-bit inputs or fp32 with B K-major, one batch.
   std::optional<Config> swapped_mid_width(const Config& config, const Problem& problem,
                                           const DeviceTarget& device) const {
     const MatmulShape s(problem);
@@ -2168,8 +2164,9 @@ class MatmulFamily final : public Family {
     if (s.m <= 128) return std::nullopt;
     std::optional<Config> best;
     double best_us = kMidWidthShare * few_tile_us(config, problem, device);
+    const bool few = few_large_tiles(s, device);
     for (const int rows : {128, 256, 64}) {
-      if (rows != 128 && best && few_large_tiles(s, device)) break;  // v43-v46's pick stays
+      if (rows != 128 && best && few) break;  // v43-v46's pick stays
       if (rows == 256 && s.k < kMinSplitK && s.n < kMinShortKWideRowsN) continue;
       const long long n_tiles = ceil_div(s.n, rows);
       for (int width = 80; width <= 112; width += 8) {

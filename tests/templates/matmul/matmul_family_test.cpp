@@ -506,7 +506,8 @@ TEST(MatmulWgmmaTest, TheDefaultFitsSwappedMidWidthsToNsRows) {
   // A 128-row mid width put first stays (429x2663x13808: 256x80 in two slices lost 0.83x);
   // over 2048 rows no 256- or 64-row tile alone along N (2209x1176x4472: 0.93x).
   EXPECT_EQ(mid(testing::x_times_w_t({429, 2663, 13808})), "128x112, cluster 2x2, split 1");
-  const Config rows_2209 = matmul().default_config(testing::x_times_w_t({2209, 1176, 4472}), hopper);
+  const Config rows_2209 =
+      matmul().default_config(testing::x_times_w_t({2209, 1176, 4472}), hopper);
   EXPECT_EQ(rows_2209.at("swap_ab"), 0);
   EXPECT_EQ(rows_2209.at("block_n"), 256);
   // Under a K of 2048 too (v49: 1.57x, 1.53x, 1.30x), the 256-row tiles only from an N of 3072
