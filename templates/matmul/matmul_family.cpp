@@ -2429,6 +2429,19 @@ class MatmulFamily final : public Family {
                        padded_area(candidate) < padded_area(best);
       if (c < best_cost || tie) best = candidate, best_cost = c;
     }
+    // The lone tile (192x128) in pairs along M sharing B's box where they cost no more waves:
+    // B read from L2 once a pair (v50). Where M takes two tile rows at least, and an odd
+    // count's empty CTA is 1/8 of the pairs or less (5 rows lost 0.95-0.97x, 1 row 0.82x);
+    // not fp32's swapped twin (B and A row-major: pairs along N lost 0.98-0.99x).
+    const long long tile_rows = ceil_div(s.m, WgmmaConfig(best).block_m);
+    const bool twin = s.tf32() && !s.b_columns && !s.a_columns;
+    if (WgmmaConfig(best).cluster() == 1 && !twin && tile_rows >= 2 &&
+        (tile_rows % 2 == 0 || tile_rows >= 7)) {
+      Config pair = best;
+      pair.values["cluster_m"] = 2;
+      pair = in_row_order(pair);
+      if (!reject(pair, problem, device) && cost(pair) <= best_cost) best = pair;
+    }
     return best;
   }
 

@@ -2032,6 +2032,37 @@ TEST(MatmulWgmmaTest, TheDefaultTakesTheMmaSyncTilesForTinyProducts) {
   EXPECT_NE(variant(matmul_problem(16, 512, 512)), 0);  // 16 rows: the swapped tiles
 }
 
+// The wave-fitted 192x128 tile runs in pairs along M sharing B's box where the pairs cost no
+// more waves (v50: 1.049x over 65 shapes whose default changed): with A column-major (1.20x at
+// 1797x1464x3118), K split in the last wave, an odd count of 7 tile rows or more. One tile
+// row, five, and fp32's swapped twin keep it alone.
+TEST(MatmulWgmmaTest, TheDefaultPairsTheLoneTileAlongM) {
+  const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
+  auto pick = [&](DType in, std::vector<std::int64_t> shape, ProblemOptions options) {
+    const Problem p{"matmul", in, in, std::move(shape), std::move(options)};
+    const Config config = matmul().default_config(p, hopper);
+    EXPECT_EQ(matmul().reject(config, p, hopper), std::nullopt) << config.text();
+    return std::to_string(config.at("block_m")) + "x" + std::to_string(config.at("block_n")) +
+           " " + std::to_string(config.at("cluster_m")) + "x" +
+           std::to_string(config.at("cluster_n")) + " s" + std::to_string(config.at("split_k"));
+  };
+  using enum DType;
+  const ProblemOptions col_a = {{"a", "col"}}, both = {{"a", "col"}, {"b", "col"}};
+  EXPECT_EQ(pick(bf16, {1797, 1464, 3118}, col_a), "192x128 2x1 s1");
+  EXPECT_EQ(pick(bf16, {7192, 3120, 880}, col_a), "192x128 2x1 s4");  // 38 rows, 8.9 waves
+  EXPECT_EQ(pick(bf16, {5092, 896, 4092}, both), "192x128 2x1 s2");   // 27 rows
+  EXPECT_EQ(pick(bf16, {3289, 1704, 1144}, {}), "192x128 2x1 s1");
+  EXPECT_EQ(pick(f32, {1040, 2662, 2888}, col_a), "192x128 2x1 s1");
+  EXPECT_EQ(pick(bf16, {163, 8197, 15023}, col_a), "192x128 1x1 s1");  // one tile row
+  EXPECT_EQ(pick(bf16, {857, 5228, 2064}, {}), "192x128 1x1 s1");      // five
+  // 6216 rows: the pairs' last wave (33 of 66) splits in two where the lone tiles' splits in 4.
+  EXPECT_EQ(pick(bf16, {6216, 4216, 1512}, col_a), "192x128 1x1 s4");
+  const Config twin =
+      matmul().default_config(Problem{"matmul", f32, f32, {328, 6858, 1678}, {}}, hopper);
+  EXPECT_EQ(twin.at("swap_ab"), 1);
+  EXPECT_EQ(twin.at("cluster_m") * twin.at("cluster_n"), 1);
+}
+
 // The untuned default's large tile is the one whose waves come out whole: 128x256 where its
 // waves are whole or its last one splits cheaply, 192-wide tiles where they fit the 132 SMs
 // in fewer waves (the tuned winners at these shapes on the H100, docs/perf/matmul.md v16).
@@ -2048,12 +2079,12 @@ TEST(MatmulWgmmaTest, TheDefaultsTileFitsTheWaves) {
   // 192x128 alone and 128x192 in pairs cost the same waves here; the fewer padded rows decide:
   // 1000 rows pad to 1152 in 192-row tiles, to 1024 in 128-row pairs (0.0536 against 0.0383 ms,
   // docs/perf/matmul.md v26). 960 rows are five whole 192-row tiles, and at 1100 128x192 pairs
-  // take two waves: there 192x128's one wave gives way to swapped 256-row tiles of 80 and 96
-  // rows of M (1.054x and 1.032x in rounds, v48).
+  // take two waves: there 192x128's one wave gave way to swapped 256-row tiles of 80 rows of M
+  // (1.054x in rounds, v48); at 1100 192x128 in pairs along M ran faster still (1.033x, v50).
   EXPECT_EQ(tile(matmul_problem(1000, 2816, 4096)), "128x192");
   EXPECT_EQ(tile(matmul_problem(2000, 2816, 4096)), "128x192");
   EXPECT_EQ(tile(matmul_problem(960, 2816, 4096)), "256x80");
-  EXPECT_EQ(tile(matmul_problem(1100, 2816, 4096)), "256x96");
+  EXPECT_EQ(tile(matmul_problem(1100, 2816, 4096)), "192x128");
   EXPECT_EQ(tile(matmul_problem(2752, 751, 714)), "192x128");  // K too short to break the tie
   EXPECT_EQ(tile(matmul_problem(5784, 1364, 1527)), "192x192");  // another area: no tie-break
   for (long long side : {2048, 4096, 8192}) EXPECT_EQ(tile(matmul_problem(side, side, side)), "128x256");

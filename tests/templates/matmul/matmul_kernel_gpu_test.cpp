@@ -567,6 +567,14 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
       // along M, four K slices, GELU.
       problem(bf16, bf16, {297, 3400, 1672}, {{"bias", "1"}}),
       problem(bf16, f32, {300, 177, 1768}, {{"b", "col"}, {"act", "gelu"}}),
+      // (v50) 192x128 tiles in pairs along M sharing B: A column-major with a bias; K split in
+      // the last wave with SiLU; an odd count of tile rows (the last pair's second CTA past M)
+      // in two slices; fp16 into fp32 with a residual; fp32 with A column-major.
+      problem(bf16, bf16, {1797, 1464, 3118}, {{"a", "col"}, {"bias", "1"}}),
+      problem(bf16, bf16, {7192, 3120, 880}, {{"a", "col"}, {"act", "silu"}}),
+      problem(bf16, bf16, {5092, 896, 4092}, {{"a", "col"}, {"b", "col"}}),
+      problem(f16, f32, {3289, 1704, 1144}, {{"residual", "1"}}),
+      problem(f32, f32, {1040, 2662, 2888}, {{"a", "col"}}),
       // A matrix times a few columns, on C^T = B^T A^T: gemv reads A's rows (N <= 4 of x @
       // W^T, a row-major B of one column: a strided vector), gemv_kn a column-major A as its
       // row-major weight (N <= 2, K split where the columns are few). One column-major row of
