@@ -326,11 +326,13 @@ constexpr long long kMinDecodeSliceK = 512;
 // fewer those would give; 102x1544x10080: 8 slices 0.86x, 4 0.73x).
 constexpr double kKBlockUs = 0.35;
 constexpr double kPartialsBytesPerUs = 2.5e6;
-// Under this K the untuned default of a few-tile shape does not split K: the second launch and
-// the partials cost more than the slices save. Measured beside cuBLAS, split against whole
-// in 64x64 tiles: 63x80x781 0.90x against 1.12x, 8x1408x1146 0.71x against 0.78x (v22),
-// 498x382x1636 0.78x in eight 128x128 slices against 1.01-1.04x (v23); from ~2000 the split
-// wins (16x160x2064 0.85x against 0.82x, 338x200x2732 0.99x against 0.88x: v22).
+// Under this K the untuned default does not split K, over few tiles or in the last wave's
+// (the tail split): the second launch and the partials cost more than the slices save.
+// Measured beside cuBLAS, split against whole in 64x64 tiles: 63x80x781 0.90x against 1.12x,
+// 8x1408x1146 0.71x against 0.78x (v22), 498x382x1636 0.78x in eight 128x128 slices against
+// 1.01-1.04x (v23); from ~2000 the split wins (16x160x2064 0.85x against 0.82x, 338x200x2732
+// 0.99x against 0.88x: v22). Tail splits against K whole (v51): 0.83-1.04x over 20 shapes of
+// K 506-1608 (0.98x on the mean), 0.92-1.05x over six of 1640-2056, 0.98-1.37x from 2088.
 constexpr long long kMinSplitK = 2048;
 // Where even 64x64 tiles are too few for an eighth of the SMs, K splits from here (v22's
 // shortest split that paid, 1146 in 8x1408x1146, rounded up; 44x88x1800: v23).
@@ -1162,10 +1164,7 @@ class MatmulFamily final : public Family {
     // fp32 with B row-major: the swapped twin of the tile (B read in place). Where the
     // wave-fitted tile has none (ping-pong, 176, 224 or 192 rows on three consumers), 128x256's
     // twin (not with A column-major, which swapped tiles transpose), unless its waves cost more
-    // than the fitted tile's with B's transpose: the transpose writes and reads 8 bytes an
-    // element of B at ~2.5 TB/s, the product runs 2MNK at ~360 TFLOP/s, so it adds about
-    // 576 / M to the product (5437x1032x376: the fitted 128x176 with B transposed 0.0281 ms,
-    // 128x256 swapped 0.0318; 1024x14336x4096: 0.514 against 0.361).
+    // than the fitted tile's with B's transpose (b_transpose_share).
     if (s.tf32() && !s.b_columns && !shaped.at("swap_ab") && !narrow) {
       std::optional<Config> twin;
       if (!shaped.at("pingpong")) twin = swapped_twin(shaped, problem, device);
@@ -1174,7 +1173,7 @@ class MatmulFamily final : public Family {
         const double fitted = wave_cost(WgmmaConfig(shaped), s, device.sm_count) *
                               (shaped.at("pingpong") ? 1.0 - kPingpongEpilogueShare : 1.0);
         if (wide && wave_cost(WgmmaConfig(*wide), s, device.sm_count) <=
-                        fitted * (1.0 + 576.0 / static_cast<double>(s.m)))
+                        fitted * (1.0 + b_transpose_share(s)))
           twin = wide;
       }
       if (twin) shaped = *twin;
@@ -2338,12 +2337,17 @@ class MatmulFamily final : public Family {
 
   // The untuned default's tail split: where the last wave leaves at least half the SMs idle,
   // its tiles split K into as many slices as fit, up to 8 (2048x2176x4096 -27%,
-  // up_proj.m1024 -5%: docs/perf/matmul.md v15); 1 where none is admitted.
+  // up_proj.m1024 -5%: docs/perf/matmul.md v15); 1 where none is admitted or K is under
+  // kMinSplitK. Not for fp32 with B row-major: fit_waves weighs the tiles unswapped, and
+  // without the split's credit the base lost to tiles that then ran with B transposed or as
+  // slower twins (5233x12868x696 cr 0.68x, 6030x6260x1983 rr 0.74x; v51).
   int tail_split_of(const Config& config, const Problem& problem, const DeviceTarget& device) const {
+    const MatmulShape s(problem);
+    if (s.k < kMinSplitK && !(s.tf32() && !s.b_columns)) return 1;
     for (int split : {8, 4, 2}) {
       Config tail = config;
       tail.values["split_k"] = split;
-      if (tail_split(WgmmaConfig(tail), MatmulShape(problem), device.sm_count) &&
+      if (tail_split(WgmmaConfig(tail), s, device.sm_count) &&
           !reject(tail, problem, device))
         return split;
     }
@@ -2443,6 +2447,14 @@ class MatmulFamily final : public Family {
       if (!reject(pair, problem, device) && cost(pair) <= best_cost) best = pair;
     }
     return best;
+  }
+
+  // fp32 with B row-major, B transposed into the workspace first, against the product: the
+  // transpose writes and reads 8 bytes an element of B at ~2.5 TB/s, the product runs 2MNK at
+  // ~360 TFLOP/s, so it adds about 576 / M (5437x1032x376: the fitted 128x176 with B
+  // transposed 0.0281 ms, 128x256 swapped 0.0318; 1024x14336x4096: 0.514 against 0.361).
+  static double b_transpose_share(const MatmulShape& s) {
+    return 576.0 / static_cast<double>(s.m);
   }
 
   // fit_waves' estimate of a large tile's time: its area times its waves, the last wave (R
