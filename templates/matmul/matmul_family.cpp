@@ -340,6 +340,10 @@ constexpr long long kMinFewTileSplitK = 1536;
 // From this K, the untuned default's large tiles spend most of their time in the main loop, so
 // the L2 requests of rows off 128-byte lines decide between them (fit_waves; v23).
 constexpr long long kLineBoundK = 1536;
+// Under kLineBoundK, with both operands' rows off L2's lines, a tile that reads more bytes from
+// L2 a multiply than the base replaces it only at this share of the base's wave cost or less
+// (v52: 0.75, a wave in four saved, won 4 of 6; 0.86-0.95 lost 9 of 10, up to 1.55x).
+constexpr double kStraddlingCostShare = 0.8;
 // From this K, fit_waves breaks a tie between two tiles of one area by their padding. Over
 // three random draws (v26) the 128x192 pairs that padded less than 192x128 alone ran 34 shapes
 // of K 1165 and more 1.11x faster on the geometric mean (0.97-1.35x); under it they lost 3%
@@ -2414,19 +2418,23 @@ class MatmulFamily final : public Family {
     };
     if (reject(base, problem, device)) return base;
     Config best = base;
-    double best_cost = 0.95 * cost(base);
+    const double base_cost = cost(base);
+    double best_cost = 0.95 * base_cost;
     // Both operands' rows off L2's lines double the L2 requests of every box row: where the
     // main loop is most of a tile's time (K from kLineBoundK), the tiles that read more bytes
     // from L2 a multiply than the base then lose more than their waves gain (192x128: 1.8x
     // slower at 1152x4224x6424 than at 6400; 128x176 in ping-pong 13-15% behind the base at
     // 730x13112x1688 and 2163x6176x6376, where it wins on rows on the lines). With one operand
-    // off them, or a shorter K, they still won (857x5228x2064 +4%, 6688x784x608 +17%: v23).
-    const bool lines = s.operands_off_lines() < 2 || s.k < kLineBoundK;
+    // off them, or a shorter K, they still won (857x5228x2064 +4%, 6688x784x608 +17%: v23),
+    // the latter only where they save a wave in four (kStraddlingCostShare).
+    const bool straddle = s.operands_off_lines() == 2;
+    const double base_intensity = l2_intensity(WgmmaConfig(base));
     for (const Config& candidate : candidates) {
       if (reject(candidate, problem, device)) continue;
-      if (!lines && l2_intensity(WgmmaConfig(candidate)) < l2_intensity(WgmmaConfig(base)))
-        continue;
+      const bool reads_more = l2_intensity(WgmmaConfig(candidate)) < base_intensity;
+      if (reads_more && straddle && s.k >= kLineBoundK) continue;
       const double c = cost(candidate);
+      if (reads_more && straddle && c > kStraddlingCostShare * base_cost) continue;
       const WgmmaConfig w(candidate), held(best);
       const bool tie = best != base && c == best_cost && s.k >= kPaddedTieMinK &&
                        w.block_m * w.block_n == held.block_m * held.block_n &&
