@@ -2426,7 +2426,7 @@ class MatmulFamily final : public Family {
     // slower at 1152x4224x6424 than at 6400; 128x176 in ping-pong 13-15% behind the base at
     // 730x13112x1688 and 2163x6176x6376, where it wins on rows on the lines). With one operand
     // off them, or a shorter K, they still won (857x5228x2064 +4%, 6688x784x608 +17%: v23),
-    // the latter only where they save a wave in four (kStraddlingCostShare).
+    // the latter only where they save a fifth of the base's wave cost (kStraddlingCostShare).
     const bool straddle = s.operands_off_lines() == 2;
     const double base_intensity = l2_intensity(WgmmaConfig(base));
     for (const Config& candidate : candidates) {
@@ -2446,8 +2446,8 @@ class MatmulFamily final : public Family {
     // count's empty CTA is 1/8 of the pairs or less (5 rows lost 0.95-0.97x, 1 row 0.82x);
     // not fp32's swapped twin (B and A row-major: pairs along N lost 0.98-0.99x).
     const long long tile_rows = ceil_div(s.m, WgmmaConfig(best).block_m);
-    const bool twin = s.tf32() && !s.b_columns && !s.a_columns;
-    if (WgmmaConfig(best).cluster() == 1 && !twin && tile_rows >= 2 &&
+    const bool twin_follows = s.tf32() && !s.b_columns && !s.a_columns;
+    if (WgmmaConfig(best).cluster() == 1 && !twin_follows && tile_rows >= 2 &&
         (tile_rows % 2 == 0 || tile_rows >= 7)) {
       Config pair = best;
       pair.values["cluster_m"] = 2;
