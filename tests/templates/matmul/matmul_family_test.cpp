@@ -1991,8 +1991,8 @@ TEST(MatmulWgmmaTest, TailSplitCutsOnlyTheLastWavesTiles) {
   // Under a K of 2048 the split's second launch and partials cost more than its slices save
   // (v51): not there, but for fp32 with B row-major, whose tiles fit_waves weighs unswapped.
   EXPECT_EQ(default_split(matmul_problem(5000, 5000, 2000)), 1);
-  const Problem fp32_b_rows{"matmul", DType::f32, DType::f32, {1659, 5658, 408}, {{"a", "col"}}};
-  EXPECT_EQ(default_split(fp32_b_rows), 2);
+  const Problem fp32_b_rows{"matmul", DType::f32, DType::f32, {3320, 3000, 960}, {{"a", "col"}}};
+  EXPECT_EQ(default_split(fp32_b_rows), 8);
 }
 
 }  // namespace
@@ -2066,6 +2066,29 @@ TEST(MatmulWgmmaTest, TheDefaultPairsTheLoneTileAlongM) {
       matmul().default_config(Problem{"matmul", f32, f32, {328, 6858, 1678}, {}}, hopper);
   EXPECT_EQ(twin.at("swap_ab"), 1);
   EXPECT_EQ(twin.at("cluster_m") * twin.at("cluster_n"), 1);
+}
+
+// fp32 with A column-major and B row-major: where fit_waves puts a ping-pong tile first (which
+// has no swapped twin), 128x256's swapped twin runs instead, whatever the waves (v53: 1.07-1.84x
+// over 21 shapes); other tiles keep B transposed.
+TEST(MatmulWgmmaTest, TheDefaultSwapsFp32PingPongTilesOfAColumnMajorA) {
+  const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
+  const ProblemOptions col_a = {{"a", "col"}};
+  for (const std::vector<std::int64_t> shape :
+       {std::vector<std::int64_t>{2957, 16224, 2416}, {6658, 2341, 12063}, {2370, 4272, 88}}) {
+    const Problem p{"matmul", DType::f32, DType::f32, shape, col_a};
+    const Config config = matmul().default_config(p, hopper);
+    EXPECT_EQ(matmul().reject(config, p, hopper), std::nullopt) << config.text();
+    EXPECT_EQ(config.at("swap_ab"), 1) << shape[0];
+    EXPECT_EQ(config.at("block_m"), 128);
+    EXPECT_EQ(config.at("block_n"), 256);
+    EXPECT_EQ(config.at("pingpong"), 0);
+  }
+  // 192x128 pairs keep B transposed (1043x13808x652 ran 1.27x faster as the twin in run 5 of
+  // v51, 267x15686x1865 0.92x: not measured enough to move).
+  const Config pairs = matmul().default_config(
+      Problem{"matmul", DType::f32, DType::f32, {1051, 2508, 560}, col_a}, hopper);
+  EXPECT_EQ(pairs.at("swap_ab"), 0);
 }
 
 // The untuned default's large tile is the one whose waves come out whole: 128x256 where its

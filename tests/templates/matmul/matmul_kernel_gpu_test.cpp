@@ -575,6 +575,11 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
       problem(bf16, bf16, {5092, 896, 4092}, {{"a", "col"}, {"b", "col"}}),
       problem(f16, f32, {3289, 1704, 1144}, {{"residual", "1"}}),
       problem(f32, f32, {1040, 2662, 2888}, {{"a", "col"}}),
+      // (v51, v53) fp32 with A column-major: the last wave's K split under 2048 (B row-major);
+      // 128x256's swapped twin in place of ping-pong tiles (with a bias into bf16).
+      problem(f32, f32, {3320, 3000, 960}, {{"a", "col"}}),
+      problem(f32, f32, {2370, 4272, 88}, {{"a", "col"}}),
+      problem(f32, bf16, {1659, 5658, 408}, {{"a", "col"}, {"bias", "1"}}),
       // A matrix times a few columns, on C^T = B^T A^T: gemv reads A's rows (N <= 4 of x @
       // W^T, a row-major B of one column: a strided vector), gemv_kn a column-major A as its
       // row-major weight (N <= 2, K split where the columns are few). One column-major row of
