@@ -2344,12 +2344,14 @@ class MatmulFamily final : public Family {
   // The untuned default's tail split: where the last wave leaves at least half the SMs idle,
   // its tiles split K into as many slices as fit, up to 8 (2048x2176x4096 -27%,
   // up_proj.m1024 -5%: docs/perf/matmul.md v15); 1 where none is admitted or K is under
-  // kMinSplitK. Not for fp32 with B row-major: fit_waves weighs the tiles unswapped, and
-  // without the split's credit the base lost to tiles that then ran with B transposed or as
-  // slower twins (5233x12868x696 cr 0.68x, 6030x6260x1983 rr 0.74x; v51).
+  // kMinSplitK, or half of it for fp32 (tf32 runs a K block at half the 16-bit rate: with K
+  // whole from 1024, 283x14056x1896 rc ran 0.78x, six such shapes 0.96x on the mean; v54). Not
+  // for fp32 with B row-major: fit_waves weighs the tiles unswapped, and without the split's
+  // credit the base lost to tiles that then ran with B transposed or as slower twins
+  // (5233x12868x696 cr 0.68x, 6030x6260x1983 rr 0.74x; v51).
   int tail_split_of(const Config& config, const Problem& problem, const DeviceTarget& device) const {
     const MatmulShape s(problem);
-    if (s.k < kMinSplitK && !(s.tf32() && !s.b_columns)) return 1;
+    if (s.k < (s.tf32() ? kMinSplitK / 2 : kMinSplitK) && !(s.tf32() && !s.b_columns)) return 1;
     for (int split : {8, 4, 2}) {
       Config tail = config;
       tail.values["split_k"] = split;

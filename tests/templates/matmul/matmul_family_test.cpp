@@ -1993,6 +1993,11 @@ TEST(MatmulWgmmaTest, TailSplitCutsOnlyTheLastWavesTiles) {
   EXPECT_EQ(default_split(matmul_problem(5000, 5000, 2000)), 1);
   const Problem fp32_b_rows{"matmul", DType::f32, DType::f32, {3320, 3000, 960}, {{"a", "col"}}};
   EXPECT_EQ(default_split(fp32_b_rows), 8);
+  // fp32 (tf32 at half the rate) from a K of 1024 (v54): 283x14056x1896 ran 1.29x faster split.
+  const Problem fp32{"matmul", DType::f32, DType::f32, {283, 14056, 1896}, {{"b", "col"}}};
+  EXPECT_EQ(default_split(fp32), 8);
+  const Problem short_fp32{"matmul", DType::f32, DType::f32, {6549, 15096, 328}, {{"b", "col"}}};
+  EXPECT_EQ(default_split(short_fp32), 1);
 }
 
 }  // namespace
