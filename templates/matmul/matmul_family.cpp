@@ -1167,9 +1167,12 @@ class MatmulFamily final : public Family {
     }
     // fp32 with B row-major: the swapped twin of the tile (B read in place). Where the
     // wave-fitted tile has none (ping-pong, 176, 224 or 192 rows on three consumers), 128x256's
-    // twin, unless its waves cost more than the fitted tile's with B's transpose
-    // (b_transpose_share); with A column-major (which swapped tiles transpose) only in place of
-    // ping-pong tiles, whatever the waves: 1.07-1.84x over 21 such shapes (v53).
+    // twin, unless its waves cost more than the fitted tile's with B's transpose: the transpose
+    // writes and reads 8 bytes an element of B at ~2.5 TB/s, the product runs 2MNK at ~360
+    // TFLOP/s, so it adds about 576 / M to the product (5437x1032x376: the fitted 128x176 with B
+    // transposed 0.0281 ms, 128x256 swapped 0.0318; 1024x14336x4096: 0.514 against 0.361).
+    // With A column-major (which swapped tiles transpose) only in place of ping-pong tiles,
+    // whatever the waves: 1.07-1.84x over 21 such shapes (v53).
     if (s.tf32() && !s.b_columns && !shaped.at("swap_ab") && !narrow) {
       std::optional<Config> twin;
       if (!shaped.at("pingpong")) twin = swapped_twin(shaped, problem, device);
@@ -1179,7 +1182,7 @@ class MatmulFamily final : public Family {
         const double fitted = wave_cost(WgmmaConfig(shaped), s, device.sm_count) *
                               (shaped.at("pingpong") ? 1.0 - kPingpongEpilogueShare : 1.0);
         if (wide && (pingpong_a_columns || wave_cost(WgmmaConfig(*wide), s, device.sm_count) <=
-                                               fitted * (1.0 + b_transpose_share(s))))
+                                               fitted * (1.0 + 576.0 / static_cast<double>(s.m))))
           twin = wide;
       }
       if (twin) shaped = *twin;
@@ -2449,9 +2452,10 @@ class MatmulFamily final : public Family {
     // B read from L2 once a pair (v50). Where M takes two tile rows at least, and an odd
     // count's empty CTA is 1/8 of the pairs or less (5 rows lost 0.95-0.97x, 1 row 0.82x);
     // not fp32's swapped twin (B and A row-major: pairs along N lost 0.98-0.99x).
-    const long long tile_rows = ceil_div(s.m, WgmmaConfig(best).block_m);
+    const WgmmaConfig fitted(best);
+    const long long tile_rows = ceil_div(s.m, fitted.block_m);
     const bool twin_follows = s.tf32() && !s.b_columns && !s.a_columns;
-    if (WgmmaConfig(best).cluster() == 1 && !twin_follows && tile_rows >= 2 &&
+    if (fitted.cluster() == 1 && !twin_follows && tile_rows >= 2 &&
         (tile_rows % 2 == 0 || tile_rows >= 7)) {
       Config pair = best;
       pair.values["cluster_m"] = 2;
@@ -2459,14 +2463,6 @@ class MatmulFamily final : public Family {
       if (!reject(pair, problem, device) && cost(pair) <= best_cost) best = pair;
     }
     return best;
-  }
-
-  // fp32 with B row-major, B transposed into the workspace first, against the product: the
-  // transpose writes and reads 8 bytes an element of B at ~2.5 TB/s, the product runs 2MNK at
-  // ~360 TFLOP/s, so it adds about 576 / M (5437x1032x376: the fitted 128x176 with B
-  // transposed 0.0281 ms, 128x256 swapped 0.0318; 1024x14336x4096: 0.514 against 0.361).
-  static double b_transpose_share(const MatmulShape& s) {
-    return 576.0 / static_cast<double>(s.m);
   }
 
   // fit_waves' estimate of a large tile's time: its area times its waves, the last wave (R
