@@ -334,6 +334,10 @@ constexpr double kPartialsBytesPerUs = 2.5e6;
 // 0.99x against 0.88x: v22). Tail splits against K whole (v51): 0.83-1.04x over 20 shapes of
 // K 506-1608 (0.98x on the mean), 0.92-1.05x over six of 1640-2056, 0.98-1.37x from 2088.
 constexpr long long kMinSplitK = 2048;
+// From this K, 65-128 rows of 16-bit A against a weight whose 64x64 tiles fill the SMs once
+// stream it in 64x128 tiles, two K slices (v55: 1.01-1.42x over the pairs of whole K at K
+// 6144-28672 on the H200, 0.84-0.96x at 2048-4096).
+constexpr long long kSkinnySlicedK = 6144;
 // Where even 64x64 tiles are too few for an eighth of the SMs, K splits from here (v22's
 // shortest split that paid, 1146 in 8x1408x1146, rounded up; 44x88x1800: v23).
 constexpr long long kMinFewTileSplitK = 1536;
@@ -1025,6 +1029,21 @@ class MatmulFamily final : public Family {
         const bool pair_rows = s.m > 64 && s.m <= 128, pair_cols = !pair_rows && s.n > 64 && s.n <= 128;
         set({{"block_m", 64}, {"block_n", 64}, {"consumers", 1}, {"cluster_m", pair_rows ? 2 : 1},
              {"cluster_n", pair_cols ? 2 : 1}, {"stages", 13}, {"group_m", 1}, {"l2_promotion", 0}});
+        // From kSkinnySlicedK, M's two tiles in a pair along the weight's 128-row tiles, K in
+        // two slices, as many CTAs: each reads half as much of A from L2 (its rows, half of K)
+        // for the same bytes of the weight, 25% fewer bytes into the SMs. The weight's 64 rows
+        // in pairs with K whole could not keep the H200's DRAM busy: 128x4096x14336 0.0474 ms
+        // against 0.0396 (cuBLAS 0.0381, tst_128x64 in pairs, K split); on one consumer
+        // 1.12x, 128x64 tiles in pairs along N 1.05x on the mean (docs/perf/matmul.md v55).
+        if (pair_rows && !s.tf32() && s.batch == 1 && s.k >= kSkinnySlicedK) {
+          Config sliced = shaped;
+          for (const auto& [name, value] : {std::pair{"block_n", 128}, {"consumers", 2},
+                                            {"pingpong", 1}, {"split_k", 2}, {"stages", 8},
+                                            {"l2_promotion", 256}})
+            sliced.values[name] = value;
+          if (!reject(sliced, problem, device) && waves_of(sliced, problem, device) == 1)
+            shaped = sliced;
+        }
       } else {
         set({{"block_n", 128}, {"cluster_m", 1}, {"l2_promotion", both_wide ? 0 : 256}});
       }

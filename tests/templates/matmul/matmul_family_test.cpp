@@ -598,10 +598,10 @@ TEST(MatmulWgmmaTest, TheDefaultsL2PromotionFollowsHowOftenRowsAreRead) {
   const Problem m128{"matmul", DType::bf16, DType::bf16, {128, 8192, 14336}, {{"b", "col"}}};
   EXPECT_EQ(promotion(m128), 256);
   EXPECT_GT(matmul().default_config(m128, hopper).at("split_k"), 1);
-  // Where 64x64 tiles fill the SMs once, they run K whole (however long), the skinny side's
+  // Where 64x64 tiles fill the SMs once, they run K whole up to a K of 6144, the skinny side's
   // two tiles a cluster sharing the weight, 13 stages: not promoted (cuBLAS's shape for
   // 128x4096x4096). A skinny N clusters along N instead.
-  for (long long k : {4096, 14336}) {
+  for (long long k : {4096, 6143}) {
     const Problem qo{"matmul", DType::bf16, DType::bf16, {128, 4096, k}, {{"b", "col"}}};
     const Config qo_default = matmul().default_config(qo, hopper);
     EXPECT_EQ(qo_default.at("block_m"), 64);
@@ -611,6 +611,23 @@ TEST(MatmulWgmmaTest, TheDefaultsL2PromotionFollowsHowOftenRowsAreRead) {
     EXPECT_EQ(qo_default.at("cluster_n"), 1);
     EXPECT_EQ(qo_default.at("stages"), 13);
     EXPECT_EQ(promotion(qo), 0);
+  }
+  // From a K of 6144, 16-bit inputs: M's two tiles in a pair along 128 rows of the weight, K in
+  // two slices, ping-pong, promoted (v55); fp32 and a skinny N keep K whole.
+  using Case = std::tuple<DType, std::vector<std::int64_t>, ProblemOptions>;
+  for (const auto& [in, shape, options] :
+       {Case{DType::bf16, {128, 4096, 14336}, {{"b", "col"}}},
+        Case{DType::f16, {65, 3500, 10000}, {{"b", "col"}}},
+        Case{DType::bf16, {75, 4208, 10864}, {{"a", "col"}}},
+        Case{DType::f32, {128, 4096, 14336}, {{"b", "col"}}},
+        Case{DType::bf16, {4096, 128, 14336}, {}}}) {
+    const Problem p{"matmul", in, in, shape, options};
+    const Config config = matmul().default_config(p, hopper);
+    EXPECT_EQ(matmul().reject(config, p, hopper), std::nullopt) << config.text();
+    const bool sliced = config.at("block_n") == 128 && config.at("split_k") == 2 &&
+                        config.at("pingpong") == 1 && config.at("cluster_m") == 2;
+    EXPECT_EQ(sliced && promotion(p) == 256, in != DType::f32 && shape[0] < 4096)
+        << p.key() << " " << config.text();
   }
   const Config n128 = matmul().default_config(matmul_problem(4096, 128, 4096), hopper);
   EXPECT_EQ(matmul().reject(n128, matmul_problem(4096, 128, 4096), hopper), std::nullopt);

@@ -580,6 +580,12 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
       problem(f32, f32, {3320, 3000, 960}, {{"a", "col"}}),
       problem(f32, f32, {2370, 4272, 88}, {{"a", "col"}}),
       problem(f32, bf16, {1659, 5658, 408}, {{"a", "col"}, {"bias", "1"}}),
+      // (v55) 65-128 rows over a weight whose 64x64 tiles fill the SMs once, K from 6144: 64x128
+      // pairs in two K slices, ping-pong: x @ W^T with a bias and GELU; K off 16 bytes (padded)
+      // into fp32; A column-major with a residual.
+      problem(bf16, bf16, {100, 3584, 11008}, {{"b", "col"}, {"bias", "1"}, {"act", "gelu"}}),
+      problem(f16, f32, {122, 3896, 16933}),
+      problem(bf16, bf16, {75, 4208, 10864}, {{"a", "col"}, {"residual", "1"}}),
       // A matrix times a few columns, on C^T = B^T A^T: gemv reads A's rows (N <= 4 of x @
       // W^T, a row-major B of one column: a strided vector), gemv_kn a column-major A as its
       // row-major weight (N <= 2, K split where the columns are few). One column-major row of
