@@ -2180,8 +2180,26 @@ class MatmulFamily final : public Family {
       // up to 8 rows, in clusters of 4 along N (pairs where those take a second wave). v42:
       // 1.04-1.36x on five of six shapes against the default before (0.96x at 110x4400x3000
       // rr, which keeps it); v43, fours for every width: 1.002-1.077x over 16 fresh shapes.
-      if (2 * ceil_div(s.n, 128) < device.sm_count) return std::nullopt;
       const int width = std::max(80, static_cast<int>((s.m + 7) / 8 * 8));
+      if (2 * ceil_div(s.n, 128) < device.sm_count) {
+        // Fewer: from a K of 4096, N's 64-row tiles where they fill half the SMs or more, one
+        // consumer, K whole, in clusters of 4 along N (pairs where those take a second wave)
+        // sharing the activations, whose rows are as many as a tile's of the weight, as deep a
+        // ring as fits up to 10. In rounds on the H200 against 128x128 tiles in two K slices:
+        // 1.12-1.55x over 29 fresh shapes, 1.33x on the mean (110x7208x5192 rr 0.0299 ms
+        // against 0.0442; cuBLAS 0.0270). Unclustered with 8 stages, they lost: 0.75-1.38x,
+        // 0.93x on the mean (docs/perf/matmul.md v56).
+        if (s.k < 2 * kMinSplitK || 2 * ceil_div(s.n, 64) < device.sm_count) return std::nullopt;
+        for (const int cluster_m : {4, 2}) {
+          Config mid = mid_tile(64, width, cluster_m, 1, 1);
+          for (const int stages : {10, 8, 7, 6, 5}) {
+            mid.values["stages"] = stages;
+            if (!reject(mid, problem, device)) break;
+          }
+          if (fits_a_wave(mid)) return mid;
+        }
+        return std::nullopt;
+      }
       for (const int cluster_m : {4, 2}) {
         const Config mid = mid_tile(128, width, cluster_m, 1, 1);
         if (fits_a_wave(mid)) return mid;

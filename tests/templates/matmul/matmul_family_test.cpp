@@ -331,9 +331,11 @@ TEST(MatmulWgmmaTest, TheDefaultFillsWithSmallerTilesWhereKIsTooShortToSplit) {
   EXPECT_EQ(matmul().default_config(seven_pairs, hopper).at("block_n"), 128);
   // (A row-major A there takes swapped 104-row tiles in four slices since v46.)
   EXPECT_EQ(matmul().default_config(matmul_problem(203, 1552, 3520), hopper).at("block_n"), 104);
+  // M in one tile row (95x7080x11208: 128x128 alone in two slices up to v55) takes v56's
+  // swapped 64-row tiles of N in clusters of 4 instead.
   const Config one_row = matmul().default_config(testing::x_times_w_t({95, 7080, 11208}), hopper);
-  EXPECT_EQ(one_row.at("block_n"), 128);
-  EXPECT_EQ(one_row.at("cluster_m") * one_row.at("cluster_n"), 1);
+  EXPECT_EQ(one_row.at("swap_ab"), 1);
+  EXPECT_EQ(one_row.at("cluster_m"), 4);
   // No tile fills half: the smallest, 45 of them (128x128 in two slices before).
   EXPECT_EQ(tile({"matmul", DType::bf16, DType::bf16, {559, 272, 248}, {{"b", "col"}}}), "64x64");
   EXPECT_EQ(tile({"matmul", DType::bf16, DType::bf16, {24, 1408, 1146}, {{"a", "col"}}}), "64x64");
@@ -447,6 +449,23 @@ TEST(MatmulWgmmaTest, TheDefaultFitsSwappedMidWidthTilesToTheWave) {
   EXPECT_EQ(swapped(matmul_problem(1000, 1000, 1000)), 0);
   EXPECT_EQ(matmul().default_config(matmul_problem(512, 512, 16384), hopper).at("split_k"), 8);
   EXPECT_EQ(matmul().default_config(matmul_problem(110, 4400, 3000), hopper).at("block_n"), 64);
+  // Where N's 128-row tiles fill under half the SMs but 64-row ones fill half or more, from a
+  // K of 4096: those, one consumer, K whole, in clusters of 4 along N (pairs where fours take a
+  // second wave), 10 stages (v56).
+  using Case = std::tuple<Problem, int, int>;
+  for (const auto& [problem, width, cluster] :
+       {Case{testing::x_times_w_t({97, 8192, 8192}), 104, 2},
+        Case{matmul_problem(74, 8192, 5120), 80, 2},
+        Case{testing::x_times_w_t({66, 5000, 4848}), 80, 4}}) {
+    const Config n64 = matmul().default_config(problem, hopper);
+    EXPECT_EQ(matmul().reject(n64, problem, hopper), std::nullopt) << n64.text();
+    EXPECT_EQ(std::vector({n64.at("swap_ab"), n64.at("block_m"), n64.at("block_n"),
+                           n64.at("split_k"), n64.at("cluster_m"), n64.at("stages")}),
+              std::vector({1, 64, width, 1, cluster, 10}))
+        << problem.key();
+  }
+  const Problem short_k = testing::x_times_w_t({97, 8192, 4088});
+  EXPECT_EQ(matmul().default_config(short_k, hopper).at("block_m"), 128);
   EXPECT_EQ(swapped(testing::x_times_w_t({120, 14336, 4096})), 0);
   EXPECT_EQ(swapped({"matmul", DType::bf16, DType::bf16, {618, 2544, 12240}, {{"a", "col"}}}), 0);
   EXPECT_EQ(swapped(matmul_problem(618, 2543, 12240)), 0);
@@ -2257,9 +2276,10 @@ TEST(MatmulWgmmaTest, SwapAbIsForSmallRowMajorMWithNarrowTiles) {
       "matmul", DType::bf16, DType::bf16, {40, 1001, 2000}, {{"a", "col"}}};
   EXPECT_EQ(matmul().reject(swap(64, 64), a_columns_phased, hopper), std::nullopt);
   EXPECT_EQ(matmul().default_config(a_columns_phased, hopper).at("swap_ab"), 1);
-  // 65-128 rows swap only against a weight read in phases (up to two 64-column tiles of M,
-  // 128-row tiles of the weight on two consumers), where unswapped tiles would pad it; an
-  // aligned weight, or 129 rows, keeps unswapped tiles.
+  // 65-128 rows swap against a weight read in phases (up to two 64-column tiles of M, 128-row
+  // tiles of the weight on two consumers), where unswapped tiles would pad it; an aligned
+  // weight under a K of 4096, or 129 rows, keeps unswapped tiles (from 4096 the aligned weight
+  // takes v56's swapped 64-row tiles).
   const Config rows_100 = matmul().default_config(matmul_problem(100, 7532, 4344), hopper);
   EXPECT_EQ(rows_100.at("swap_ab"), 1);
   EXPECT_EQ(rows_100.at("block_m"), 128);
@@ -2269,7 +2289,8 @@ TEST(MatmulWgmmaTest, SwapAbIsForSmallRowMajorMWithNarrowTiles) {
   EXPECT_EQ(matmul().reject(rows_100, matmul_problem(100, 7532, 4344), hopper), std::nullopt);
   EXPECT_TRUE(matmul().reject(rows_100, matmul_problem(100, 7536, 4344), hopper));
   EXPECT_TRUE(matmul().reject(rows_100, matmul_problem(129, 7532, 4344), hopper));
-  EXPECT_EQ(matmul().default_config(matmul_problem(100, 7536, 4344), hopper).at("swap_ab"), 0);
+  EXPECT_EQ(matmul().default_config(matmul_problem(100, 7536, 4000), hopper).at("swap_ab"), 0);
+  EXPECT_EQ(matmul().default_config(matmul_problem(100, 7536, 4344), hopper).at("block_m"), 64);
   EXPECT_EQ(matmul().default_config(matmul_problem(129, 7532, 4344), hopper).at("swap_ab"), 0);
   // Its K split counts the phased tiles, 8 columns of the weight fewer each: 64x1001x4000 in
   // 18 tiles of 56, so 4 slices (8 would be 144 units for 132 SMs).

@@ -586,6 +586,11 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
       problem(bf16, bf16, {100, 3584, 11008}, {{"b", "col"}, {"bias", "1"}, {"act", "gelu"}}),
       problem(f16, f32, {122, 3896, 16933}),
       problem(bf16, bf16, {75, 4208, 10864}, {{"a", "col"}, {"residual", "1"}}),
+      // (v56) 65-112 rows over a weight of 4161-8448 rows, K from 4096: swapped 64-row tiles of
+      // N, one consumer, clusters of 4 along N (x @ W^T with SiLU into fp32; B row-major with
+      // a residual).
+      problem(bf16, f32, {97, 5000, 8192}, {{"b", "col"}, {"act", "silu"}}),
+      problem(f16, f16, {73, 7624, 4640}, {{"residual", "1"}}),
       // A matrix times a few columns, on C^T = B^T A^T: gemv reads A's rows (N <= 4 of x @
       // W^T, a row-major B of one column: a strided vector), gemv_kn a column-major A as its
       // row-major weight (N <= 2, K split where the columns are few). One column-major row of
