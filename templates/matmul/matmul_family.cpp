@@ -401,6 +401,9 @@ constexpr long long kMaxLoneMidRows = 2048;
 // 0.0237; 199x1000x1376 rc in two slices 0.0121 against 0.0101; docs/perf/matmul.md v49).
 // Shorter K: not measured.
 constexpr long long kMinMidWidthK = 512;
+// 65-112 rows over N's 64-row tiles, where 128-row ones fill under half the SMs, from this K:
+// the shortest measured (v56: K 4640-18680 on the H200). Shorter K: not measured.
+constexpr long long kMinFewMidTilesK = 4096;
 // Under kMinSplitK, the mid widths on 256 rows of N only from this N: 12 such tiles (v49: from
 // 3496 columns 1.00-1.30x on eight shapes, up to 2352 0.81-0.99x on five, 2048x1024x1024 rr
 // 0.81x).
@@ -2182,14 +2185,14 @@ class MatmulFamily final : public Family {
       // rr, which keeps it); v43, fours for every width: 1.002-1.077x over 16 fresh shapes.
       const int width = std::max(80, static_cast<int>((s.m + 7) / 8 * 8));
       if (2 * ceil_div(s.n, 128) < device.sm_count) {
-        // Fewer: from a K of 4096, N's 64-row tiles where they fill half the SMs or more, one
+        // Fewer: from kMinFewMidTilesK, N's 64-row tiles where they fill half the SMs or more, one
         // consumer, K whole, in clusters of 4 along N (pairs where those take a second wave)
         // sharing the activations, whose rows are as many as a tile's of the weight, as deep a
         // ring as fits up to 10. In rounds on the H200 against 128x128 tiles in two K slices:
         // 1.12-1.55x over 29 fresh shapes, 1.33x on the mean (110x7208x5192 rr 0.0299 ms
         // against 0.0442; cuBLAS 0.0270). Unclustered with 8 stages, they lost: 0.75-1.38x,
         // 0.93x on the mean (docs/perf/matmul.md v56).
-        if (s.k < 2 * kMinSplitK || 2 * ceil_div(s.n, 64) < device.sm_count) return std::nullopt;
+        if (s.k < kMinFewMidTilesK || 2 * ceil_div(s.n, 64) < device.sm_count) return std::nullopt;
         for (const int cluster_m : {4, 2}) {
           Config mid = mid_tile(64, width, cluster_m, 1, 1);
           for (const int stages : {10, 8, 7, 6, 5}) {
