@@ -2191,8 +2191,9 @@ class MatmulFamily final : public Family {
         // ring as fits up to 10. In rounds on the H200 against 128x128 tiles in two K slices:
         // 1.12-1.55x over 29 fresh shapes, 1.33x on the mean (110x7208x5192 rr 0.0299 ms
         // against 0.0442; cuBLAS 0.0270). Unclustered with 8 stages, they lost: 0.75-1.38x,
-        // 0.93x on the mean (docs/perf/matmul.md v56).
-        if (s.k < kMinFewMidTilesK || 2 * ceil_div(s.n, 64) < device.sm_count) return std::nullopt;
+        // 0.93x on the mean (docs/perf/matmul.md v56). 16-bit inputs, as measured.
+        if (s.tf32() || s.k < kMinFewMidTilesK || 2 * ceil_div(s.n, 64) < device.sm_count)
+          return std::nullopt;
         for (const int cluster_m : {4, 2}) {
           Config mid = mid_tile(64, width, cluster_m, 1, 1);
           for (const int stages : {10, 8, 7, 6, 5}) {

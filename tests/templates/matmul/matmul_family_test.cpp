@@ -466,6 +466,8 @@ TEST(MatmulWgmmaTest, TheDefaultFitsSwappedMidWidthTilesToTheWave) {
   }
   const Problem short_k = testing::x_times_w_t({97, 8192, 4088});
   EXPECT_EQ(matmul().default_config(short_k, hopper).at("block_m"), 128);
+  const Problem fp32_inputs{"matmul", DType::f32, DType::f32, {97, 8192, 8192}, {{"b", "col"}}};
+  EXPECT_EQ(matmul().default_config(fp32_inputs, hopper).at("block_m"), 128);
   EXPECT_EQ(swapped(testing::x_times_w_t({120, 14336, 4096})), 0);
   EXPECT_EQ(swapped({"matmul", DType::bf16, DType::bf16, {618, 2544, 12240}, {{"a", "col"}}}), 0);
   EXPECT_EQ(swapped(matmul_problem(618, 2543, 12240)), 0);
