@@ -1039,11 +1039,10 @@ class MatmulFamily final : public Family {
         // against 0.0396 (cuBLAS 0.0381, tst_128x64 in pairs, K split); on one consumer
         // 1.12x, 128x64 tiles in pairs along N 1.05x on the mean (docs/perf/matmul.md v55).
         if (pair_rows && !s.tf32() && s.batch == 1 && s.k >= kSkinnySlicedK) {
-          Config sliced = shaped;
-          for (const auto& [name, value] : {std::pair{"block_n", 128}, {"consumers", 2},
-                                            {"pingpong", 1}, {"split_k", 2}, {"stages", 8},
-                                            {"l2_promotion", 256}})
-            sliced.values[name] = value;
+          Config sliced = WgmmaTile{64, 128, 2, 8}.on(shaped);
+          sliced.values["pingpong"] = 1;
+          sliced.values["split_k"] = 2;
+          sliced.values["l2_promotion"] = 256;
           if (!reject(sliced, problem, device) && waves_of(sliced, problem, device) == 1)
             shaped = sliced;
         }
@@ -2185,21 +2184,18 @@ class MatmulFamily final : public Family {
       // rr, which keeps it); v43, fours for every width: 1.002-1.077x over 16 fresh shapes.
       const int width = std::max(80, static_cast<int>((s.m + 7) / 8 * 8));
       if (2 * ceil_div(s.n, 128) < device.sm_count) {
-        // Fewer: from kMinFewMidTilesK, N's 64-row tiles where they fill half the SMs or more, one
-        // consumer, K whole, in clusters of 4 along N (pairs where those take a second wave)
-        // sharing the activations, whose rows are as many as a tile's of the weight, as deep a
-        // ring as fits up to 10. In rounds on the H200 against 128x128 tiles in two K slices:
-        // 1.12-1.55x over 29 fresh shapes, 1.33x on the mean (110x7208x5192 rr 0.0299 ms
-        // against 0.0442; cuBLAS 0.0270). Unclustered with 8 stages, they lost: 0.75-1.38x,
-        // 0.93x on the mean (docs/perf/matmul.md v56). 16-bit inputs, as measured.
+        // Fewer: from kMinFewMidTilesK, N's 64-row tiles where they fill half the SMs or more,
+        // one consumer, K whole, in clusters of 4 along N (pairs where those take a second
+        // wave) sharing the activations, whose rows are as many as a tile's of the weight, as
+        // deep a ring as fits (10 stages at widths 80-112). In rounds on the H200 against
+        // 128x128 tiles in two K slices: 1.12-1.55x over 29 fresh shapes, 1.33x on the mean
+        // (110x7208x5192 rr 0.0299 ms against 0.0442; cuBLAS 0.0270). Unclustered with 8
+        // stages, they lost: 0.75-1.38x, 0.93x on the mean (docs/perf/matmul.md v56). 16-bit
+        // inputs, as measured.
         if (s.tf32() || s.k < kMinFewMidTilesK || 2 * ceil_div(s.n, 64) < device.sm_count)
           return std::nullopt;
         for (const int cluster_m : {4, 2}) {
-          Config mid = mid_tile(64, width, cluster_m, 1, 1);
-          for (const int stages : {10, 8, 7, 6, 5}) {
-            mid.values["stages"] = stages;
-            if (!reject(mid, problem, device)) break;
-          }
+          const Config mid = deepest_ring(mid_tile(64, width, cluster_m, 1, 1), 5, problem, device);
           if (fits_a_wave(mid)) return mid;
         }
         return std::nullopt;
@@ -2479,10 +2475,10 @@ class MatmulFamily final : public Family {
     const double base_intensity = l2_intensity(WgmmaConfig(base));
     for (const Config& candidate : candidates) {
       if (reject(candidate, problem, device)) continue;
-      const bool reads_more = l2_intensity(WgmmaConfig(candidate)) < base_intensity;
-      if (reads_more && straddle && s.k >= kLineBoundK) continue;
       const double c = cost(candidate);
-      if (reads_more && straddle && c > kStraddlingCostShare * base_cost) continue;
+      if (straddle && l2_intensity(WgmmaConfig(candidate)) < base_intensity &&
+          (s.k >= kLineBoundK || c > kStraddlingCostShare * base_cost))
+        continue;
       const WgmmaConfig w(candidate), held(best);
       const bool tie = best != base && c == best_cost && s.k >= kPaddedTieMinK &&
                        w.block_m * w.block_n == held.block_m * held.block_n &&
