@@ -401,9 +401,10 @@ constexpr long long kMaxLoneMidRows = 2048;
 // 0.0237; 199x1000x1376 rc in two slices 0.0121 against 0.0101; docs/perf/matmul.md v49).
 // Shorter K: not measured.
 constexpr long long kMinMidWidthK = 512;
-// 65-112 rows over N's 64-row tiles, where 128-row ones fill under half the SMs, from this K:
-// the shortest measured (v56: K 4640-18680 on the H200). Shorter K: not measured.
-constexpr long long kMinFewMidTilesK = 4096;
+// The rules for 65-224 rows over a wide weight measured on the H200 hold from this K, the
+// shortest measured (v56: 65-112 rows over N's 64-row tiles, K 4640-18680; v57: 113-224 rows,
+// K 4176-19784). Shorter K: not measured.
+constexpr long long kMinWideWeightK = 4096;
 // Under kMinSplitK, the mid widths on 256 rows of N only from this N: 12 such tiles (v49: from
 // 3496 columns 1.00-1.30x on eight shapes, up to 2352 0.81-0.99x on five, 2048x1024x1024 rr
 // 0.81x).
@@ -1046,6 +1047,17 @@ class MatmulFamily final : public Family {
           if (!reject(sliced, problem, device) && waves_of(sliced, problem, device) == 1)
             shaped = sliced;
         }
+      } else if (s.m > 112 && !both_wide && !s.tf32() && s.batch == 1 && s.aligned() &&
+                 !s.as_read().a_columns && s.k >= kMinWideWeightK && fill_once(64, 128)) {
+        // 113-128 rows of 16-bit A over a weight whose 128-row tiles, M's two 64-row ones in
+        // a pair sharing each, fill 3/4 of the SMs once: K whole, one consumer, as deep a ring
+        // as fits. Against 128x128 tiles in two K slices, in rounds on the H200: 1.12-1.41x
+        // over 24 fresh shapes, 1.24x on the mean (127x6696x4568 rc 0.0293 ms against 0.0415),
+        // 1.24-1.37x over 3 more (docs/perf/matmul.md v57). Row-major A of 16-bit, as measured.
+        one_wave = true;
+        set({{"block_m", 64}, {"block_n", 128}, {"consumers", 1}, {"cluster_m", 2},
+             {"cluster_n", 1}, {"group_m", 1}, {"l2_promotion", 0}});
+        shaped = deepest_ring(shaped, 6, problem, device);
       } else {
         set({{"block_n", 128}, {"cluster_m", 1}, {"l2_promotion", both_wide ? 0 : 256}});
       }
@@ -2154,9 +2166,9 @@ class MatmulFamily final : public Family {
         s.as_read().a_columns || s.k < (s.tf32() ? kMinSplitK : kMinMidWidthK) ||
         s.k > 8 * std::max(s.m, s.n))
       return std::nullopt;
-    // rows: N's side of the tile, 64 rows on one consumer, 128 or 256 on two.
+    // rows: N's side of the tile, 64 rows on one consumer, 128 or 256 on two, 192 on three.
     auto mid_tile = [&](int rows, int width, int cluster_m, int cluster_n, int split) {
-      Config mid = WgmmaTile{rows, width, rows == 64 ? 1 : 2, 4}.on(config);
+      Config mid = WgmmaTile{rows, width, rows == 64 ? 1 : rows == 192 ? 3 : 2, 4}.on(config);
       mid.values["swap_ab"] = 1;
       mid.values["cluster_m"] = cluster_m;
       mid.values["cluster_n"] = cluster_n;
@@ -2184,7 +2196,7 @@ class MatmulFamily final : public Family {
       // rr, which keeps it); v43, fours for every width: 1.002-1.077x over 16 fresh shapes.
       const int width = std::max(80, static_cast<int>((s.m + 7) / 8 * 8));
       if (2 * ceil_div(s.n, 128) < device.sm_count) {
-        // Fewer: from kMinFewMidTilesK, N's 64-row tiles where they fill half the SMs or more,
+        // Fewer: from kMinWideWeightK, N's 64-row tiles where they fill half the SMs or more,
         // one consumer, K whole, in clusters of 4 along N (pairs where those take a second
         // wave) sharing the activations, whose rows are as many as a tile's of the weight, as
         // deep a ring as fits (10 stages at widths 80-112). In rounds on the H200 against
@@ -2192,7 +2204,7 @@ class MatmulFamily final : public Family {
         // (110x7208x5192 rr 0.0299 ms against 0.0442; cuBLAS 0.0270). Unclustered with 8
         // stages, they lost: 0.75-1.38x, 0.93x on the mean (docs/perf/matmul.md v56). 16-bit
         // inputs, as measured.
-        if (s.tf32() || s.k < kMinFewMidTilesK || 2 * ceil_div(s.n, 64) < device.sm_count)
+        if (s.tf32() || s.k < kMinWideWeightK || 2 * ceil_div(s.n, 64) < device.sm_count)
           return std::nullopt;
         for (const int cluster_m : {4, 2}) {
           const Config mid = deepest_ring(mid_tile(64, width, cluster_m, 1, 1), 5, problem, device);
@@ -2205,6 +2217,26 @@ class MatmulFamily final : public Family {
         if (fits_a_wave(mid)) return mid;
       }
       return std::nullopt;
+    }
+    if (!s.tf32() && s.m <= 224 && s.k >= kMinWideWeightK) {
+      // 113-224 rows of 16-bit A: M in two tiles of 80-112 columns, in pairs sharing each
+      // 192-row box of the weight on three consumers, K whole (at 113-128 rows, where no 128-row
+      // tile of the weight fills the SMs, in two slices too), where they fill 3/4 of the SMs
+      // or more in one wave. In rounds on the H200 against the default before, K whole:
+      // 0.94-1.37x over 21 fresh shapes, 1.10x on the mean (121x12272x14728 rc 0.1195 ms
+      // against 128x128 tiles' 0.1638; 256-row tiles in clusters of 4, 178x11672x17848 rr,
+      // 0.976x), then 0.92-1.27x over 25 more, 1.09x (f16 0.99-1.42x over 10, 1.13x);
+      // where two slices took the place of 128-row tiles in clusters of 4 along N (129-218
+      // rows), 0.93-1.10x, 0.99x on the mean: not taken (docs/perf/matmul.md v57).
+      const int width = std::max(80, static_cast<int>((s.m + 15) / 16 * 8));
+      for (const int split : {1, 2}) {
+        if (split == 2 && s.m > 128) break;
+        const Config mid = mid_tile(192, width, 1, 2, split);
+        const WgmmaConfig w(mid);
+        if (fits_a_wave(mid) &&
+            4 * units_of(w, shape_for(problem, mid)) * w.cluster() >= 3ll * device.sm_count)
+          return mid;
+      }
     }
     if (s.m <= 128) return std::nullopt;
     std::optional<Config> best;

@@ -403,6 +403,41 @@ TEST(MatmulWgmmaTest, TheDefaultFitsSwappedMidWidthTilesToTheWave) {
   EXPECT_EQ(mid(testing::x_times_w_t({90, 9000, 5000})), "96 rows, cluster 4x1, 8 stages");
   EXPECT_EQ(mid(matmul_problem(72, 8800, 2600)), "80 rows, cluster 4x1, 8 stages");
   EXPECT_EQ(mid(matmul_problem(103, 11704, 6832)), "104 rows, cluster 4x1, 6 stages");
+  // 113-224 rows from a K of 4096: M in two tiles, in pairs sharing 192-row boxes of the
+  // weight on three consumers, where those fill 3/4 of a wave (v57): 210x12288's 64 x 2 CTAs
+  // (256x112 in 4 x 2 before), 135x11008's 58 x 2 (80 rows, M rounded up to 8 in halves).
+  auto wide_rows = [&](const Problem& problem) {
+    const Config config = matmul().default_config(problem, hopper);
+    EXPECT_EQ(matmul().reject(config, problem, hopper), std::nullopt) << config.text();
+    return std::to_string(config.at("block_m")) + "x" + std::to_string(config.at("block_n")) +
+           " on " + std::to_string(config.at("consumers")) + ", cluster " +
+           std::to_string(config.at("cluster_m")) + "x" + std::to_string(config.at("cluster_n")) +
+           ", split " + std::to_string(config.at("split_k")) +
+           (config.at("swap_ab") ? ", swapped" : "");
+  };
+  EXPECT_EQ(wide_rows(matmul_problem(210, 12288, 11008)),
+            "192x112 on 3, cluster 1x2, split 1, swapped");
+  EXPECT_EQ(wide_rows(testing::x_times_w_t({135, 11008, 11008})),
+            "192x80 on 3, cluster 1x2, split 1, swapped");
+  // At 113-128 rows in two K slices where a weight of 4609-6336 rows gives too few CTAs whole.
+  EXPECT_EQ(wide_rows(testing::x_times_w_t({117, 5256, 13432})),
+            "192x80 on 3, cluster 1x2, split 2, swapped");
+  // Over 128 rows not in two slices (0.99x on the mean: 128-row tiles in 4 x 2 stay), nor
+  // from a K under 4096, nor where 192-row tiles fill under 3/4 of the SMs.
+  EXPECT_EQ(wide_rows(testing::x_times_w_t({129, 5976, 6304})),
+            "128x80 on 2, cluster 4x2, split 1, swapped");
+  EXPECT_NE(wide_rows(matmul_problem(190, 12288, 4000)).substr(0, 3), "192");
+  EXPECT_NE(wide_rows(matmul_problem(190, 8192, 11008)).substr(0, 3), "192");
+  // 113-128 rows where the weight's 128-row tiles, M's two 64-row ones in pairs sharing each,
+  // fill 3/4 of the SMs once (N 6273-8448): those, K whole, one consumer (v57).
+  EXPECT_EQ(wide_rows(testing::x_times_w_t({128, 8192, 8192})),
+            "64x128 on 1, cluster 2x1, split 1");
+  EXPECT_EQ(wide_rows(matmul_problem(119, 7424, 16232)), "64x128 on 1, cluster 2x1, split 1");
+  // fp32 (tf32) and a column-major A keep 128x128 tiles (not measured).
+  EXPECT_EQ(wide_rows({"matmul", DType::f32, DType::f32, {128, 8192, 8192}, {{"b", "col"}}}),
+            "128x128 on 2, cluster 1x1, split 2");
+  EXPECT_EQ(wide_rows({"matmul", DType::bf16, DType::bf16, {128, 8192, 8192}, {{"a", "col"}}}),
+            "128x128 on 2, cluster 1x1, split 2");
   // 594x2744x4168: 6 x 22 tiles of 104 rows fill a wave in pairs along M (112 rows did not, in
   // any cluster that fits one: v42 kept 128x256 pairs in two slices). 132 CTAs reading 168
   // rows a stage keep 12.5 MB in flight at 4 stages, but take 5, the least.
@@ -615,8 +650,9 @@ TEST(MatmulWgmmaTest, TheDefaultsL2PromotionFollowsHowOftenRowsAreRead) {
   EXPECT_GT(matmul().default_config(matmul_problem(1024, 1024, 16384), hopper).at("split_k"), 1);
   EXPECT_EQ(matmul().default_config(matmul_problem(2048, 1024, 1024), hopper).at("block_n"), 128);
   EXPECT_EQ(promotion(matmul_problem(4096, 4096, 4096)), 256);
-  // M = 128 streaming a wide weight through 128x128 tiles in K slices: promoted.
-  const Problem m128{"matmul", DType::bf16, DType::bf16, {128, 8192, 14336}, {{"b", "col"}}};
+  // M = 128 streaming a wide weight through 128x128 tiles in K slices: promoted. (Over 8192
+  // rows of the weight such tiles gave way to 64x128 pairs in v57.)
+  const Problem m128{"matmul", DType::bf16, DType::bf16, {128, 4608, 14336}, {{"b", "col"}}};
   EXPECT_EQ(promotion(m128), 256);
   EXPECT_GT(matmul().default_config(m128, hopper).at("split_k"), 1);
   // Where 64x64 tiles fill the SMs once, they run K whole up to a K of 6144, the skinny side's

@@ -591,6 +591,13 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
       // a residual).
       problem(bf16, f32, {97, 5000, 8192}, {{"b", "col"}, {"act", "silu"}}),
       problem(f16, f16, {73, 7624, 4640}, {{"residual", "1"}}),
+      // (v57) 113-128 rows in 64x128 tiles, pairs along M (x @ W^T with a bias and GELU; B
+      // row-major into fp32 with a residual); 113-224 rows in swapped 192-row tiles on three
+      // consumers, pairs along M (SiLU; x @ W^T in two K slices with a residual).
+      problem(bf16, bf16, {121, 6992, 12760}, {{"b", "col"}, {"bias", "1"}, {"act", "gelu"}}),
+      problem(f16, f32, {127, 7112, 8056}, {{"residual", "1"}}),
+      problem(bf16, bf16, {177, 9768, 17440}, {{"act", "silu"}}),
+      problem(f16, f16, {117, 5256, 13432}, {{"b", "col"}, {"residual", "1"}}),
       // A matrix times a few columns, on C^T = B^T A^T: gemv reads A's rows (N <= 4 of x @
       // W^T, a row-major B of one column: a strided vector), gemv_kn a column-major A as its
       // row-major weight (N <= 2, K split where the columns are few). One column-major row of
