@@ -2202,9 +2202,9 @@ class MatmulFamily final : public Family {
         // deep a ring as fits (10 stages at widths 80-112). In rounds on the H200 against
         // 128x128 tiles in two K slices: 1.12-1.55x over 29 fresh shapes, 1.33x on the mean
         // (110x7208x5192 rr 0.0299 ms against 0.0442; cuBLAS 0.0270). Unclustered with 8
-        // stages, they lost: 0.75-1.38x, 0.93x on the mean (docs/perf/matmul.md v56). 16-bit
-        // inputs, as measured.
-        if (s.tf32() || s.k < kMinWideWeightK || 2 * ceil_div(s.n, 64) < device.sm_count)
+        // stages, they lost: 0.75-1.38x, 0.93x on the mean (docs/perf/matmul.md v56). fp32 x @
+        // W^T (tf32) 1.02-1.36x over 11 fresh shapes (v58).
+        if (s.k < kMinWideWeightK || 2 * ceil_div(s.n, 64) < device.sm_count)
           return std::nullopt;
         for (const int cluster_m : {4, 2}) {
           const Config mid = deepest_ring(mid_tile(64, width, cluster_m, 1, 1), 5, problem, device);
@@ -2218,16 +2218,16 @@ class MatmulFamily final : public Family {
       }
       return std::nullopt;
     }
-    if (!s.tf32() && s.m <= 224 && s.k >= kMinWideWeightK) {
-      // 113-224 rows of 16-bit A: M in two tiles of 80-112 columns, in pairs sharing each
-      // 192-row box of the weight on three consumers, K whole (at 113-128 rows, where no 128-row
-      // tile of the weight fills the SMs, in two slices too), where they fill 3/4 of the SMs
-      // or more in one wave. In rounds on the H200 against the default before, K whole:
-      // 0.94-1.37x over 21 fresh shapes, 1.10x on the mean (121x12272x14728 rc 0.1195 ms
-      // against 128x128 tiles' 0.1638; 256-row tiles in clusters of 4, 178x11672x17848 rr,
-      // 0.976x), then 0.92-1.27x over 25 more, 1.09x (f16 0.99-1.42x over 10, 1.13x);
-      // where two slices took the place of 128-row tiles in clusters of 4 along N (129-218
-      // rows), 0.93-1.10x, 0.99x on the mean: not taken (docs/perf/matmul.md v57).
+    if (s.m <= 224 && s.k >= kMinWideWeightK) {
+      // 113-224 rows: M in two tiles of 80-112 columns, in pairs sharing each 192-row box of
+      // the weight on three consumers, K whole (at 113-128 rows, where no 128-row tile of the
+      // weight fills the SMs, in two slices too), where they fill 3/4 of the SMs or more in
+      // one wave. In rounds on the H200 against the default before, K whole: 0.94-1.37x over
+      // 21 fresh shapes, 1.10x on the mean (121x12272x14728 rc 0.1195 ms against 128x128
+      // tiles' 0.1638; 256-row tiles in clusters of 4, 178x11672x17848 rr, 0.976x), then
+      // 0.92-1.27x over 25 more, 1.09x (f16 0.99-1.42x over 10, 1.13x; fp32 x @ W^T 1.03-1.15x
+      // over 13, v58); where two slices took the place of 128-row tiles in clusters of 4 along
+      // N (129-218 rows), 0.93-1.10x, 0.99x on the mean: not taken (docs/perf/matmul.md v57).
       const int width = std::max(80, static_cast<int>((s.m + 15) / 16 * 8));
       for (const int split : {1, 2}) {
         if (split == 2 && s.m > 128) break;

@@ -419,6 +419,8 @@ TEST(MatmulWgmmaTest, TheDefaultFitsSwappedMidWidthTilesToTheWave) {
             "192x112 on 3, cluster 1x2, split 1, swapped");
   EXPECT_EQ(wide_rows(testing::x_times_w_t({135, 11008, 11008})),
             "192x80 on 3, cluster 1x2, split 1, swapped");
+  EXPECT_EQ(wide_rows({"matmul", DType::f32, DType::f32, {135, 11008, 11008}, {{"b", "col"}}}),
+            "192x80 on 3, cluster 1x2, split 1, swapped");
   // At 113-128 rows in two K slices where a weight of 4609-6336 rows gives too few CTAs whole.
   EXPECT_EQ(wide_rows(testing::x_times_w_t({117, 5256, 13432})),
             "192x80 on 3, cluster 1x2, split 2, swapped");
@@ -433,7 +435,8 @@ TEST(MatmulWgmmaTest, TheDefaultFitsSwappedMidWidthTilesToTheWave) {
   EXPECT_EQ(wide_rows(testing::x_times_w_t({128, 8192, 8192})),
             "64x128 on 1, cluster 2x1, split 1");
   EXPECT_EQ(wide_rows(matmul_problem(119, 7424, 16232)), "64x128 on 1, cluster 2x1, split 1");
-  // fp32 (tf32) and a column-major A keep 128x128 tiles (not measured).
+  // fp32 x @ W^T takes A since v58; rule D is 16-bit only, and a column-major A keeps
+  // 128x128 tiles (neither measured).
   EXPECT_EQ(wide_rows({"matmul", DType::f32, DType::f32, {128, 8192, 8192}, {{"b", "col"}}}),
             "128x128 on 2, cluster 1x1, split 2");
   EXPECT_EQ(wide_rows({"matmul", DType::bf16, DType::bf16, {128, 8192, 8192}, {{"a", "col"}}}),
@@ -501,8 +504,13 @@ TEST(MatmulWgmmaTest, TheDefaultFitsSwappedMidWidthTilesToTheWave) {
   }
   const Problem short_k = testing::x_times_w_t({97, 8192, 4088});
   EXPECT_EQ(matmul().default_config(short_k, hopper).at("block_m"), 128);
-  const Problem fp32_inputs{"matmul", DType::f32, DType::f32, {97, 8192, 8192}, {{"b", "col"}}};
-  EXPECT_EQ(matmul().default_config(fp32_inputs, hopper).at("block_m"), 128);
+  // fp32 x @ W^T too since v58 (tf32, k blocks of 32); with B row-major, which swapped tiles
+  // would read MN-major, not.
+  const Problem fp32_one_row{"matmul", DType::f32, DType::f32, {97, 8192, 8192}, {{"b", "col"}}};
+  EXPECT_EQ(matmul().default_config(fp32_one_row, hopper).at("block_m"), 64);
+  EXPECT_EQ(matmul().default_config(fp32_one_row, hopper).at("cluster_m"), 2);
+  const Problem fp32_b_rows{"matmul", DType::f32, DType::f32, {97, 8192, 8192}};
+  EXPECT_EQ(matmul().default_config(fp32_b_rows, hopper).at("block_m"), 128);
   EXPECT_EQ(swapped(testing::x_times_w_t({120, 14336, 4096})), 0);
   EXPECT_EQ(swapped({"matmul", DType::bf16, DType::bf16, {618, 2544, 12240}, {{"a", "col"}}}), 0);
   EXPECT_EQ(swapped(matmul_problem(618, 2543, 12240)), 0);

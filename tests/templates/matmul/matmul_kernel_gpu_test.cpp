@@ -598,6 +598,10 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
       problem(f16, f32, {127, 7112, 8056}, {{"residual", "1"}}),
       problem(bf16, bf16, {177, 9768, 17440}, {{"act", "silu"}}),
       problem(f16, f16, {117, 5256, 13432}, {{"b", "col"}, {"residual", "1"}}),
+      // (v58) fp32 x @ W^T (tf32) in v56's fours and in v57's 192-row boxes (with a bias, into
+      // bf16).
+      problem(f32, f32, {100, 6771, 7280}, {{"b", "col"}}),
+      problem(f32, bf16, {189, 9896, 8656}, {{"b", "col"}, {"bias", "1"}}),
       // A matrix times a few columns, on C^T = B^T A^T: gemv reads A's rows (N <= 4 of x @
       // W^T, a row-major B of one column: a strided vector), gemv_kn a column-major A as its
       // row-major weight (N <= 2, K split where the columns are few). One column-major row of
