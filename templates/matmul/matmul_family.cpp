@@ -405,6 +405,9 @@ constexpr long long kMinMidWidthK = 512;
 // shortest measured (v56: 65-112 rows over N's 64-row tiles, K 4640-18680; v57: 113-224 rows,
 // K 4176-19784). Shorter K: not measured.
 constexpr long long kMinWideWeightK = 4096;
+// v59's pairs of swapped mid widths over 64-row boxes of the weight from this K (the shortest
+// measured 2656). Shorter K: not measured.
+constexpr long long kMinPairedMidK = 2048;
 // Under kMinSplitK, the mid widths on 256 rows of N only from this N: 12 such tiles (v49: from
 // 3496 columns 1.00-1.30x on eight shapes, up to 2352 0.81-0.99x on five, 2048x1024x1024 rr
 // 0.81x).
@@ -1022,6 +1025,23 @@ class MatmulFamily final : public Family {
         one_wave = true;
         set({{"block_n", 64}, {"consumers", 1}, {"cluster_n", 2}, {"cluster_m", 1},
              {"stages", 6}, {"group_m", 1}, {"l2_promotion", 0}});
+        // 129-224 rows: M in two swapped tiles of 80-112 columns, in pairs sharing each 64-row
+        // box of the weight, one consumer, as deep a ring as fits, where those fill 3/4 of the
+        // SMs once (N 3137-4224), from a K of kMinPairedMidK. In rounds on the H200 against
+        // the 128x64 pairs: 1.09-1.78x over 9 fresh shapes of bf16, 1.26x on the mean
+        // (191x3640x2656 rc 0.0183 ms against 0.0241), f16 1.18-1.90x over 4, fp32 x @ W^T
+        // 1.17-1.74x over 4 (docs/perf/matmul.md v59). A row-major A, rows on 16 bytes, one
+        // batch, as measured; in place of the mid widths over longer K it lost (0.60-0.95x).
+        const long long width = std::max(80ll, (s.m + 15) / 16 * 8);
+        if (s.m <= 224 && s.batch == 1 && s.aligned() && !s.as_read().a_columns &&
+            (!s.tf32() || s.b_columns) && s.k >= kMinPairedMidK &&
+            fill_once(static_cast<int>(width), 64)) {
+          Config pairs = WgmmaTile{64, static_cast<int>(width), 1, 8}.on(shaped);
+          pairs.values["swap_ab"] = 1;
+          pairs.values["cluster_m"] = 1;
+          pairs = deepest_ring(pairs, 5, problem, device);
+          if (!reject(pairs, problem, device)) shaped = pairs;
+        }
       } else if (!both_wide && fill_once(64, 64)) {
         // A skinny side of 65-128 rows: 64x64 tiles fill the SMs once, K whole, the skinny
         // side's two tiles a cluster sharing the other operand (the weight, read from L2 once),
@@ -1068,7 +1088,7 @@ class MatmulFamily final : public Family {
                                               : std::nullopt;
     if (filling) {
       shaped = *filling;
-    } else if (shaped.at("swap_ab") || tiled) {
+    } else if ((shaped.at("swap_ab") && !one_wave) || tiled) {
       // Of the splits that neither overfill the SMs nor leave a slice under two K blocks, the
       // one split_time puts first; none where K is under kMinSplitK, unless even 64x64 tiles
       // would leave all but a few SMs idle (44x88x1800: 2 of them; 8 slices ran it 1.19x

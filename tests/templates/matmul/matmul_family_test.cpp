@@ -430,6 +430,22 @@ TEST(MatmulWgmmaTest, TheDefaultFitsSwappedMidWidthTilesToTheWave) {
             "128x80 on 2, cluster 4x2, split 1, swapped");
   EXPECT_NE(wide_rows(matmul_problem(190, 12288, 4000)).substr(0, 3), "192");
   EXPECT_NE(wide_rows(matmul_problem(190, 8192, 11008)).substr(0, 3), "192");
+  // 129-224 rows where 128x64 tiles in pairs along N filled the SMs once with K whole: M in two
+  // swapped tiles of 80-112 columns in pairs sharing each 64-row box of the weight (v59).
+  EXPECT_EQ(wide_rows(testing::x_times_w_t({160, 4096, 4096})),
+            "64x80 on 1, cluster 1x2, split 1, swapped");
+  EXPECT_EQ(wide_rows(matmul_problem(192, 4096, 4096)),
+            "64x96 on 1, cluster 1x2, split 1, swapped");
+  EXPECT_EQ(wide_rows({"matmul", DType::f32, DType::f32, {170, 3176, 2664}, {{"b", "col"}}}),
+            "64x88 on 1, cluster 1x2, split 1, swapped");
+  // Not under a K of 2048, nor with A column-major (neither measured); a longer K keeps its
+  // mid widths in K slices (the pairs lost there: 0.60-0.95x).
+  EXPECT_EQ(wide_rows(testing::x_times_w_t({200, 4096, 1024})),
+            "128x64 on 1, cluster 1x2, split 1");
+  EXPECT_EQ(wide_rows({"matmul", DType::bf16, DType::bf16, {160, 4096, 4096}, {{"a", "col"}}}),
+            "128x64 on 1, cluster 1x2, split 1");
+  EXPECT_EQ(wide_rows(testing::x_times_w_t({152, 3544, 9680})),
+            "128x80 on 2, cluster 4x2, split 2, swapped");
   // 113-128 rows where the weight's 128-row tiles, M's two 64-row ones in pairs sharing each,
   // fill 3/4 of the SMs once (N 6273-8448): those, K whole, one consumer (v57).
   EXPECT_EQ(wide_rows(testing::x_times_w_t({128, 8192, 8192})),

@@ -602,6 +602,11 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
       // bf16).
       problem(f32, f32, {100, 6771, 7280}, {{"b", "col"}}),
       problem(f32, bf16, {189, 9896, 8656}, {{"b", "col"}, {"bias", "1"}}),
+      // (v59) 129-224 rows in two swapped tiles in pairs over 64-row boxes of the weight: x @
+      // W^T with ReLU, f16 B row-major into fp32 with a residual, fp32 x @ W^T.
+      problem(bf16, bf16, {181, 4161, 7168}, {{"b", "col"}, {"act", "relu"}}),
+      problem(f16, f32, {131, 4208, 3064}, {{"residual", "1"}}),
+      problem(f32, f32, {170, 3176, 2664}, {{"b", "col"}}),
       // A matrix times a few columns, on C^T = B^T A^T: gemv reads A's rows (N <= 4 of x @
       // W^T, a row-major B of one column: a strided vector), gemv_kn a column-major A as its
       // row-major weight (N <= 2, K split where the columns are few). One column-major row of
