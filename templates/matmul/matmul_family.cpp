@@ -1032,11 +1032,10 @@ class MatmulFamily final : public Family {
         // (191x3640x2656 rc 0.0183 ms against 0.0241), f16 1.18-1.90x over 4, fp32 x @ W^T
         // 1.17-1.74x over 4 (docs/perf/matmul.md v59). A row-major A, rows on 16 bytes, one
         // batch, as measured; in place of the mid widths over longer K it lost (0.60-0.95x).
-        const long long width = std::max(80ll, (s.m + 15) / 16 * 8);
+        const int width = half_mid_width(s.m);
         if (s.m <= 224 && s.batch == 1 && s.aligned() && !s.as_read().a_columns &&
-            (!s.tf32() || s.b_columns) && s.k >= kMinPairedMidK &&
-            fill_once(static_cast<int>(width), 64)) {
-          Config pairs = WgmmaTile{64, static_cast<int>(width), 1, 8}.on(shaped);
+            (!s.tf32() || s.b_columns) && s.k >= kMinPairedMidK && fill_once(width, 64)) {
+          Config pairs = WgmmaTile{64, width, 1, 8}.on(shaped);
           pairs.values["swap_ab"] = 1;
           pairs.values["cluster_m"] = 1;
           pairs = deepest_ring(pairs, 5, problem, device);
@@ -1088,7 +1087,7 @@ class MatmulFamily final : public Family {
                                               : std::nullopt;
     if (filling) {
       shaped = *filling;
-    } else if ((shaped.at("swap_ab") && !one_wave) || tiled) {
+    } else if ((shaped.at("swap_ab") && !one_wave) || tiled) {  // (v59's one-wave pairs: K whole)
       // Of the splits that neither overfill the SMs nor leave a slice under two K blocks, the
       // one split_time puts first; none where K is under kMinSplitK, unless even 64x64 tiles
       // would leave all but a few SMs idle (44x88x1800: 2 of them; 8 slices ran it 1.19x
@@ -2248,10 +2247,9 @@ class MatmulFamily final : public Family {
       // 0.92-1.27x over 25 more, 1.09x (f16 0.99-1.42x over 10, 1.13x; fp32 x @ W^T 1.03-1.15x
       // over 13, v58); where two slices took the place of 128-row tiles in clusters of 4 along
       // N (129-218 rows), 0.93-1.10x, 0.99x on the mean: not taken (docs/perf/matmul.md v57).
-      const int width = std::max(80, static_cast<int>((s.m + 15) / 16 * 8));
       for (const int split : {1, 2}) {
         if (split == 2 && s.m > 128) break;
-        const Config mid = mid_tile(192, width, 1, 2, split);
+        const Config mid = mid_tile(192, half_mid_width(s.m), 1, 2, split);
         const WgmmaConfig w(mid);
         if (fits_a_wave(mid) &&
             4 * units_of(w, shape_for(problem, mid)) * w.cluster() >= 3ll * device.sm_count)
@@ -2415,6 +2413,12 @@ class MatmulFamily final : public Family {
   // 32-column tiles read it twice: v22.)
   static long long narrow_width(long long columns) {
     return std::max<long long>(16, std::bit_ceil(static_cast<unsigned long long>(columns)));
+  }
+
+  // The swapped mid width that holds `rows` of M in two tiles: half of them rounded up to 8,
+  // 80 at least (v57, v59).
+  static int half_mid_width(long long rows) {
+    return static_cast<int>(std::max(80ll, (rows + 15) / 16 * 8));
   }
 
   // Whether the untuned default puts N in one narrow tile column (default_config): N of at most
