@@ -1033,8 +1033,7 @@ class MatmulFamily final : public Family {
         // 1.17-1.74x over 4 (docs/perf/matmul.md v59). A row-major A, rows on 16 bytes, one
         // batch, as measured; in place of the mid widths over longer K it lost (0.60-0.95x).
         const int width = half_mid_width(s.m);
-        if (s.m <= 224 && s.batch == 1 && s.aligned() && !s.as_read().a_columns &&
-            (!s.tf32() || s.b_columns) && s.k >= kMinPairedMidK && fill_once(width, 64)) {
+        if (s.m <= 224 && swaps_in_place(s) && s.k >= kMinPairedMidK && fill_once(width, 64)) {
           Config pairs = WgmmaTile{64, width, 1, 8}.on(shaped);
           pairs.values["swap_ab"] = 1;
           pairs.values["cluster_m"] = 1;
@@ -1066,8 +1065,8 @@ class MatmulFamily final : public Family {
           if (!reject(sliced, problem, device) && waves_of(sliced, problem, device) == 1)
             shaped = sliced;
         }
-      } else if (s.m > 112 && !both_wide && !s.tf32() && s.batch == 1 && s.aligned() &&
-                 !s.as_read().a_columns && s.k >= kMinWideWeightK && fill_once(64, 128)) {
+      } else if (s.m > 112 && !both_wide && !s.tf32() && swaps_in_place(s) &&
+                 s.k >= kMinWideWeightK && fill_once(64, 128)) {
         // 113-128 rows of 16-bit A over a weight whose 128-row tiles, M's two 64-row ones in
         // a pair sharing each, fill 3/4 of the SMs once: K whole, one consumer, as deep a ring
         // as fits. Against 128x128 tiles in two K slices, in rounds on the H200: 1.12-1.41x
@@ -2181,8 +2180,7 @@ class MatmulFamily final : public Family {
   std::optional<Config> swapped_mid_width(const Config& config, const Problem& problem,
                                           const DeviceTarget& device) const {
     const MatmulShape s(problem);
-    if (s.m <= 64 || s.batch != 1 || (s.tf32() && !s.b_columns) || !s.aligned() ||
-        s.as_read().a_columns || s.k < (s.tf32() ? kMinSplitK : kMinMidWidthK) ||
+    if (s.m <= 64 || !swaps_in_place(s) || s.k < (s.tf32() ? kMinSplitK : kMinMidWidthK) ||
         s.k > 8 * std::max(s.m, s.n))
       return std::nullopt;
     // rows: N's side of the tile, 64 rows on one consumer, 128 or 256 on two, 192 on three.
@@ -2413,6 +2411,13 @@ class MatmulFamily final : public Family {
   // 32-column tiles read it twice: v22.)
   static long long narrow_width(long long columns) {
     return std::max<long long>(16, std::bit_ceil(static_cast<unsigned long long>(columns)));
+  }
+
+  // Whether swapped tiles read both operands in place, as the H200's mid-width rules were
+  // measured: one batch, rows on 16 bytes (no padding copy), A row-major (the kernel's B,
+  // K-major), and fp32 only with B K-major (tf32's wgmma reads K-major operands).
+  static bool swaps_in_place(const MatmulShape& s) {
+    return s.batch == 1 && s.aligned() && !s.as_read().a_columns && (!s.tf32() || s.b_columns);
   }
 
   // The swapped mid width that holds `rows` of M in two tiles: half of them rounded up to 8,
