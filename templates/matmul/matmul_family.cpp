@@ -1040,6 +1040,22 @@ class MatmulFamily final : public Family {
           pairs = deepest_ring(pairs, 5, problem, device);
           if (!reject(pairs, problem, device)) shaped = pairs;
         }
+        // 225-256 rows whose A rows lie on L2's lines: M's two tiles in pairs sharing each 64-row
+        // box of the weight, ping-pong, 8 stages (256x4096x4096's tuned winner). In rounds on
+        // the H200 against the pairs along N: 1.07-1.22x over N 3136-4224 at K 2048-6848, 1.079x
+        // over 24 fresh bf16 shapes (1.01-1.15: 256x3496x3840 rr 0.0192 ms against 0.0220),
+        // 1.082x over 8 f16 (1.04-1.17). With A's rows off the lines, each CTA reads its
+        // straddling rows alone (0.81-0.87x: 256x3448x6184 rc); at 129-224 rows under rule B's
+        // K 1.033x (0.98-1.09), at 4-8 tile rows 1.022x (0.84-1.12): not taken
+        // (docs/perf/matmul.md v60). 16-bit, one batch, as measured.
+        if (s.m > 224 && s.m <= 256 && !s.tf32() && s.batch == 1 && !s.a_off_lines()) {
+          Config along_m = WgmmaTile{128, 64, 2, 8}.on(shaped);
+          along_m.values["pingpong"] = 1;
+          along_m.values["cluster_m"] = 2;
+          along_m.values["cluster_n"] = 1;
+          along_m.values["group_m"] = 8;
+          if (!reject(along_m, problem, device)) shaped = along_m;
+        }
       } else if (!both_wide && fill_once(64, 64)) {
         // A skinny side of 65-128 rows: 64x64 tiles fill the SMs once, K whole, the skinny
         // side's two tiles a cluster sharing the other operand (the weight, read from L2 once),

@@ -446,6 +446,23 @@ TEST(MatmulWgmmaTest, TheDefaultFitsSwappedMidWidthTilesToTheWave) {
             "128x64 on 1, cluster 1x2, split 1");
   EXPECT_EQ(wide_rows(testing::x_times_w_t({152, 3544, 9680})),
             "128x80 on 2, cluster 4x2, split 2, swapped");
+  // 225-256 rows where 128x64 tiles fill the SMs once with K whole and A's rows lie on L2's
+  // lines: M's two tiles in ping-pong pairs sharing each 64-row box of the weight, 8 stages
+  // (v60); with A's rows off the lines (K 5000), or fp32, the pairs along N stay.
+  auto along_m = [&](const Problem& problem) {
+    const Config config = matmul().default_config(problem, hopper);
+    EXPECT_EQ(matmul().reject(config, problem, hopper), std::nullopt) << config.text();
+    return wide_rows(problem) + (config.at("pingpong") ? ", ping-pong, " : ", ") +
+           std::to_string(config.at("stages")) + " stages";
+  };
+  EXPECT_EQ(along_m(testing::x_times_w_t({256, 4096, 4096})),
+            "128x64 on 2, cluster 2x1, split 1, ping-pong, 8 stages");
+  EXPECT_EQ(along_m(matmul_problem(241, 3200, 3904)),
+            "128x64 on 2, cluster 2x1, split 1, ping-pong, 8 stages");
+  EXPECT_EQ(along_m(testing::x_times_w_t({256, 3448, 5000})),
+            "128x64 on 1, cluster 1x2, split 1, 6 stages");
+  EXPECT_EQ(along_m({"matmul", DType::f32, DType::f32, {256, 4096, 4096}, {{"b", "col"}}}),
+            "128x64 on 1, cluster 1x2, split 1, 6 stages");
   // 113-128 rows where the weight's 128-row tiles, M's two 64-row ones in pairs sharing each,
   // fill 3/4 of the SMs once (N 6273-8448): those, K whole, one consumer (v57).
   EXPECT_EQ(wide_rows(testing::x_times_w_t({128, 8192, 8192})),

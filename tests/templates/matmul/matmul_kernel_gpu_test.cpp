@@ -607,6 +607,11 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
       problem(bf16, bf16, {181, 4161, 7168}, {{"b", "col"}, {"act", "relu"}}),
       problem(f16, f32, {131, 4208, 3064}, {{"residual", "1"}}),
       problem(f32, f32, {170, 3176, 2664}, {{"b", "col"}}),
+      // (v60) 225-256 rows in 128x64 ping-pong tiles in pairs along M: x @ W^T with a bias and
+      // GELU; f16 B row-major into fp32 with a residual; A column-major (copied) with SiLU.
+      problem(bf16, bf16, {256, 3496, 3840}, {{"b", "col"}, {"bias", "1"}, {"act", "gelu"}}),
+      problem(f16, f32, {241, 3200, 3904}, {{"residual", "1"}}),
+      problem(bf16, bf16, {235, 4012, 4736}, {{"a", "col"}, {"b", "col"}, {"act", "silu"}}),
       // A matrix times a few columns, on C^T = B^T A^T: gemv reads A's rows (N <= 4 of x @
       // W^T, a row-major B of one column: a strided vector), gemv_kn a column-major A as its
       // row-major weight (N <= 2, K split where the columns are few). One column-major row of
