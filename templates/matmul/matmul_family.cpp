@@ -2210,11 +2210,20 @@ class MatmulFamily final : public Family {
       // The deepest ring within kMidWidthBytesInFlight, 5 stages at the least (4 lost
       // 0.88-0.98x to 5 where the bytes allowed 4), that fits: with the exchange buffer over it
       // (one wave: each CTA one unit) 8 stages up to 96 rows, 7 at 104 and 112 (depths
-      // deepest_ring's steps skip).
+      // deepest_ring's steps skip). That budget is L2's: where M's two tiles share each box of
+      // a weight larger than L2 (113-224 rows in a pair along M) and A's rows lie on L2's
+      // lines, the weight streams from DRAM once, and the deepest ring that fits won on the
+      // H200: 1.092x over 24 fresh shapes of LLM widths (1.00-1.19: 177x8192x14336 rc 0.0681
+      // ms against 0.0807), 1.06-1.21x over five more of f16 and fp32 (tf32). With A's rows
+      // off the lines it was a wash (1.014x over 37 random shapes, 0.95-1.15), and M in one
+      // tile gained nothing (0.996x over 15; docs/perf/matmul.md v61).
       const double stage_bytes = grid_stage_read_bytes(WgmmaConfig(mid), shape_for(problem, mid));
+      const bool streams_weight = s.m > 112 && ceil_div(s.m, width) <= cluster_n &&
+                                  !s.a_off_lines() && s.n * s.k * s.in_bytes > device.l2_bytes;
       for (const int stages : {8, 7, 6, 5, 4}) {
         mid.values["stages"] = stages;
-        if (stages > 5 && stages * stage_bytes > kMidWidthBytesInFlight) continue;
+        if (!streams_weight && stages > 5 && stages * stage_bytes > kMidWidthBytesInFlight)
+          continue;
         if (!reject(mid, problem, device)) break;
       }
       return mid;

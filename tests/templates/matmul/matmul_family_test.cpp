@@ -389,6 +389,12 @@ TEST(MatmulWgmmaTest, TheDefaultFitsSwappedMidWidthTilesToTheWave) {
   EXPECT_EQ(mid(matmul_problem(618, 2544, 12240)), "104 rows, cluster 4x2, 7 stages");
   EXPECT_EQ(mid(matmul_problem(1116, 1488, 6000)), "112 rows, cluster 4x2, 7 stages");
   EXPECT_EQ(mid(matmul_problem(478, 2520, 15920)), "80 rows, cluster 4x2, 8 stages");
+  // M's two tiles in a pair along M over a weight larger than L2, which then streams from
+  // DRAM, A's rows on L2's lines: the deepest ring that fits (v61); a weight within L2, or A's
+  // rows off the lines (K 8200), keep kMidWidthBytesInFlight's.
+  EXPECT_EQ(mid(testing::x_times_w_t({160, 8192, 8192})), "80 rows, cluster 1x2, 8 stages");
+  EXPECT_EQ(mid(testing::x_times_w_t({150, 8192, 3000})), "80 rows, cluster 1x2, 5 stages");
+  EXPECT_EQ(mid(testing::x_times_w_t({160, 8192, 8200})), "80 rows, cluster 1x2, 5 stages");
   // 285x4016x12712: 3 x 32 tiles of 96 rows, fours along N (2 x 2 would pad M to 4 tiles).
   // Rings as deep as keep 12.5 MB in flight: 96 CTAs reading 152 rows of 128 bytes a stage
   // take 6 stages (11.2 MB), where 8 would fit.

@@ -612,6 +612,10 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
       problem(bf16, bf16, {256, 3496, 3840}, {{"b", "col"}, {"bias", "1"}, {"act", "gelu"}}),
       problem(f16, f32, {241, 3200, 3904}, {{"residual", "1"}}),
       problem(bf16, bf16, {235, 4012, 4736}, {{"a", "col"}, {"b", "col"}, {"act", "silu"}}),
+      // (v61) Two swapped tiles in a pair along M over a weight larger than L2, 8 stages: B
+      // row-major with GELU; f16 x @ W^T with a bias into fp32.
+      problem(bf16, bf16, {177, 8192, 5120}, {{"act", "gelu"}}),
+      problem(f16, f32, {147, 8192, 5120}, {{"b", "col"}, {"bias", "1"}}),
       // A matrix times a few columns, on C^T = B^T A^T: gemv reads A's rows (N <= 4 of x @
       // W^T, a row-major B of one column: a strided vector), gemv_kn a column-major A as its
       // row-major weight (N <= 2, K split where the columns are few). One column-major row of
