@@ -35,6 +35,14 @@ Problem matmul_problem(std::int64_t m, std::int64_t n, std::int64_t k, DType in 
   return Problem{"matmul", in, out, {m, n, k}};
 }
 
+// The default config for `problem` on `device`, which must run there.
+Config runnable_default(const Problem& problem, const DeviceTarget& device) {
+  const Config config = matmul().default_config(problem, device);
+  EXPECT_EQ(matmul().reject(config, problem, device), std::nullopt)
+      << problem.key() << ": " << config.text();
+  return config;
+}
+
 
 // The shared memory a config's pipeline needs: STAGES A and B tiles, rows padded by 8 elements,
 // 2 bytes per element.
@@ -297,8 +305,7 @@ TEST(MatmulTf32Test, RunsOnBothTiledTemplates) {
 TEST(MatmulWgmmaTest, TheDefaultFillsWithSmallerTilesWhereKIsTooShortToSplit) {
   const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
   auto tile = [&](const Problem& problem) {
-    const Config config = matmul().default_config(problem, hopper);
-    EXPECT_EQ(matmul().reject(config, problem, hopper), std::nullopt) << config.text();
+    const Config config = runnable_default(problem, hopper);
     EXPECT_EQ(config.at("split_k"), 1) << config.text();
     return std::to_string(config.at("block_m")) + "x" + std::to_string(config.at("block_n"));
   };
@@ -376,8 +383,7 @@ TEST(MatmulWgmmaTest, TheDefaultFillsWithSmallerTilesWhereKIsTooShortToSplit) {
 TEST(MatmulWgmmaTest, TheDefaultFitsSwappedMidWidthTilesToTheWave) {
   const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
   auto mid = [&](const Problem& problem) {
-    const Config config = matmul().default_config(problem, hopper);
-    EXPECT_EQ(matmul().reject(config, problem, hopper), std::nullopt) << config.text();
+    const Config config = runnable_default(problem, hopper);
     if (!config.at("swap_ab") || config.at("block_m") != 128 || config.at("split_k") != 1)
       return std::string("not mid: ") + config.text();
     return std::to_string(config.at("block_n")) + " rows, cluster " +
@@ -412,14 +418,15 @@ TEST(MatmulWgmmaTest, TheDefaultFitsSwappedMidWidthTilesToTheWave) {
   // 113-224 rows from a K of 4096: M in two tiles, in pairs sharing 192-row boxes of the
   // weight on three consumers, where those fill 3/4 of a wave (v57): 210x12288's 64 x 2 CTAs
   // (256x112 in 4 x 2 before), 135x11008's 58 x 2 (80 rows, M rounded up to 8 in halves).
-  auto wide_rows = [&](const Problem& problem) {
-    const Config config = matmul().default_config(problem, hopper);
-    EXPECT_EQ(matmul().reject(config, problem, hopper), std::nullopt) << config.text();
+  auto tile_text = [](const Config& config) {
     return std::to_string(config.at("block_m")) + "x" + std::to_string(config.at("block_n")) +
            " on " + std::to_string(config.at("consumers")) + ", cluster " +
            std::to_string(config.at("cluster_m")) + "x" + std::to_string(config.at("cluster_n")) +
            ", split " + std::to_string(config.at("split_k")) +
            (config.at("swap_ab") ? ", swapped" : "");
+  };
+  auto wide_rows = [&](const Problem& problem) {
+    return tile_text(runnable_default(problem, hopper));
   };
   EXPECT_EQ(wide_rows(matmul_problem(210, 12288, 11008)),
             "192x112 on 3, cluster 1x2, split 1, swapped");
@@ -456,9 +463,8 @@ TEST(MatmulWgmmaTest, TheDefaultFitsSwappedMidWidthTilesToTheWave) {
   // lines: M's two tiles in ping-pong pairs sharing each 64-row box of the weight, 8 stages
   // (v60); with A's rows off the lines (K 5000), or fp32, the pairs along N stay.
   auto along_m = [&](const Problem& problem) {
-    const Config config = matmul().default_config(problem, hopper);
-    EXPECT_EQ(matmul().reject(config, problem, hopper), std::nullopt) << config.text();
-    return wide_rows(problem) + (config.at("pingpong") ? ", ping-pong, " : ", ") +
+    const Config config = runnable_default(problem, hopper);
+    return tile_text(config) + (config.at("pingpong") ? ", ping-pong, " : ", ") +
            std::to_string(config.at("stages")) + " stages";
   };
   EXPECT_EQ(along_m(testing::x_times_w_t({256, 4096, 4096})),
@@ -534,8 +540,7 @@ TEST(MatmulWgmmaTest, TheDefaultFitsSwappedMidWidthTilesToTheWave) {
        {Case{testing::x_times_w_t({97, 8192, 8192}), 104, 2},
         Case{matmul_problem(74, 8192, 5120), 80, 2},
         Case{testing::x_times_w_t({66, 5000, 4848}), 80, 4}}) {
-    const Config n64 = matmul().default_config(problem, hopper);
-    EXPECT_EQ(matmul().reject(n64, problem, hopper), std::nullopt) << n64.text();
+    const Config n64 = runnable_default(problem, hopper);
     EXPECT_EQ(std::vector({n64.at("swap_ab"), n64.at("block_m"), n64.at("block_n"),
                            n64.at("split_k"), n64.at("cluster_m"), n64.at("stages")}),
               std::vector({1, 64, width, 1, cluster, 10}))
@@ -590,8 +595,7 @@ TEST(MatmulWgmmaTest, TheDefaultFitsSwappedMidWidthTilesToTheWave) {
 TEST(MatmulWgmmaTest, TheDefaultFitsSwappedMidWidthsToNsRows) {
   const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
   auto mid = [&](const Problem& problem) {
-    const Config config = matmul().default_config(problem, hopper);
-    EXPECT_EQ(matmul().reject(config, problem, hopper), std::nullopt) << config.text();
+    const Config config = runnable_default(problem, hopper);
     if (!config.at("swap_ab")) return std::string("unswapped: ") + config.text();
     return std::to_string(config.at("block_m")) + "x" + std::to_string(config.at("block_n")) +
            ", cluster " + std::to_string(config.at("cluster_m")) + "x" +
@@ -628,8 +632,7 @@ TEST(MatmulWgmmaTest, TheDefaultFitsSwappedMidWidthsToNsRows) {
 TEST(MatmulWgmmaTest, TheDefaultTakesNarrowTilesForANarrowN) {
   const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
   auto tile = [&](const Problem& problem) {
-    const Config config = matmul().default_config(problem, hopper);
-    EXPECT_EQ(matmul().reject(config, problem, hopper), std::nullopt) << config.text();
+    const Config config = runnable_default(problem, hopper);
     if (config.at("variant") != 1) return "variant " + std::to_string(config.at("variant"));
     return std::to_string(config.at("block_m")) + "x" + std::to_string(config.at("block_n")) +
            " split " + std::to_string(config.at("split_k")) +
@@ -682,8 +685,7 @@ TEST(MatmulWgmmaTest, TheDefaultTakesNarrowTilesForANarrowN) {
 TEST(MatmulWgmmaTest, TheDefaultsL2PromotionFollowsHowOftenRowsAreRead) {
   const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
   auto promotion = [&](const Problem& problem) {
-    const Config config = matmul().default_config(problem, hopper);
-    EXPECT_EQ(matmul().reject(config, problem, hopper), std::nullopt) << config.text();
+    const Config config = runnable_default(problem, hopper);
     return config.at("l2_promotion");
   };
   EXPECT_EQ(promotion(matmul_problem(512, 512, 16384)), 0);
