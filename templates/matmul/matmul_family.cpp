@@ -872,14 +872,18 @@ class MatmulFamily final : public Family {
       // Rows on 16 bytes are read in whole 128-byte lines, one span (64 k) a group: the same
       // bytes in flight as two 32-k chunks of 64-byte pieces, streamed 2-8% faster (v36), but
       // in 126 registers a thread (ptxas, 16 columns, 8 warps) two CTAs fit an SM, where three
-      // fit at 64 bytes (80): only where that costs no wave (14x5604x4464: 0.91x in two waves
-      // against one).
+      // fit at 64 bytes up to 8 rows of A (75): only where that costs no wave (14x5604x4464:
+      // 0.91x in two waves against one). From 9 rows the 64-byte kernel takes 100 registers,
+      // two CTAs an SM too: past two CTAs an SM the CTAs take 4 warps (four an SM), 1.03-1.33x
+      // (16x5120x5120 22.8 -> 17.1 us, docs/perf/matmul.md v62).
       const long long ctas = s.batch * ceil_div(s.n, columns) * decode.at("split_k");
       const auto waves = [&](int per_sm) { return ceil_div(ctas, 1ll * per_sm * device.sm_count); };
-      if (s.row_vector() == 8 && waves(2) <= waves(3)) {
+      const bool two_halves = DecodeConfig::rows(s.m) == 16;
+      if (s.row_vector() == 8 && (waves(2) <= waves(3) || two_halves)) {
         Config whole_lines = decode;
         whole_lines.values["unroll"] = 1;
         whole_lines.values["row_bytes"] = 128;
+        if (two_halves && waves(2) > 1) whole_lines.values["warps"] = 4;
         if (!reject(whole_lines, problem, device)) decode = whole_lines;
       }
       if (!reject(decode, problem, device)) return decode;
@@ -2566,9 +2570,15 @@ class MatmulFamily final : public Family {
           (s.k >= kLineBoundK || c > kStraddlingCostShare * base_cost))
         continue;
       const WgmmaConfig w(candidate), held(best);
-      const bool tie = best != base && c == best_cost && s.k >= kPaddedTieMinK &&
-                       w.block_m * w.block_n == held.block_m * held.block_n &&
-                       padded_area(candidate) < padded_area(best);
+      // At a tie where both operands straddle the lines, the tile that reads less from L2 a
+      // multiply, its cluster inside the product (2000x3000x1000 rc: 128x192 pairs 27.2 us
+      // against 192x128 alone's 38.8; 1.067x over 16 fresh shapes, 0.98-1.19: v62).
+      const bool inside = w.block_m * w.cluster_m <= s.m && w.block_n * w.cluster_n <= s.n;
+      const bool tie = best != base && c == best_cost &&
+                       ((s.k >= kPaddedTieMinK &&
+                         w.block_m * w.block_n == held.block_m * held.block_n &&
+                         padded_area(candidate) < padded_area(best)) ||
+                        (straddle && inside && l2_intensity(w) > l2_intensity(held)));
       if (c < best_cost || tie) best = candidate, best_cost = c;
     }
     // The lone tile (192x128) in pairs along M sharing B's box where they cost no more waves:
@@ -2585,6 +2595,9 @@ class MatmulFamily final : public Family {
       pair = in_row_order(pair);
       if (!reject(pair, problem, device) && cost(pair) <= best_cost) best = pair;
     }
+    // Nor does L2 fetch 256 bytes around a missed box row there: each row spans two lines
+    // already (1.014x over 16 fresh shapes, 0.99-1.06; 1000x6000x1000 rc 1.08x: v62).
+    if (straddle) best.values["l2_promotion"] = 0;
     return best;
   }
 

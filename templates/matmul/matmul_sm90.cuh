@@ -1253,7 +1253,12 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     if (p.c_store_tma && tid == 0) tma_store_wait<0>();
   }
   // With split-K, splitk_reduce may start as the last CTAs drain (it waits for the partials).
-  allow_next_launch();
+  // The first thread of a CTA to get here lets the next launch start: the producer warpgroup's
+  // idle warps do so at once. Without a cluster and with 2-3 consumers, only the consumers,
+  // once their epilogue is done: the next call launched that early ran 1.02-1.30x slower as CUDA
+  // graph replays (16x10240x8192 rc in swapped 128x16 tiles: 57.6 against 44.4 us), alike or
+  // faster alone; elsewhere the early start stays (1000^3 7.4 against 7.9 us; v62).
+  if (CLUSTER > 1 || CONSUMERS == 1 || wg != 0) allow_next_launch();
   // No CTA may leave while a peer can still read its shared memory (the K slices' exchange);
   // elsewhere the producer's drain of the ring stands in for a closing cluster barrier.
   if (CLUSTER_K > 1) cluster_sync();

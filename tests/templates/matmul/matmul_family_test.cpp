@@ -2184,7 +2184,10 @@ TEST(MatmulWgmmaTest, TheDefaultPairsTheLoneTileAlongM) {
   EXPECT_EQ(pick(bf16, {1797, 1464, 3118}, col_a), "192x128 2x1 s1");
   EXPECT_EQ(pick(bf16, {1411, 4608, 4462}, col_a), "192x128 2x1 s8");
   EXPECT_EQ(pick(bf16, {5092, 896, 4092}, both), "192x128 2x1 s2");   // 27 rows
-  EXPECT_EQ(pick(bf16, {3289, 1704, 1144}, {}), "192x128 2x1 s1");
+  EXPECT_EQ(pick(bf16, {3289, 1728, 1144}, {}), "192x128 2x1 s1");  // B's rows on the lines
+  // Both operands' rows off the lines: 128x192 pairs tie with 192x128 alone and read less from
+  // L2 a multiply (v62).
+  EXPECT_EQ(pick(bf16, {3289, 1704, 1144}, {}), "128x192 2x1 s1");
   EXPECT_EQ(pick(f32, {1040, 2662, 2888}, col_a), "192x128 2x1 s1");
   EXPECT_EQ(pick(bf16, {163, 8197, 15023}, col_a), "192x128 1x1 s1");  // one tile row
   EXPECT_EQ(pick(bf16, {857, 5228, 2064}, {}), "192x128 1x1 s1");      // five
@@ -2271,6 +2274,18 @@ TEST(MatmulWgmmaTest, TheDefaultsTileFitsTheWaves) {
   // 192x128 pairs 1.35x slower than 128x256's at 4972x16080x968, alone 1.58x at 1567x9056x1416).
   EXPECT_EQ(tile(matmul_problem(4972, 16080, 968)), "128x256");
   EXPECT_EQ(tile(matmul_problem(1567, 9056, 1416)), "128x256");
+  // Both off the lines, where 192x128 alone and 128x192 in pairs cost the same waves: the pairs,
+  // which read less from L2 a multiply (1.067x over 16 fresh shapes, v62), without L2's 256-byte
+  // promotion (each box row spans two lines already); on the lines the promotion stays. Not
+  // where a pair's tile is wider than N (16311x56x1296: narrow tiles, pinned above).
+  const Problem straddling = testing::x_times_w_t({2000, 3000, 1000});
+  EXPECT_EQ(tile(straddling), "128x192");
+  EXPECT_EQ(matmul().default_config(straddling, hopper).at("cluster_m"), 2);
+  EXPECT_EQ(matmul().default_config(straddling, hopper).at("l2_promotion"), 0);
+  EXPECT_EQ(tile(matmul_problem(2010, 2920, 1440)), "128x192");
+  const Problem on_lines = matmul_problem(2010, 2920, 1408);
+  EXPECT_EQ(tile(on_lines), "192x128");
+  EXPECT_EQ(matmul().default_config(on_lines, hopper).at("l2_promotion"), 256);
   // x @ W^T (B K-major) may take 176- or 224-wide tiles: 1024x14336x4096 in 128x176 pairs is
   // 328 for 66, five waves of 98% (cuBLAS's tile); 128x256 pairs take 3.4 waves, the last split.
   const Problem up{"matmul", DType::bf16, DType::bf16, {1024, 14336, 4096}, {{"b", "col"}}};
@@ -2724,14 +2739,25 @@ TEST(MatmulDecodeTest, IsForFewRowsTimesAColumnMajorWeight) {
   EXPECT_EQ(matmul().default_config(x_times_w_t({16, 11516, 156}), hopper).at("variant"), 0);
   EXPECT_EQ(matmul().default_config(x_times_w_t({16, 4096, 4100}), ampere).at("variant"), 0);
   // Rows on 16 bytes are read in whole 128-byte lines, one span a group, where two CTAs an SM
-  // (its registers) take no more waves than three (64-byte pieces); rows off 16 bytes never.
+  // (its registers) take no more waves than three (64-byte pieces, up to 8 rows of A); rows
+  // off 16 bytes never. From 9 rows, past two CTAs an SM, the CTAs take 4 warps.
   const Config lines = matmul().default_config(x_times_w_t({16, 4096, 4096}), hopper);
   EXPECT_EQ(lines.at("row_bytes"), 128);  // 256 CTAs: one wave either way
   EXPECT_EQ(lines.at("unroll"), 1);
+  EXPECT_EQ(lines.at("warps"), 8);
   EXPECT_EQ(matmul().default_config(x_times_w_t({6, 7232, 2536}), hopper).at("row_bytes"), 128);  // 2 and 2
-  const Config pieces = matmul().default_config(x_times_w_t({14, 5604, 4464}), hopper);
+  const Config pieces = matmul().default_config(x_times_w_t({8, 5604, 4464}), hopper);
   EXPECT_EQ(pieces.at("row_bytes"), 64);  // 351 CTAs: two waves against one
   EXPECT_EQ(pieces.at("unroll"), 2);
+  EXPECT_EQ(pieces.at("warps"), 8);
+  for (const std::int64_t m : {9, 14, 16}) {
+    for (const std::int64_t n : {5604, 8192}) {  // 351 and 512 CTAs
+      const Config four_warps = matmul().default_config(x_times_w_t({m, n, 3000}), hopper);
+      EXPECT_EQ(four_warps.at("row_bytes"), 128) << m << "x" << n;
+      EXPECT_EQ(four_warps.at("unroll"), 1) << m << "x" << n;
+      EXPECT_EQ(four_warps.at("warps"), 4) << m << "x" << n;
+    }
+  }
   EXPECT_EQ(matmul().default_config(x_times_w_t({11, 227, 7448}), hopper).at("row_bytes"), 128);  // split 8
   EXPECT_EQ(matmul().default_config(x_times_w_t({16, 8192, 4094}), hopper).at("row_bytes"), 64);
 

@@ -441,6 +441,12 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
       // Decode: a few rows against a column-major weight, K split where columns are few.
       problem(bf16, bf16, {1, 64, 4096}, xwt), problem(f16, f32, {5, 1000, 520}, xwt),
       problem(bf16, bf16, {16, 2000, 14336}, {{"b", "col"}, {"act", "silu"}}),
+      // (v62) 9-16 rows past two 8-warp CTAs an SM: 4-warp CTAs (a ragged N, the epilogue).
+      problem(bf16, bf16, {13, 5001, 3000}, {{"b", "col"}, {"bias", "1"}, {"act", "gelu"}}),
+      problem(f16, f32, {9, 8192, 1032}, {{"b", "col"}, {"residual", "1"}}),
+      // (v62) Both operands off L2's lines: 128x192 pairs without L2 promotion.
+      problem(bf16, bf16, {2010, 2920, 1440}, {{"act", "relu"}, {"residual", "1"}}),
+      problem(f16, f32, {2000, 3000, 1000}, {{"b", "col"}, {"bias", "1"}}),
       // swap_ab: up to 64 rows of row-major A (a row-major weight whose rows are off 16
       // bytes read in row phases: 48x1031x2000, 33x7001x3000, and with A column-major).
       problem(bf16, bf16, {17, 4096, 4096}, xwt), problem(f16, f16, {48, 1031, 2000}),
