@@ -874,17 +874,21 @@ class MatmulFamily final : public Family {
       // in 126 registers a thread (ptxas, 16 columns, 8 warps) two CTAs fit an SM, where three
       // fit at 64 bytes up to 8 rows of A (75): only where that costs no wave (14x5604x4464:
       // 0.91x in two waves against one). From 9 rows the 64-byte kernel takes 100 registers,
-      // two CTAs an SM too: past two CTAs an SM the CTAs take 4 warps (four an SM), 1.03-1.33x
-      // (16x5120x5120 22.8 -> 17.1 us, docs/perf/matmul.md v62).
+      // two CTAs an SM too: past two CTAs an SM the CTAs take 4 warps, four an SM in whole
+      // lines (1.17x over 10 fresh shapes as graphs: 16x5120x5120 22.8 -> 17.1 us), five in
+      // 64-byte pieces (96 registers) where five take one wave and four do not (1.15-1.26x
+      // over those, 13x8672x3584 23.1 -> 19.0 us; past them 0.82-0.84x; v62).
       const long long ctas = s.batch * ceil_div(s.n, columns) * decode.at("split_k");
       const auto waves = [&](int per_sm) { return ceil_div(ctas, 1ll * per_sm * device.sm_count); };
       const bool two_halves = DecodeConfig::rows(s.m) == 16;
       if (s.row_vector() == 8 && (waves(2) <= waves(3) || two_halves)) {
-        Config whole_lines = decode;
-        whole_lines.values["unroll"] = 1;
-        whole_lines.values["row_bytes"] = 128;
-        if (two_halves && waves(2) > 1) whole_lines.values["warps"] = 4;
-        if (!reject(whole_lines, problem, device)) decode = whole_lines;
+        Config read = decode;
+        if (two_halves && waves(2) > 1) read.values["warps"] = 4;
+        if (!two_halves || waves(4) == 1 || waves(5) > 1) {
+          read.values["unroll"] = 1;
+          read.values["row_bytes"] = 128;
+        }
+        if (!reject(read, problem, device)) decode = read;
       }
       if (!reject(decode, problem, device)) return decode;
     }

@@ -2750,11 +2750,14 @@ TEST(MatmulDecodeTest, IsForFewRowsTimesAColumnMajorWeight) {
   EXPECT_EQ(pieces.at("row_bytes"), 64);  // 351 CTAs: two waves against one
   EXPECT_EQ(pieces.at("unroll"), 2);
   EXPECT_EQ(pieces.at("warps"), 8);
+  // Four such CTAs an SM in whole lines; five in 64-byte pieces where five take one wave and
+  // four do not; past that whole lines again.
   for (const std::int64_t m : {9, 14, 16}) {
-    for (const std::int64_t n : {5604, 8192}) {  // 351 and 512 CTAs
-      const Config four_warps = matmul().default_config(x_times_w_t({m, n, 3000}), hopper);
-      EXPECT_EQ(four_warps.at("row_bytes"), 128) << m << "x" << n;
-      EXPECT_EQ(four_warps.at("unroll"), 1) << m << "x" << n;
+    for (const std::int64_t n : {5604, 8192, 9001, 10680, 16384}) {  // 351-1024 CTAs
+      const Config four_warps = matmul().default_config(x_times_w_t({m, n, 2000}), hopper);
+      const bool pieces = n == 9001;
+      EXPECT_EQ(four_warps.at("row_bytes"), pieces ? 64 : 128) << m << "x" << n;
+      EXPECT_EQ(four_warps.at("unroll"), pieces ? 2 : 1) << m << "x" << n;
       EXPECT_EQ(four_warps.at("warps"), 4) << m << "x" << n;
     }
   }

@@ -444,6 +444,7 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
       // (v62) 9-16 rows past two 8-warp CTAs an SM: 4-warp CTAs (a ragged N, the epilogue).
       problem(bf16, bf16, {13, 5001, 3000}, {{"b", "col"}, {"bias", "1"}, {"act", "gelu"}}),
       problem(f16, f32, {9, 8192, 1032}, {{"b", "col"}, {"residual", "1"}}),
+      problem(bf16, bf16, {11, 9001, 2000}, {{"b", "col"}, {"act", "silu"}}),  // 64-byte pieces
       // (v62) Both operands off L2's lines: 128x192 pairs without L2 promotion.
       problem(bf16, bf16, {2010, 2920, 1440}, {{"act", "relu"}, {"residual", "1"}}),
       problem(f16, f32, {2000, 3000, 1000}, {{"b", "col"}, {"bias", "1"}}),
