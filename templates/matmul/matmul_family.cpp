@@ -877,7 +877,7 @@ class MatmulFamily final : public Family {
       // two CTAs an SM too: past two CTAs an SM the CTAs take 4 warps, four an SM in whole
       // lines (1.17x over 10 fresh shapes as graphs: 16x5120x5120 22.8 -> 17.1 us), five in
       // 64-byte pieces (96 registers) where five take one wave and four do not (1.15-1.26x
-      // over those, 13x8672x3584 23.1 -> 19.0 us; past them 0.82-0.84x; v62).
+      // over those, 13x8672x3584 23.1 -> 19.0 us; past them 0.82-0.84x; v62-v63).
       const long long ctas = s.batch * ceil_div(s.n, columns) * decode.at("split_k");
       const auto waves = [&](int per_sm) { return ceil_div(ctas, 1ll * per_sm * device.sm_count); };
       const bool two_halves = DecodeConfig::rows(s.m) == 16;

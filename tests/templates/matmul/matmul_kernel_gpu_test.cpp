@@ -441,7 +441,7 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
       // Decode: a few rows against a column-major weight, K split where columns are few.
       problem(bf16, bf16, {1, 64, 4096}, xwt), problem(f16, f32, {5, 1000, 520}, xwt),
       problem(bf16, bf16, {16, 2000, 14336}, {{"b", "col"}, {"act", "silu"}}),
-      // (v62) 9-16 rows past two 8-warp CTAs an SM: 4-warp CTAs (a ragged N, the epilogue).
+      // (v62-v63) 9-16 rows past two 8-warp CTAs an SM: 4-warp CTAs (a ragged N, the epilogue).
       problem(bf16, bf16, {13, 5001, 3000}, {{"b", "col"}, {"bias", "1"}, {"act", "gelu"}}),
       problem(f16, f32, {9, 8192, 1032}, {{"b", "col"}, {"residual", "1"}}),
       problem(bf16, bf16, {11, 9001, 2000}, {{"b", "col"}, {"act", "silu"}}),  // 64-byte pieces
