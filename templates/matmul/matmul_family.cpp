@@ -1230,12 +1230,13 @@ class MatmulFamily final : public Family {
     // A narrow N under many rows of A: the tile whose CTAs stream the least of A. Else few
     // 128-row tiles reading rows that straddle L2's lines: in pairs sharing them (16-bit
     // inputs and N over one tile, as measured); M's side in swapped tiles of 80-112 rows where
-    // those fill a wave better, among few tiles or where the fitted tiles take one wave (v48).
-    const bool fitted_one_wave = !few_tiles && !narrow && !shaped.at("swap_ab") &&
-                                 waves_of(shaped, problem, device) == 1;
+    // those fill a wave better, among few tiles or where the fitted tiles take one wave (v48)
+    // or pad M (v64).
+    const bool fitted = !few_tiles && !narrow && !shaped.at("swap_ab");
+    const bool fitted_one_wave = fitted && waves_of(shaped, problem, device) == 1;
     if (const std::optional<Config> streamed = streaming_narrow(shaped, problem, device)) {
       shaped = *streamed;
-    } else if ((tiled && !narrow) || fitted_one_wave) {
+    } else if ((tiled && !narrow) || fitted_one_wave || (fitted && pads_mid_rows(shaped, s))) {
       if (tiled && !s.tf32()) shaped = paired_off_lines(shaped, problem, device);
       if (const std::optional<Config> mid = swapped_mid_width(shaped, problem, device))
         shaped = *mid;
@@ -2041,6 +2042,14 @@ class MatmulFamily final : public Family {
     return spec;
   }
 
+  // An unswapped tile that pads 65-112 rows of M by more than a quarter: swapped_mid_width
+  // then takes M in one tile of 80-112 columns over as many waves as the weight's tiles take.
+  static bool pads_mid_rows(const Config& config, const MatmulShape& s) {
+    const long long rows = config.at("block_m");
+    return !config.at("swap_ab") && s.m > 64 && s.m <= 112 &&
+           4 * ceil_div(s.m, rows) * rows > 5 * s.m;
+  }
+
   // The sm_90a kernel's output tiles (units of work without split-K) over every batch: a
   // cluster's CTAs share one unit.
   // A weight read in row phases takes block_m - 8 of its columns a tile (matmul_sm90.cuh,
@@ -2265,6 +2274,16 @@ class MatmulFamily final : public Family {
       for (const int cluster_m : {4, 2}) {
         const Config mid = mid_tile(128, width, cluster_m, 1, 1);
         if (fits_a_wave(mid)) return mid;
+      }
+      // Where the fitted tile pads M by over a quarter (192x128 tiles at 96x28672x8192, in
+      // 1.7 waves: 0.52x cuBLAS), those over as many waves as they take: 1.16-1.52x over the
+      // fitted tiles on five fresh shapes (65x39296x6392 rc 0.1555 ms against 0.2112), then
+      // with fit_waves' pairs along N over 31 (v64). (In place of the pairs sharing 192-row
+      // boxes at 113-224 rows, more than a wave lost 0.86-0.90x on three.)
+      if (!pads_mid_rows(config, s)) return std::nullopt;
+      for (const int cluster_m : {4, 2}) {
+        const Config mid = mid_tile(128, width, cluster_m, 1, 1);
+        if (!reject(mid, problem, device)) return mid;
       }
       return std::nullopt;
     }
@@ -2536,7 +2555,7 @@ class MatmulFamily final : public Family {
       config.values["group_m"] = fits ? 1 : 8;
       return config;
     };
-    const Config candidates[] = {
+    std::vector<Config> candidates = {
         variant({{"block_n", 176}}), variant({{"block_n", 224}}),
         in_row_order(variant({{"block_m", 192}, {"block_n", 192}, {"consumers", 3}, {"cluster_m", 1},
                               {"cluster_n", 2}, {"stages", 3}, {"l2_promotion", 0}})),
@@ -2544,6 +2563,15 @@ class MatmulFamily final : public Family {
                               {"cluster_n", 1}, {"stages", 4}})),
         variant({{"block_m", 128}, {"block_n", 192}, {"stages", 4}}),
         variant({{"block_n", 176}, {"pingpong", 1}, {"stages", 5}})};
+    // M in one 128-row tile: the base's pairs along M leave half of each pair idle, so 128x256
+    // and 128x192 in pairs along N, sharing A, compete too. At 65-128 rows over wide weights
+    // and in batches (96x28672x8192 fell to 192x128 tiles, M padded to 192: 0.52x cuBLAS): with
+    // the mid widths below, 1.07-1.76x over 31 fresh shapes, 1.364x on the mean, every one
+    // faster (128x38288x6800 cc 0.1456 ms against 0.1896; docs/perf/matmul.md v64).
+    if (s.m <= 128) {
+      candidates.push_back(variant({{"cluster_m", 1}, {"cluster_n", 2}}));
+      candidates.push_back(variant({{"block_n", 192}, {"cluster_m", 1}, {"cluster_n", 2}}));
+    }
     // Tiles of one area often cost the same waves (192x128 alone and 128x192 in pairs); of
     // those, from a K of kPaddedTieMinK, the one that computes the fewest padded rows and
     // columns. The waves do not count padding, yet 1000x2816x4096 in 192x128 tiles (132, the

@@ -2199,6 +2199,36 @@ TEST(MatmulWgmmaTest, TheDefaultPairsTheLoneTileAlongM) {
   EXPECT_EQ(twin.at("cluster_m") * twin.at("cluster_n"), 1);
 }
 
+// M in one 128-row tile over a weight of many tiles (v64): fit_waves weighs 128x256 and 128x192
+// in pairs along N, sharing A, where the base's pairs along M leave half of each pair idle; at
+// 65-112 rows, where the fitted tile pads M by over a quarter, M in one swapped tile of 80-112
+// columns in clusters of 4 along the weight, over more than a wave (96x28672x8192 had taken
+// 192x128 tiles: 0.52x cuBLAS).
+TEST(MatmulWgmmaTest, TheDefaultTakesOneTileRowOfMInPairsAlongN) {
+  const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
+  auto pick = [&](DType in, std::vector<std::int64_t> shape, ProblemOptions options) {
+    const Problem p{"matmul", in, in, std::move(shape), std::move(options)};
+    const Config config = matmul().default_config(p, hopper);
+    EXPECT_EQ(matmul().reject(config, p, hopper), std::nullopt) << config.text();
+    return std::string(config.at("swap_ab") ? "swapped " : "") +
+           std::to_string(config.at("block_m")) + "x" + std::to_string(config.at("block_n")) +
+           " " + std::to_string(config.at("cluster_m")) + "x" +
+           std::to_string(config.at("cluster_n")) + " s" + std::to_string(config.at("split_k"));
+  };
+  using enum DType;
+  const ProblemOptions xwt = {{"b", "col"}};
+  EXPECT_EQ(pick(bf16, {128, 28672, 8192}, xwt), "128x256 1x2 s1");
+  EXPECT_EQ(pick(bf16, {112, 28672, 8192}, xwt), "128x256 1x2 s1");  // pads M by 1/7
+  EXPECT_EQ(pick(f16, {120, 17000, 1500}, {}), "128x192 1x2 s1");
+  EXPECT_EQ(pick(bf16, {4, 100, 8192, 1000}, xwt), "128x256 1x2 s1");  // a batch
+  EXPECT_EQ(pick(bf16, {96, 28672, 8192}, xwt), "swapped 128x96 4x1 s1");
+  EXPECT_EQ(pick(bf16, {80, 28672, 8192}, xwt), "swapped 128x80 4x1 s1");
+  EXPECT_EQ(pick(f16, {70, 33000, 600}, {}), "swapped 128x80 4x1 s1");
+  EXPECT_EQ(pick(bf16, {97, 20011, 1000}, xwt), "swapped 128x104 4x1 s1");
+  // Two tile rows keep the pairs along M's choices (192x128 alone at 160 rows).
+  EXPECT_EQ(pick(bf16, {160, 28672, 8192}, xwt), "192x128 1x1 s1");
+}
+
 // fp32 with A column-major and B row-major: where fit_waves puts a ping-pong tile first (which
 // has no swapped twin), 128x256's swapped twin runs instead, whatever the waves (v53: 1.07-1.84x
 // over 21 shapes); other tiles keep B transposed.

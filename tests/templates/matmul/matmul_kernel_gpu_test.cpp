@@ -445,6 +445,12 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
       problem(bf16, bf16, {13, 5001, 3000}, {{"b", "col"}, {"bias", "1"}, {"act", "gelu"}}),
       problem(f16, f32, {9, 8192, 1032}, {{"b", "col"}, {"residual", "1"}}),
       problem(bf16, bf16, {11, 9001, 2000}, {{"b", "col"}, {"act", "silu"}}),  // 64-byte pieces
+      // (v64) M in one 128-row tile over wide weights: pairs along N (the epilogue, fp32 C, a
+      // batch); 65-112 rows in swapped tiles of M's width over more than a wave (N ragged).
+      problem(f16, f32, {120, 17000, 1500}, {{"bias", "1"}, {"residual", "1"}}),
+      problem(bf16, bf16, {4, 100, 8192, 1000}, {{"b", "col"}, {"act", "relu"}}),
+      problem(bf16, bf16, {97, 20011, 1000}, {{"b", "col"}, {"act", "gelu"}}),
+      problem(f16, f16, {70, 33000, 600}, {{"bias", "1"}}),
       // (v62) Both operands off L2's lines: 128x192 pairs without L2 promotion.
       problem(bf16, bf16, {2010, 2920, 1440}, {{"act", "relu"}, {"residual", "1"}}),
       problem(f16, f32, {2000, 3000, 1000}, {{"b", "col"}, {"bias", "1"}}),
