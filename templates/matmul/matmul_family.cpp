@@ -1161,8 +1161,13 @@ class MatmulFamily final : public Family {
       // (50x1500x2500 0.95x), and with fp32 inputs (tf32) it lost 0.80-0.94x on four of six
       // (40x3000x5000 rr 0.0404 against 0.0322; docs/perf/matmul.md v33). 16-bit inputs only.
       // (Not for a weight read in phases: a pair reads it padded, a copy of the weight first.)
+      // On the H200 the split won wherever the operands' rows lie on L2's lines (or are
+      // copied onto them): x @ W^T at 24-64 rows over 4096-row weights, K 4096-16384,
+      // 1.05-1.27x in graphs (32x4096x14336 32.1 us against 40.4), then 1.10x over 20 fresh
+      // shapes whose default changed (0.98-1.47); with rows off the lines the pair still won
+      // 1.07-1.10x on two of four (57x4000x7000; v65).
       if (shaped.at("swap_ab") && split == 2 && shaped.at("block_n") >= 32 && !s.tf32() &&
-          !phased) {
+          !phased && s.operands_off_lines() > 0) {
         Config pair = shaped;
         pair.values["block_n"] = shaped.at("block_n") / 2;
         pair.values["cluster_n"] = 2;

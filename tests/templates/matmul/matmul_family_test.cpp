@@ -2512,14 +2512,21 @@ TEST(MatmulWgmmaTest, SwapAbIsForSmallRowMajorMWithNarrowTiles) {
   EXPECT_TRUE(matmul().reject(testing::wgmma_config(64, 64, 6, 1, 4, 1, 1), matmul_problem(4096, 4096, 4096), hopper));
   EXPECT_TRUE(matmul().reject(testing::wgmma_config(128, 128, 4, 2, 2, 2, 1), matmul_problem(4096, 4096, 4096), hopper));
   // Swapped, a pair along M shares the weight (the kernel's A): 32 rows of A in two 16-column
-  // tiles. The default takes it instead of two K slices, with the deepest ring that fits.
+  // tiles. The default takes it instead of two K slices, with the deepest ring that fits,
+  // where the operands' rows lie off L2's lines (K 4000, 7000); on them, the two slices (v65).
   const Problem batch_32 = testing::x_times_w_t({32, 4096, 4096});
   EXPECT_EQ(matmul().reject(testing::wgmma_config(64, 16, 16, 1, 1, 2, 8, 1, 0, 1), batch_32, hopper),
             std::nullopt);
-  const Config paired = matmul().default_config(batch_32, hopper);
-  EXPECT_EQ(paired.text(), testing::wgmma_config(64, 16, 16, 1, 1, 2, 8, 1, 0, 1).text());
+  const Config sliced_32 = matmul().default_config(batch_32, hopper);
+  EXPECT_EQ(sliced_32.at("block_n"), 32);
+  EXPECT_EQ(sliced_32.at("cluster_n"), 1);
+  EXPECT_EQ(sliced_32.at("split_k"), 2);
+  EXPECT_EQ(matmul().default_config(testing::x_times_w_t({32, 4096, 4000}), hopper).text(),
+            testing::wgmma_config(64, 16, 16, 1, 1, 2, 8, 1, 0, 1).text());
   EXPECT_EQ(matmul().default_config(testing::x_times_w_t({61, 3900, 4000}), hopper).text(),
             testing::wgmma_config(64, 32, 16, 1, 1, 2, 8, 1, 0, 1).text());
+  EXPECT_EQ(matmul().default_config(testing::x_times_w_t({57, 4000, 7000}), hopper).at("cluster_n"), 2);
+  EXPECT_EQ(matmul().default_config(testing::x_times_w_t({64, 4096, 14336}), hopper).at("split_k"), 2);
   // fp32 inputs (tf32) keep the two slices.
   const Config tf32_split = matmul().default_config(
       Problem{"matmul", DType::f32, DType::f32, {32, 4096, 4096}, {{"b", "col"}}}, hopper);

@@ -451,6 +451,10 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
       problem(bf16, bf16, {4, 100, 8192, 1000}, {{"b", "col"}, {"act", "relu"}}),
       problem(bf16, bf16, {97, 20011, 1000}, {{"b", "col"}, {"act", "gelu"}}),
       problem(f16, f16, {70, 33000, 600}, {{"bias", "1"}}),
+      // (v65) 17-64 rows whose K splits in two, rows on L2's lines: the two slices, not the
+      // pair of narrow tiles (the epilogue in the reduce).
+      problem(f16, f32, {24, 3968, 8192}, {{"b", "col"}, {"bias", "1"}, {"residual", "1"}}),
+      problem(bf16, bf16, {40, 4096, 6144}, {{"b", "col"}, {"act", "gelu"}}),
       // (v62) Both operands off L2's lines: 128x192 pairs without L2 promotion.
       problem(bf16, bf16, {2010, 2920, 1440}, {{"act", "relu"}, {"residual", "1"}}),
       problem(f16, f32, {2000, 3000, 1000}, {{"b", "col"}, {"bias", "1"}}),
