@@ -3,7 +3,7 @@
 'generated' markers): both operands in shared memory (SS), and A in registers (RS: 16-bit types, and tf32, whose B is K-major only). The operand lists are long and regular; writing them by hand invites typos.
 Usage: python3 scripts/gen_wgmma.py > /tmp/wgmma.inc, then paste between the markers."""
 
-NS = [16, 32, 64, 80, 88, 96, 104, 112, 128, 176, 192, 224, 256]
+NS = [16, 32, 64, 80, 88, 96, 104, 112, 128, 144, 160, 176, 192, 224, 256]
 # The RS form's N: attention's P V (N = the padded head dim) and the matmul tiles whose A is
 # an MN-major tf32 operand, loaded into registers (matmul_sm90.cuh): every N of the SS form.
 RS_NS = NS

@@ -480,7 +480,7 @@ std::vector<ParamSpec> variant_space(int variant) {
             {"unroll", {4, 8, 16}},
             {"split_k", {1, 2, 4, 8, 16, 32, 64}}};
   return {{"block_m", {64, 128, 192, 256}},
-          {"block_n", {16, 32, 64, 80, 88, 96, 104, 112, 128, 176, 192, 224, 256}},
+          {"block_n", {16, 32, 64, 80, 88, 96, 104, 112, 128, 144, 160, 176, 192, 224, 256}},
           {"block_k", {32, 64}},  // one 128-byte row: 64 of bf16/f16, 32 of fp32 (tf32)
           {"stages", {3, 4, 5, 6, 7, 8, 10, 13, 16}},
           {"consumers", {1, 2, 3}},
@@ -614,8 +614,8 @@ struct WgmmaConfig {
   bool swapped_mid_width() const { return block_n >= 80 && block_n <= 112 && block_n % 8 == 0; }
   // Consumer warpgroups sharing a tile's rows: all of them, or with pingpong one (whole tiles).
   int rows_sharing() const { return pingpong ? 1 : consumers; }
-  // swap_ab over a wide M (128 columns or more: fp32 with B row-major read in place), whose C^T
-  // goes out transposed through the staging slots.
+  // swap_ab over a wide M (128 columns or more: fp32 with B row-major read in place, or 129-256
+  // rows of 16-bit M whole), whose C^T goes out transposed through the staging slots.
   bool swapped_wide() const { return swap_ab && block_n >= 128; }
   // C leaves through the exchange buffer (TileExchange) instead of the TMA staging slots.
   bool exchange() const { return (swap_ab && !swapped_wide()) || cluster_k() > 1; }
@@ -2711,13 +2711,17 @@ class MatmulFamily final : public Family {
     }
     if (w.block_m % (64 * w.rows_sharing())) return "each consumer warpgroup takes whole 64-row wgmmas";
     if ((w.block_n % 64 && w.block_n != 16 && w.block_n != 32 && !w.wave_fitted_width() &&
-         !w.swapped_mid_width()) ||
+         !w.swapped_mid_width() && w.block_n != 144 && w.block_n != 160) ||
         w.block_n > 256)
-      return "block_n must be 16, 32, 64, 80-112 in steps of 8, 128, 176, 192, 224 or 256";
+      return "block_n must be 16, 32, 64, 80-112 in steps of 8, 128, 144, 160, 176, 192, 224 "
+             "or 256";
+    if ((w.block_n == 144 || w.block_n == 160) && (!w.swap_ab || w.split_cluster))
+      return "144- and 160-column tiles are swapped tiles (swap_ab, no split_cluster)";
     if (w.swapped_mid_width() && (!w.swap_ab || w.split_cluster))
       return "80- to 112-column tiles are swapped tiles (swap_ab, no split_cluster)";
-    if (w.wave_fitted_width() && (w.swap_ab || w.split_cluster))
-      return "176- and 224-column tiles are for plain tiles (no swap_ab, no split_cluster)";
+    if (w.wave_fitted_width() && (w.swap_ab ? w.block_n != 176 : w.split_cluster))
+      return "224-column tiles are for plain tiles, 176-column ones plain or swapped (no "
+             "split_cluster)";
     // fp32 accumulators: (block_m / consumers / 64) m64 tiles of block_n / 2 registers each
     // (block_m / 64 of them with pingpong).
     const int accumulators = w.block_m / w.rows_sharing() / 64 * w.block_n / 2;
@@ -2802,11 +2806,18 @@ class MatmulFamily final : public Family {
     if (w.swap_ab) {
       // The kernel reads A as wgmma's B operand, whose narrow tiles must be K-major.
       if (s.as_read().a_columns) return "swap_ab needs A row-major";
-      if (w.swapped_wide()) {
+      if (w.swapped_wide() && !s.b_in_registers) {
+        // 16-bit wide swapped tiles: 129-256 rows of M whole, a weight's boxes by all of them
+        // (C^T's last round of a 144-176-column block writes stale rows past M's end).
+        if (s.tf32() || s.weight_phased || s.m <= 128)
+          return "16-bit swap_ab tiles of 128 columns or more hold 129-256 rows of M whole";
+        if (w.block_n < s.m || w.block_n >= s.m + 16 || w.cluster_n != 1)
+          return "16-bit swap_ab tiles of 128 columns or more hold M whole (15 columns over at "
+                 "most, no cluster along it)";
+      } else if (w.swapped_wide()) {
         // Wide swapped tiles read an fp32 B stored row-major in place (as the kernel's A,
         // through registers), where the others transpose it first.
-        if (!s.b_in_registers)
-          return "swap_ab tiles of 128 columns or more are for fp32 with B row-major";
+        if (w.block_n % 64) return "swap_ab tiles reading B in place are 128, 192 or 256 wide";
       } else if (w.swapped_mid_width()) {
         if (s.m <= 64) return "80- to 112-column swapped tiles are for M over 64";
         if (s.b_in_registers || s.weight_phased)

@@ -415,7 +415,8 @@ __device__ __forceinline__ void store_accumulators_staged(const float (&acc)[BN 
 }
 
 // SWAP with tiles of 128 columns or more (fp32 with B row-major: the kernel computes C^T, B as
-// its A through registers): one warpgroup's 64 x BN accumulator block, whose rows are C's
+// its A through registers; or 16-bit M of 129-256 rows in one tile of 128-256 columns, 144,
+// 160 and 176 among them): one warpgroup's 64 x BN accumulator block, whose rows are C's
 // columns c_col0.. and whose columns are C's rows c_row0.., goes out transposed through the
 // same staging slots. A round takes 64 of C's rows (8 accumulator groups) by the block's 64
 // columns: one box of 16-bit C, or two of fp32 (warps 0-1 and 2-3, 32 columns each), written an
@@ -431,12 +432,15 @@ __device__ __forceinline__ void store_accumulators_transposed(
   constexpr int OUT_BYTES = KIND_OUT == kF32 ? 4 : 2;
   constexpr int BOX_COLS = 128 / OUT_BYTES;
   constexpr int BOXES = 64 / BOX_COLS;  // boxes a round: 2 of fp32, 1 of 16-bit C
-  static_assert(BN % 64 == 0, "whole 64-row rounds of C");
+  // A block of 144, 160 or 176 columns ends in a round of 16, 32 or 48 of C's rows: the box's
+  // other rows hold stale bytes, past M's end (the host keeps M within one such tile), where
+  // the store clips them.
+  static_assert(BN % 16 == 0, "rounds of whole 16-row groups of C");
   const int tid = threadIdx.x % 128, lane = threadIdx.x % 32, warp = tid / 32;
   const int g = lane / 4, q = lane % 4;
   const int box = BOXES == 2 ? warp / 2 : 0;  // this warp's box of the round
 #pragma unroll
-  for (int round = 0; round < BN / 64; ++round) {
+  for (int round = 0; round < (BN + 63) / 64; ++round) {
     // A 16-bit round's box takes the slots in turn; an fp32 round takes both.
     const unsigned first_slot = BOXES == 2 ? 0u : (boxes_issued & 1u);
     if (BY_TMA && tid == 0) tma_store_wait_read<BOXES == 2 ? 0 : 1>();
@@ -449,6 +453,7 @@ __device__ __forceinline__ void store_accumulators_transposed(
       const unsigned byte = (col_in_block - box * BOX_COLS) * OUT_BYTES;  // in the box's row
 #pragma unroll
       for (int jj = 0; jj < 8; ++jj) {
+        if (round * 64 + 8 * jj >= BN) break;  // the last round's rows past the block
 #pragma unroll
         for (int odd = 0; odd < 2; ++odd) {
           const int r = 8 * jj + 2 * q + odd;  // the box's row
@@ -725,9 +730,12 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
   constexpr int STAGE_TX = (A_COLUMNS ? A_STAGE : CLUSTER_N * A_SLICE * 128) +
                            (B_COLUMNS ? CLUSTER_M * B_SLICE * 128 : B_STAGE);
   static_assert(BK * ELEMENT == 128, "one 128-byte swizzle row per k slice");
-  static_assert(BN == 16 || BN == 32 || (BN >= 80 && BN <= 112 && BN % 8 == 0) || BN == 176 ||
-                    BN == 224 || (BN % 64 == 0 && BN <= 256),
-                "BN is 16, 32, 80-112 in steps of 8, 176, 224, or a multiple of 64 up to 256");
+  static_assert(BN == 16 || BN == 32 || (BN >= 80 && BN <= 112 && BN % 8 == 0) || BN == 144 ||
+                    BN == 160 || BN == 176 || BN == 224 || (BN % 64 == 0 && BN <= 256),
+                "BN is 16, 32, 80-112 in steps of 8, 144, 160, 176, 224, or a multiple of 64 up to "
+                "256");
+  static_assert((BN != 144 && BN != 160) || SWAP_STAGED,
+                "144- and 160-column tiles are swapped tiles, C^T out through the staging slots");
   static_assert(BN % 64 == 0 || B_COLUMNS,
                 "BN off a multiple of 64 reads B K-major (MN-major blocks are 64 wide)");
   static_assert(CLUSTER_K == 1 || MULTICAST == 1, "K slices in a cluster share no operand");

@@ -2229,6 +2229,37 @@ TEST(MatmulWgmmaTest, TheDefaultTakesOneTileRowOfMInPairsAlongN) {
   EXPECT_EQ(pick(bf16, {160, 28672, 8192}, xwt), "192x128 1x1 s1");
 }
 
+// 16-bit swapped tiles of 128 columns or more hold 129-256 rows of M whole (144, 160 and 176
+// columns end C^T's store in a part round whose other rows must fall past M): not over fewer
+// rows, nor more than one tile's, nor 16 columns or more past M, nor in clusters along M; 144
+// and 160 only swapped; fp32 reading B in place keeps 128, 192 and 256 (v66).
+TEST(MatmulWgmmaTest, WideSwappedSixteenBitTilesHoldMWhole) {
+  const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
+  const auto rejects = [&](int block_n, int cluster_m, int cluster_n, const Problem& p) {
+    const Config swapped =
+        testing::wgmma_config(128, block_n, 5, 2, cluster_m, cluster_n, 8, 1, 0, 1, 0, 0);
+    return matmul().reject(swapped, p, hopper).has_value();
+  };
+  using testing::x_times_w_t;
+  EXPECT_FALSE(rejects(144, 1, 1, x_times_w_t({144, 28672, 8192})));
+  EXPECT_FALSE(rejects(144, 2, 1, x_times_w_t({129, 3001, 1000})));
+  EXPECT_FALSE(rejects(160, 2, 1, x_times_w_t({150, 2000, 777})));
+  EXPECT_FALSE(rejects(176, 2, 1, x_times_w_t({170, 1000, 2000})));
+  EXPECT_TRUE(rejects(144, 1, 1, x_times_w_t({120, 28672, 8192})));  // M of one 128-row tile
+  EXPECT_TRUE(rejects(144, 1, 1, x_times_w_t({160, 28672, 8192})));  // M past the tile
+  EXPECT_TRUE(rejects(176, 1, 1, x_times_w_t({150, 28672, 8192})));  // 26 columns of zeros
+  EXPECT_TRUE(rejects(160, 1, 2, x_times_w_t({150, 28672, 8192})));  // a cluster along M
+  EXPECT_TRUE(rejects(144, 4, 1, x_times_w_t({144, 28672, 8192})));  // 36-row multicast slices
+  EXPECT_TRUE(matmul()
+                  .reject(testing::wgmma_config(128, 144, 5, 2, 1, 1), matmul_problem(144, 4096, 4096),
+                          hopper)
+                  .has_value());  // unswapped
+  const Problem fp32_b_rows{"matmul", DType::f32, DType::f32, {300, 4096, 1024}, {}};
+  EXPECT_TRUE(rejects(144, 1, 1, fp32_b_rows));
+  const Problem tf32{"matmul", DType::f32, DType::f32, {144, 4096, 1024}, {{"b", "col"}}};
+  EXPECT_TRUE(rejects(144, 1, 1, tf32));
+}
+
 // fp32 with A column-major and B row-major: where fit_waves puts a ping-pong tile first (which
 // has no swapped twin), 128x256's swapped twin runs instead, whatever the waves (v53: 1.07-1.84x
 // over 21 shapes); other tiles keep B transposed.

@@ -423,6 +423,32 @@ TEST_F(GpuMatmul, WgmmaSplitKAndPaddedPlansMatchTheReference) {
   for (const Case& c : cases) ASSERT_NO_FATAL_FAILURE(verify_configs(c.problem, {c.config}, {11, 12}));
 }
 
+// 16-bit swapped tiles of 128 columns or more hold 129-256 rows of M whole, C^T out through the
+// staging slots: 144, 160 and 176 columns end in a part round of C's rows (whose box's other
+// rows fall past M), ragged N, the epilogue, fp32 C, a batch, K slices through the workspace.
+TEST_F(GpuMatmul, WideSwappedSixteenBitTilesMatchTheReference) {
+  if (device_.arch() != "sm_90a") GTEST_SKIP() << "the wgmma template needs sm_90a";
+  using enum DType;
+  auto swapped = [](int block_n, int cluster_m, int split_k = 1, int stages = 5) {
+    return testing::wgmma_config(128, block_n, stages, 2, cluster_m, 1, 8, split_k, 0, 1, 0, 0);
+  };
+  struct Case {
+    Problem problem;
+    Config config;
+  };
+  const std::vector<Case> cases = {
+      {{"matmul", bf16, bf16, {144, 3001, 1000}, {{"b", "col"}}}, swapped(144, 2)},
+      {{"matmul", f16, f32, {150, 2000, 777}, {{"b", "col"}, {"bias", "1"}, {"residual", "1"}}},
+       swapped(160, 1)},
+      {{"matmul", bf16, bf16, {170, 1000, 2000}, {{"b", "col"}, {"act", "gelu"}}}, swapped(176, 2)},
+      {{"matmul", bf16, bf16, {2, 139, 1500, 1024}, {{"b", "col"}, {"act", "silu"}}},
+       swapped(144, 1)},
+      {{"matmul", f16, f16, {129, 4096, 4000}, {{"b", "col"}, {"bias", "1"}}}, swapped(144, 1, 2)},
+      {{"matmul", bf16, f32, {190, 2500, 640}, {{"b", "col"}}}, swapped(192, 2, 1, 4)},
+  };
+  for (const Case& c : cases) ASSERT_NO_FATAL_FAILURE(verify_configs(c.problem, {c.config}, {13, 14}));
+}
+
 // The untuned default is what every shape nobody tuned runs. Over the shapes a user could bring
 // it must match the reference with nothing left unwritten: a shape for each branch of
 // default_config (named below; on an H100 the test checks each was taken), then seeded random
