@@ -2047,11 +2047,12 @@ class MatmulFamily final : public Family {
     return spec;
   }
 
-  // An unswapped tile that pads 65-112 rows of M by more than a quarter: swapped_mid_width
-  // then takes M in one tile of 80-112 columns over as many waves as the weight's tiles take.
+  // An unswapped tile that pads 65-112 rows of 16-bit M by more than a quarter:
+  // swapped_mid_width then takes M in one tile of 80-112 columns over as many waves as the
+  // weight's tiles take.
   static bool pads_mid_rows(const Config& config, const MatmulShape& s) {
     const long long rows = config.at("block_m");
-    return !config.at("swap_ab") && s.m > 64 && s.m <= 112 &&
+    return !config.at("swap_ab") && !s.tf32() && s.m > 64 && s.m <= 112 &&
            4 * ceil_div(s.m, rows) * rows > 5 * s.m;
   }
 
@@ -2572,8 +2573,9 @@ class MatmulFamily final : public Family {
     // and 128x192 in pairs along N, sharing A, compete too. At 65-128 rows over wide weights
     // and in batches (96x28672x8192 fell to 192x128 tiles, M padded to 192: 0.52x cuBLAS): with
     // the mid widths below, 1.07-1.76x over 31 fresh shapes, 1.364x on the mean, every one
-    // faster (128x38288x6800 cc 0.1456 ms against 0.1896; docs/perf/matmul.md v64).
-    if (s.m <= 128) {
+    // faster (128x38288x6800 cc 0.1456 ms against 0.1896; docs/perf/matmul.md v64). 16-bit
+    // inputs, as measured (fp32's swapped twins of pairs along N would pair along M's side).
+    if (s.m <= 128 && !s.tf32()) {
       candidates.push_back(variant({{"cluster_m", 1}, {"cluster_n", 2}}));
       candidates.push_back(variant({{"block_n", 192}, {"cluster_m", 1}, {"cluster_n", 2}}));
     }
