@@ -43,6 +43,18 @@ Config runnable_default(const Problem& problem, const DeviceTarget& device) {
   return config;
 }
 
+// The tile of the default on an H100 (which must run there) for `in` -> `in` of `shape`:
+// "BMxBN CMxCN sSPLIT", "swapped " first under swap_ab.
+std::string default_tile(DType in, std::vector<std::int64_t> shape, ProblemOptions options) {
+  const Config config = runnable_default(
+      Problem{"matmul", in, in, std::move(shape), std::move(options)},
+      DeviceTarget::assumed_for_arch("sm_90a"));
+  return std::string(config.at("swap_ab") ? "swapped " : "") +
+         std::to_string(config.at("block_m")) + "x" + std::to_string(config.at("block_n")) + " " +
+         std::to_string(config.at("cluster_m")) + "x" + std::to_string(config.at("cluster_n")) +
+         " s" + std::to_string(config.at("split_k"));
+}
+
 
 // The shared memory a config's pipeline needs: STAGES A and B tiles, rows padded by 8 elements,
 // 2 bytes per element.
@@ -2171,28 +2183,20 @@ TEST(MatmulWgmmaTest, TheDefaultTakesTheMmaSyncTilesForTinyProducts) {
 // row, five, a coarser tail split, and fp32's swapped twin keep it alone.
 TEST(MatmulWgmmaTest, TheDefaultPairsTheLoneTileAlongM) {
   const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
-  auto pick = [&](DType in, std::vector<std::int64_t> shape, ProblemOptions options) {
-    const Problem p{"matmul", in, in, std::move(shape), std::move(options)};
-    const Config config = matmul().default_config(p, hopper);
-    EXPECT_EQ(matmul().reject(config, p, hopper), std::nullopt) << config.text();
-    return std::to_string(config.at("block_m")) + "x" + std::to_string(config.at("block_n")) +
-           " " + std::to_string(config.at("cluster_m")) + "x" +
-           std::to_string(config.at("cluster_n")) + " s" + std::to_string(config.at("split_k"));
-  };
   using enum DType;
   const ProblemOptions col_a = {{"a", "col"}}, both = {{"a", "col"}, {"b", "col"}};
-  EXPECT_EQ(pick(bf16, {1797, 1464, 3118}, col_a), "192x128 2x1 s1");
-  EXPECT_EQ(pick(bf16, {1411, 4608, 4462}, col_a), "192x128 2x1 s8");
-  EXPECT_EQ(pick(bf16, {5092, 896, 4092}, both), "192x128 2x1 s2");   // 27 rows
-  EXPECT_EQ(pick(bf16, {3289, 1728, 1144}, {}), "192x128 2x1 s1");  // B's rows on the lines
+  EXPECT_EQ(default_tile(bf16, {1797, 1464, 3118}, col_a), "192x128 2x1 s1");
+  EXPECT_EQ(default_tile(bf16, {1411, 4608, 4462}, col_a), "192x128 2x1 s8");
+  EXPECT_EQ(default_tile(bf16, {5092, 896, 4092}, both), "192x128 2x1 s2");   // 27 rows
+  EXPECT_EQ(default_tile(bf16, {3289, 1728, 1144}, {}), "192x128 2x1 s1");  // B's rows on the lines
   // Both operands' rows off the lines: 128x192 pairs tie with 192x128 alone and read less from
   // L2 a multiply (v62).
-  EXPECT_EQ(pick(bf16, {3289, 1704, 1144}, {}), "128x192 2x1 s1");
-  EXPECT_EQ(pick(f32, {1040, 2662, 2888}, col_a), "192x128 2x1 s1");
-  EXPECT_EQ(pick(bf16, {163, 8197, 15023}, col_a), "192x128 1x1 s1");  // one tile row
-  EXPECT_EQ(pick(bf16, {857, 5228, 2064}, {}), "192x128 1x1 s1");      // five
+  EXPECT_EQ(default_tile(bf16, {3289, 1704, 1144}, {}), "128x192 2x1 s1");
+  EXPECT_EQ(default_tile(f32, {1040, 2662, 2888}, col_a), "192x128 2x1 s1");
+  EXPECT_EQ(default_tile(bf16, {163, 8197, 15023}, col_a), "192x128 1x1 s1");  // one tile row
+  EXPECT_EQ(default_tile(bf16, {857, 5228, 2064}, {}), "192x128 1x1 s1");      // five
   // The pairs' last wave (30 of 66) splits in two where the lone tiles' (22 of 132) split in 8.
-  EXPECT_EQ(pick(bf16, {2105, 4800, 2318}, {}), "192x128 1x1 s8");
+  EXPECT_EQ(default_tile(bf16, {2105, 4800, 2318}, {}), "192x128 1x1 s8");
   const Config twin =
       matmul().default_config(Problem{"matmul", f32, f32, {328, 6858, 1678}, {}}, hopper);
   EXPECT_EQ(twin.at("swap_ab"), 1);
@@ -2205,28 +2209,18 @@ TEST(MatmulWgmmaTest, TheDefaultPairsTheLoneTileAlongM) {
 // columns in clusters of 4 along the weight, over more than a wave (96x28672x8192 had taken
 // 192x128 tiles: 0.52x cuBLAS).
 TEST(MatmulWgmmaTest, TheDefaultTakesOneTileRowOfMInPairsAlongN) {
-  const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
-  auto pick = [&](DType in, std::vector<std::int64_t> shape, ProblemOptions options) {
-    const Problem p{"matmul", in, in, std::move(shape), std::move(options)};
-    const Config config = matmul().default_config(p, hopper);
-    EXPECT_EQ(matmul().reject(config, p, hopper), std::nullopt) << config.text();
-    return std::string(config.at("swap_ab") ? "swapped " : "") +
-           std::to_string(config.at("block_m")) + "x" + std::to_string(config.at("block_n")) +
-           " " + std::to_string(config.at("cluster_m")) + "x" +
-           std::to_string(config.at("cluster_n")) + " s" + std::to_string(config.at("split_k"));
-  };
   using enum DType;
   const ProblemOptions xwt = {{"b", "col"}};
-  EXPECT_EQ(pick(bf16, {128, 28672, 8192}, xwt), "128x256 1x2 s1");
-  EXPECT_EQ(pick(bf16, {112, 28672, 8192}, xwt), "128x256 1x2 s1");  // pads M by 1/7
-  EXPECT_EQ(pick(f16, {120, 17000, 1500}, {}), "128x192 1x2 s1");
-  EXPECT_EQ(pick(bf16, {4, 100, 8192, 1000}, xwt), "128x256 1x2 s1");  // a batch
-  EXPECT_EQ(pick(bf16, {96, 28672, 8192}, xwt), "swapped 128x96 4x1 s1");
-  EXPECT_EQ(pick(bf16, {80, 28672, 8192}, xwt), "swapped 128x80 4x1 s1");
-  EXPECT_EQ(pick(f16, {70, 33000, 600}, {}), "swapped 128x80 4x1 s1");
-  EXPECT_EQ(pick(bf16, {97, 20011, 1000}, xwt), "swapped 128x104 4x1 s1");
+  EXPECT_EQ(default_tile(bf16, {128, 28672, 8192}, xwt), "128x256 1x2 s1");
+  EXPECT_EQ(default_tile(bf16, {112, 28672, 8192}, xwt), "128x256 1x2 s1");  // pads M by 1/7
+  EXPECT_EQ(default_tile(f16, {120, 17000, 1500}, {}), "128x192 1x2 s1");
+  EXPECT_EQ(default_tile(bf16, {4, 100, 8192, 1000}, xwt), "128x256 1x2 s1");  // a batch
+  EXPECT_EQ(default_tile(bf16, {96, 28672, 8192}, xwt), "swapped 128x96 4x1 s1");
+  EXPECT_EQ(default_tile(bf16, {80, 28672, 8192}, xwt), "swapped 128x80 4x1 s1");
+  EXPECT_EQ(default_tile(f16, {70, 33000, 600}, {}), "swapped 128x80 4x1 s1");
+  EXPECT_EQ(default_tile(bf16, {97, 20011, 1000}, xwt), "swapped 128x104 4x1 s1");
   // Two tile rows keep the pairs along M's choices (192x128 alone at 160 rows).
-  EXPECT_EQ(pick(bf16, {160, 28672, 8192}, xwt), "192x128 1x1 s1");
+  EXPECT_EQ(default_tile(bf16, {160, 28672, 8192}, xwt), "192x128 1x1 s1");
 }
 
 // 16-bit swapped tiles of 128 columns or more hold 129-256 rows of M whole (144, 160 and 176
