@@ -3,7 +3,7 @@
 
 usage: matmul_shapes.py [--count DRAWS] [--seed S] [--narrow-n | --few-columns |
                         --shapes [Bx]MxNxK:LAYOUT,...] [--lib PATH] [--baseline PATH] [--json FILE]
-                        [--config LABEL=CONFIG ...] [--tilesmith PATH]
+                        [--config LABEL=CONFIG ...] [--tilesmith PATH] [--graph]
 
 Every shape nobody tuned runs the family's default config, so the default is what a user
 meets first. The suite (matmul_suite.py) times 27 shapes from peers' benchmarks; this draws
@@ -24,8 +24,11 @@ dimension, BxMxNxK, is a batch of B packed products, cuBLAS's strided batched).
 --config LABEL=CONFIG (repeatable) also times given configs (k=v,...: one config, or a slice
 whose tuned winner runs) in the same rounds, each from its own database that one `tilesmith
 tune --only CONFIG` of the shape fills (verified there, and here again); a config the shape's
-constraints reject is reported and skipped. Exit status: 0 all verified, 1 a verification
-failure, 2 setup problem.
+constraints reject is reported and skipped. --graph times every side a second way, as a serving
+loop runs small products: CUDA graphs of calls over rotating input sets, each call's operands
+cold in L2, nothing flushed between calls (matmul_bench.make_graph_rounds, as the suite's M <= 16
+table), every set's output of every side verified afterwards. Exit status: 0 all verified, 1 a
+verification failure, 2 setup problem.
 """
 import argparse, ctypes, json, math, os, random, subprocess, sys, tempfile
 
@@ -106,6 +109,41 @@ def parse_shapes(text):
     return shapes
 
 
+def time_as_graphs(runtimes, operands, poisoned_c, make_desc, error_of, first, tolerance):
+    """Every side's calls (runtimes: name -> (library, runtime)) and cuBLAS's as CUDA graph
+    replays over rotating input sets (matmul_bench.make_graph_rounds), each side's output of
+    every set verified afterwards. Returns name -> {ms, error, verified, shape}."""
+    import torch
+    a_store, b_store = first[:2]
+    sets = mb.rotation_sets(a_store.element_size() * (a_store.numel() + b_store.numel()))
+    calls = max(16, 2 * sets)
+    inputs = [first] + [operands() for _ in range(sets - 1)]
+    outputs = {name: [poisoned_c() for _ in range(sets)] for name in runtimes}
+    descs = {name: [ctypes.byref(make_desc(i[0], i[1], c)) for i, c in zip(inputs, outputs[name])]
+             for name in runtimes}
+
+    def side(name):
+        lib, runtime = runtimes[name]
+
+        def call(i):  # on the current stream: the capture's while the graph is made
+            mb.check(lib, lib.tilesmith_matmul_ex(runtime, descs[name][i % sets],
+                                                  torch.cuda.current_stream().cuda_stream),
+                     "tilesmith_matmul_ex (graph)")
+        return call
+
+    fns = {name: side(name) for name in runtimes}
+    fns["cb"] = lambda i: torch.matmul(inputs[i % sets][2], inputs[i % sets][3])
+    times = mb.make_graph_rounds(calls)(fns)
+    result = {}
+    for name, (ms, _) in times.items():
+        worst = 0.0
+        for i, c in zip(inputs, outputs.get(name, [])):
+            worst = max(worst, error_of(c, i[4]) if bool(torch.isfinite(c).all()) else float("inf"))
+        result[name] = {"ms": ms, "error": worst, "verified": worst <= tolerance,
+                        "shape": f"{sets}x{calls}"}
+    return result
+
+
 def shape_name(batch, m, n, k):
     return f"{batch}x{m}x{n}x{k}" if batch > 1 else f"{m}x{n}x{k}"
 
@@ -129,6 +167,8 @@ def main():
                    help="also time this config (k=v,...) of every shape, from its own database")
     p.add_argument("--tilesmith", default=os.path.join(REPO, "build", "tilesmith"),
                    help="the CLI that fills each --config's database")
+    p.add_argument("--graph", action="store_true",
+                   help="also time every side as CUDA graph replays over cold rotating inputs")
     args = p.parse_args()
     configs = []
     for item in args.config:
@@ -168,20 +208,37 @@ def main():
     for m, n, k, layout, *batched in shapes:
         batch = batched[0] if batched else 1
         a_col, b_col = layout[0] == "c", layout[1] == "c"
-        a_store = torch.randn(batch, *((k, m) if a_col else (m, k)), device="cuda", dtype=dtype)
-        a_store *= k ** -0.5
-        b_store = torch.randn(batch, *((n, k) if b_col else (k, n)), device="cuda", dtype=dtype)
-        a = (a_store.transpose(1, 2) if a_col else a_store).squeeze(0)
-        b = (b_store.transpose(1, 2) if b_col else b_store).squeeze(0)
-        reference = (torch.matmul(a.double(), b.double()) if tf32 else torch.matmul(a.float(), b.float())).float()
-        calls, errors = {}, {}
+
+        def operands():
+            """Fresh random A and B (A scaled by 1/sqrt(K)): storage, the product's views, and
+            the fp32 reference (fp64 products for tf32's inputs)."""
+            a_store = torch.randn(batch, *((k, m) if a_col else (m, k)), device="cuda", dtype=dtype)
+            a_store *= k ** -0.5
+            b_store = torch.randn(batch, *((n, k) if b_col else (k, n)), device="cuda", dtype=dtype)
+            a = (a_store.transpose(1, 2) if a_col else a_store).squeeze(0)
+            b = (b_store.transpose(1, 2) if b_col else b_store).squeeze(0)
+            reference = (torch.matmul(a.double(), b.double()) if tf32
+                         else torch.matmul(a.float(), b.float())).float()
+            return a_store, b_store, a, b, reference
+
+        def poisoned_c():
+            return torch.full((batch, m, n), float("nan"), device="cuda", dtype=dtype).squeeze(0)
+
+        def make_desc(a_store, b_store, c):
+            return mb._capi.MatmulDesc(a_store.data_ptr(), b_store.data_ptr(), c.data_ptr(), batch,
+                                       m, n, k, code, code, int(a_col), int(b_col), None, None, 0)
+
+        def error_of(c, reference):
+            return float((c.float() - reference).norm() / reference.norm())
+
+        a_store, b_store, a, b, reference = operands()
+        calls, errors, runtimes = {}, {}, {}
 
         def add_call(name, lib, runtime):
             """Verifies `runtime`'s product (into its own NaN-poisoned C) and keeps its call for the
             rounds; returns the descriptor."""
-            c = torch.full((batch, m, n), float("nan"), device="cuda", dtype=dtype).squeeze(0)
-            desc = mb._capi.MatmulDesc(a_store.data_ptr(), b_store.data_ptr(), c.data_ptr(), batch,
-                                       m, n, k, code, code, int(a_col), int(b_col), None, None, 0)
+            c = poisoned_c()
+            desc = make_desc(a_store, b_store, c)
 
             # `keep` holds the descriptor and C for the rounds.
             def call(lib=lib, runtime=runtime, d=ctypes.byref(desc), keep=(desc, c)):
@@ -189,8 +246,8 @@ def main():
 
             call()
             torch.cuda.synchronize()
-            errors[name] = float((c.float() - reference).norm() / reference.norm())
-            calls[name] = call
+            errors[name] = error_of(c, reference)
+            calls[name], runtimes[name] = call, (lib, runtime)
             return desc
 
         for name, (lib, runtime) in sides.items():
@@ -241,6 +298,16 @@ def main():
                                      "verified": config_ok}
             print(f"  {label}: {ms:.4f} ms  x default {ts_ms / ms:.3f}  x cuBLAS {cb_ms / ms:.3f}  "
                   f"err {errors[label]:.1e}{'' if config_ok else '  FAILED'}  [{used[label]}]", flush=True)
+        if args.graph:
+            row["graph"] = time_as_graphs(runtimes, operands, poisoned_c, make_desc, error_of,
+                                          (a_store, b_store, a, b, reference), tolerance)
+            graph, line = row["graph"], []
+            for name, entry in graph.items():
+                failed_configs += not entry["verified"]
+                line.append(f"{name} {entry['ms'] * 1e3:.2f} us" +
+                            ("" if entry["verified"] else " FAILED") +
+                            (f" (x cuBLAS {graph['cb']['ms'] / entry['ms']:.3f})" if name != "cb" else ""))
+            print(f"  graph {graph['cb']['shape']}: " + ", ".join(line), flush=True)
         torch.cuda.synchronize()
         for runtime in config_runtimes:
             sides["ts"][0].tilesmith_runtime_destroy(runtime)
@@ -249,6 +316,12 @@ def main():
     if args.baseline:
         base_geomean = math.exp(sum(math.log(r["x_base"]) for r in rows) / len(rows))
         print(f"geomean x baseline ({args.baseline}): {base_geomean:.3f}")
+    if args.graph:
+        def graph_geomean(name):
+            return math.exp(sum(math.log(r["graph"]["cb"]["ms"] / r["graph"][name]["ms"]) for r in rows)
+                            / len(rows))
+        against = "".join(f", {name} {graph_geomean(name):.3f}" for name in ("base",) if args.baseline)
+        print(f"as CUDA graphs, geomean x cuBLAS: ts {graph_geomean('ts'):.3f}{against}")
     source = "given" if args.shapes else f"seed {args.seed}" + (", N in 1..64" if args.narrow_n else "")
     print(f"geomean x cuBLAS over {len(rows)} shapes ({source}): {geomean:.3f}; "
           f"{len(rows) - failed} verified{f'; {failed_configs} --config runs FAILED' if failed_configs else ''}; worst: "

@@ -10,15 +10,28 @@
 //                 lines; L = 32: one row, 512 bytes); warps take the spans in turn, U in flight.
 //   window C W:   a persistent grid whose CTAs take C-row groups in order, so that at any time
 //                 the machine reads a contiguous window of rows (64-byte pieces as decode).
-// Times are medians of 20 launches after 5, each after a 256 MB memset (L2 holds nothing of
+//   ring C W L S: the pattern's loads as cp.async into a ring of S spans a warp in shared
+//                 memory: the bytes in flight are not bounded by the registers that hold them.
+//   lockstep C W B S T: a CTA of C rows and W warps takes K in spans of B bytes a row, all its
+//                 threads on one span at a time: the span (C rows of B bytes, and as many of a
+//                 16-row A read from L2 where T says so) lands in a ring of S stages, by cp.async
+//                 from every thread or by one thread's bulk copies (TMA, a row's B bytes each)
+//                 completing on an mbarrier.
+// "single": medians of 20 launches after 5, each after a 256 MB memset (L2 holds nothing of
 // the weight), events around the launch; "x floor" is against the weight's bytes at the rate
 // of a plain copy kernel timed the same way (its launch included, so the ratios compare the
 // shapes, not the absolute rate: bench/read_floor.py times the floor against torch's copy).
+// "graph": a CUDA graph of calls over rotating copies of the weight (256 MB pass between two
+// reads of one copy: each call reads cold), median replay over its calls, against the
+// weight's bytes at a 1 GB copy's rate (the serving loop's timing, as the suite's M <= 16).
+// What it showed on the H200 (graphs, the carve-out, the rings): docs/perf/matmul.md v67.
+//   build/weight_read_probe --graph   times the graphs only.
 // Needs no tilesmith build:
 //   nvcc -O3 -arch=sm_90a -cudart static -o build/weight_read_probe bench/weight_read_probe.cu
 //   build/weight_read_probe            (on the GPU machine, carrying build/)
 #include <algorithm>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "probe_common.cuh"
@@ -51,7 +64,8 @@ __global__ void __launch_bounds__(512) gemv(const unsigned short* w, int k, unsi
 }
 
 template <int COLS, int WARPS, int LANES, int U>
-__global__ void __launch_bounds__(WARPS * 32) pattern(const unsigned short* w, int k, unsigned* out) {
+__global__ void __launch_bounds__(WARPS * 32)
+    pattern(const unsigned short* w, int k, unsigned* out) {
   constexpr int ROWS_A_LOAD = 32 / LANES, SPAN = LANES * 8, LOADS = COLS / ROWS_A_LOAD;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const long long row0 = static_cast<long long>(blockIdx.x) * COLS + lane / LANES;
@@ -76,7 +90,8 @@ __global__ void __launch_bounds__(WARPS * 32) pattern(const unsigned short* w, i
 }
 
 template <int COLS, int WARPS, int U>
-__global__ void __launch_bounds__(WARPS * 32) window(const unsigned short* w, int n, int k, unsigned* out) {
+__global__ void __launch_bounds__(WARPS * 32)
+    window(const unsigned short* w, int n, int k, unsigned* out) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, chunks = k / 32;
   unsigned acc = 0;
   for (int g = blockIdx.x; g < n / COLS; g += gridDim.x) {
@@ -100,13 +115,143 @@ __global__ void __launch_bounds__(WARPS * 32) window(const unsigned short* w, in
   keep(acc, out);
 }
 
+__device__ __forceinline__ void copy_16_async(void* to, const void* from) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(to));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(from));
+}
+
+template <int COLS, int WARPS, int LANES, int S>
+__global__ void __launch_bounds__(WARPS * 32) ring(const unsigned short* w, int k, unsigned* out) {
+  constexpr int ROWS_A_LOAD = 32 / LANES, SPAN = LANES * 8, LOADS = COLS / ROWS_A_LOAD;
+  extern __shared__ uint4 slots[];  // [WARPS][S][LOADS][32]
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  uint4* const mine = slots + warp * S * LOADS * 32;
+  const long long row0 = static_cast<long long>(blockIdx.x) * COLS + lane / LANES;
+  const int unit = lane % LANES, spans = k / SPAN;
+  auto issue = [&](int i) {
+    const int s = warp + i * WARPS;
+    if (s < spans)
+#pragma unroll
+      for (int l = 0; l < LOADS; ++l)
+        copy_16_async(mine + ((i % S) * LOADS + l) * 32 + lane,
+                      w + (row0 + l * ROWS_A_LOAD) * k + s * SPAN + unit * 8);
+    asm volatile("cp.async.commit_group;");
+  };
+  unsigned acc = 0;
+  for (int i = 0; i < S - 1; ++i) issue(i);
+  for (int i = 0; warp + i * WARPS < spans; ++i) {
+    issue(i + S - 1);
+    asm volatile("cp.async.wait_group %0;" ::"n"(S - 1));
+#pragma unroll
+    for (int l = 0; l < LOADS; ++l) acc ^= fold(mine[((i % S) * LOADS + l) * 32 + lane]);
+    __syncwarp();
+  }
+  keep(acc, out);
+}
+
+__device__ __forceinline__ void bulk_copy(void* to, const void* from, unsigned bytes,
+                                          unsigned long long* bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
+          "r"(static_cast<unsigned>(__cvta_generic_to_shared(to))),
+      "l"(from), "r"(bytes), "r"(static_cast<unsigned>(__cvta_generic_to_shared(bar)))
+      : "memory");
+}
+__device__ __forceinline__ void expect_bytes(unsigned long long* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
+                   static_cast<unsigned>(__cvta_generic_to_shared(bar))),
+               "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void wait_phase(unsigned long long* bar, unsigned parity) {
+  asm volatile(
+      "{\n .reg .pred done;\n wait:\n"
+      " mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      " @!done bra wait;\n}\n" ::"r"(static_cast<unsigned>(__cvta_generic_to_shared(bar))),
+      "r"(parity)
+      : "memory");
+}
+
+// TAKE_A: 0 the weight alone, 1 also 16 rows of A (`a`, K wide, read from L2) a span.
+// BULK: 0 cp.async from every thread, 1 one thread's bulk copies on an mbarrier a stage.
+template <int COLS, int WARPS, int BYTES, int S, int TAKE_A, int BULK>
+__global__ void __launch_bounds__(WARPS * 32)
+    lockstep(const unsigned short* w, const unsigned short* a, int k, unsigned* out) {
+  constexpr int ROWS = COLS + 16 * TAKE_A, STAGE = ROWS * BYTES / 16;  // 16-byte units a stage
+  constexpr int THREADS = WARPS * 32;
+  extern __shared__ uint4 stages[];  // [S][ROWS][BYTES / 16]
+  __shared__ unsigned long long full[S];
+  const long long row0 = static_cast<long long>(blockIdx.x) * COLS;
+  const int spans = k * 2 / BYTES;
+  if (BULK && threadIdx.x == 0) {
+    for (int s = 0; s < S; ++s)
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(
+          static_cast<unsigned>(__cvta_generic_to_shared(&full[s]))));
+    asm volatile("fence.mbarrier_init.release.cluster;");
+  }
+  __syncthreads();
+  auto issue = [&](int i) {
+    if (i < spans) {
+      uint4* stage = stages + (i % S) * STAGE;
+      const long long k0 = static_cast<long long>(i) * BYTES / 2;
+      if (BULK) {
+        if (threadIdx.x == 0) {
+          expect_bytes(&full[i % S], ROWS * BYTES);
+          for (int r = 0; r < ROWS; ++r)
+            bulk_copy(stage + r * (BYTES / 16),
+                      r < COLS ? w + (row0 + r) * k + k0
+                               : a + (r - COLS) * static_cast<long long>(k) + k0,
+                      BYTES, &full[i % S]);
+        }
+      } else {
+        for (int u = threadIdx.x; u < STAGE; u += THREADS) {
+          const int r = u / (BYTES / 16), e = (u % (BYTES / 16)) * 8;
+          copy_16_async(stage + u, r < COLS ? w + (row0 + r) * k + k0 + e
+                                            : a + (r - COLS) * static_cast<long long>(k) + k0 + e);
+        }
+      }
+    }
+    if (!BULK) asm volatile("cp.async.commit_group;");
+  };
+  unsigned acc = 0;
+  for (int i = 0; i < S - 1; ++i) issue(i);
+  for (int i = 0; i < spans; ++i) {
+    issue(i + S - 1);
+    if (BULK)
+      wait_phase(&full[i % S], (i / S) & 1);
+    else
+      asm volatile("cp.async.wait_group %0;" ::"n"(S - 1));
+    __syncthreads();
+    const uint4* stage = stages + (i % S) * STAGE;
+    for (int u = threadIdx.x; u < STAGE; u += THREADS) acc ^= fold(stage[u]);
+    __syncthreads();
+  }
+  keep(acc, out);
+}
+
 __global__ void copy(const uint4* from, uint4* to, long long n) {
   for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<long long>(gridDim.x) * blockDim.x)
     to[i] = from[i];
 }
 
-int main() {
+template <int COLS, int WARPS, int LANES, int S>
+cudaError_t ring_smem() {
+  return cudaFuncSetAttribute(ring<COLS, WARPS, LANES, S>,
+                              cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              WARPS * S * COLS * LANES * 16);
+}
+
+template <int COLS, int WARPS, int BYTES, int S, int TAKE_A, int BULK>
+cudaError_t lockstep_smem() {
+  return cudaFuncSetAttribute(lockstep<COLS, WARPS, BYTES, S, TAKE_A, BULK>,
+                              cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              S * (COLS + 16 * TAKE_A) * BYTES);
+}
+
+int main(int argc, char** argv) {
+  // --graph: only the graph timing (the serving loop's); default: both.
+  const bool graph_only = argc > 1 && std::string(argv[1]) == "--graph";
   int sms = 0;
   CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   const size_t flush_bytes = 256ull << 20;
@@ -117,23 +262,82 @@ int main() {
   cudaEvent_t start, stop;
   CHECK(cudaEventCreate(&start));
   CHECK(cudaEventCreate(&stop));
-  struct Shape { int n, k; };
+  cudaStream_t stream;
+  CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  CHECK((ring_smem<16, 8, 8, 2>()));
+  CHECK((ring_smem<16, 8, 8, 4>()));
+  CHECK((ring_smem<16, 8, 8, 8>()));
+  CHECK((ring_smem<16, 4, 8, 8>()));
+  CHECK((ring_smem<16, 8, 16, 4>()));
+  CHECK((ring_smem<16, 16, 8, 4>()));
+  // Shared memory a kernel asks for and leaves unused: what the carve-out takes from L1 costs
+  // the loads in flight?
+  CHECK(cudaFuncSetAttribute(pattern<16, 16, 32, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             200 << 10));
+  CHECK(cudaFuncSetAttribute(pattern<16, 8, 8, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             200 << 10));
+  CHECK((lockstep_smem<16, 16, 512, 3, 0, 0>()));
+  CHECK((lockstep_smem<16, 16, 512, 3, 0, 1>()));
+  CHECK((lockstep_smem<16, 16, 512, 3, 1, 0>()));
+  CHECK((lockstep_smem<16, 16, 512, 3, 1, 1>()));
+  CHECK((lockstep_smem<16, 8, 512, 4, 1, 1>()));
+  CHECK((lockstep_smem<16, 8, 256, 4, 1, 0>()));
+  CHECK((lockstep_smem<16, 8, 256, 4, 1, 1>()));
+  CHECK((lockstep_smem<16, 8, 1024, 3, 1, 1>()));
+  CHECK((lockstep_smem<32, 8, 512, 3, 1, 1>()));
+  unsigned short* a16 = nullptr;  // A's 16 rows of the widest K (L2-resident after the first read)
+  CHECK(cudaMalloc(&a16, 16 * 14336 * 2));
+  CHECK(cudaMemset(a16, 1, 16 * 14336 * 2));
+
+  // The copy rate of a 1 GB copy kernel, timed as a graph of one launch (the graphs' floor).
+  double copy_gbs = 0;
+  {
+    const size_t big = 1ull << 30;
+    uint4 *from = nullptr, *to = nullptr;
+    CHECK(cudaMalloc(&from, big));
+    CHECK(cudaMalloc(&to, big));
+    CHECK(cudaMemset(from, 1, big));
+    std::vector<float> times;
+    for (int i = 0; i < 8; ++i) {
+      CHECK(cudaEventRecord(start, stream));
+      copy<<<sms * 8, 512, 0, stream>>>(from, to, big / 16);
+      CHECK(cudaEventRecord(stop, stream));
+      CHECK(cudaEventSynchronize(stop));
+      float ms = 0;
+      CHECK(cudaEventElapsedTime(&ms, start, stop));
+      if (i >= 2) times.push_back(ms);
+    }
+    std::sort(times.begin(), times.end());
+    copy_gbs = 2.0 * big / (times[times.size() / 2] * 1e6);
+    printf("copy of 1 GB: %.0f GB/s\n", copy_gbs);
+    CHECK(cudaFree(from));
+    CHECK(cudaFree(to));
+  }
+
+  struct Shape {
+    int n, k;
+  };
   for (const Shape shape : {Shape{4096, 4096}, Shape{14336, 4096}, Shape{4096, 14336}}) {
     const int n = shape.n, k = shape.k;
     const size_t bytes = static_cast<size_t>(n) * k * 2;
-    unsigned short* w = nullptr;
+    // Rotating copies for the graphs: 256 MB between two reads of one copy.
+    const int sets = static_cast<int>((256ull << 20) / bytes) + 2, calls = 2 * sets;
+    std::vector<unsigned short*> ws(sets);
+    for (auto& w : ws) {
+      CHECK(cudaMalloc(&w, bytes));
+      CHECK(cudaMemset(w, 1, bytes));
+    }
+    unsigned short* const w = ws[0];
     uint4* copied = nullptr;
-    CHECK(cudaMalloc(&w, bytes));
     CHECK(cudaMalloc(&copied, bytes));
-    CHECK(cudaMemset(w, 1, bytes));
     cudaError_t failed = cudaSuccess;
     auto median_us = [&](auto launch) {
       std::vector<float> times;
       for (int i = 0; i < 25 && failed == cudaSuccess; ++i) {
-        cudaMemsetAsync(flush, i, flush_bytes);
-        cudaEventRecord(start);
-        launch();
-        cudaEventRecord(stop);
+        cudaMemsetAsync(flush, i, flush_bytes, stream);
+        cudaEventRecord(start, stream);
+        launch(w);
+        cudaEventRecord(stop, stream);
         failed = cudaEventSynchronize(stop);
         if (failed == cudaSuccess) failed = cudaGetLastError();
         float ms = 0;
@@ -144,24 +348,107 @@ int main() {
       std::sort(times.begin(), times.end());
       return times[times.size() / 2];
     };
-    const float copy_us = median_us([&] { copy<<<sms * 8, 512>>>(reinterpret_cast<const uint4*>(w), copied, bytes / 16); });
+    auto graph_us = [&](auto launch) {
+      cudaGraph_t graph = nullptr;
+      cudaGraphExec_t exec = nullptr;
+      if (failed == cudaSuccess)
+        failed = cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal);
+      if (failed != cudaSuccess) return 0.f;
+      for (int c = 0; c < calls; ++c) launch(ws[c % sets]);
+      failed = cudaStreamEndCapture(stream, &graph);
+      if (failed == cudaSuccess) failed = cudaGraphInstantiate(&exec, graph, 0);
+      std::vector<float> times;
+      for (int i = 0; i < 13 && failed == cudaSuccess; ++i) {
+        cudaEventRecord(start, stream);
+        cudaGraphLaunch(exec, stream);
+        cudaEventRecord(stop, stream);
+        failed = cudaEventSynchronize(stop);
+        float ms = 0;
+        cudaEventElapsedTime(&ms, start, stop);
+        if (i >= 3) times.push_back(ms * 1000 / calls);
+      }
+      if (exec) cudaGraphExecDestroy(exec);
+      if (graph) cudaGraphDestroy(graph);
+      if (times.empty()) return 0.f;
+      std::sort(times.begin(), times.end());
+      return times[times.size() / 2];
+    };
+    const float copy_us = median_us([&](const unsigned short* from) {
+      copy<<<sms * 8, 512, 0, stream>>>(reinterpret_cast<const uint4*>(from), copied, bytes / 16);
+    });
     const double floor_us = copy_us / 2;  // the weight's bytes once, at the copy's rate
-    printf("\nweight %dx%d (%.1f MB): copy %.1f us (%.0f GB/s); read floor %.2f us\n", n, k, bytes / 1e6,
-           copy_us, 2.0 * bytes / copy_us / 1e3, floor_us);
-    auto report = [&](const char* name, float us) { printf("  %-28s %7.2f us  x floor %.2f\n", name, us, us / floor_us); };
-    report("gemv 2 rows", median_us([&] { gemv<2><<<n / 2, 512>>>(w, k, out); }));
-    report("gemv 16 rows", median_us([&] { gemv<16><<<n / 16, 512>>>(w, k, out); }));
-    report("pattern 16c 8w 64B U2", median_us([&] { pattern<16, 8, 4, 2><<<n / 16, 256>>>(w, k, out); }));
-    report("pattern 16c 8w 128B U2", median_us([&] { pattern<16, 8, 8, 2><<<n / 16, 256>>>(w, k, out); }));
-    report("pattern 16c 8w 256B U2", median_us([&] { pattern<16, 8, 16, 2><<<n / 16, 256>>>(w, k, out); }));
-    report("pattern 16c 8w 512B U1", median_us([&] { pattern<16, 8, 32, 1><<<n / 16, 256>>>(w, k, out); }));
-    report("pattern 16c 16w 512B U1", median_us([&] { pattern<16, 16, 32, 1><<<n / 16, 512>>>(w, k, out); }));
-    report("pattern 8c 8w 512B U2", median_us([&] { pattern<8, 8, 32, 2><<<n / 8, 256>>>(w, k, out); }));
-    report("pattern 32c 8w 128B U2", median_us([&] { pattern<32, 8, 8, 2><<<n / 32, 256>>>(w, k, out); }));
-    report("window 8c 16w 64B U8", median_us([&] { window<8, 16, 8><<<sms, 512>>>(w, n, k, out); }));
-    report("window 16c 8w 64B U4 x2", median_us([&] { window<16, 8, 4><<<2 * sms, 256>>>(w, n, k, out); }));
+    const double graph_floor_us = bytes / (copy_gbs * 1e3);
+    printf(
+        "\nweight %dx%d (%.1f MB): copy %.1f us (%.0f GB/s); read floor %.2f us single, %.2f us "
+        "graph (%d calls over %d copies)\n",
+        n, k, bytes / 1e6, copy_us, 2.0 * bytes / copy_us / 1e3, floor_us, graph_floor_us, calls,
+        sets);
+    auto report = [&](const char* name, auto launch) {
+      const float single = graph_only ? 0.f : median_us(launch), graph = graph_us(launch);
+      printf("  %-28s single %7.2f us x floor %.2f | graph %7.2f us x floor %.2f\n", name, single,
+             single / floor_us, graph, graph / graph_floor_us);
+    };
+    using W = const unsigned short*;
+    report("gemv 2 rows", [&](W x) { gemv<2><<<n / 2, 512, 0, stream>>>(x, k, out); });
+    report("gemv 16 rows", [&](W x) { gemv<16><<<n / 16, 512, 0, stream>>>(x, k, out); });
+    report("pattern 16c 8w 64B U2",
+           [&](W x) { pattern<16, 8, 4, 2><<<n / 16, 256, 0, stream>>>(x, k, out); });
+    report("pattern 16c 8w 128B U1",
+           [&](W x) { pattern<16, 8, 8, 1><<<n / 16, 256, 0, stream>>>(x, k, out); });
+    report("pattern 16c 8w 128B U2",
+           [&](W x) { pattern<16, 8, 8, 2><<<n / 16, 256, 0, stream>>>(x, k, out); });
+    report("pattern 16c 8w 256B U2",
+           [&](W x) { pattern<16, 8, 16, 2><<<n / 16, 256, 0, stream>>>(x, k, out); });
+    report("pattern 16c 8w 512B U1",
+           [&](W x) { pattern<16, 8, 32, 1><<<n / 16, 256, 0, stream>>>(x, k, out); });
+    report("pattern 16c 16w 512B U1",
+           [&](W x) { pattern<16, 16, 32, 1><<<n / 16, 512, 0, stream>>>(x, k, out); });
+    report("pattern 8c 8w 512B U2",
+           [&](W x) { pattern<8, 8, 32, 2><<<n / 8, 256, 0, stream>>>(x, k, out); });
+    report("pattern 32c 8w 128B U2",
+           [&](W x) { pattern<32, 8, 8, 2><<<n / 32, 256, 0, stream>>>(x, k, out); });
+    report("window 8c 16w 64B U8",
+           [&](W x) { window<8, 16, 8><<<sms, 512, 0, stream>>>(x, n, k, out); });
+    report("window 16c 8w 64B U4 x2",
+           [&](W x) { window<16, 8, 4><<<2 * sms, 256, 0, stream>>>(x, n, k, out); });
+    report("ring 16c 8w 128B S2",
+           [&](W x) { ring<16, 8, 8, 2><<<n / 16, 256, 8 * 2 * 16 * 128, stream>>>(x, k, out); });
+    report("ring 16c 8w 128B S4",
+           [&](W x) { ring<16, 8, 8, 4><<<n / 16, 256, 8 * 4 * 16 * 128, stream>>>(x, k, out); });
+    report("ring 16c 8w 128B S8",
+           [&](W x) { ring<16, 8, 8, 8><<<n / 16, 256, 8 * 8 * 16 * 128, stream>>>(x, k, out); });
+    report("ring 16c 4w 128B S8",
+           [&](W x) { ring<16, 4, 8, 8><<<n / 16, 128, 4 * 8 * 16 * 128, stream>>>(x, k, out); });
+    report("ring 16c 8w 256B S4",
+           [&](W x) { ring<16, 8, 16, 4><<<n / 16, 256, 8 * 4 * 16 * 256, stream>>>(x, k, out); });
+    report("ring 16c 16w 128B S4",
+           [&](W x) { ring<16, 16, 8, 4><<<n / 16, 512, 16 * 4 * 16 * 128, stream>>>(x, k, out); });
+    for (int kb : {16, 64, 128, 192}) {
+      char name[64];
+      snprintf(name, sizeof name, "pattern 16c 16w 512B U1 +%dK", kb);
+      report(name,
+             [&](W x) { pattern<16, 16, 32, 1><<<n / 16, 512, kb << 10, stream>>>(x, k, out); });
+      snprintf(name, sizeof name, "pattern 16c 8w 128B U1 +%dK", kb / 2);
+      report(name, [&](W x) { pattern<16, 8, 8, 1><<<n / 16, 256, kb << 9, stream>>>(x, k, out); });
+    }
+#define LOCKSTEP(C, W, B, S, T, BULK)                                                             \
+  report("lockstep " #C "c " #W "w " #B "B S" #S " A" #T " bulk" #BULK, [&](W_ x) {               \
+    lockstep<C, W, B, S, T, BULK><<<n / C, W * 32, S*(C + 16 * T) * B, stream>>>(x, a16, k, out); \
+  })
+    using W_ = W;
+    LOCKSTEP(16, 16, 512, 3, 0, 0);
+    LOCKSTEP(16, 16, 512, 3, 0, 1);
+    LOCKSTEP(16, 16, 512, 3, 1, 0);
+    LOCKSTEP(16, 16, 512, 3, 1, 1);
+    LOCKSTEP(16, 8, 512, 4, 1, 1);
+    LOCKSTEP(16, 8, 256, 4, 1, 0);
+    LOCKSTEP(16, 8, 256, 4, 1, 1);
+    LOCKSTEP(16, 8, 1024, 3, 1, 1);
+    LOCKSTEP(32, 8, 512, 3, 1, 1);
+#undef LOCKSTEP
     CHECK(failed);
-    CHECK(cudaFree(w));
+    CHECK(cudaGetLastError());
+    for (auto& x : ws) CHECK(cudaFree(x));
     CHECK(cudaFree(copied));
   }
   return 0;
