@@ -78,6 +78,7 @@ class Workbench {
   LaunchPlan plan(const Config& config);
   // The workspace as the last plan() grew it (for tests running a plan of their own).
   std::uint64_t workspace() const { return workspace_.bytes() ? workspace_.address() : 0; }
+  std::size_t workspace_bytes() const { return workspace_.bytes(); }
   // Runs `kernel`'s plan for `config` once on the current inputs and compares the output with
   // the reference. Launch or execution errors propagate as Error (the caller classifies them).
   Verification verify(const driver::ReadyKernel& kernel, const Config& config);

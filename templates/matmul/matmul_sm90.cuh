@@ -856,11 +856,6 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     tail_splits = tail_tiles > 0 ? min(p.k_splits, unit_step / tail_tiles) : 1;
     if (tail_splits < 2) tail_tiles = 0, tail_splits = 1;
     whole -= tail_tiles;
-    if (blockIdx.x == 0 && threadIdx.x == 0) {
-      p.partials[0] = __int_as_float(whole);
-      p.partials[1] = __int_as_float(tail_splits);
-      p.partials[2] = __int_as_float(tail_tiles);
-    }
   }
   const int splits = p.tail ? 1 : p.k_splits > 1 ? p.k_splits : 1;
   const int units = p.tail ? whole + tail_tiles * tail_splits : tiles * splits * p.batch;
@@ -927,8 +922,16 @@ __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
     if (CONSUMERS > 1) warpgroup_regs_release<PRODUCER_REGS>();
     if (CLUSTER > 1) cluster_wait();
     // Launched early behind the previous kernel (the padding copy, a transpose, the call
-    // before), the CTA has set up while it drained; global memory is read only from here on.
+    // before), the CTA has set up while it drained; global memory is read and written only
+    // from here on.
     wait_for_previous_launch();
+    // The tail split's header for splitk_reduce. Written before the wait, it reached the
+    // workspace while the call before's reduce could still read that call's header there.
+    if (p.tail && blockIdx.x == 0 && threadIdx.x == 0) {
+      p.partials[0] = __int_as_float(whole);
+      p.partials[1] = __int_as_float(tail_splits);
+      p.partials[2] = __int_as_float(tail_tiles);
+    }
     if (threadIdx.x < 32) {
       const bool issuer = threadIdx.x == 0;
       unsigned short a_mask = 0, b_mask = 0;  // peers sharing our A rows / our B columns
