@@ -249,6 +249,13 @@ TEST_F(GpuLaunchOrder, MatmulKernelsWaitForTheKernelBeforeThem) {
   expect_waits(bf16(40, 1001, 2000));                                // A's gather first (row phases)
   expect_waits(bf16(333, 517, 259), tile_config(128, 128, 32, 2, 4, 3));  // mma.sync
   expect_waits(x_times_w_t({16, 1500, 4096}), decode_config(16, 8, 2, 4));  // decode + reduce
+  expect_waits(bf16(512, 512, 16384),                                // K slices summed in the grid
+               wgmma_config(128, 128, 4, 2, 1, 1, 8, 8, 0, 0, 0, 0, 0, 1));
+  expect_waits(x_times_w_t({48, 4096, 4096}));                       // swap_ab, K slices + reduce
+  expect_waits(x_times_w_t({4174, 1, 696}));                         // gemv on C^T
+  expect_waits(Problem{"matmul", DType::f32, DType::f32, {1000, 1000, 1000}, {}});  // tf32's twin
+  expect_waits(x_times_w_t({1024, 4096, 4096}, DType::bf16, DType::bf16,  // bias and residual read
+                           {{"act", "gelu"}, {"bias", "1"}, {"residual", "1"}}));
 }
 
 TEST_F(GpuLaunchOrder, ReductionKernelsWaitForTheKernelBeforeThem) {
