@@ -31,9 +31,10 @@ struct Chunk16 {
   unsigned w[4];
 };
 
+// Coherent, not ld.global.nc: see load_input (tile_primitives.cuh).
 __device__ __forceinline__ Chunk16 load_chunk16(const unsigned char* aligned) {
   Chunk16 c;
-  asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+  asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(c.w[0]), "=r"(c.w[1]), "=r"(c.w[2]), "=r"(c.w[3])
                : "l"(aligned));
   return c;

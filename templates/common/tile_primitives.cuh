@@ -62,6 +62,16 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING));
 }
 
+// A kernel's read of its inputs: a coherent load, never ld.global.nc (__ldg). Started early
+// behind the previous kernel, a kernel reads after wait_for_previous_launch what that kernel
+// wrote, and a non-coherent load promises data constant for the whole kernel: ptxas may move it
+// above the wait (it moved 4 of 16 weight loads of a decode kernel there: docs/perf/matmul.md
+// v67), where it would read what was there before.
+template <typename T>
+__device__ __forceinline__ T load_input(const T* address) {
+  return *address;
+}
+
 // Programmatic dependent launch (sm_90+, no-ops before). The launcher starts every kernel of a
 // plan early behind the stream's previous kernel (driver::Start::early), so EVERY kernel calls
 // wait_for_previous_launch before its first read or write of global memory: it blocks until

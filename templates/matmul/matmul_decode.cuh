@@ -39,20 +39,21 @@
 namespace tilesmith {
 
 // 16 bytes from global memory into registers; zeros where !valid (nothing is read). W is read
-// once: `streamed` keeps it out of L1, which A's rows (read by every CTA) keep using.
+// once: `streamed` keeps it out of L1, which A's rows (read by every CTA) keep using. Coherent
+// loads, not ld.global.nc: see load_input (tile_primitives.cuh).
 template <bool STREAMED>
 __device__ __forceinline__ uint4 load_16_or_zero(const half_bits* src, bool valid) {
   uint4 v;
   if (STREAMED)
     asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n"
         " mov.b32 %0, 0;\n mov.b32 %1, 0;\n mov.b32 %2, 0;\n mov.b32 %3, 0;\n"
-        " @p ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n}\n"
+        " @p ld.global.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n}\n"
         : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
         : "l"(src), "r"(static_cast<int>(valid)));
   else
     asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n"
         " mov.b32 %0, 0;\n mov.b32 %1, 0;\n mov.b32 %2, 0;\n mov.b32 %3, 0;\n"
-        " @p ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];\n}\n"
+        " @p ld.global.v4.u32 {%0, %1, %2, %3}, [%4];\n}\n"
         : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
         : "l"(src), "r"(static_cast<int>(valid)));
   return v;

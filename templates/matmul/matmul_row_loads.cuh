@@ -44,22 +44,22 @@ __device__ __forceinline__ void load_columns(const half_bits* src, int valid,
   unsigned (&words)[(VEC + 1) / 2] = columns.words;
   if (VECTOR && valid >= VEC) {
     if constexpr (VEC == 8) {
-      const uint4 v = __ldg(reinterpret_cast<const uint4*>(src));
+      const uint4 v = load_input(reinterpret_cast<const uint4*>(src));
       words[0] = v.x, words[1] = v.y, words[2] = v.z, words[3] = v.w;
     } else if constexpr (VEC == 4) {
-      const uint2 v = __ldg(reinterpret_cast<const uint2*>(src));
+      const uint2 v = load_input(reinterpret_cast<const uint2*>(src));
       words[0] = v.x, words[1] = v.y;
     } else if constexpr (VEC == 2) {
-      words[0] = __ldg(reinterpret_cast<const unsigned*>(src));
+      words[0] = load_input(reinterpret_cast<const unsigned*>(src));
     } else {
-      words[0] = __ldg(src);
+      words[0] = load_input(src);
     }
     return;
   }
 #pragma unroll
   for (int e = 0; e < VEC; e += 2) {
-    const unsigned lo = e < valid ? __ldg(src + e) : 0u;
-    const unsigned hi = VEC > 1 && e + 1 < valid ? __ldg(src + e + 1) : 0u;
+    const unsigned lo = e < valid ? load_input(src + e) : 0u;
+    const unsigned hi = VEC > 1 && e + 1 < valid ? load_input(src + e + 1) : 0u;
     words[e / 2] = lo | (hi << 16);
   }
 }
@@ -72,18 +72,18 @@ __device__ __forceinline__ void load_columns(const float* src, int valid,
   float (&x)[VEC] = columns.values;
   if (VECTOR && valid >= VEC) {
     if constexpr (VEC == 4) {
-      const float4 v = __ldg(reinterpret_cast<const float4*>(src));
+      const float4 v = load_input(reinterpret_cast<const float4*>(src));
       x[0] = v.x, x[1] = v.y, x[2] = v.z, x[3] = v.w;
     } else if constexpr (VEC == 2) {
-      const float2 v = __ldg(reinterpret_cast<const float2*>(src));
+      const float2 v = load_input(reinterpret_cast<const float2*>(src));
       x[0] = v.x, x[1] = v.y;
     } else {
-      x[0] = __ldg(src);
+      x[0] = load_input(src);
     }
     return;
   }
 #pragma unroll
-  for (int e = 0; e < VEC; ++e) x[e] = e < valid ? __ldg(src + e) : 0.f;
+  for (int e = 0; e < VEC; ++e) x[e] = e < valid ? load_input(src + e) : 0.f;
 }
 
 // Whether a call's rows and batches of A and B are all on `vec` elements, so that loads of vec
