@@ -57,9 +57,9 @@ struct Gemv {
     Piece piece;
 #pragma unroll
     for (int e = 0; e < VEC; e += 2) {
-      const unsigned lo = e < valid ? load_input(src + static_cast<long long>(k + e) * step) : 0u;
-      const unsigned hi =
-          VEC > 1 && e + 1 < valid ? load_input(src + static_cast<long long>(k + e + 1) * step) : 0u;
+      const half_bits* const at = src + static_cast<long long>(k + e) * step;
+      const unsigned lo = e < valid ? load_input(at) : 0u;
+      const unsigned hi = VEC > 1 && e + 1 < valid ? load_input(at + step) : 0u;
       piece.words[e / 2] = lo | (hi << 16);
     }
     return piece;
