@@ -4,6 +4,7 @@
 #include <chrono>
 #include <future>
 #include <map>
+#include <optional>
 #include <random>
 
 #include <ostream>
@@ -127,6 +128,41 @@ TEST(CompileToPtxTest, WgmmaVariantUsesWgmmaTmaAndMbarriers) {
   EXPECT_NE(ptx.find("mbarrier"), std::string::npos);
   EXPECT_NE(ptx.find("setmaxnreg"), std::string::npos);
   EXPECT_NE(ptx.find(".target sm_90a"), std::string::npos);
+}
+
+// Started early behind the previous kernel (sm_90), a kernel reads what that kernel wrote only
+// after griddepcontrol.wait, and ptxas may move a non-coherent load (ld.global.nc, __ldg) above
+// the wait: such a load promises data constant for the kernel's whole life (it moved 4 of 16
+// weight loads of a decode kernel there: docs/perf/matmul.md v67-v68). So no template reads
+// through that path: the PTX of every kind of kernel holds none.
+TEST(CompileToPtxTest, NoKernelReadsThroughTheNonCoherentPath) {
+  using enum DType;
+  const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
+  const std::vector<std::pair<Problem, std::optional<Config>>> cases = {
+      {testing::x_times_w_t({16, 4096, 4096}), std::nullopt},   // decode, whole lines
+      {testing::x_times_w_t({16, 1000, 1036}), std::nullopt},   // decode, rows off 16 bytes
+      {testing::x_times_w_t({1, 4096, 4100}), std::nullopt},    // gemv, rows off 16 bytes
+      {Problem{"matmul", bf16, bf16, {1, 700, 1000}, {{"a", "col"}, {"b", "col"}}},
+       std::nullopt},                                           // gemv, A a strided vector
+      {matmul_problem(4, 3000, 4096), testing::gemv_kn_config(4, 8, 8)},
+      {matmul_problem(1001, 999, 1003), std::nullopt},          // the padding copy first
+      {matmul_problem(512, 512, 16384), std::nullopt},          // K slices and their reduce
+      {matmul_problem(40, 1001, 2000), std::nullopt},           // A's gather (row phases)
+      {matmul_problem(333, 517, 259), tile_config(128, 128, 32, 2, 4, 3)},  // mma.sync
+      {Problem{"softmax", bf16, bf16, {4096, 1000}}, std::nullopt},
+      {Problem{"layernorm_act_residual", bf16, bf16, {4096, 1024}, {{"act", "gelu"}}},
+       std::nullopt},
+      {Problem{"rmsnorm_backward", f32, f32, {1000, 3000}}, std::nullopt},
+      {Problem{"multi_sum", bf16, f32, {1000, 256}, {{"mean", "1"}}}, std::nullopt},
+      {Problem{"attention", bf16, bf16, {2, 8, 1024, 128}}, std::nullopt},
+      {Problem{"attention_backward", bf16, bf16, {2, 8, 1024, 128}}, std::nullopt},
+  };
+  for (const auto& [problem, chosen] : cases) {
+    const Family& family = find_family(problem.op);
+    const Config config = chosen ? *chosen : family.default_config(problem, hopper);
+    const std::string ptx = compile_to_ptx(render(family, config, problem), "sm_90a");
+    EXPECT_EQ(ptx.find("ld.global.nc"), std::string::npos) << problem.key() << " " << config.text();
+  }
 }
 
 TEST(CompileToPtxTest, UsesTensorCoreMmaAndTheExactTarget) {
