@@ -130,12 +130,14 @@ TEST(CompileToPtxTest, WgmmaVariantUsesWgmmaTmaAndMbarriers) {
   EXPECT_NE(ptx.find(".target sm_90a"), std::string::npos);
 }
 
-// Started early behind the previous kernel (sm_90), a kernel reads what that kernel wrote only
-// after griddepcontrol.wait, and ptxas may move a non-coherent load (ld.global.nc, __ldg) above
-// the wait: such a load promises data constant for the kernel's whole life (it moved 4 of 16
-// weight loads of a decode kernel there: docs/perf/matmul.md v67-v68). So no template reads
-// through that path: the PTX of every kind of kernel holds none.
-TEST(CompileToPtxTest, NoKernelReadsThroughTheNonCoherentPath) {
+// Started early behind the previous kernel (sm_90), a kernel may touch global memory only after
+// griddepcontrol.wait (docs/perf/matmul.md v68). In the PTX of every kind of kernel: (1) no
+// global load, store or bulk copy comes before the wait (the wgmma kernel wrote the tail split's
+// header there, over what the call before's reduce was still to read); (2) no load goes through
+// the non-coherent path (ld.global.nc, __ldg), which promises data constant for the kernel's
+// whole life, so ptxas may move it above the wait (it moved 4 of 16 weight loads of a decode
+// kernel there). PTX order is the source's here; ptxas keeps coherent accesses behind the wait.
+TEST(CompileToPtxTest, KernelsStartedEarlyTouchNothingBeforeTheirWait) {
   using enum DType;
   const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
   const std::vector<std::pair<Problem, std::optional<Config>>> cases = {
@@ -157,12 +159,29 @@ TEST(CompileToPtxTest, NoKernelReadsThroughTheNonCoherentPath) {
       {Problem{"attention", bf16, bf16, {2, 8, 1024, 128}}, std::nullopt},
       {Problem{"attention_backward", bf16, bf16, {2, 8, 1024, 128}}, std::nullopt},
   };
+  const std::regex entry(R"(\n\s*\.(visible|weak)\s+\.entry\s+)");
+  const std::regex global_access(
+      R"(\b(ld|st|atom|red)\.global|cp\.async\.(ca|cg)\.shared\.global|cp\.async\.bulk|)"
+      R"(cp\.reduce\.async\.bulk)");
+  int kernels = 0;
   for (const auto& [problem, chosen] : cases) {
     const Family& family = find_family(problem.op);
     const Config config = chosen ? *chosen : family.default_config(problem, hopper);
     const std::string ptx = compile_to_ptx(render(family, config, problem), "sm_90a");
-    EXPECT_EQ(ptx.find("ld.global.nc"), std::string::npos) << problem.key() << " " << config.text();
+    const std::string what = problem.key() + " " + config.text();
+    EXPECT_EQ(ptx.find("ld.global.nc"), std::string::npos) << what;
+    std::sregex_token_iterator part(ptx.begin(), ptx.end(), entry, -1), end;
+    for (++part; part != end; ++part, ++kernels) {  // each kernel's body, its name first
+      const std::string body = *part;
+      const std::size_t wait = body.find("griddepcontrol.wait");
+      std::smatch access;
+      if (!std::regex_search(body, access, global_access)) continue;
+      EXPECT_LT(wait, static_cast<std::size_t>(access.position(0)))
+          << what << ": " << body.substr(0, body.find('(')) << " touches global memory ("
+          << access.str(0) << ") before its wait";
+    }
   }
+  EXPECT_GE(kernels, static_cast<int>(cases.size()));
 }
 
 TEST(CompileToPtxTest, UsesTensorCoreMmaAndTheExactTarget) {
