@@ -27,6 +27,9 @@ ACTIVATIONS = {"none": 0, "relu": 1, "gelu": 2, "silu": 3}  # enum tilesmith_act
 ROW_MAJOR, COLUMN_MAJOR = 0, 1  # enum tilesmith_layout
 INDUCTOR_MODE = "max-autotune-no-cudagraphs"
 FLOOR_MAX_M = 16  # rows at or below this M get the memory-floor ratio (they are bandwidth bound)
+# A side whose two halves' medians differ by more than this (%) is flagged in the short table:
+# its ratios are not to be trusted (an H200 run once had cuBLAS's halves 28% apart at 1000^3).
+NOISY_SPREAD = 10.0
 
 
 MatmulDesc = mb._capi.MatmulDesc  # zero strides are the packed ones
@@ -213,8 +216,17 @@ def print_details(rows):
     print()
     for r in rows:
         if not not_run(r["status"]):
-            kind = {True: "tuned", False: "default", None: "?"}[r.get("tuned")]
+            # Untuned: the default, or (the database holding other shapes) a nearby shape's winner.
+            kind = {True: "tuned", False: "untuned", None: "?"}[r.get("tuned")]
             print(f"config {r['case']:<30} ({kind}): {r.get('config') or '-'}")
+
+
+def noise_note(r):
+    """The sides whose halves disagree by more than NOISY_SPREAD, for the status cell."""
+    noisy = [f"{label} ±{r[key]:.0f}%" for key, label in
+             (("ts_spread", "tilesmith"), ("cb_spread", "cuBLAS"), ("ind_spread", "Inductor"))
+             if (r.get(key) or 0) > NOISY_SPREAD]
+    return f"noisy: {', '.join(noisy)}" if noisy else ""
 
 
 def print_table(rows):
@@ -233,7 +245,7 @@ def print_table(rows):
         lines.append([r["case"], r["shape"], r["layout"], fmt(r.get("ts_ms"), ".4f"),
                       fmt(r.get("ts_tflops"), ".1f"), fmt(r.get("pct_peak"), ".1f"),
                       fmt(r.get("x_cublas"), ".2f"), ind, fmt(r.get("x_floor"), ".2f"),
-                      compile_s, r["status"][:60]])
+                      compile_s, ", ".join(filter(None, (r["status"][:60], noise_note(r))))])
     print()
     print("layout: storage of A then B, r row-major, c column-major (B c: x @ W.t())\n"
           "x cuBLAS, x Inductor: their ms / tilesmith ms (> 1: tilesmith faster; epilogue rows:"
@@ -268,8 +280,10 @@ def print_table(rows):
             if column != "x_cublas" and all(r.get("ind_status") == "skipped" for r in group):
                 continue  # --skip-inductor
             g = geomean(values)
+            noisy = sum(1 for r in ok if r.get(column) and noise_note(r))
+            noisy_note = f", {noisy} with a noisy side" if noisy else ""
             print(f"geomean x {name:<8} ({label}: over {len(values)} verified of {len(group)}"
-                  f" cases run{tail}): {fmt(g, '.3f')}")
+                  f" cases run{tail}{noisy_note}): {fmt(g, '.3f')}")
 
 
 def clean_json(value):

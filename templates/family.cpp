@@ -34,21 +34,27 @@ std::vector<Config> enumerate_space(const std::vector<ParamSpec>& space, const C
   if (!choices || std::any_of(choices->begin(), choices->end(),
                               [](const std::vector<int>& values) { return values.empty(); }))
     return {};
-  // An odometer over the choices, the last parameter turning fastest: one config is built and
-  // updated in place, and only the admitted ones are kept.
-  Config config;
-  for (std::size_t i = 0; i < space.size(); ++i) config.values[space[i].name] = (*choices)[i][0];
+  // An odometer over the choices, the last parameter turning fastest, on plain values; a
+  // point admitted is copied out of `listed`, whose slots are set only then.
+  std::vector<int> values(space.size());
+  for (std::size_t i = 0; i < space.size(); ++i) values[i] = (*choices)[i][0];
+  Config listed;
+  std::vector<int*> slots;
+  for (const ParamSpec& param : space) slots.push_back(&listed.values[param.name]);
   std::vector<std::size_t> at(space.size(), 0);
   std::vector<Config> configs;
   for (;;) {
-    if (!admits || admits(config)) configs.push_back(config);
+    if (!admits || admits(values)) {
+      for (std::size_t i = 0; i < space.size(); ++i) *slots[i] = values[i];
+      configs.push_back(listed);
+    }
     std::size_t i = space.size();
     for (;;) {
       if (i == 0) return configs;
       --i;
-      const std::vector<int>& values = (*choices)[i];
-      at[i] = at[i] + 1 == values.size() ? 0 : at[i] + 1;
-      config.values.find(space[i].name)->second = values[at[i]];
+      const std::vector<int>& choice = (*choices)[i];
+      at[i] = at[i] + 1 == choice.size() ? 0 : at[i] + 1;
+      values[i] = choice[at[i]];
       if (at[i] != 0) break;
     }
   }
@@ -88,15 +94,17 @@ std::vector<ParamSpec> VariantSpaces::merged() const {
 }
 
 std::vector<Config> VariantSpaces::enumerate(
-    const Config& only, const std::function<bool(int variant, const Config&)>& admits) const {
+    const Config& only,
+    const std::function<bool(int variant, std::span<const int> values)>& admits) const {
   std::vector<Config> configs;
   const auto variant = only.values.find("variant");
   for (std::size_t v = 0; v < spaces.size(); ++v) {
     if (variant != only.values.end() && variant->second != static_cast<int>(v)) continue;
     Admits admitted;
-    if (admits) admitted = [&](const Config& config) { return admits(static_cast<int>(v), config); };
-    for (Config config : enumerate_space(spaces[v], only, admitted)) {
-      config.values["variant"] = static_cast<int>(v);
+    if (admits)
+      admitted = [&](std::span<const int> values) { return admits(static_cast<int>(v), values); };
+    for (Config& config : enumerate_space(spaces[v], only, admitted)) {
+      config.values.emplace("variant", static_cast<int>(v));
       configs.push_back(std::move(config));
     }
   }

@@ -26,7 +26,9 @@ struct ParamSpec {
 
 // Whether a point of a product is worth listing: false for a combination of parameters that no
 // problem and no device could run, so a large product is pruned as it is walked, never held whole.
-using Admits = std::function<bool(const Config&)>;
+// Asked with the point's values in the space's order, as the walk holds them: a product of
+// millions is walked in well under a second only if no Config is built for what it leaves out.
+using Admits = std::function<bool(std::span<const int> values)>;
 
 // The cartesian product of a space's value lists, in a fixed order (the last parameter varies
 // fastest); with `only`, just the configs that take its values (a parameter it names that the
@@ -48,9 +50,11 @@ struct VariantSpaces {
   // help texts and --config checks).
   std::vector<ParamSpec> merged() const;
   // Each variant's product, variant 0's first; with `only`, just the configs that take its
-  // values; with `admits`, just those it admits (asked with the variant's index).
-  std::vector<Config> enumerate(const Config& only = {},
-                                const std::function<bool(int variant, const Config&)>& admits = {}) const;
+  // values; with `admits`, just those it admits (asked with the variant's index and the point's
+  // values in that variant's space order, as Admits).
+  std::vector<Config> enumerate(
+      const Config& only = {},
+      const std::function<bool(int variant, std::span<const int> values)>& admits = {}) const;
   // How many configs of the products take `only`'s values (admitted or not).
   std::size_t size(const Config& only = {}) const;
   // Why `config` is not a config of its variant (no or an unknown variant, a parameter missing

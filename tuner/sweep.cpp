@@ -197,12 +197,12 @@ SweepReport run_sweep(const Family& family, const Problem& problem, cache::Datab
       throw InvalidArgument("--only " + name + "=" + std::to_string(value) + ": " +
                             family.name() + " has no such parameter value");
   }
-  std::vector<Config> slice = family.enumerate(options.only);
+  std::vector<Config> valid = family.enumerate(options.only);  // after --only and the constraints
   report.space_size = static_cast<int>(family.space_size());
   report.outside_only = report.space_size - static_cast<int>(family.space_size(options.only));
-  std::vector<Config> valid;  // after --only and the constraints
-  for (Config& config : slice)
-    if (!family.reject(config, problem, device)) valid.push_back(std::move(config));
+  std::erase_if(valid, [&](const Config& config) {
+    return family.reject(config, problem, device).has_value();
+  });
   const std::size_t valid_count = valid.size();
   std::vector<Config> candidates =
       shard_of(family, problem, std::move(valid), options.shard_index, options.shard_count);

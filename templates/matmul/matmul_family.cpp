@@ -326,6 +326,10 @@ constexpr long long kMinDecodeSliceK = 512;
 // fewer those would give; 102x1544x10080: 8 slices 0.86x, 4 0.73x).
 constexpr double kKBlockUs = 0.35;
 constexpr double kPartialsBytesPerUs = 2.5e6;
+// How much slower than the default, by rough_time_us, a borrowed wgmma config may be estimated
+// before the default runs in its place: the estimate ignores how well each tile streams, so
+// only configs it puts well behind yield.
+constexpr double kBorrowedSlack = 1.5;
 // Under this K the untuned default does not split K, over few tiles or in the last wave's
 // (the tail split): the second launch and the partials cost more than the slices save.
 // Measured beside cuBLAS, split against whole in 64x64 tiles: 63x80x781 0.90x against 1.12x,
@@ -496,9 +500,12 @@ std::vector<ParamSpec> variant_space(int variant) {
           {"split_in_grid", {0, 1}}};
 }
 
-VariantSpaces variants() {
-  return {{variant_space(kMmaSync), variant_space(kWgmma), variant_space(kDecode),
-           variant_space(kGemv), variant_space(kGemvKn)}};
+// Built once: every config the tuner prunes and every call's reject asks for it.
+const VariantSpaces& variants() {
+  static const VariantSpaces spaces{{variant_space(kMmaSync), variant_space(kWgmma),
+                                     variant_space(kDecode), variant_space(kGemv),
+                                     variant_space(kGemvKn)}};
+  return spaces;
 }
 
 // The decode template's CTA (matmul_decode.cuh): block_n columns, `warps` warps splitting K,
@@ -584,22 +591,17 @@ struct GemvKnConfig {
 struct WgmmaConfig {
   int block_m, block_n, block_k, stages, consumers, cluster_m, cluster_n, group_m, split_k,
       split_cluster, swap_ab, slice_major, l2_promotion, pingpong, split_in_grid;
+  // The parameters in the order of the fields, which is the wgmma space's (variant_space), the
+  // order enumerate walks them in (checked there).
+  static constexpr std::array<std::string_view, 15> kParameters = {
+      "block_m", "block_n",       "block_k", "stages",      "consumers",
+      "cluster_m", "cluster_n",   "group_m", "split_k",     "split_cluster",
+      "swap_ab",   "slice_major", "l2_promotion", "pingpong", "split_in_grid"};
   explicit WgmmaConfig(const Config& config)
-      : block_m(config.at("block_m")),
-        block_n(config.at("block_n")),
-        block_k(config.at("block_k")),
-        stages(config.at("stages")),
-        consumers(config.at("consumers")),
-        cluster_m(config.at("cluster_m")),
-        cluster_n(config.at("cluster_n")),
-        group_m(config.at("group_m")),
-        split_k(config.at("split_k")),
-        split_cluster(config.at("split_cluster")),
-        swap_ab(config.at("swap_ab")),
-        slice_major(config.at("slice_major")),
-        l2_promotion(config.at("l2_promotion")),
-        pingpong(config.at("pingpong")),
-        split_in_grid(config.at("split_in_grid")) {}
+      : WgmmaConfig([&](int i) { return config.at(kParameters[i]); }) {}
+  // A point of the wgmma space as enumerate walks it: its values in the space's order.
+  explicit WgmmaConfig(std::span<const int> space_values)
+      : WgmmaConfig([&](int i) { return space_values[i]; }) {}
   int cluster_k() const { return split_cluster ? split_k : 1; }  // K slices in one cluster
   int cluster() const { return cluster_m * cluster_n * cluster_k(); }
   // K slices summed through the workspace (by a second launch, or split_in_grid by this one).
@@ -631,6 +633,26 @@ struct WgmmaConfig {
     const int out = exchange() ? exchange_bytes() : consumers * 2 * 8192;
     return (exchange_in_ring ? std::max(rings, out) : rings + out) + 16 * stages + 16 + 1024;
   }
+
+ private:
+  // The fields from parameter i's value, i in kParameters' order.
+  template <class ValueOf>
+  explicit WgmmaConfig(ValueOf value_of)
+      : block_m(value_of(0)),
+        block_n(value_of(1)),
+        block_k(value_of(2)),
+        stages(value_of(3)),
+        consumers(value_of(4)),
+        cluster_m(value_of(5)),
+        cluster_n(value_of(6)),
+        group_m(value_of(7)),
+        split_k(value_of(8)),
+        split_cluster(value_of(9)),
+        swap_ab(value_of(10)),
+        slice_major(value_of(11)),
+        l2_promotion(value_of(12)),
+        pingpong(value_of(13)),
+        split_in_grid(value_of(14)) {}
 };
 
 struct TileConfig {
@@ -684,11 +706,18 @@ class MatmulFamily final : public Family {
 
   std::vector<ParamSpec> space() const override { return variants().merged(); }
   using Family::enumerate;
-  // The wgmma template's product is large (~2M points), most of them combinations its launch
-  // rules forbid on any problem: those are left out as it is walked.
+  // The wgmma template's product is large (12.4M points), most of them combinations its launch
+  // rules forbid on any problem: those are left out as it is walked, on the walk's values.
   std::vector<Config> enumerate(const Config& only) const override {
-    return variants().enumerate(only, [](int variant, const Config& config) {
-      return variant != kWgmma || !reject_wgmma_structure(WgmmaConfig(config));
+    const std::vector<ParamSpec>& wgmma = variants().spaces[kWgmma];
+    const auto named = [](const ParamSpec& param, std::string_view name) {
+      return param.name == name;
+    };
+    if (!std::equal(wgmma.begin(), wgmma.end(), WgmmaConfig::kParameters.begin(),
+                    WgmmaConfig::kParameters.end(), named))
+      throw Error("matmul: the wgmma space does not list WgmmaConfig::kParameters in order");
+    return variants().enumerate(only, [](int variant, std::span<const int> values) {
+      return variant != kWgmma || !reject_wgmma_structure(WgmmaConfig(values));
     });
   }
   using Family::space_size;
@@ -748,14 +777,20 @@ class MatmulFamily final : public Family {
   // Where the default fits a large tile to the waves, a borrowed large tile must cost no more
   // by the same estimate: 3000^3's tuned 192x192 ran 5000x5000x2048 at 0.84x cuBLAS, where
   // the default ran it at 0.94-0.96x (docs/perf/matmul.md v16, v17). Elsewhere the borrowed
-  // config wins.
+  // config wins, unless rough_time_us puts it past kBorrowedSlack times the default's: 4096^3's
+  // 128x256 pairs ran 512x512x16384 on 8 CTAs, 6.3x slower than the default's 128 K slices,
+  // and 1000^3 1.4x slower than its 128x64 pairs (v69).
   bool outranks_default(const Config& borrowed, const Problem& problem,
                         const DeviceTarget& device) const override {
     const Config fallback = default_config(problem, device);
+    const MatmulShape s(problem);
+    if (borrowed.at("variant") == kWgmma && fallback.at("variant") == kWgmma &&
+        rough_time_us(WgmmaConfig(borrowed), s, device.sm_count) >
+            kBorrowedSlack * rough_time_us(WgmmaConfig(fallback), s, device.sm_count))
+      return false;
     auto wave_fitted = [](const Config& config) {
       return config.at("variant") == kWgmma && !config.at("swap_ab") && !config.at("split_cluster");
     };
-    const MatmulShape s(problem);
     if (few_large_tiles(s, device) || narrow_n(s, device) || !wave_fitted(borrowed) ||
         !wave_fitted(fallback))
       return true;
@@ -2655,6 +2690,21 @@ class MatmulFamily final : public Family {
     return waves * w.block_m * w.block_n;
   }
 
+  // A wgmma config's time on `s` in us, rough enough only to tell a config that leaves SMs idle
+  // or walks K alone from one that fills them: its units' waves (K slices as units, a tail
+  // split's last wave as wave_cost weighs it) times a unit's 64-k blocks (K over all its
+  // slices, in the workspace or the cluster), a block kKBlockUs up to a 128x128 tile and
+  // proportionally longer past it, plus the partials.
+  static double rough_time_us(const WgmmaConfig& w, const MatmulShape& s, int sm_count) {
+    const double block_us = kKBlockUs * std::max(1.0, w.block_m * w.block_n / (128.0 * 128.0));
+    const double blocks = static_cast<double>(ceil_div(ceil_div(s.k, w.block_k), w.split_k));
+    if (tail_split(w, s, sm_count))
+      return wave_cost(w, s, sm_count) / (w.block_m * w.block_n) * blocks * w.split_k * block_us;
+    const double waves =
+        static_cast<double>(ceil_div(units_of(w, s), wave_clusters(w, sm_count)));
+    return waves * blocks * block_us + partials_us(s, w.workspace_splits());
+  }
+
   // split_time's estimate of a product in `slices` K slices, in us: the longest slice's 64-k
   // blocks, and the partials written and read back (kKBlockUs, kPartialsBytesPerUs).
   static double split_time(const MatmulShape& s, int slices) {
@@ -2702,8 +2752,9 @@ class MatmulFamily final : public Family {
   }
 
   // The constraints of matmul_sm90.cuh (its launch_info) that hold whatever the problem and
-  // device: a config failing them is never listed.
-  static std::optional<std::string> reject_wgmma_structure(const WgmmaConfig& w) {
+  // device: a config failing them is never listed. The reasons are literals, nothing built:
+  // enumerate asks this of 12.4M points.
+  static const char* reject_wgmma_structure(const WgmmaConfig& w) {
     if (w.consumers < 1 || w.consumers > 3) return "1 to 3 consumer warpgroups";
     if (w.pingpong != 0 && w.pingpong != 1) return "pingpong must be 0 or 1";
     if (w.pingpong) {
@@ -2728,8 +2779,8 @@ class MatmulFamily final : public Family {
     // (block_m / 64 of them with pingpong).
     const int accumulators = w.block_m / w.rows_sharing() / 64 * w.block_n / 2;
     if (accumulators > (w.pingpong ? kPingpongAccumulators : 128))
-      return "a consumer warpgroup would hold " + std::to_string(accumulators) +
-             " accumulator registers per thread";
+      return "a consumer warpgroup's accumulators (block_m / 64 / consumers, or with pingpong "
+             "block_m / 64, times block_n / 2 registers a thread) exceed its registers";
     // Three consumers leave 160 registers each (setmaxnreg): 256 accumulator columns do not fit
     // (ptxas C7602 at 192x256).
     if (w.consumers == 3 && w.block_n > 192) return "3 consumer warpgroups take at most 192 columns";
@@ -2745,8 +2796,8 @@ class MatmulFamily final : public Family {
     const bool swapped_narrow = w.swap_ab && !w.swapped_wide();
     const int most_sharing = w.swapped_mid_width() ? 8 : swapped_narrow ? 4 : 2;
     if (w.cluster_m * w.cluster_n > most_sharing)
-      return "clusters of at most " + std::to_string(most_sharing) +
-             " CTAs sharing operands for these tiles";
+      return "too many CTAs share operands in a cluster for these tiles (2; 4 for swapped "
+             "tiles under 80 columns, 8 for 80 to 112)";
     if (w.swap_ab != 0 && w.swap_ab != 1) return "swap_ab must be 0 or 1";
     if (w.split_cluster != 0 && w.split_cluster != 1) return "split_cluster must be 0 or 1";
     if (w.slice_major != 0 && w.slice_major != 1) return "slice_major must be 0 or 1";
@@ -2783,7 +2834,7 @@ class MatmulFamily final : public Family {
     if (w.stages < 2) return "the pipeline needs at least 2 stages";
     if (w.split_k < 1) return "split_k must be positive";
     if (w.group_m < 1) return "group_m must be positive";
-    return std::nullopt;
+    return nullptr;
   }
 
   // The constraints of matmul_sm90.cuh (its launch_info), against this device and problem.
@@ -2791,7 +2842,7 @@ class MatmulFamily final : public Family {
   static std::optional<std::string> reject_wgmma(const WgmmaConfig& w, const MatmulShape& s,
                                                  const DeviceTarget& device) {
     if (device.arch() != "sm_90a") return "wgmma and TMA need sm_90a (this is " + device.arch() + ")";
-    if (auto wrong = reject_wgmma_structure(w)) return wrong;
+    if (const char* wrong = reject_wgmma_structure(w)) return wrong;
     if (w.block_k * s.in_bytes != 128)
       return "block_k must fill one 128-byte swizzled row: 64 of bf16/f16, 32 of fp32";
     if (w.wave_fitted_width() && !s.as_read().b_columns)

@@ -97,5 +97,25 @@ TEST_F(NearestWinnerTest, YieldsToTheDefaultWhereTheBorrowedWavesCostMore) {
   EXPECT_EQ(nearest({winner({512, 512, 16384}, k_heavy)}, {512, 512, 8192})->config, k_heavy);
 }
 
+TEST_F(NearestWinnerTest, YieldsToTheDefaultWhereTheBorrowedConfigLeavesTheSmsIdle) {
+  // A database with 4096^3's winner, 128x256 in 2x1 clusters, and calls of shapes nobody tuned.
+  // On 512x512x16384 that config runs 8 CTAs, each through all of K (the H200 ran it 6.3x
+  // slower than the default's 128 K slices); on 1000^3 16 clusters for 66 (1.4x slower than the
+  // default's 128x64 pairs). The default runs both.
+  const Config square = wgmma_config(128, 256, 4, 2, 2, 1);
+  const std::vector<cache::Winner> winners = {winner({4096, 4096, 4096}, square)};
+  for (const std::vector<std::int64_t>& shape :
+       {std::vector<std::int64_t>{512, 512, 16384}, {1000, 1000, 1000}, {768, 512, 8192}}) {
+    const Problem problem{"matmul", DType::bf16, DType::bf16, shape};
+    SCOPED_TRACE(problem.key());
+    ASSERT_FALSE(family_.reject(square, problem, device_));
+    EXPECT_FALSE(family_.outranks_default(square, problem, device_));
+    EXPECT_FALSE(nearest(winners, shape));
+  }
+  // Shapes it fills as well as the default does keep borrowing it.
+  EXPECT_EQ(nearest(winners, {4096, 4096, 3072})->config, square);
+  EXPECT_EQ(nearest(winners, {8192, 4096, 4096})->config, square);
+}
+
 }  // namespace
 }  // namespace tilesmith
