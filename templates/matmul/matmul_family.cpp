@@ -778,12 +778,21 @@ class MatmulFamily final : public Family {
   // by the same estimate: 3000^3's tuned 192x192 ran 5000x5000x2048 at 0.84x cuBLAS, where
   // the default ran it at 0.94-0.96x (docs/perf/matmul.md v16, v17). Elsewhere the borrowed
   // config wins, unless rough_time_us puts it past kBorrowedSlack times the default's: 4096^3's
-  // 128x256 pairs ran 512x512x16384 on 8 CTAs, 6.3x slower than the default's 128 K slices,
-  // and 1000^3 1.4x slower than its 128x64 pairs (v69).
+  // 128x256 pairs ran 512x512x16384 on 8 CTAs, 6.4x slower than the default's 128 K slices,
+  // and 1000^3 1.5x slower than its 128x64 pairs (v69).
   bool outranks_default(const Config& borrowed, const Problem& problem,
                         const DeviceTarget& device) const override {
     const Config fallback = default_config(problem, device);
     const MatmulShape s(problem);
+    // Between a row reader (decode, gemv) and another template, the default's choice stands:
+    // over 9 such pairs near M <= 32 the borrowed config ran 0.73-0.87x the default in 7,
+    // 1.11-1.16x in 2, 0.85x on the mean (v69).
+    const auto row_reader = [](const Config& config) {
+      return config.at("variant") == kDecode || config.at("variant") == kGemv;
+    };
+    if (borrowed.at("variant") != fallback.at("variant") &&
+        (row_reader(borrowed) || row_reader(fallback)))
+      return false;
     if (borrowed.at("variant") == kWgmma && fallback.at("variant") == kWgmma &&
         rough_time_us(WgmmaConfig(borrowed), s, device.sm_count) >
             kBorrowedSlack * rough_time_us(WgmmaConfig(fallback), s, device.sm_count))

@@ -9,6 +9,8 @@
 namespace tilesmith {
 namespace {
 
+using testing::decode_config;
+using testing::gemv_config;
 using testing::tile_config;
 using testing::wgmma_config;
 
@@ -115,6 +117,31 @@ TEST_F(NearestWinnerTest, YieldsToTheDefaultWhereTheBorrowedConfigLeavesTheSmsId
   // Shapes it fills as well as the default does keep borrowing it.
   EXPECT_EQ(nearest(winners, {4096, 4096, 3072})->config, square);
   EXPECT_EQ(nearest(winners, {8192, 4096, 4096})->config, square);
+}
+
+TEST_F(NearestWinnerTest, TheDefaultsRowReaderOrNotStands) {
+  // Near M <= 32 the default chooses between the row readers (decode, gemv) and the swapped
+  // wgmma tiles; a neighbour's winner on another template yields (v69: 0.85x on the mean).
+  const Config decode = decode_config(16, 8, 1, 1, 128), gemv = gemv_config(2, 4, 2);
+  ProblemOptions weight;
+  weight["b"] = "col";
+  auto near = [&](const Config& config, std::vector<std::int64_t> tuned,
+                  std::vector<std::int64_t> called) {
+    cache::Winner w = winner(std::move(tuned), config);
+    w.problem.options = weight;
+    return nearest_winner({w}, family_, Problem{"matmul", DType::bf16, DType::bf16, called, weight},
+                          device_, templates_);
+  };
+  const Problem swapped{"matmul", DType::bf16, DType::bf16, {17, 22952, 512}, weight};
+  ASSERT_EQ(family_.default_config(swapped, device_).at("variant"), 1);
+  ASSERT_FALSE(family_.reject(decode, swapped, device_));
+  EXPECT_FALSE(near(decode, {14, 15080, 824}, {17, 22952, 512}));  // 0.77x the default
+  const Problem read{"matmul", DType::bf16, DType::bf16, {3, 3464, 664}, weight};
+  ASSERT_EQ(family_.default_config(read, device_).at("variant"), 2);
+  ASSERT_FALSE(family_.reject(gemv, read, device_));
+  EXPECT_FALSE(near(gemv, {2, 3432, 992}, {3, 3464, 664}));  // 0.78x
+  // The same template still lends.
+  EXPECT_EQ(near(decode, {14, 4096, 4096}, {16, 4096, 4096})->config, decode);
 }
 
 }  // namespace
