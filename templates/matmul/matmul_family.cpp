@@ -594,9 +594,9 @@ struct WgmmaConfig {
   // The parameters in the order of the fields, which is the wgmma space's (variant_space), the
   // order enumerate walks them in (checked there).
   static constexpr std::array<std::string_view, 15> kParameters = {
-      "block_m", "block_n",       "block_k", "stages",      "consumers",
-      "cluster_m", "cluster_n",   "group_m", "split_k",     "split_cluster",
-      "swap_ab",   "slice_major", "l2_promotion", "pingpong", "split_in_grid"};
+      "block_m", "block_n", "block_k", "stages", "consumers", "cluster_m", "cluster_n",
+      "group_m", "split_k", "split_cluster", "swap_ab", "slice_major", "l2_promotion",
+      "pingpong", "split_in_grid"};
   explicit WgmmaConfig(const Config& config)
       : WgmmaConfig([&](int i) { return config.at(kParameters[i]); }) {}
   // A point of the wgmma space as enumerate walks it: its values in the space's order.

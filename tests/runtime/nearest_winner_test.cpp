@@ -101,9 +101,9 @@ TEST_F(NearestWinnerTest, YieldsToTheDefaultWhereTheBorrowedWavesCostMore) {
 
 TEST_F(NearestWinnerTest, YieldsToTheDefaultWhereTheBorrowedConfigLeavesTheSmsIdle) {
   // A database with 4096^3's winner, 128x256 in 2x1 clusters, and calls of shapes nobody tuned.
-  // On 512x512x16384 that config runs 8 CTAs, each through all of K (the H200 ran it 6.3x
-  // slower than the default's 128 K slices); on 1000^3 16 clusters for 66 (1.4x slower than the
-  // default's 128x64 pairs). The default runs both.
+  // On 512x512x16384 that config runs 8 CTAs, each through all of K (the H200 ran it 6.4x
+  // slower than the default's 128 K slices); on 1000^3 16 clusters for 66 (1.5x slower than the
+  // default's 128x64 pairs); on 768x512x8192 12 CTAs (3.8x). The default runs them.
   const Config square = wgmma_config(128, 256, 4, 2, 2, 1);
   const std::vector<cache::Winner> winners = {winner({4096, 4096, 4096}, square)};
   for (const std::vector<std::int64_t>& shape :
