@@ -409,7 +409,8 @@ def main(argv=None):
         row["floor_ms"] = (max(2 * m * n * k / (peak * 1e12), moved / (copy_gbs * 1e9)) * 1e3
                            if peak else None)
     for row in rows:  # configs here: too wide for the table, which must come last
-        kind = {True: "tuned", False: "default", None: "?"}[row["tuned"]]
+        # Untuned: the default, or (the database holding other shapes) a nearby shape's winner.
+        kind = {True: "tuned", False: "untuned", None: "?"}[row["tuned"]]
         print(f"config {row['shape']:>16} ({kind}): {row['config'] or '-'}")
 
     if args.csv:
