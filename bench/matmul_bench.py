@@ -245,6 +245,11 @@ def rotation_sets(bytes_per_call, cold_bytes=256 << 20, most=64):
     return max(2, min(most, math.ceil(cold_bytes / max(bytes_per_call, 1)) + 1))
 
 
+def graph_calls(sets):
+    """The calls a graph over `sets` rotating input sets holds: each set twice, 16 at least."""
+    return max(16, 2 * sets)
+
+
 def make_graph_rounds(calls, replays=40):
     """A timer of calls that serving loops issue back to back (decode: one small product per
     layer, captured as CUDA graphs): per implementation, one CUDA graph of `calls` calls

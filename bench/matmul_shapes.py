@@ -116,7 +116,7 @@ def time_as_graphs(runtimes, operands, poisoned_c, make_desc, error_of, first, t
     import torch
     a_store, b_store = first[:2]
     sets = mb.rotation_sets(a_store.element_size() * (a_store.numel() + b_store.numel()))
-    calls = max(16, 2 * sets)
+    calls = mb.graph_calls(sets)
     inputs = [first] + [operands() for _ in range(sets - 1)]
     outputs = {name: [poisoned_c() for _ in range(sets)] for name in runtimes}
     descs = {name: [ctypes.byref(make_desc(i[0], i[1], c)) for i, c in zip(inputs, outputs[name])]

@@ -687,7 +687,7 @@ def main(argv=None):
         (mb.make_graph_rounds), tilesmith's output of every set verified afterwards. Inductor's
         column is n/a where its function cannot be captured."""
         sets = mb.rotation_sets(dt.itemsize * case.batch * (case.m * case.k + case.k * case.n))
-        calls = max(16, 2 * sets)
+        calls = mb.graph_calls(sets)
         inputs = [operands(case) for _ in range(sets)]
         outputs = [poisoned_output(case) for _ in range(sets)]
         descs = [ctypes.byref(ts_desc(case, a_store, b_store, c, bias, residual))

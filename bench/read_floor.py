@@ -85,7 +85,7 @@ def main(argv=None):
         partial = torch.empty(programs, device="cuda", dtype=torch.float32)
         sets = mb.rotation_sets(weight_bytes)
         weights = [w] + [torch.randn_like(w) for _ in range(sets - 1)]
-        graphed = mb.make_graph_rounds(max(16, 2 * sets))({
+        graphed = mb.make_graph_rounds(mb.graph_calls(sets))({
             "read": lambda i: read_kernel[(programs,)](weights[i % sets].view(-1), partial,
                                                        flat.numel(), BLOCK=block, num_warps=warps),
             "m1": lambda i: torch.matmul(xs[1], weights[i % sets].t()),
