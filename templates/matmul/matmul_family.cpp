@@ -78,13 +78,13 @@ struct MatmulShape {
   long long b_row_length() const { return b_columns ? k : n; }
   // cp.async and TMA move 16 bytes: stored rows must start on 16-byte boundaries.
   long long per_16_bytes() const { return 16 / in_bytes; }
-  // The elements a row reader (gemv, decode) loads at once from rows of K (16-bit inputs): 16
-  // bytes in an aligned problem, else as many as divide K (8, 4, 2 bytes or one element). A
-  // call whose strides are off them is read element by element (checked by the kernel at run
-  // time).
+  // The elements a row reader (gemv, decode) loads at once from rows of K: 16 bytes in an
+  // aligned problem, else as many as divide K (8, 4, 2 bytes or one element). A call whose
+  // strides are off them is read element by element (checked by the kernel at run time).
   int row_vector() const {
-    int vector = 8;
-    while (k % vector || (vector == 8 && !aligned())) vector /= 2;
+    const int widest = static_cast<int>(per_16_bytes());
+    int vector = widest;
+    while (k % vector || (vector == widest && !aligned())) vector /= 2;
     return vector;
   }
   bool rows_aligned() const {
@@ -556,11 +556,12 @@ struct GemvConfig {
   int threads() const { return warps * 32; }
   // A's rows rounded up to the kernel's ROWS: 1, 2 or 4.
   static int rows(long long m) { return m <= 1 ? 1 : m <= 2 ? 2 : 4; }
-  // Per thread: the sums, `unroll` chunks (a register per two elements) of every row of W and
-  // A, ~60 of addresses, loop state and the epilogue. Checked against ptxas -v over the space
-  // (M = 1, 3, 4, with and without the epilogue; sm_80, sm_90a): no spills.
-  int registers(long long m, int vector) const {
-    return rows(m) * block_n + (vector + 1) / 2 * unroll * (rows(m) + block_n) + 60;
+  // Per thread: the sums, `unroll` chunks (a register per 4 bytes, at least one) of every row
+  // of W and A, ~60 of addresses, loop state and the epilogue. Checked against ptxas -v over
+  // the space (M = 1, 3, 4, with and without the epilogue; sm_80, sm_90a): no spills.
+  int registers(long long m, int vector, long long in_bytes) const {
+    const long long chunk = (vector * in_bytes + 3) / 4;
+    return static_cast<int>(rows(m) * block_n + chunk * unroll * (rows(m) + block_n) + 60);
   }
 };
 
@@ -857,7 +858,8 @@ class MatmulFamily final : public Family {
                            (s.aligned() ? s.m <= 2 : s.m <= 4 && s.k > kMaxGatheredK);
     if (gemv_rows && r.batch * ceil_div(r.n, 2) >= 2ll * device.sm_count) {
       const int vector = r.row_vector();
-      if (r.m == 1 && (vector == 4 || (vector <= 2 && s.k <= 1024)))
+      const long long load_bytes = vector * r.in_bytes;
+      if (r.m == 1 && (load_bytes == 8 || (load_bytes <= 4 && s.k <= 1024)))
         for (int warps : {2, 4, 8, 16}) {
           const Config gemv{{{"variant", kGemv}, {"block_n", 4}, {"warps", warps}, {"unroll", 1}}};
           if ((128ll * warps * vector >= s.k || warps == 16) && !reject(gemv, problem, device))
@@ -868,14 +870,35 @@ class MatmulFamily final : public Family {
       // still gives two CTAs an SM. Two rows a CTA did little but start, wait and sum:
       // 2x13146x232 0.0083 ms against 0.0120, 1x13146x232 0.0085 against 0.0125, 2x20000x160
       // 0.0100 against 0.0161 (docs/perf/matmul.md v33).
-      if (r.m <= 2 && vector == 8 && s.k <= 2 * 32 * vector)
+      if (r.m <= 2 && load_bytes == 16 && s.k <= 2 * 32 * vector)
         for (int block_n : {r.m == 1 ? 8 : 4, 4}) {
           const Config gemv{{{"variant", kGemv}, {"block_n", block_n}, {"warps", 2}, {"unroll", 1}}};
           if (r.batch * ceil_div(r.n, block_n) >= 2ll * device.sm_count && !reject(gemv, problem, device))
             return gemv;
         }
-      const int unroll = r.m > 2 ? (vector == 1 ? 2 : 1) : vector <= 2 ? 4 : static_cast<int>(r.m);
-      const int most_warps = r.m >= 2 ? 4 : vector <= 2 ? 8 : 16;
+      // fp32's 16-byte loads (4 elements, multiplied in fp32): four weight rows a CTA, one chunk
+      // of each in flight a thread. For one row of A the fewest warps whose threads take K's
+      // chunks in one pass, else 8 (a short last pass costs a whole DRAM latency: 1x12000x2200
+      // on 16 warps, 1.07 passes, 0.74x the tf32 tiles; on 8, 2560 columns in 2.5 passes,
+      // 1.02x, and 1.2x at 11008); 4 for more rows. The gemv slice's winners, or within 1% of
+      // them, at 1x50257x768, 1x32000x1024, 1x20000x512, 1x8000x1200, 1x6000x1500,
+      // 1x10000x1100, 1x4000x2000, 2x8192x1024, 2x4096x11008 and 2x30000x768
+      // (docs/perf/matmul.md v70).
+      if (r.tf32() && load_bytes == 16) {
+        const long long chunks = ceil_div(s.k, vector);
+        int warps = 4;
+        if (r.m == 1) {
+          warps = 2;
+          while (warps < 16 && 32ll * warps < chunks) warps *= 2;
+          if (32ll * warps < chunks) warps = 8;  // more than one pass of 16 warps
+        }
+        for (; warps >= 1; warps /= 2) {
+          const Config gemv{{{"variant", kGemv}, {"block_n", 4}, {"warps", warps}, {"unroll", 1}}};
+          if (!reject(gemv, problem, device)) return gemv;
+        }
+      }
+      const int unroll = r.m > 2 ? (vector == 1 ? 2 : 1) : load_bytes <= 4 ? 4 : static_cast<int>(r.m);
+      const int most_warps = r.m >= 2 ? 4 : load_bytes <= 4 ? 8 : 16;
       for (int warps : {16, 8, 4, 2}) {
         if (warps > most_warps) continue;
         const Config gemv{{{"variant", kGemv}, {"block_n", 2}, {"warps", warps},
@@ -1805,7 +1828,6 @@ class MatmulFamily final : public Family {
                                                 const DeviceTarget& device) {
     // Past four rows of A, C^T = B^T A^T: B's columns are the rows.
     const MatmulShape s = row_reader_shape(MatmulShape(problem), kGemvRows);
-    if (s.tf32()) return "the gemv kernel takes bf16 or f16 inputs";
     if (!s.b_columns)
       return "the gemv kernel reads the weight's rows along K: B column-major (x @ W^T), or "
              "past four rows of A, A row-major";
@@ -1827,8 +1849,9 @@ class MatmulFamily final : public Family {
     if (c.warps > 2 && static_cast<long long>(c.threads() / 2) * vector >= s.k)
       return "half the threads would have no chunk of K";
     const int register_cap = std::min(255, device.regs_per_block / c.threads());
-    if (c.registers(s.m, vector) > register_cap)
-      return "needs about " + std::to_string(c.registers(s.m, vector)) + " registers per thread; " +
+    const int registers = c.registers(s.m, vector, s.in_bytes);
+    if (registers > register_cap)
+      return "needs about " + std::to_string(registers) + " registers per thread; " +
              std::to_string(register_cap) + " available";
     return std::nullopt;
   }

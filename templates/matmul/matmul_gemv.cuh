@@ -6,12 +6,13 @@
 // allows; 8, 4 or 2 where K is off 16 bytes, so rows TMA cannot read are read in place, not
 // copied into padded ones first), so a warp reads 32 x VEC contiguous elements of a row an
 // instruction, and the CTAs are small and many (one to eight rows each), so the SMs take them
-// as they free up and no SM is left with a longer share of the weight.
+// as they free up and no SM is left with a longer share of the weight. 16-bit or fp32 inputs
+// (fp32 multiplied in fp32, not as tf32: the FMAs are on CUDA cores either way).
 //
 // per thread: chunks of VEC k, THREADS x VEC k apart; UNROLL chunks of every row (W's and A's)
 //             loaded before their products, and the fp32 sums of its ROWS x COLS outputs kept.
 //             One load a chunk where the call's rows and batches of A and W are on VEC
-//             elements (always at VEC 8: aligned problems only), else element by element.
+//             elements (always at 16 bytes: aligned problems only), else element by element.
 // per CTA:    the sums reduced over each warp by shuffles, then over the warps through shared
 //             memory; thread i < ROWS x COLS finishes output (i / COLS, i % COLS) with the
 //             epilogue and stores it.
@@ -35,17 +36,25 @@ namespace tilesmith {
 template <int ROWS, int COLS, int THREADS, int UNROLL, int VEC, int IN_KIND, int A_COLUMNS>
 struct Gemv {
   using Element = RowElement<IN_KIND>;
+  using T = typename Element::type;
   using Piece = typename Element::template Columns<VEC>;
-  static_assert(VEC == 1 || VEC == 2 || VEC == 4 || VEC == 8, "VEC: 2 to 16 bytes a load");
+  static constexpr bool kSixteenBytes = VEC * sizeof(T) == 16;  // a chunk is one 16-byte load
+  static_assert((VEC == 1 || VEC == 2 || VEC == 4 || VEC == 8) && VEC * sizeof(T) <= 16,
+                "VEC: 2 to 16 bytes a load");
 
   // VEC elements of a row from `src`, `valid` of them inside K (all or none where WIDE). W's
   // rows are read once (STREAMED keeps 16-byte pieces out of L1, which A's rows use).
   template <bool WIDE, bool STREAMED>
-  __device__ __forceinline__ static Piece load(const half_bits* src, int valid) {
+  __device__ __forceinline__ static Piece load(const T* src, int valid) {
     Piece piece;
-    if constexpr (WIDE && VEC == 8) {
-      const uint4 v = load_16_or_zero<STREAMED>(src, valid > 0);
-      piece.words[0] = v.x, piece.words[1] = v.y, piece.words[2] = v.z, piece.words[3] = v.w;
+    if constexpr (WIDE && kSixteenBytes) {
+      const uint4 v = load_16_or_zero<STREAMED>(reinterpret_cast<const half_bits*>(src), valid > 0);
+      if constexpr (IN_KIND == kF32) {
+        piece.values[0] = __uint_as_float(v.x), piece.values[1] = __uint_as_float(v.y);
+        piece.values[2] = __uint_as_float(v.z), piece.values[3] = __uint_as_float(v.w);
+      } else {
+        piece.words[0] = v.x, piece.words[1] = v.y, piece.words[2] = v.z, piece.words[3] = v.w;
+      }
     } else {
       load_columns<VEC, WIDE, IN_KIND>(src, valid, piece);
     }
@@ -53,22 +62,28 @@ struct Gemv {
   }
 
   // VEC elements of A's column-major row from `src` (its k = 0), k to k + VEC - 1, `step` apart.
-  __device__ __forceinline__ static Piece load_strided(const half_bits* src, int k, int step, int valid) {
+  __device__ __forceinline__ static Piece load_strided(const T* src, int k, int step, int valid) {
     Piece piece;
+    if constexpr (IN_KIND == kF32) {
 #pragma unroll
-    for (int e = 0; e < VEC; e += 2) {
-      const half_bits* const at = src + static_cast<long long>(k + e) * step;
-      const unsigned lo = e < valid ? load_input(at) : 0u;
-      const unsigned hi = VEC > 1 && e + 1 < valid ? load_input(at + step) : 0u;
-      piece.words[e / 2] = lo | (hi << 16);
+      for (int e = 0; e < VEC; ++e)
+        piece.values[e] = e < valid ? load_input(src + static_cast<long long>(k + e) * step) : 0.f;
+    } else {
+#pragma unroll
+      for (int e = 0; e < VEC; e += 2) {
+        const half_bits* const at = src + static_cast<long long>(k + e) * step;
+        const unsigned lo = e < valid ? load_input(at) : 0u;
+        const unsigned hi = VEC > 1 && e + 1 < valid ? load_input(at + step) : 0u;
+        piece.words[e / 2] = lo | (hi << 16);
+      }
     }
     return piece;
   }
 
   // The thread's sums over its chunks of K; WIDE: one load a chunk.
   template <bool WIDE>
-  __device__ static void run(const MatmulParams& p, const half_bits* const (&w_row)[COLS],
-                             const bool (&w_inside)[COLS], const half_bits* const (&a_row)[ROWS],
+  __device__ static void run(const MatmulParams& p, const T* const (&w_row)[COLS],
+                             const bool (&w_inside)[COLS], const T* const (&a_row)[ROWS],
                              const bool (&a_inside)[ROWS], float (&sum)[ROWS][COLS]) {
     constexpr int STEP = THREADS * VEC;  // k between a thread's chunks
     for (int k0 = threadIdx.x * VEC; k0 < p.k; k0 += UNROLL * STEP) {
@@ -103,6 +118,7 @@ __global__ void __launch_bounds__(THREADS) matmul_gemv(const MatmulParams p) {
   wait_for_previous_launch();
   static_assert(THREADS % 32 == 0 && ROWS * COLS <= THREADS, "whole warps; a thread per output");
   using Kernel = Gemv<ROWS, COLS, THREADS, UNROLL, VEC, IN_KIND, A_COLUMNS>;
+  using T = typename Kernel::T;
   constexpr int WARPS = THREADS / 32;
   __shared__ float warp_sums[WARPS][ROWS * COLS];
 
@@ -110,20 +126,20 @@ __global__ void __launch_bounds__(THREADS) matmul_gemv(const MatmulParams p) {
   const int col0 = blockIdx.x * COLS;
   // A batch per grid z: a loop over batches here made ptxas spill a loop-invariant pointer.
   const int batch = blockIdx.z;
-  const half_bits* w_row[COLS];
+  const T* w_row[COLS];
   bool w_inside[COLS];
 #pragma unroll
   for (int c = 0; c < COLS; ++c) {
     w_inside[c] = col0 + c < p.n;
-    w_row[c] = static_cast<const half_bits*>(p.b) + batch * p.stride_b +
+    w_row[c] = static_cast<const T*>(p.b) + batch * p.stride_b +
                static_cast<long long>(w_inside[c] ? col0 + c : 0) * p.ldb;
   }
-  const half_bits* a_row[ROWS];
+  const T* a_row[ROWS];
   bool a_inside[ROWS];
 #pragma unroll
   for (int r = 0; r < ROWS; ++r) {
     a_inside[r] = r < p.m;
-    a_row[r] = static_cast<const half_bits*>(p.a) + batch * p.stride_a +
+    a_row[r] = static_cast<const T*>(p.a) + batch * p.stride_a +
                static_cast<long long>(a_inside[r] ? r : 0) * (A_COLUMNS ? 1 : p.lda);
   }
 
@@ -134,11 +150,11 @@ __global__ void __launch_bounds__(THREADS) matmul_gemv(const MatmulParams p) {
     for (int c = 0; c < COLS; ++c) sum[r][c] = 0.f;
   // Loads of 16 bytes are for aligned problems only, whose rows, batches and bases are on them.
   // Narrower ones go element by element where a call's strides are off them. (Not compiled in
-  // for VEC 8: beside it the 16-byte loop ran 1.2x slower, docs/perf/matmul.md v28.) A
+  // for 16 bytes: beside it the 16-byte loop ran 1.2x slower, docs/perf/matmul.md v28.) A
   // column-major A is loaded element by element anyway: only W's strides count.
   const bool wide = A_COLUMNS ? static_cast<unsigned long long>(p.ldb | p.stride_b) % VEC == 0
                               : strides_on(p, VEC);
-  if constexpr (VEC == 8 && !A_COLUMNS) {
+  if constexpr (Kernel::kSixteenBytes && !A_COLUMNS) {
     Kernel::template run<true>(p, w_row, w_inside, a_row, a_inside, sum);
   } else {
     if (wide)

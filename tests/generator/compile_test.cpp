@@ -401,6 +401,16 @@ std::vector<SampleCase> space_sample() {
        Problem{"matmul", DType::f16, DType::f32, {2, 4, 1000, 4096}, {{"b", "col"}, {"act", "silu"}, {"bias", "1"}, {"residual", "1"}}}},
       {"gemv2_w16_u2_m3", testing::gemv_config(2, 16, 2),
        Problem{"matmul", DType::bf16, DType::bf16, {3, 4096, 14336}, {{"b", "col"}}}},
+      // ... and fp32 inputs (multiplied in fp32): 16-byte loads under four rows with the
+      // epilogue, one element a load, a column-major row of A, C^T of a matrix times a vector.
+      {"gemv2_w4_u2_m4_f32_epilogue", testing::gemv_config(2, 4, 2),
+       Problem{"matmul", DType::f32, DType::bf16, {4, 1000, 4096}, {{"b", "col"}, {"act", "gelu"}, {"bias", "1"}, {"residual", "1"}}}},
+      {"gemv2_w8_u4_m2_f32_unaligned", testing::gemv_config(2, 8, 4),
+       Problem{"matmul", DType::f32, DType::f32, {2, 4096, 4095}, {{"b", "col"}}}},
+      {"gemv2_w16_u1_m1_f32_colA", testing::gemv_config(2, 16, 1),
+       Problem{"matmul", DType::f32, DType::f32, {1, 4096, 4096}, {{"a", "col"}, {"b", "col"}}}},
+      {"gemv4_w4_u1_m4096_f32_vector", testing::gemv_config(4, 4, 1),
+       matmul_problem(4096, 1, 4096, DType::f32, DType::f32)},
       // The row-major-B gemv template (sm_80 and later): the most sums a thread (32 rows x 2
       // columns, 16 x 4, 8 x 8), one column a load, split K, A column-major, the epilogue.
       {"gemvkn_v2_w8_u16_m32_split8", testing::gemv_kn_config(2, 8, 16, 8),

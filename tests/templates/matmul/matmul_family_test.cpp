@@ -2858,12 +2858,14 @@ TEST(MatmulGemvTest, IsForAFewRowsTimesAColumnMajorWeight) {
   EXPECT_EQ(matmul().reject(config, x_times_w_t({1, 4096, 4096}), ampere), std::nullopt);
   EXPECT_EQ(matmul().reject(config, x_times_w_t({3, 4, 1000, 4096}, DType::f16), ampere), std::nullopt);
   EXPECT_EQ(matmul().reject(testing::gemv_config(1, 2, 1), x_times_w_t({1, 1, 8}), ampere), std::nullopt);
-  // Row-major B, column-major A of more than one row, more than 4 rows and columns, and fp32
-  // (tf32) are the others'.
+  // fp32 too, multiplied in fp32 (not tf32).
+  EXPECT_EQ(matmul().reject(config, x_times_w_t({2, 4096, 4096}, DType::f32), ampere), std::nullopt);
+  // Row-major B, column-major A of more than one row, more than 4 rows and columns are the
+  // others'.
   EXPECT_TRUE(matmul().reject(config, matmul_problem(1, 4096, 4096), ampere));
   EXPECT_TRUE(matmul().reject(config, x_times_w_t({2, 4096, 4096}, DType::bf16, DType::bf16, {{"a", "col"}}), ampere));
   EXPECT_TRUE(matmul().reject(config, x_times_w_t({5, 4096, 4096}), ampere));
-  EXPECT_TRUE(matmul().reject(config, x_times_w_t({1, 4096, 4096}, DType::f32), ampere));
+  EXPECT_TRUE(matmul().reject(config, x_times_w_t({5, 4096, 4096}, DType::f32), ampere));
   EXPECT_EQ(matmul().reject(config, x_times_w_t({1, 4096, 4096}, DType::bf16, DType::bf16, {{"a", "col"}}), ampere),
             std::nullopt);
   // Past four rows: C^T = B^T A^T, A row-major, N <= 4 columns of x @ W^T or one of a row-major
@@ -2886,6 +2888,13 @@ TEST(MatmulGemvTest, IsForAFewRowsTimesAColumnMajorWeight) {
   EXPECT_EQ(loads(x_times_w_t({1, 4096, 4095})), "tilesmith::matmul_gemv<1,2,256,2,1,1,1,0,0,0>");
   EXPECT_EQ(loads(x_times_w_t({1, 4096, 4096}, DType::bf16, DType::bf16, {{"aligned", "0"}})),
             "tilesmith::matmul_gemv<1,2,256,2,4,1,1,0,0,0>");
+  // fp32: 16 bytes are 4 elements, then 2 and 1.
+  EXPECT_EQ(loads(x_times_w_t({1, 4096, 4096}, DType::f32, DType::f32)),
+            "tilesmith::matmul_gemv<1,2,256,2,4,2,2,0,0,0>");
+  EXPECT_EQ(loads(x_times_w_t({1, 4096, 4098}, DType::f32, DType::f32)),
+            "tilesmith::matmul_gemv<1,2,256,2,2,2,2,0,0,0>");
+  EXPECT_EQ(loads(x_times_w_t({2, 4096, 4095}, DType::f32, DType::bf16)),
+            "tilesmith::matmul_gemv<2,2,256,2,1,2,1,0,0,0>");
   // C^T = B^T A^T (its rows N's, SWAP_AB); B's one row-major column a strided vector (A_COLUMNS).
   EXPECT_EQ(loads(x_times_w_t({4096, 3, 4096})), "tilesmith::matmul_gemv<4,2,256,2,8,1,1,0,1,0>");
   EXPECT_EQ(loads(matmul_problem(4174, 1, 694)), "tilesmith::matmul_gemv<1,2,256,2,2,1,1,1,1,0>");
@@ -2986,6 +2995,23 @@ TEST(MatmulGemvTest, IsForAFewRowsTimesAColumnMajorWeight) {
   EXPECT_EQ(matmul().default_config(x_times_w_t({1, 8000, 512}, DType::bf16, DType::bf16, {{"a", "col"}}), hopper).text(),
             "block_n=4,unroll=1,variant=3,warps=2");
   EXPECT_EQ(matmul().default_config(matmul_problem(400, 1, 4096), hopper).at("variant"), 1);
+  // fp32 (multiplied in fp32), 16-byte loads: four weight rows a CTA, one chunk; for one row the
+  // fewest warps that take K in one pass (768, 1200 and 512 columns), else 8; 4 for two rows.
+  // 8-byte and narrower loads as 16-bit's.
+  const auto fp32_default = [&](std::vector<std::int64_t> shape, const ProblemOptions& options) {
+    return matmul().default_config(Problem{"matmul", DType::f32, DType::f32, shape, options}, hopper).text();
+  };
+  const ProblemOptions col_b = {{"b", "col"}};
+  EXPECT_EQ(fp32_default({1, 50257, 768}, col_b), "block_n=4,unroll=1,variant=3,warps=8");
+  EXPECT_EQ(fp32_default({1, 8000, 1200}, col_b), "block_n=4,unroll=1,variant=3,warps=16");
+  EXPECT_EQ(fp32_default({1, 20000, 512}, col_b), "block_n=4,unroll=1,variant=3,warps=4");
+  EXPECT_EQ(fp32_default({1, 7168, 2560}, col_b), "block_n=4,unroll=1,variant=3,warps=8");
+  EXPECT_EQ(fp32_default({2, 4096, 11008}, col_b), "block_n=4,unroll=1,variant=3,warps=4");
+  EXPECT_EQ(fp32_default({3000, 3, 5000}, col_b), "block_n=4,unroll=1,variant=3,warps=4");
+  EXPECT_EQ(fp32_default({2, 1781, 9323}, col_b), "block_n=2,unroll=4,variant=3,warps=4");
+  EXPECT_EQ(fp32_default({4096, 1, 4096}, {}), "block_n=4,unroll=1,variant=3,warps=16");
+  // Three rows of an aligned weight: the tf32 tiles, as before.
+  EXPECT_NE(fp32_default({3, 4000, 4000}, col_b).find("variant=1"), std::string::npos);
 }
 
 // The row-major-B gemv template (variant 4): up to 32 rows of A, either layout, times a B

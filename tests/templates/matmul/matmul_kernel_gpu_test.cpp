@@ -668,6 +668,10 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
       problem(bf16, bf16, {5914, 1, 72}, {{"a", "col"}}),
       problem(f16, bf16, {1828, 2, 2208}, {{"a", "col"}, {"b", "col"}, {"residual", "1"}}),
       problem(bf16, bf16, {1, 3000, 1000}, {{"a", "col"}, {"b", "col"}}),
+      // fp32's gemv (multiplied in fp32): two rows of x @ W^T, K off 16 bytes; a matrix times
+      // a vector into bf16; one column-major row of A.
+      problem(f32, f32, {2, 1781, 9323}, xwt), problem(f32, bf16, {4096, 1, 4096}, {}),
+      problem(f32, f32, {1, 3000, 1001}, {{"a", "col"}, {"b", "col"}}),
   };
   const std::size_t named = problems.size();
   // Log-uniform dimensions (M and N up to 6000, K up to 8192), up to 2^35 multiply-adds so
@@ -809,7 +813,7 @@ TEST_F(GpuMatmul, DecodeKernelMatchesTheReference) {
 // chunks (K = 40 and 264: threads with no chunk), rows off 16 bytes read in place (K = 4100,
 // 1030, 1001), batches, every output type and the fused epilogue; and on C^T = B^T A^T, 1 to 4
 // columns of B against A's rows, B's one row-major column and A's one column-major row read
-// as strided vectors.
+// as strided vectors; 16-bit and fp32 inputs.
 TEST_F(GpuMatmul, GemvKernelMatchesTheReference) {
   using testing::gemv_config;
   using testing::x_times_w_t;
@@ -857,13 +861,24 @@ TEST_F(GpuMatmul, GemvKernelMatchesTheReference) {
       // One column-major row of A (a vector) against x @ W^T's weight.
       {{"matmul", DType::bf16, DType::bf16, {1, 700, 1000}, {{"a", "col"}, {"b", "col"}}},
        {gemv_config(2, 8, 2), gemv_config(1, 4, 1)}},
+      // fp32 inputs, multiplied in fp32: 16-, 8- and 4-byte loads, the epilogue, batches, every
+      // output type; C^T of x @ W^T and of a matrix times a vector; a column-major row of A.
+      {x_times_w_t({1, 4096, 4096}, DType::f32, DType::f32), {gemv_config(2, 16, 1), gemv_config(4, 4, 1)}},
+      {x_times_w_t({3, 1001, 1032}, DType::f32, DType::bf16, {{"act", "gelu"}, {"bias", "1"}, {"residual", "1"}}),
+       {gemv_config(2, 4, 2)}},
+      {x_times_w_t({2, 1001, 1030}, DType::f32, DType::f32), {gemv_config(2, 8, 4)}},
+      {x_times_w_t({2, 3, 777, 1001}, DType::f32, DType::f16), {gemv_config(1, 8, 1)}},
+      {matmul(DType::f32, DType::f32, 4174, 1, 694), {gemv_config(4, 4, 1)}},
+      {x_times_w_t({4174, 3, 696}, DType::f32, DType::f32, {{"act", "relu"}, {"bias", "1"}}),
+       {gemv_config(2, 4, 2)}},
+      {{"matmul", DType::f32, DType::f32, {1, 700, 1000}, {{"a", "col"}, {"b", "col"}}}, {gemv_config(2, 8, 2)}},
   };
   int checked = 0;
   for (const Case& c : cases) {
     ASSERT_NO_FATAL_FAILURE(verify_configs(c.problem, c.configs, {41, 42}));
     checked += static_cast<int>(c.configs.size());
   }
-  EXPECT_EQ(checked, 38);
+  EXPECT_EQ(checked, 46);
 }
 
 // The row-major-B gemv template (variant 4, any sm_80+ GPU): 1 to 32 rows of A (either layout)
