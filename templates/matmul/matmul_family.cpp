@@ -2640,9 +2640,14 @@ class MatmulFamily final : public Family {
     // and 128x192 in pairs along N, sharing A, compete too. At 65-128 rows over wide weights
     // and in batches (96x28672x8192 fell to 192x128 tiles, M padded to 192: 0.52x cuBLAS): with
     // the mid widths below, 1.07-1.76x over 31 fresh shapes, 1.364x on the mean, every one
-    // faster (128x38288x6800 cc 0.1456 ms against 0.1896; docs/perf/matmul.md v64). 16-bit
-    // inputs, as measured (fp32's swapped twins of pairs along N would pair along M's side).
-    if (s.m <= 128 && !s.tf32()) {
+    // faster (128x38288x6800 cc 0.1456 ms against 0.1896; docs/perf/matmul.md v64). Past 128
+    // rows from a K of kPaddedTieMinK too, where pairs along M pad M to 256 rows and 192-row
+    // tiles to 192: where they win the waves, on the H200 1.09x over 14 shapes of one draw
+    // (0.985-1.21x: 611x3571x4968 rr) and 1.047x over 26 fresh ones (0.78-1.31x: 295x12712x2979
+    // rr lost in a tail split of 8, 606x6184x3661 rc gained); under that K 1.01x, 0.86-1.34x
+    // (v70). 16-bit inputs, as measured (fp32's swapped twins of pairs along N would pair
+    // along M's side).
+    if (!s.tf32() && (s.m <= 128 || s.k >= kPaddedTieMinK)) {
       candidates.push_back(variant({{"cluster_m", 1}, {"cluster_n", 2}}));
       candidates.push_back(variant({{"block_n", 192}, {"cluster_m", 1}, {"cluster_n", 2}}));
     }

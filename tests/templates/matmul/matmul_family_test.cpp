@@ -2194,7 +2194,8 @@ TEST(MatmulWgmmaTest, TheDefaultPairsTheLoneTileAlongM) {
   EXPECT_EQ(default_tile(bf16, {3289, 1704, 1144}, {}), "128x192 2x1 s1");
   EXPECT_EQ(default_tile(f32, {1040, 2662, 2888}, col_a), "192x128 2x1 s1");
   EXPECT_EQ(default_tile(bf16, {163, 8197, 15023}, col_a), "192x128 1x1 s1");  // one tile row
-  EXPECT_EQ(default_tile(bf16, {857, 5228, 2064}, {}), "192x128 1x1 s1");      // five
+  EXPECT_EQ(default_tile(bf16, {857, 5228, 2064}, {}), "128x192 1x2 s2");  // pairs along N (v70)
+  EXPECT_EQ(default_tile(bf16, {857, 5228, 1024}, {}), "192x128 1x1 s1");  // five; short K
   // The pairs' last wave (30 of 66) splits in two where the lone tiles' (22 of 132) split in 8.
   EXPECT_EQ(default_tile(bf16, {2105, 4800, 2318}, {}), "192x128 1x1 s8");
   const Config twin =
@@ -2323,7 +2324,8 @@ TEST(MatmulWgmmaTest, TheDefaultsTileFitsTheWaves) {
   EXPECT_EQ(tile(testing::x_times_w_t({730, 13112, 1688})), "128x256");
   EXPECT_EQ(tile(testing::x_times_w_t({2163, 6176, 6376})), "128x256");
   EXPECT_EQ(tile(testing::x_times_w_t({2163, 6176, 6400})), "128x176");
-  EXPECT_EQ(tile(matmul_problem(857, 5228, 2064)), "192x128");
+  EXPECT_EQ(tile(matmul_problem(857, 5228, 1024)), "192x128");
+  EXPECT_EQ(tile(matmul_problem(857, 5228, 2064)), "128x192");  // in pairs along N (v70)
   EXPECT_EQ(tile(matmul_problem(6688, 784, 608)), "192x128");  // a wave in four saved
   // Under K 1536, both operands off the lines: a wave in sixteen saved is not enough (v52:
   // 192x128 pairs 1.35x slower than 128x256's at 4972x16080x968, alone 1.58x at 1567x9056x1416).
