@@ -897,7 +897,8 @@ class MatmulFamily final : public Family {
           if (!reject(gemv, problem, device)) return gemv;
         }
       }
-      const int unroll = r.m > 2 ? (vector == 1 ? 2 : 1) : load_bytes <= 4 ? 4 : static_cast<int>(r.m);
+      const int unroll =
+          r.m > 2 ? (vector == 1 ? 2 : 1) : load_bytes <= 4 ? 4 : static_cast<int>(r.m);
       const int most_warps = r.m >= 2 ? 4 : load_bytes <= 4 ? 8 : 16;
       for (int warps : {16, 8, 4, 2}) {
         if (warps > most_warps) continue;

@@ -404,7 +404,8 @@ std::vector<SampleCase> space_sample() {
       // ... and fp32 inputs (multiplied in fp32): 16-byte loads under four rows with the
       // epilogue, one element a load, a column-major row of A, C^T of a matrix times a vector.
       {"gemv2_w4_u2_m4_f32_epilogue", testing::gemv_config(2, 4, 2),
-       Problem{"matmul", DType::f32, DType::bf16, {4, 1000, 4096}, {{"b", "col"}, {"act", "gelu"}, {"bias", "1"}, {"residual", "1"}}}},
+       Problem{"matmul", DType::f32, DType::bf16, {4, 1000, 4096},
+               {{"b", "col"}, {"act", "gelu"}, {"bias", "1"}, {"residual", "1"}}}},
       {"gemv2_w8_u4_m2_f32_unaligned", testing::gemv_config(2, 8, 4),
        Problem{"matmul", DType::f32, DType::f32, {2, 4096, 4095}, {{"b", "col"}}}},
       {"gemv2_w16_u1_m1_f32_colA", testing::gemv_config(2, 16, 1),

@@ -2861,7 +2861,8 @@ TEST(MatmulGemvTest, IsForAFewRowsTimesAColumnMajorWeight) {
   EXPECT_EQ(matmul().reject(config, x_times_w_t({3, 4, 1000, 4096}, DType::f16), ampere), std::nullopt);
   EXPECT_EQ(matmul().reject(testing::gemv_config(1, 2, 1), x_times_w_t({1, 1, 8}), ampere), std::nullopt);
   // fp32 too, multiplied in fp32 (not tf32).
-  EXPECT_EQ(matmul().reject(config, x_times_w_t({2, 4096, 4096}, DType::f32), ampere), std::nullopt);
+  EXPECT_EQ(matmul().reject(config, x_times_w_t({2, 4096, 4096}, DType::f32), ampere),
+            std::nullopt);
   // Row-major B, column-major A of more than one row, more than 4 rows and columns are the
   // others'.
   EXPECT_TRUE(matmul().reject(config, matmul_problem(1, 4096, 4096), ampere));
@@ -3001,7 +3002,8 @@ TEST(MatmulGemvTest, IsForAFewRowsTimesAColumnMajorWeight) {
   // fewest warps that take K in one pass (768, 1200 and 512 columns), else 8; 4 for two rows.
   // 8-byte and narrower loads as 16-bit's.
   const auto fp32_default = [&](std::vector<std::int64_t> shape, const ProblemOptions& options) {
-    return matmul().default_config(Problem{"matmul", DType::f32, DType::f32, shape, options}, hopper).text();
+    const Problem problem{"matmul", DType::f32, DType::f32, shape, options};
+    return matmul().default_config(problem, hopper).text();
   };
   const ProblemOptions col_b = {{"b", "col"}};
   EXPECT_EQ(fp32_default({1, 50257, 768}, col_b), "block_n=4,unroll=1,variant=3,warps=8");

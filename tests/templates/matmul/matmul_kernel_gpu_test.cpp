@@ -863,15 +863,18 @@ TEST_F(GpuMatmul, GemvKernelMatchesTheReference) {
        {gemv_config(2, 8, 2), gemv_config(1, 4, 1)}},
       // fp32 inputs, multiplied in fp32: 16-, 8- and 4-byte loads, the epilogue, batches, every
       // output type; C^T of x @ W^T and of a matrix times a vector; a column-major row of A.
-      {x_times_w_t({1, 4096, 4096}, DType::f32, DType::f32), {gemv_config(2, 16, 1), gemv_config(4, 4, 1)}},
-      {x_times_w_t({3, 1001, 1032}, DType::f32, DType::bf16, {{"act", "gelu"}, {"bias", "1"}, {"residual", "1"}}),
+      {x_times_w_t({1, 4096, 4096}, DType::f32, DType::f32),
+       {gemv_config(2, 16, 1), gemv_config(4, 4, 1)}},
+      {x_times_w_t({3, 1001, 1032}, DType::f32, DType::bf16,
+                   {{"act", "gelu"}, {"bias", "1"}, {"residual", "1"}}),
        {gemv_config(2, 4, 2)}},
       {x_times_w_t({2, 1001, 1030}, DType::f32, DType::f32), {gemv_config(2, 8, 4)}},
       {x_times_w_t({2, 3, 777, 1001}, DType::f32, DType::f16), {gemv_config(1, 8, 1)}},
       {matmul(DType::f32, DType::f32, 4174, 1, 694), {gemv_config(4, 4, 1)}},
       {x_times_w_t({4174, 3, 696}, DType::f32, DType::f32, {{"act", "relu"}, {"bias", "1"}}),
        {gemv_config(2, 4, 2)}},
-      {{"matmul", DType::f32, DType::f32, {1, 700, 1000}, {{"a", "col"}, {"b", "col"}}}, {gemv_config(2, 8, 2)}},
+      {{"matmul", DType::f32, DType::f32, {1, 700, 1000}, {{"a", "col"}, {"b", "col"}}},
+       {gemv_config(2, 8, 2)}},
   };
   int checked = 0;
   for (const Case& c : cases) {
