@@ -879,8 +879,8 @@ class MatmulFamily final : public Family {
       // fp32's 16-byte loads (4 elements, multiplied in fp32): four weight rows a CTA, one chunk
       // of each in flight a thread. For one row of A the fewest warps whose threads take K's
       // chunks in one pass, else 8 (a short last pass costs a whole DRAM latency: 1x12000x2200
-      // on 16 warps, 1.07 passes, 0.74x the tf32 tiles; on 8, 2560 columns in 2.5 passes,
-      // 1.02x, and 1.2x at 11008); 4 for more rows. The gemv slice's winners, or within 1% of
+      // on 16 warps, 1.07 passes, 0.74x the tf32 tiles; on 8, 1x7168x2560 in 2.5 passes 1.02x,
+      // 1x11008x4096 in 4 1.19x); 4 for more rows. The gemv slice's winners, or within 1% of
       // them, at 1x50257x768, 1x32000x1024, 1x20000x512, 1x8000x1200, 1x6000x1500,
       // 1x10000x1100, 1x4000x2000, 2x8192x1024, 2x4096x11008 and 2x30000x768
       // (docs/perf/matmul.md v70).
