@@ -818,8 +818,38 @@ class MatmulFamily final : public Family {
   // The untuned default; where its rules picked a config the constraints reject on a device
   // that runs the sm_90a template (a defect: the plain base tile runs instead), says why in
   // `fell_back`.
+  // fp32 with A column-major and B row-major: tf32 reads K-major operands and the sm_90a
+  // template takes an MN-major one in place, through registers, only as its own A, so one
+  // operand is transposed first: B unswapped, A swapped. Where A is the smaller (M < N) and
+  // the rules took B's transpose, the mirror problem's tiles run swapped: N x M x K with the
+  // same layouts holds the same bytes (its A is B, its B is A, its C is C^T), and where its
+  // rules transpose its B (our A), so does its config with swap_ab set on ours. The tuner's
+  // best of each way (H200, 12 s each): 116x516x13600 0.0300 ms swapped against 0.0443,
+  // 104x4088x1024 0.0157 / 0.0259, 300x2000x3000 0.0294 / 0.0448, 24x363x4464 0.0207 / 0.0191;
+  // with M > N 2000x300x3000 0.0471 / 0.0290. Against the rules alone: 1.224x over 103 random
+  // shapes that moved, 1.08-1.38x by K's band, 0.82x at worst (76x2075x167), up to 2.49x
+  // (224x12536x8104: 0.458 -> 0.184 ms; docs/perf/matmul.md v71).
   Config choose_default(const Problem& problem, const DeviceTarget& device,
                         std::optional<std::string>* fell_back) const {
+    const Config posed = choose_default_as_posed(problem, device, fell_back);
+    const MatmulShape s(problem);
+    if (!s.tf32() || !s.a_columns || s.b_columns || s.m >= s.n || posed.at("variant") != kWgmma ||
+        posed.at("swap_ab"))
+      return posed;
+    const auto& dims = problem.shape;
+    std::vector<std::int64_t> mirrored_dims = dims;
+    std::swap(mirrored_dims[dims.size() - 3], mirrored_dims[dims.size() - 2]);
+    ProblemOptions options{{"a", "col"}};
+    if (s.strides_unaligned) options["aligned"] = "0";
+    const Problem mirror(problem.op, problem.dtype, problem.out_dtype, mirrored_dims, options);
+    Config flipped = choose_default_as_posed(mirror, device, nullptr);
+    if (flipped.at("variant") != kWgmma || flipped.at("swap_ab")) return posed;
+    flipped.values["swap_ab"] = 1;
+    return reject(flipped, problem, device) ? posed : flipped;
+  }
+
+  Config choose_default_as_posed(const Problem& problem, const DeviceTarget& device,
+                                 std::optional<std::string>* fell_back) const {
     // On Hopper: 128x256 tiles on two consumer warpgroups, four stages, 2-CTA clusters sharing
     // B. Where M is below a wgmma tile: C^T in 64 x 16..64 tiles (swap_ab) streaming B through
     // eight stages. Where the tiles leave most SMs idle: 128x128 tiles. Both split K through

@@ -2271,11 +2271,36 @@ TEST(MatmulWgmmaTest, TheDefaultSwapsFp32PingPongTilesOfAColumnMajorA) {
     EXPECT_EQ(config.at("block_n"), 256);
     EXPECT_EQ(config.at("pingpong"), 0);
   }
-  // 192x128 pairs keep B transposed (1043x13808x652 ran 1.27x faster as the twin in run 5 of
-  // v51, 267x15686x1865 0.92x: not measured enough to move).
+  // 192x128 pairs keep B transposed: the mirror problem's tile (128x176) has no swapped form
+  // with B row-major, so the rule below leaves them.
   const Config pairs = matmul().default_config(
       Problem{"matmul", DType::f32, DType::f32, {1051, 2508, 560}, col_a}, hopper);
   EXPECT_EQ(pairs.at("swap_ab"), 0);
+}
+
+// fp32 with A column-major and B row-major transposes one of them first (tf32 reads K-major
+// operands; the sm_90a template reads an MN-major one through registers only as its own A).
+// Where A is the smaller, the default runs the mirror problem's tiles (N x M x K, the same
+// bytes) swapped, so A is the one transposed: 1.22x over 103 random such shapes on the H200
+// (docs/perf/matmul.md v71). With M > N, B stays the one transposed.
+TEST(MatmulWgmmaTest, TheDefaultTransposesTheSmallerOfTwoMnMajorFp32Operands) {
+  const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
+  const ProblemOptions col_a = {{"a", "col"}};
+  using Shape = std::tuple<std::int64_t, std::int64_t, std::int64_t>;
+  for (const auto& [m, n, k] :
+       {Shape{104, 4088, 1024}, Shape{116, 516, 13600}, Shape{224, 12536, 8104},
+        Shape{73, 88, 1236}}) {
+    const Problem p{"matmul", DType::f32, DType::f32, {m, n, k}, col_a};
+    const Problem mirror{"matmul", DType::f32, DType::f32, {n, m, k}, col_a};
+    const Config config = matmul().default_config(p, hopper);
+    const Config mirrored = matmul().default_config(mirror, hopper);
+    EXPECT_EQ(matmul().reject(config, p, hopper), std::nullopt) << config.text();
+    EXPECT_EQ(mirrored.at("variant"), 1) << m;
+    EXPECT_EQ(mirrored.at("swap_ab"), 0) << m;  // M > N: B (the mirror's A) transposed
+    Config expected = mirrored;
+    expected.values["swap_ab"] = 1;
+    EXPECT_EQ(config.text(), expected.text()) << m << "x" << n << "x" << k;
+  }
 }
 
 // The untuned default's large tile is the one whose waves come out whole: 128x256 where its

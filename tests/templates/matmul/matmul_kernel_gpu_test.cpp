@@ -566,6 +566,11 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
       problem(f32, f32, {512, 512, 8192}), problem(f32, bf16, {100, 4096, 2000}),
       problem(f32, f32, {300, 5000, 3000}), problem(f32, f32, {3000, 3000, 1000}),
       problem(f32, f32, {2048, 2048, 1000}, {{"a", "col"}, {"b", "col"}}),
+      // fp32 with A column-major, B row-major and M < N: A transposed, the mirror's tiles
+      // swapped (B through registers), with clusters, batches, the epilogue and K slices.
+      problem(f32, f32, {104, 4088, 1024}, {{"a", "col"}}),
+      problem(f32, bf16, {2, 77, 1500, 2000}, {{"a", "col"}, {"bias", "1"}, {"act", "gelu"}}),
+      problem(f32, f32, {150, 1003, 4000}, {{"a", "col"}, {"residual", "1"}}),
       // Only A's rows off 16 bytes: B read where it lies. A column-major A of 8 rows,
       // transposed, for swap_ab. Few tiles and a short K: 128x64 or 64x64 tiles, K whole. A
       // few rows off 16 bytes with a short K: the mma.sync tiles gather them in place.
