@@ -364,6 +364,11 @@ constexpr int kClusteredCtasOn132Sms = 120;
 // Up to this K, a few rows needing padding are gathered where they lie instead (see
 // default_config).
 constexpr long long kMaxGatheredK = 512;
+// From this K up to kMaxGatheredK, one or two rows times a row-major B off 16 bytes take
+// gemv_kn instead (default_config). On the H200, K 360-472: 1.20-1.59x the gathering tiles
+// over 8 shapes; K 64-336: 0.98x over 13 (2x15973x336 f16 0.88x, 2x16291x208 0.89x); 11 fresh
+// shapes of K 360-488 1.03-1.64x, 1.37x on the mean (v71).
+constexpr long long kMinGemvKnGatheredK = 352;
 // The largest product (batch x M x N x K) and K the mma.sync template takes by default on
 // Hopper (choose_default).
 constexpr long long kMaxTinyProduct = 1ll << 25;
@@ -993,8 +998,13 @@ class MatmulFamily final : public Family {
     // A few rows whose rows need padding for TMA, and a short K: the mma.sync template gathers
     // the rows where they lie in 16-row (or 32-row) tiles, where padding them first costs more
     // than the product (16x11516x156: 1.03x cuBLAS against 0.74x; 32x8696x87: 1.07x against
-    // 0.64x; at K 617 they tie, at 4093 the padded wgmma path is 3x faster: v22).
-    if (hopper && !s.aligned() && s.m <= 32 && s.k <= kMaxGatheredK) {
+    // 0.64x; at K 617 they tie, at 4093 the padded wgmma path is 3x faster: v22). Not one or
+    // two rows times a row-major B off 16 bytes from K kMinGemvKnGatheredK: gemv_kn below reads
+    // B in place with loads as wide as N allows, where the tiles gather it an element at a time
+    // (1x6155x456 cr 0.0113 ms against 0.0170; docs/perf/matmul.md v71).
+    const bool kn_reads_b = s.m <= 2 && !s.b_columns && s.b_row_length() % s.per_16_bytes() &&
+                            s.k >= kMinGemvKnGatheredK;
+    if (hopper && !s.aligned() && s.m <= 32 && s.k <= kMaxGatheredK && !kn_reads_b) {
       const Config gathered{{{"variant", kMmaSync}, {"block_m", s.m <= 16 ? 16 : 32},
                              {"block_n", 64}, {"block_k", 64}, {"warps_m", 1}, {"warps_n", 4},
                              {"stages", 4}, {"group_m", 1}}};

@@ -367,6 +367,9 @@ TEST(MatmulWgmmaTest, TheDefaultFillsWithSmallerTilesWhereKIsTooShortToSplit) {
   EXPECT_EQ(gathered.at("block_m"), 16);
   EXPECT_EQ(matmul().reject(gathered, short_k, hopper), std::nullopt);
   EXPECT_EQ(matmul().default_config(testing::x_times_w_t({32, 8696, 87}), hopper).at("block_m"), 32);
+  // One or two rows times a row-major B off 16 bytes: gathered up to K 336, gemv_kn from 352.
+  EXPECT_EQ(matmul().default_config(matmul_problem(2, 15973, 336), hopper).at("variant"), 0);
+  EXPECT_EQ(matmul().default_config(matmul_problem(2, 7982, 440), hopper).at("variant"), 4);
   // Past K 512 the decode template reads them in place, unless an odd K under more than 8
   // rows: the wgmma tiles' padding copy.
   EXPECT_EQ(matmul().default_config(testing::x_times_w_t({16, 4093, 4093}), hopper).at("variant"), 1);

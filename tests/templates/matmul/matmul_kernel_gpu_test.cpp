@@ -571,6 +571,9 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
       problem(f32, f32, {104, 4088, 1024}, {{"a", "col"}}),
       problem(f32, bf16, {2, 77, 1500, 2000}, {{"a", "col"}, {"bias", "1"}, {"act", "gelu"}}),
       problem(f32, f32, {150, 1003, 4000}, {{"a", "col"}, {"residual", "1"}}),
+      // One or two rows times a row-major B off 16 bytes, K 352-512: gemv_kn, B in place.
+      problem(bf16, bf16, {1, 6155, 456}, {{"a", "col"}}),
+      problem(f16, f32, {2, 5837, 472}, {{"a", "col"}, {"bias", "1"}, {"act", "relu"}}),
       // Only A's rows off 16 bytes: B read where it lies. A column-major A of 8 rows,
       // transposed, for swap_ab. Few tiles and a short K: 128x64 or 64x64 tiles, K whole. A
       // few rows off 16 bytes with a short K: the mma.sync tiles gather them in place.
