@@ -847,8 +847,9 @@ class MatmulFamily final : public Family {
     ProblemOptions options{{"a", "col"}};
     if (s.strides_unaligned) options["aligned"] = "0";
     const Problem mirror(problem.op, problem.dtype, problem.out_dtype, mirrored_dims, options);
-    Config flipped = choose_default_as_posed(mirror, device, nullptr);
-    if (flipped.at("variant") != kWgmma || flipped.at("swap_ab")) return posed;
+    std::optional<std::string> mirror_fell_back;  // its rules' pick rejected: not a measured tile
+    Config flipped = choose_default_as_posed(mirror, device, &mirror_fell_back);
+    if (mirror_fell_back || flipped.at("variant") != kWgmma || flipped.at("swap_ab")) return posed;
     flipped.values["swap_ab"] = 1;
     return reject(flipped, problem, device) ? posed : flipped;
   }
@@ -1001,9 +1002,10 @@ class MatmulFamily final : public Family {
     // 0.64x; at K 617 they tie, at 4093 the padded wgmma path is 3x faster: v22). Not one or
     // two rows times a row-major B off 16 bytes from K kMinGemvKnGatheredK: gemv_kn below reads
     // B in place with loads as wide as N allows, where the tiles gather it an element at a time
-    // (1x6155x456 cr 0.0113 ms against 0.0170; docs/perf/matmul.md v71).
-    const bool kn_reads_b = s.m <= 2 && !s.b_columns && s.b_row_length() % s.per_16_bytes() &&
-                            s.k >= kMinGemvKnGatheredK;
+    // (1x6155x456 cr 0.0113 ms against 0.0170; docs/perf/matmul.md v71). 16-bit inputs, as
+    // measured (fp32's tiles there read both operands transposed first: unmeasured).
+    const bool kn_reads_b = s.m <= 2 && !s.tf32() && !s.b_columns &&
+                            s.b_row_length() % s.per_16_bytes() && s.k >= kMinGemvKnGatheredK;
     if (hopper && !s.aligned() && s.m <= 32 && s.k <= kMaxGatheredK && !kn_reads_b) {
       const Config gathered{{{"variant", kMmaSync}, {"block_m", s.m <= 16 ? 16 : 32},
                              {"block_n", 64}, {"block_k", 64}, {"warps_m", 1}, {"warps_n", 4},
