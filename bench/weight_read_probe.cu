@@ -17,6 +17,11 @@
 //                 16-row A read from L2 where T says so) lands in a ring of S stages, by cp.async
 //                 from every thread or by one thread's bulk copies (TMA, a row's B bytes each)
 //                 completing on an mbarrier.
+//   bulk rows C CHUNK S W: a CTA of C rows takes K in chunks of CHUNK bytes a row, one bulk
+//                 copy a row's chunk from a producer warp into rows padded by 16 bytes, read by
+//                 W warps with ldmatrix, stage by stage on full and empty barriers (no CTA-wide
+//                 barrier): whole rows in flight without registers (added in session 48, v71;
+//                 not yet run).
 // "single": medians of 20 launches after 5, each after a 256 MB memset (L2 holds nothing of
 // the weight), events around the launch; "x floor" is against the weight's bytes at the rate
 // of a plain copy kernel timed the same way (its launch included, so the ratios compare the
@@ -229,6 +234,67 @@ __global__ void __launch_bounds__(WARPS * 32)
   keep(acc, out);
 }
 
+// Whole rows by 1D bulk copies: a CTA of COLS rows takes K in chunks of CHUNK
+// bytes a row; one producer thread (its own warp) issues a stage's COLS bulk copies, a row's
+// CHUNK bytes each, into rows padded by 16 bytes (so ldmatrix's 8 rows fall in 8 bank groups),
+// completing on the stage's full barrier; WARPS consumer warps read the stage with ldmatrix and
+// arrive on its empty barrier, which the producer waits on before refilling it. No CTA-wide
+// barrier between stages: the decode kernel's fragments from whole rows in flight.
+template <int COLS, int CHUNK, int S, int WARPS>
+__global__ void __launch_bounds__((WARPS + 1) * 32)
+    bulk_rows(const unsigned short* w, int k, unsigned* out) {
+  constexpr int ROW = CHUNK + 16, STAGE = COLS * ROW;  // bytes
+  static_assert(COLS == 16 && CHUNK % 32 == 0, "16 rows: two 8-row halves of an x4 load");
+  extern __shared__ __align__(128) unsigned char rows[];  // [S][COLS][ROW]
+  __shared__ unsigned long long full[S], empty[S];
+  const long long row0 = static_cast<long long>(blockIdx.x) * COLS;
+  const int chunks = k * 2 / CHUNK, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < S; ++s) {
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(
+          static_cast<unsigned>(__cvta_generic_to_shared(&full[s]))));
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(
+                       static_cast<unsigned>(__cvta_generic_to_shared(&empty[s]))),
+                   "r"(WARPS));
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;");
+  }
+  __syncthreads();
+  unsigned acc = 0;
+  if (warp == WARPS) {
+    if (lane == 0)
+      for (int i = 0; i < chunks; ++i) {
+        const int s = i % S;
+        if (i >= S) wait_phase(&empty[s], (i / S - 1) & 1);
+        expect_bytes(&full[s], COLS * CHUNK);
+        for (int r = 0; r < COLS; ++r)
+          bulk_copy(rows + s * STAGE + r * ROW,
+                    w + (row0 + r) * k + static_cast<long long>(i) * CHUNK / 2, CHUNK, &full[s]);
+      }
+  } else {
+    for (int i = 0; i < chunks; ++i) {
+      const int s = i % S;
+      wait_phase(&full[s], (i / S) & 1);
+      // Lanes 0-15 address rows 0-15 of 16-byte column u, lanes 16-31 those of column u + 1.
+      for (int u = warp * 2; u < CHUNK / 16; u += WARPS * 2) {
+        const unsigned at = static_cast<unsigned>(__cvta_generic_to_shared(
+            rows + s * STAGE + (lane % 16) * ROW + (u + lane / 16) * 16));
+        unsigned x0, x1, x2, x3;
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                     : "=r"(x0), "=r"(x1), "=r"(x2), "=r"(x3)
+                     : "r"(at));
+        acc ^= x0 ^ x1 ^ x2 ^ x3;
+      }
+      __syncwarp();
+      if (lane == 0)
+        asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(
+                         static_cast<unsigned>(__cvta_generic_to_shared(&empty[s])))
+                     : "memory");
+    }
+  }
+  keep(acc, out);
+}
+
 __global__ void copy(const uint4* from, uint4* to, long long n) {
   for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<long long>(gridDim.x) * blockDim.x)
@@ -240,6 +306,12 @@ cudaError_t ring_smem() {
   return cudaFuncSetAttribute(ring<COLS, WARPS, LANES, S>,
                               cudaFuncAttributeMaxDynamicSharedMemorySize,
                               WARPS * S * COLS * LANES * 16);
+}
+
+template <int COLS, int CHUNK, int S, int WARPS>
+cudaError_t bulk_rows_smem() {
+  return cudaFuncSetAttribute(bulk_rows<COLS, CHUNK, S, WARPS>,
+                              cudaFuncAttributeMaxDynamicSharedMemorySize, S * COLS * (CHUNK + 16));
 }
 
 template <int COLS, int WARPS, int BYTES, int S, int TAKE_A, int BULK>
@@ -285,6 +357,12 @@ int main(int argc, char** argv) {
   CHECK((lockstep_smem<16, 8, 256, 4, 1, 1>()));
   CHECK((lockstep_smem<16, 8, 1024, 3, 1, 1>()));
   CHECK((lockstep_smem<32, 8, 512, 3, 1, 1>()));
+  CHECK((bulk_rows_smem<16, 2048, 3, 8>()));
+  CHECK((bulk_rows_smem<16, 2048, 2, 8>()));
+  CHECK((bulk_rows_smem<16, 1024, 4, 8>()));
+  CHECK((bulk_rows_smem<16, 1024, 6, 4>()));
+  CHECK((bulk_rows_smem<16, 4096, 2, 8>()));
+  CHECK((bulk_rows_smem<16, 512, 8, 8>()));
   unsigned short* a16 = nullptr;  // A's 16 rows of the widest K (L2-resident after the first read)
   CHECK(cudaMalloc(&a16, 16 * 14336 * 2));
   CHECK(cudaMemset(a16, 1, 16 * 14336 * 2));
@@ -446,6 +524,17 @@ int main(int argc, char** argv) {
     LOCKSTEP(16, 8, 1024, 3, 1, 1);
     LOCKSTEP(32, 8, 512, 3, 1, 1);
 #undef LOCKSTEP
+#define BULK_ROWS(C, CHUNK, S, W)                                                            \
+  report("bulk rows " #C "c " #CHUNK "B S" #S " " #W "w", [&](W_ x) {                        \
+    bulk_rows<C, CHUNK, S, W><<<n / C, (W + 1) * 32, S * C * (CHUNK + 16), stream>>>(x, k, out); \
+  })
+    BULK_ROWS(16, 2048, 3, 8);
+    BULK_ROWS(16, 2048, 2, 8);
+    BULK_ROWS(16, 1024, 4, 8);
+    BULK_ROWS(16, 1024, 6, 4);
+    BULK_ROWS(16, 4096, 2, 8);
+    BULK_ROWS(16, 512, 8, 8);
+#undef BULK_ROWS
     CHECK(failed);
     CHECK(cudaGetLastError());
     for (auto& x : ws) CHECK(cudaFree(x));
