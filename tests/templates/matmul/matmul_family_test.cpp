@@ -2304,6 +2304,19 @@ TEST(MatmulWgmmaTest, TheDefaultTransposesTheSmallerOfTwoMnMajorFp32Operands) {
     expected.values["swap_ab"] = 1;
     EXPECT_EQ(config.text(), expected.text()) << m << "x" << n << "x" << k;
   }
+  // Batches and a call's unaligned strides go to the mirror as they are.
+  for (const auto& [dims, options] :
+       {std::pair<std::vector<std::int64_t>, ProblemOptions>{{2, 77, 1500, 2000}, col_a},
+        {{300, 2000, 3000}, {{"a", "col"}, {"aligned", "0"}}}}) {
+    std::vector<std::int64_t> mirrored_dims = dims;
+    std::swap(mirrored_dims[dims.size() - 3], mirrored_dims[dims.size() - 2]);
+    const Problem p{"matmul", DType::f32, DType::f32, dims, options};
+    Config expected =
+        matmul().default_config({"matmul", DType::f32, DType::f32, mirrored_dims, options}, hopper);
+    EXPECT_EQ(expected.at("swap_ab"), 0) << p.key();
+    expected.values["swap_ab"] = 1;
+    EXPECT_EQ(matmul().default_config(p, hopper).text(), expected.text()) << p.key();
+  }
 }
 
 // The untuned default's large tile is the one whose waves come out whole: 128x256 where its
