@@ -1342,11 +1342,11 @@ class MatmulFamily final : public Family {
       const int split = tail_split_of(shaped, problem, device);
       if (split > 1) set({{"split_k", split}});
     }
-    // A narrow N under many rows of A: the tile whose CTAs stream the least of A. Else few
-    // 128-row tiles reading rows that straddle L2's lines: in pairs sharing them (16-bit
-    // inputs and N over one tile, as measured); M's side in swapped tiles of 80-112 rows where
-    // those fill a wave better, among few tiles or where the fitted tiles take one wave (v48)
-    // or pad M (v64).
+    // A narrow N (or one of 129-192 columns) under many rows of A: the tile whose CTAs stream
+    // the least of A. Else few 128-row tiles reading rows that straddle L2's lines: in pairs
+    // sharing them (16-bit inputs and N over one tile, as measured); M's side in swapped tiles
+    // of 80-112 rows where those fill a wave better, among few tiles or where the fitted tiles
+    // take one wave (v48) or pad M (v64).
     const bool fitted = !few_tiles && !narrow && !shaped.at("swap_ab");
     const bool fitted_one_wave = fitted && waves_of(shaped, problem, device) == 1;
     if (const std::optional<Config> streamed = streaming_narrow(shaped, problem, device)) {
@@ -2463,18 +2463,30 @@ class MatmulFamily final : public Family {
   // columns stay: against 64x16 and 64x32 tiles (16 stages) the swapped ones lost 0.80-0.98x
   // on 23 of 25 shapes, 0.903x on the mean, even where those took two waves (10979x8x15088 rr
   // 0.938x; docs/perf/matmul.md v47). Batches of 2-8: 1.243x over 22 fresh shapes (0.96-2.42x).
+  // N of 129-192 from kMinSplitK, the swapped tiles only, N in one 192-row tile on three
+  // consumers, B's rows off 16 bytes too (A's on them): the fitted tiles pad such N to 256 or
+  // split it over two tile columns. In rounds on the H200 against v71's default: 1.168x over 13
+  // shapes of one draw, then 1.182x over 23 fresh bf16 and 1.154x over 14 f16 (0.86-2.31x:
+  // 4750x152x7728 rr 0.0361 ms against 0.0832). Under that K, and N of 65-128 in 128-row tiles,
+  // they lost as often as they won (0.79-1.48x, 0.98x and 1.03x on the mean; v72).
   std::optional<Config> streaming_narrow(const Config& config, const Problem& problem,
                                          const DeviceTarget& device) const {
     const MatmulShape s(problem);
-    if (s.n > 64 || s.m < kMinStreamingRows || s.tf32() || !s.aligned() ||
-        s.as_read().a_columns || config.at("variant") != kWgmma ||
+    const bool held_in_192 = s.n > 128 && s.n <= 192 && s.k >= kMinSplitK;
+    // (There B is at most 192 rows or columns: copied padded where its rows are off 16 bytes.)
+    const bool a_rows_on_16 = !s.strides_unaligned && s.a_row_length() % s.per_16_bytes() == 0;
+    if (!(s.n <= 64 ? s.aligned() : held_in_192 && a_rows_on_16) || s.m < kMinStreamingRows ||
+        s.tf32() || s.as_read().a_columns || config.at("variant") != kWgmma ||
         (!config.at("swap_ab") && config.at("block_n") < 64))
       return std::nullopt;
     std::vector<Config> tiles;
-    const int columns = static_cast<int>(s.as_read().b_columns ? narrow_width(s.n) : 64);
-    for (const int rows : {64, 128}) tiles.push_back(WgmmaTile{rows, columns, 1, 4}.on(config));
+    if (s.n <= 64) {
+      const int columns = static_cast<int>(s.as_read().b_columns ? narrow_width(s.n) : 64);
+      for (const int rows : {64, 128}) tiles.push_back(WgmmaTile{rows, columns, 1, 4}.on(config));
+    }
+    const int n_rows = s.n <= 64 ? 64 : 192;  // N's side of the swapped tiles, 64 a consumer
     for (const int width : {64, 80, 88, 96, 104, 112}) {
-      Config tile = WgmmaTile{64, width, 1, 4}.on(config);
+      Config tile = WgmmaTile{n_rows, width, n_rows / 64, 4}.on(config);
       tile.values["swap_ab"] = 1;
       tiles.push_back(tile);
     }

@@ -689,6 +689,15 @@ TEST(MatmulWgmmaTest, TheDefaultTakesNarrowTilesForANarrowN) {
             "64x64 split 1");
   EXPECT_EQ(tile({"matmul", DType::bf16, DType::bf16, {4408, 48, 7240}, {{"a", "col"}}}),
             "128x128 split 2");
+  // N of 129-192 from K 2048: one swapped 192-row tile holds N (4750x152x7728 rr 0.0361 ms
+  // against 128x64 pairs' 0.0832; v72), B's rows off 16 bytes too. Under that K, N of 65-128,
+  // or A's rows off 16 bytes, the fitted tiles stay.
+  EXPECT_EQ(tile(matmul_problem(4750, 152, 7728)), "192x80 split 2 swapped");
+  EXPECT_EQ(tile(testing::x_times_w_t({2717, 160, 15176})), "192x88 split 4 swapped");
+  EXPECT_EQ(tile(testing::x_times_w_t({6186, 184, 6976})), "192x96 split 2 swapped");
+  EXPECT_EQ(tile(testing::x_times_w_t({7661, 152, 1016})), "128x128 split 1");
+  EXPECT_EQ(tile(matmul_problem(3733, 128, 6304)), "64x64 split 1");
+  EXPECT_EQ(tile(matmul_problem(4750, 152, 7724)), "128x64 split 1");
   const Problem router = testing::x_times_w_t({1, 8, 4096});
   EXPECT_EQ(tile(router), "variant 2");
   EXPECT_EQ(matmul().default_config(router, hopper).at("block_n"), 8);

@@ -603,6 +603,12 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
       problem(bf16, bf16, {11909, 23, 552}, {{"b", "col"}, {"residual", "1"}}),
       problem(bf16, bf16, {16311, 56, 1296}),
       problem(f16, bf16, {3, 3057, 29, 2024}, {{"b", "col"}, {"bias", "1"}, {"act", "silu"}}),
+      // (v72) ... and over N of 129-192 from K 2048: N in one swapped 192-row tile on three
+      // consumers, pairs along M (B's rows off 16 bytes, copied padded, with bias and GELU;
+      // x @ W^T in four K slices with a residual into fp32; an N off 8 columns).
+      problem(bf16, bf16, {4750, 150, 7728}, {{"bias", "1"}, {"act", "gelu"}}),
+      problem(f16, f32, {2717, 160, 15176}, {{"b", "col"}, {"residual", "1"}}),
+      problem(bf16, bf16, {2309, 157, 6256}, xwt),
       // (v48) Swapped mid widths on 256 rows of N where fitted tiles take one wave (4 x 2 with
       // bias and GELU; pairs along M into fp32; 2 x 2 with a residual) and on 64 rows over an
       // N of 65-256 (2 x 2 in two K slices with SiLU; 4 x 2; three N tiles in four slices
