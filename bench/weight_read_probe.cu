@@ -20,8 +20,8 @@
 //   bulk rows C CHUNK S W: a CTA of C rows takes K in chunks of CHUNK bytes a row, one bulk
 //                 copy a row's chunk from a producer warp into rows padded by 16 bytes, read by
 //                 W warps with ldmatrix, stage by stage on full and empty barriers (no CTA-wide
-//                 barrier): whole rows in flight without registers (added in session 48, v71;
-//                 not yet run).
+//                 barrier): whole rows in flight without registers (v71; on the H200 1.24x
+//                 the floor at 4096x4096 as graphs, slower than the rings: v72).
 // "single": medians of 20 launches after 5, each after a 256 MB memset (L2 holds nothing of
 // the weight), events around the launch; "x floor" is against the weight's bytes at the rate
 // of a plain copy kernel timed the same way (its launch included, so the ratios compare the

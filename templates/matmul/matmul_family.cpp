@@ -2467,8 +2467,9 @@ class MatmulFamily final : public Family {
   // consumers, B's rows off 16 bytes too (A's on them): the fitted tiles pad such N to 256 or
   // split it over two tile columns. In rounds on the H200 against v71's default: 1.168x over 13
   // shapes of one draw, then 1.182x over 23 fresh bf16 and 1.154x over 14 f16 (0.86-2.31x:
-  // 4750x152x7728 rr 0.0361 ms against 0.0832). Under that K, and N of 65-128 in 128-row tiles,
-  // they lost as often as they won (0.79-1.48x, 0.98x and 1.03x on the mean; v72).
+  // 4750x152x7728 rr 0.0361 ms against 0.0832); batches of 2-6 1.216x over 11 (1.04-1.42x).
+  // Under that K, and N of 65-128 in 128-row tiles, they lost as often as they won
+  // (0.79-1.48x, 0.98x and 1.03x on the mean; v72).
   std::optional<Config> streaming_narrow(const Config& config, const Problem& problem,
                                          const DeviceTarget& device) const {
     const MatmulShape s(problem);
