@@ -1346,16 +1346,20 @@ class MatmulFamily final : public Family {
     // the least of A. Else few 128-row tiles reading rows that straddle L2's lines: in pairs
     // sharing them (16-bit inputs and N over one tile, as measured); M's side in swapped tiles
     // of 80-112 rows where those fill a wave better, among few tiles or where the fitted tiles
-    // take one wave (v48) or pad M (v64).
+    // take one wave (v48) or pad M (v64). An N of 65-128 streams only where the tiles stay
+    // unswapped after those: in place of a swapped mid width it lost (v72).
     const bool fitted = !few_tiles && !narrow && !shaped.at("swap_ab");
     const bool fitted_one_wave = fitted && waves_of(shaped, problem, device) == 1;
-    if (const std::optional<Config> streamed = streaming_narrow(shaped, problem, device)) {
+    const std::optional<Config> streamed = streaming_narrow(shaped, problem, device);
+    const bool streams_if_unswapped = s.n > 64 && s.n <= 128;
+    if (streamed && !streams_if_unswapped) {
       shaped = *streamed;
     } else if ((tiled && !narrow) || fitted_one_wave || (fitted && pads_mid_rows(shaped, s))) {
       if (tiled && !s.tf32()) shaped = paired_off_lines(shaped, problem, device);
       if (const std::optional<Config> mid = swapped_mid_width(shaped, problem, device))
         shaped = *mid;
     }
+    if (streamed && streams_if_unswapped && !shaped.at("swap_ab")) shaped = *streamed;
     // fp32 with B row-major: the swapped twin of the tile (B read in place). Where the
     // wave-fitted tile has none (ping-pong, 176, 224 or 192 rows on three consumers), 128x256's
     // twin, unless its waves cost more than the fitted tile's with B's transpose: the transpose
@@ -2468,15 +2472,19 @@ class MatmulFamily final : public Family {
   // split it over two tile columns. In rounds on the H200 against v71's default: 1.168x over 13
   // shapes of one draw, then 1.182x over 23 fresh bf16 and 1.154x over 14 f16 (0.86-2.31x:
   // 4750x152x7728 rr 0.0361 ms against 0.0832); batches of 2-6 1.216x over 11 (1.04-1.42x).
-  // Under that K, and N of 65-128 in 128-row tiles, they lost as often as they won
-  // (0.79-1.48x, 0.98x and 1.03x on the mean; v72).
+  // Under that K they lost as often as they won (0.84-1.48x, 0.98x on the mean). N of 65-128
+  // from kMinWideWeightK in one 128-row tile on two consumers, where the default's tiles stay
+  // unswapped (the caller's check: in place of swapped mid widths 0.77-1.02x): 1.17x over 18
+  // shapes of two draws, then 1.233x over 14 fresh bf16 (1.02-1.56x: 3452x104x15008 rr 0.0407
+  // ms against 0.0635) and 1.138x over 3 f16 (v72).
   std::optional<Config> streaming_narrow(const Config& config, const Problem& problem,
                                          const DeviceTarget& device) const {
     const MatmulShape s(problem);
-    const bool held_in_192 = s.n > 128 && s.n <= 192 && s.k >= kMinSplitK;
+    const bool one_tile_of_n = (s.n > 128 && s.n <= 192 && s.k >= kMinSplitK) ||
+                               (s.n > 64 && s.n <= 128 && s.k >= kMinWideWeightK);
     // (There B is at most 192 rows or columns: copied padded where its rows are off 16 bytes.)
     const bool a_rows_on_16 = !s.strides_unaligned && s.a_row_length() % s.per_16_bytes() == 0;
-    if (!(s.n <= 64 ? s.aligned() : held_in_192 && a_rows_on_16) || s.m < kMinStreamingRows ||
+    if (!(s.n <= 64 ? s.aligned() : one_tile_of_n && a_rows_on_16) || s.m < kMinStreamingRows ||
         s.tf32() || s.as_read().a_columns || config.at("variant") != kWgmma ||
         (!config.at("swap_ab") && config.at("block_n") < 64))
       return std::nullopt;
@@ -2485,7 +2493,7 @@ class MatmulFamily final : public Family {
       const int columns = static_cast<int>(s.as_read().b_columns ? narrow_width(s.n) : 64);
       for (const int rows : {64, 128}) tiles.push_back(WgmmaTile{rows, columns, 1, 4}.on(config));
     }
-    const int n_rows = s.n <= 64 ? 64 : 192;  // N's side of the swapped tiles, 64 a consumer
+    const int n_rows = s.n <= 64 ? 64 : s.n <= 128 ? 128 : 192;  // N's side, 64 a consumer
     for (const int width : {64, 80, 88, 96, 104, 112}) {
       Config tile = WgmmaTile{n_rows, width, n_rows / 64, 4}.on(config);
       tile.values["swap_ab"] = 1;

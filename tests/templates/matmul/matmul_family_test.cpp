@@ -690,14 +690,22 @@ TEST(MatmulWgmmaTest, TheDefaultTakesNarrowTilesForANarrowN) {
   EXPECT_EQ(tile({"matmul", DType::bf16, DType::bf16, {4408, 48, 7240}, {{"a", "col"}}}),
             "128x128 split 2");
   // N of 129-192 from K 2048: one swapped 192-row tile holds N (4750x152x7728 rr 0.0361 ms
-  // against 128x64 pairs' 0.0832; v72), B's rows off 16 bytes too. Under that K, N of 65-128,
-  // or A's rows off 16 bytes, the fitted tiles stay.
+  // against 128x64 pairs' 0.0832; v72), B's rows off 16 bytes too. Under that K, or with A's
+  // rows off 16 bytes, the fitted tiles stay.
   EXPECT_EQ(tile(matmul_problem(4750, 152, 7728)), "192x80 split 2 swapped");
   EXPECT_EQ(tile(testing::x_times_w_t({2717, 160, 15176})), "192x88 split 4 swapped");
   EXPECT_EQ(tile(testing::x_times_w_t({6186, 184, 6976})), "192x96 split 2 swapped");
   EXPECT_EQ(tile(testing::x_times_w_t({7661, 152, 1016})), "128x128 split 1");
-  EXPECT_EQ(tile(matmul_problem(3733, 128, 6304)), "64x64 split 1");
   EXPECT_EQ(tile(matmul_problem(4750, 152, 7724)), "128x64 split 1");
+  // N of 65-128 from K 4096, in one swapped 128-row tile on two consumers where the tiles
+  // would stay unswapped (5367x107x15976 rr 0.0695 ms against 128x128's 0.0911); where the
+  // swapped mid widths take it, they stay (2583x72x13624 rr: 128x88 pairs, four slices), as
+  // the fitted tiles do under K 4096.
+  EXPECT_EQ(tile(matmul_problem(5367, 107, 15976)), "128x88 split 2 swapped");
+  EXPECT_EQ(tile(testing::x_times_w_t({3959, 71, 14120})), "128x80 split 2 swapped");
+  EXPECT_EQ(tile(matmul_problem(2583, 72, 13624)), "128x88 split 4 swapped");
+  EXPECT_EQ(matmul().default_config(matmul_problem(2583, 72, 13624), hopper).at("cluster_n"), 2);
+  EXPECT_EQ(tile(matmul_problem(3760, 80, 3032)), "64x64 split 1");
   const Problem router = testing::x_times_w_t({1, 8, 4096});
   EXPECT_EQ(tile(router), "variant 2");
   EXPECT_EQ(matmul().default_config(router, hopper).at("block_n"), 8);

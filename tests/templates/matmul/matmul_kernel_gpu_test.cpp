@@ -609,6 +609,10 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
       problem(bf16, bf16, {4750, 150, 7728}, {{"bias", "1"}, {"act", "gelu"}}),
       problem(f16, f32, {2717, 160, 15176}, {{"b", "col"}, {"residual", "1"}}),
       problem(bf16, bf16, {2309, 157, 6256}, xwt),
+      // N of 65-128 from K 4096 in one swapped 128-row tile on two consumers (x @ W^T with
+      // bias and SiLU, four slices; a residual into fp32).
+      problem(bf16, bf16, {3543, 108, 7256}, {{"b", "col"}, {"bias", "1"}, {"act", "silu"}}),
+      problem(f16, f32, {5101, 114, 6280}, {{"residual", "1"}}),
       // (v48) Swapped mid widths on 256 rows of N where fitted tiles take one wave (4 x 2 with
       // bias and GELU; pairs along M into fp32; 2 x 2 with a residual) and on 64 rows over an
       // N of 65-256 (2 x 2 in two K slices with SiLU; 4 x 2; three N tiles in four slices
