@@ -1342,12 +1342,12 @@ class MatmulFamily final : public Family {
       const int split = tail_split_of(shaped, problem, device);
       if (split > 1) set({{"split_k", split}});
     }
-    // A narrow N (or one of 129-192 columns) under many rows of A: the tile whose CTAs stream
-    // the least of A. Else few 128-row tiles reading rows that straddle L2's lines: in pairs
-    // sharing them (16-bit inputs and N over one tile, as measured); M's side in swapped tiles
-    // of 80-112 rows where those fill a wave better, among few tiles or where the fitted tiles
-    // take one wave (v48) or pad M (v64). An N of 65-128 streams only where the tiles stay
-    // unswapped after those: in place of a swapped mid width it lost (v72).
+    // A narrow N (or one of 65-192 columns, streaming_narrow's K) under many rows of A: the
+    // tile whose CTAs stream the least of A. Else few 128-row tiles reading rows that straddle
+    // L2's lines: in pairs sharing them (16-bit inputs and N over one tile, as measured); M's
+    // side in swapped tiles of 80-112 rows where those fill a wave better, among few tiles or
+    // where the fitted tiles take one wave (v48) or pad M (v64). An N of 65-128 streams only
+    // where the tiles stay unswapped after those: in place of a swapped mid width it lost (v72).
     const bool fitted = !few_tiles && !narrow && !shaped.at("swap_ab");
     const bool fitted_one_wave = fitted && waves_of(shaped, problem, device) == 1;
     const std::optional<Config> streamed = streaming_narrow(shaped, problem, device);
