@@ -17,6 +17,10 @@
 //                 16-row A read from L2 where T says so) lands in a ring of S stages, by cp.async
 //                 from every thread or by one thread's bulk copies (TMA, a row's B bytes each)
 //                 completing on an mbarrier.
+//   rotated W [xpose]: as pattern 16c W 512B, but lane L's load i reads row (i + L / 4) & 7 of
+//                 its group of 8: each load 8 rows of 64 bytes, every 8 loads their 512 bytes
+//                 (the pieces a decode MMA wants, in whole-row order); xpose: then handed out
+//                 as MMA fragments by shuffles and a rotation (added in session 49, not yet run).
 //   bulk rows C CHUNK S W: a CTA of C rows takes K in chunks of CHUNK bytes a row, one bulk
 //                 copy a row's chunk from a producer warp into rows padded by 16 bytes, read by
 //                 W warps with ldmatrix, stage by stage on full and empty barriers (no CTA-wide
@@ -90,6 +94,58 @@ __global__ void __launch_bounds__(WARPS * 32)
     for (int u = 0; u < U; ++u)
 #pragma unroll
       for (int i = 0; i < LOADS; ++i) acc ^= fold(v[u][i]);
+  }
+  keep(acc, out);
+}
+
+// Lane L's load i reads row 8 (i / 8) + ((i + L / 4) & 7) of the CTA's 16, its 16 bytes of the
+// warp's 512-byte span: each load 8 rows of 64 bytes, every 8 loads those rows' 512 bytes. With
+// XPOSE each group of 8 rows is then handed out as MMA fragments, lane (g, c) taking row g's
+// chunks 4s + c (s = 0..7, the same k for every g): 8 rounds of 4 shuffles, each round every
+// lane offering one register (v[(8 - i) & 7] holds row g for the reader 4 ((i + g) & 7) + c), then
+// a rotation by g of the 8 chunks received (3 x 32 selects), folded in order.
+template <int WARPS, bool XPOSE>
+__global__ void __launch_bounds__(WARPS * 32, 1)
+    rotated(const unsigned short* w, int k, unsigned* out) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, spans = k / 256;
+  const int quad = lane / 4, c = lane % 4;
+  const long long row0 = static_cast<long long>(blockIdx.x) * 16;
+  unsigned acc = 0;
+  for (int s = warp; s < spans; s += WARPS) {
+    uint4 v[16];
+#pragma unroll
+    for (int i = 0; i < 16; ++i)
+      v[i] = load_streamed(w + (row0 + (i & 8) + ((i + quad) & 7)) * k + s * 256 + lane * 8);
+    if constexpr (XPOSE) {
+#pragma unroll
+      for (int g8 = 0; g8 < 16; g8 += 8) {
+        unsigned r[8][4];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          const int from = 4 * ((i + quad) & 7) + c;
+          const uint4 x = v[g8 + ((8 - i) & 7)];
+          r[i][0] = __shfl_sync(~0u, x.x, from);
+          r[i][1] = __shfl_sync(~0u, x.y, from);
+          r[i][2] = __shfl_sync(~0u, x.z, from);
+          r[i][3] = __shfl_sync(~0u, x.w, from);
+        }
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+#pragma unroll
+          for (int b = 1; b < 8; b *= 2) {
+            unsigned t[8];
+#pragma unroll
+            for (int j = 0; j < 8; ++j) t[j] = (quad & b) ? r[(j - b) & 7][e] : r[j][e];
+#pragma unroll
+            for (int j = 0; j < 8; ++j) r[j][e] = t[j];
+          }
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc = acc * 3u + (r[j][0] ^ r[j][1] ^ r[j][2] ^ r[j][3]);
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < 16; ++i) acc ^= fold(v[i]);
+    }
   }
   keep(acc, out);
 }
@@ -481,6 +537,12 @@ int main(int argc, char** argv) {
            [&](W x) { pattern<16, 8, 32, 1><<<n / 16, 256, 0, stream>>>(x, k, out); });
     report("pattern 16c 16w 512B U1",
            [&](W x) { pattern<16, 16, 32, 1><<<n / 16, 512, 0, stream>>>(x, k, out); });
+    report("rotated 16c 16w 512B",
+           [&](W x) { rotated<16, false><<<n / 16, 512, 0, stream>>>(x, k, out); });
+    report("rotated 16c 16w 512B xpose",
+           [&](W x) { rotated<16, true><<<n / 16, 512, 0, stream>>>(x, k, out); });
+    report("rotated 16c 8w 512B xpose",
+           [&](W x) { rotated<8, true><<<n / 16, 256, 0, stream>>>(x, k, out); });
     report("pattern 8c 8w 512B U2",
            [&](W x) { pattern<8, 8, 32, 2><<<n / 8, 256, 0, stream>>>(x, k, out); });
     report("pattern 32c 8w 128B U2",
