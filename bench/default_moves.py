@@ -2,7 +2,7 @@
 """Which shapes' untuned matmul default differs between two builds: the shapes an A/B times.
 
 usage: default_moves.py OLD_CLI [NEW_CLI] [--seeds FIRST-LAST] [--count DRAWS] [--dtype T,...]
-                        [--narrow-n | --few-columns] [--show N]
+                        [--narrow-n | --few-columns | --within RANGES] [--show N]
 
 A change to the default's rules moves the picks of a few shapes and leaves the rest alone, so
 an A/B (matmul_shapes.py --baseline) says something only on the shapes that moved, and a rule
@@ -57,6 +57,8 @@ def main():
     kind = p.add_mutually_exclusive_group()
     kind.add_argument("--narrow-n", action="store_true")
     kind.add_argument("--few-columns", action="store_true")
+    kind.add_argument("--within", metavar="M_LO-M_HIxN_LO-N_HIxK_LO-K_HI",
+                      help="draw in a rule's domain (matmul_shapes.py --within)")
     p.add_argument("--show", type=int, default=10, help="moves to print one by one")
     args = p.parse_args()
     for cli in (args.old_cli, args.new_cli):
@@ -65,10 +67,11 @@ def main():
             return 2
     first, _, last = args.seeds.partition("-")
     dtypes = args.dtype.split(",")
+    within = ms.parse_within(args.within) if args.within else None
     problems, seen = [], set()
     for seed in range(int(first), int(last or first) + 1):
         draws = (ms.draw_few_columns(args.count, seed) if args.few_columns
-                 else ms.draw_shapes(args.count, seed, args.narrow_n))
+                 else ms.draw_shapes(args.count, seed, args.narrow_n, within))
         for i, shape in enumerate(draws):
             key = (shape, dtypes[(seed + i) % len(dtypes)])
             if key not in seen:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The untuned default over random shapes, beside cuBLAS (torch.matmul), in rounds.
 
-usage: matmul_shapes.py [--count DRAWS] [--seed S] [--narrow-n | --few-columns |
+usage: matmul_shapes.py [--count DRAWS] [--seed S] [--narrow-n | --few-columns | --within RANGES |
                         --shapes [Bx]MxNxK:LAYOUT,...] [--lib PATH] [--baseline PATH] [--json FILE]
                         [--config LABEL=CONFIG ...] [--tilesmith PATH] [--graph]
 
@@ -11,7 +11,8 @@ shapes no list names: M log-uniform in 1..8192 (a fifth of them 1, 2, 7, 16 or 3
 log-uniform in 64..16384 (with --narrow-n, N in 1..64: routers, low-rank adapters, heads of a
 few classes), each half the time rounded up to a multiple of 8 (else left as drawn, usually
 unaligned rows), each of the layouts rr, rc (x @ W^T, twice as often), cr (with --few-columns,
-many rows of A times 1-4 columns of B: draw_few_columns). The
+many rows of A times 1-4 columns of B: draw_few_columns; with --within, M, N and K
+log-uniform in the ranges given, e.g. 1024-8192x65-128x4096-16384: a rule's domain). The
 runtime's database is empty, so each call takes the default. Each shape is verified first
 (NaN-poisoned output, relative Frobenius error against an fp32 reference), then timed in
 rounds beside cuBLAS (bench/matmul_bench.py make_rounds: both after their own L2 flush, at the
@@ -39,26 +40,56 @@ import matmul_bench as mb  # noqa: E402
 mb.PROG = "matmul_shapes"
 
 
-def draw_shapes(count, seed, narrow_n=False):
+def draw_shapes(count, seed, narrow_n=False, within=None):
     """`count` shapes (m, n, k, layout) from `seed`; the same seed gives the same shapes, so a
-    change is measured on the shapes it was measured on before. `narrow_n`: N in 1..64."""
+    change is measured on the shapes it was measured on before. `narrow_n`: N in 1..64.
+    `within`: ((m_lo, m_hi), (n_lo, n_hi), (k_lo, k_hi)), each dimension log-uniform in its
+    range (a rule's domain, where most draws test the rule: parse_within)."""
     rng = random.Random(seed)
 
     def log_uniform(lo, hi):
         return int(round(math.exp(rng.uniform(math.log(lo), math.log(hi)))))
 
+    def round_up(value, hi):  # to a multiple of 8 where that stays in range
+        rounded = (value + 7) // 8 * 8
+        return rounded if rounded <= hi else value
+
     shapes = []
     for _ in range(count):
-        m = log_uniform(1, 8192) if rng.random() < 0.8 else rng.choice([1, 2, 7, 16, 33])
-        n, k = log_uniform(1, 64) if narrow_n else log_uniform(64, 16384), log_uniform(64, 16384)
+        if within:
+            (m_lo, m_hi), (n_lo, n_hi), (k_lo, k_hi) = within
+            m, n, k = log_uniform(m_lo, m_hi), log_uniform(n_lo, n_hi), log_uniform(k_lo, k_hi)
+        else:
+            m = log_uniform(1, 8192) if rng.random() < 0.8 else rng.choice([1, 2, 7, 16, 33])
+            n_hi = k_hi = 16384
+            n, k = log_uniform(1, 64) if narrow_n else log_uniform(64, n_hi), log_uniform(64, k_hi)
+            n_hi = 64 if narrow_n else n_hi
         if rng.random() < 0.5:
-            n = (n + 7) // 8 * 8
+            n = round_up(n, n_hi)
         if rng.random() < 0.5:
-            k = (k + 7) // 8 * 8
+            k = round_up(k, k_hi)
         if m * n * k > 2.2e11:  # a draw past a few ms is dropped
             continue
         shapes.append((m, n, k, rng.choice(["rr", "rc", "rc", "cr"])))
     return shapes
+
+
+def parse_within(text):
+    """'M_LO-M_HIxN_LO-N_HIxK_LO-K_HI' (a single value for a fixed dimension) as draw_shapes'
+    `within`, or a setup error."""
+    ranges = []
+    for part in text.lower().split("x"):
+        lo, _, hi = part.partition("-")
+        try:
+            lo, hi = int(lo), int(hi or lo)
+        except ValueError:
+            lo = hi = 0
+        if lo < 1 or hi < lo:
+            mb.setup_error(f"--within {text!r}: want M_LO-M_HIxN_LO-N_HIxK_LO-K_HI, 1 <= LO <= HI")
+        ranges.append((lo, hi))
+    if len(ranges) != 3:
+        mb.setup_error(f"--within {text!r}: want three ranges, M x N x K")
+    return tuple(ranges)
 
 
 def draw_few_columns(count, seed):
@@ -152,9 +183,12 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--count", type=int, default=44, help="draws (those past 2.2e11 M*N*K are dropped)")
     p.add_argument("--seed", type=int, default=15)
-    p.add_argument("--narrow-n", action="store_true", help="draw N in 1..64 instead of 64..16384")
-    p.add_argument("--few-columns", action="store_true",
-                   help="draw many rows of A times 1-4 columns of B instead (a matrix times a vector)")
+    kind = p.add_mutually_exclusive_group()
+    kind.add_argument("--narrow-n", action="store_true", help="draw N in 1..64 instead of 64..16384")
+    kind.add_argument("--few-columns", action="store_true",
+                      help="draw many rows of A times 1-4 columns of B instead (a matrix times a vector)")
+    kind.add_argument("--within", metavar="M_LO-M_HIxN_LO-N_HIxK_LO-K_HI",
+                      help="draw M, N and K log-uniform in these ranges (a rule's domain)")
     p.add_argument("--shapes", help="MxNxK:LAYOUT,... to time instead of drawing shapes")
     p.add_argument("--lib", default=os.path.join(REPO, "build", "libtilesmith.so"))
     p.add_argument("--baseline", help="another build's libtilesmith.so, timed beside --lib")
@@ -170,6 +204,7 @@ def main():
     p.add_argument("--graph", action="store_true",
                    help="also time every side as CUDA graph replays over cold rotating inputs")
     args = p.parse_args()
+    within = parse_within(args.within) if args.within else None
     configs = []
     for item in args.config:
         label, _, config = item.partition("=")
@@ -204,7 +239,7 @@ def main():
     elif args.few_columns:
         shapes = draw_few_columns(args.count, args.seed)
     else:
-        shapes = draw_shapes(args.count, args.seed, args.narrow_n)
+        shapes = draw_shapes(args.count, args.seed, args.narrow_n, within)
     for m, n, k, layout, *batched in shapes:
         batch = batched[0] if batched else 1
         a_col, b_col = layout[0] == "c", layout[1] == "c"
@@ -328,7 +363,8 @@ def main():
         if args.baseline:
             line += f", base {graph_geomean('base'):.3f}"
         print(line)
-    source = "given" if args.shapes else f"seed {args.seed}" + (", N in 1..64" if args.narrow_n else "")
+    source = "given" if args.shapes else f"seed {args.seed}" + (
+        ", N in 1..64" if args.narrow_n else f", within {args.within}" if args.within else "")
     print(f"geomean x cuBLAS over {len(rows)} shapes ({source}): {geomean:.3f}; "
           f"{len(rows) - failed} verified{f'; {failed_configs} --config runs FAILED' if failed_configs else ''}; worst: "
           + ", ".join(f"{shape_name(r['batch'], r['m'], r['n'], r['k'])} {r['layout']} "
