@@ -2476,12 +2476,12 @@ class MatmulFamily final : public Family {
   // from kMinWideWeightK in one 128-row tile on two consumers, where the default's tiles stay
   // unswapped (the caller's check: in place of swapped mid widths 0.77-1.02x): 1.17x over 18
   // shapes of two draws, then 1.233x over 14 fresh bf16 (1.02-1.56x: 3452x104x15008 rr 0.0407
-  // ms against 0.0635) and 1.138x over 3 f16 (v72).
+  // ms against 0.0635) and 1.138x over 3 f16; one batch, as measured (v72).
   std::optional<Config> streaming_narrow(const Config& config, const Problem& problem,
                                          const DeviceTarget& device) const {
     const MatmulShape s(problem);
     const bool one_tile_of_n = (s.n > 128 && s.n <= 192 && s.k >= kMinSplitK) ||
-                               (s.n > 64 && s.n <= 128 && s.k >= kMinWideWeightK);
+                               (s.n > 64 && s.n <= 128 && s.k >= kMinWideWeightK && s.batch == 1);
     // (There B is at most 192 rows or columns: copied padded where its rows are off 16 bytes.)
     const bool a_rows_on_16 = !s.strides_unaligned && s.a_row_length() % s.per_16_bytes() == 0;
     if (!(s.n <= 64 ? s.aligned() : one_tile_of_n && a_rows_on_16) || s.m < kMinStreamingRows ||

@@ -706,6 +706,8 @@ TEST(MatmulWgmmaTest, TheDefaultTakesNarrowTilesForANarrowN) {
   EXPECT_EQ(tile(matmul_problem(2583, 72, 13624)), "128x88 split 4 swapped");
   EXPECT_EQ(matmul().default_config(matmul_problem(2583, 72, 13624), hopper).at("cluster_n"), 2);
   EXPECT_EQ(tile(matmul_problem(3760, 80, 3032)), "64x64 split 1");
+  EXPECT_EQ(matmul().default_config({"matmul", DType::bf16, DType::bf16, {2, 5367, 107, 15976}},
+                                    hopper).at("swap_ab"), 0);  // batches: not measured
   const Problem router = testing::x_times_w_t({1, 8, 4096});
   EXPECT_EQ(tile(router), "variant 2");
   EXPECT_EQ(matmul().default_config(router, hopper).at("block_n"), 8);
