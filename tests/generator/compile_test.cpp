@@ -119,6 +119,26 @@ TEST(MatmulDefaults, OfTheBenchmarkSuiteCompileCleanly) {
   testing::expect_clean_defaults(matmul(), problems, {"sm_80", "sm_90a"});
 }
 
+// Many rows of A over an N of 65-192: one swapped tile of 128 or 192 rows holds N (two or
+// three consumers, M's side 80-112 wide), with each epilogue and output type (v72).
+TEST(MatmulDefaults, OfOneSwappedTileHoldingNCompileCleanly) {
+  using enum DType;
+  const std::vector<Problem> problems = {
+      Problem{"matmul", bf16, bf16, {4750, 150, 7728}, {{"bias", "1"}, {"act", "gelu"}}},
+      Problem{"matmul", f16, f32, {2717, 160, 15176}, {{"b", "col"}, {"residual", "1"}}},
+      Problem{"matmul", bf16, bf16, {6186, 184, 6976}, {{"b", "col"}, {"act", "relu"}}},
+      Problem{"matmul", bf16, bf16, {3543, 108, 7256},
+              {{"b", "col"}, {"bias", "1"}, {"act", "silu"}}},
+      Problem{"matmul", f16, f32, {5101, 114, 6280}, {{"residual", "1"}}}};
+  const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
+  for (const Problem& problem : problems) {
+    const Config config = matmul().default_config(problem, hopper);
+    EXPECT_EQ(config.at("swap_ab"), 1) << problem.key();
+    EXPECT_EQ(config.at("block_m"), problem.shape[1] > 128 ? 192 : 128) << problem.key();
+  }
+  testing::expect_clean_defaults(matmul(), problems, {"sm_90a"});
+}
+
 TEST(CompileToPtxTest, WgmmaVariantUsesWgmmaTmaAndMbarriers) {
   Problem problem = matmul_problem(4096, 4096, 4096);
   std::string ptx = compile_to_ptx(
