@@ -21,6 +21,9 @@
 //                 its group of 8: each load 8 rows of 64 bytes, every 8 loads their 512 bytes
 //                 (the pieces a decode MMA wants, in whole-row order); xpose: then handed out
 //                 as MMA fragments by shuffles and a rotation (added in session 49, not yet run).
+//   decode rows W: a whole M = 16 decode product on those loads and fragments (16 MMAs a group
+//                 of 8 rows a span, A from L1/L2, the warps' sums through shared memory),
+//                 checked against an fp32 loop on random inputs first (session 49, not yet run).
 //   bulk rows C CHUNK S W: a CTA of C rows takes K in chunks of CHUNK bytes a row, one bulk
 //                 copy a row's chunk from a producer warp into rows padded by 16 bytes, read by
 //                 W warps with ldmatrix, stage by stage on full and empty barriers (no CTA-wide
@@ -39,6 +42,7 @@
 //   nvcc -O3 -arch=sm_90a -cudart static -o build/weight_read_probe bench/weight_read_probe.cu
 //   build/weight_read_probe            (on the GPU machine, carrying build/)
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -98,49 +102,60 @@ __global__ void __launch_bounds__(WARPS * 32)
   keep(acc, out);
 }
 
-// Lane L's load i reads row 8 (i / 8) + ((i + L / 4) & 7) of the CTA's 16, its 16 bytes of the
-// warp's 512-byte span: each load 8 rows of 64 bytes, every 8 loads those rows' 512 bytes. With
-// XPOSE each group of 8 rows is then handed out as MMA fragments, lane (g, c) taking row g's
-// chunks 4s + c (s = 0..7, the same k for every g): 8 rounds of 4 shuffles, each round every
-// lane offering one register (v[(8 - i) & 7] holds row g for the reader 4 ((i + g) & 7) + c), then
-// a rotation by g of the 8 chunks received (3 x 32 selects), folded in order.
+// Lane L's load i of a warp's 512-byte span reads row 8 (i / 8) + ((i + L / 4) & 7) of the
+// CTA's 16, its 16 bytes (chunk L): each load 8 rows of 64 bytes, every 8 loads those rows' 512.
+__device__ __forceinline__ void load_rotated(uint4 (&v)[16], const unsigned short* w, long long row0,
+                                             int k, int span, int lane) {
+#pragma unroll
+  for (int i = 0; i < 16; ++i)
+    v[i] = load_streamed(w + (row0 + (i & 8) + ((i + lane / 4) & 7)) * k + span * 256 + lane * 8);
+}
+
+// The 8 rows of v[g8..g8 + 7] (loaded rotated) handed out as MMA fragments: lane (g, c) =
+// (lane / 4, lane % 4) gets row g8 + g's chunks 4s + c as d[s] (s = 0..7: the same k in every
+// lane). 8 rounds of 4 shuffles, every lane offering one register a round (v[g8 + ((8 - i) & 7)]
+// holds row g for the reader 4 ((i + g) & 7) + c), then a rotation by g (3 x 32 selects).
+__device__ __forceinline__ void rotated_to_fragments(unsigned (&d)[8][4], const uint4 (&v)[16],
+                                                     int g8, int lane) {
+  const int quad = lane / 4, c = lane % 4;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const int from = 4 * ((i + quad) & 7) + c;
+    const uint4 x = v[g8 + ((8 - i) & 7)];
+    d[i][0] = __shfl_sync(~0u, x.x, from);
+    d[i][1] = __shfl_sync(~0u, x.y, from);
+    d[i][2] = __shfl_sync(~0u, x.z, from);
+    d[i][3] = __shfl_sync(~0u, x.w, from);
+  }
+#pragma unroll
+  for (int e = 0; e < 4; ++e)
+#pragma unroll
+    for (int b = 1; b < 8; b *= 2) {
+      unsigned t[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) t[j] = (quad & b) ? d[(j - b) & 7][e] : d[j][e];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) d[j][e] = t[j];
+    }
+}
+
+// The rotated loads alone (folded), or with XPOSE handed out as fragments too (folded in order).
 template <int WARPS, bool XPOSE>
 __global__ void __launch_bounds__(WARPS * 32, 1)
     rotated(const unsigned short* w, int k, unsigned* out) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, spans = k / 256;
-  const int quad = lane / 4, c = lane % 4;
   const long long row0 = static_cast<long long>(blockIdx.x) * 16;
   unsigned acc = 0;
   for (int s = warp; s < spans; s += WARPS) {
     uint4 v[16];
-#pragma unroll
-    for (int i = 0; i < 16; ++i)
-      v[i] = load_streamed(w + (row0 + (i & 8) + ((i + quad) & 7)) * k + s * 256 + lane * 8);
+    load_rotated(v, w, row0, k, s, lane);
     if constexpr (XPOSE) {
 #pragma unroll
       for (int g8 = 0; g8 < 16; g8 += 8) {
-        unsigned r[8][4];
+        unsigned d[8][4];
+        rotated_to_fragments(d, v, g8, lane);
 #pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          const int from = 4 * ((i + quad) & 7) + c;
-          const uint4 x = v[g8 + ((8 - i) & 7)];
-          r[i][0] = __shfl_sync(~0u, x.x, from);
-          r[i][1] = __shfl_sync(~0u, x.y, from);
-          r[i][2] = __shfl_sync(~0u, x.z, from);
-          r[i][3] = __shfl_sync(~0u, x.w, from);
-        }
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-#pragma unroll
-          for (int b = 1; b < 8; b *= 2) {
-            unsigned t[8];
-#pragma unroll
-            for (int j = 0; j < 8; ++j) t[j] = (quad & b) ? r[(j - b) & 7][e] : r[j][e];
-#pragma unroll
-            for (int j = 0; j < 8; ++j) r[j][e] = t[j];
-          }
-#pragma unroll
-        for (int j = 0; j < 8; ++j) acc = acc * 3u + (r[j][0] ^ r[j][1] ^ r[j][2] ^ r[j][3]);
+        for (int j = 0; j < 8; ++j) acc = acc * 3u + (d[j][0] ^ d[j][1] ^ d[j][2] ^ d[j][3]);
       }
     } else {
 #pragma unroll
@@ -148,6 +163,86 @@ __global__ void __launch_bounds__(WARPS * 32, 1)
     }
   }
   keep(acc, out);
+}
+
+__device__ __forceinline__ void mma_16816(float (&acc)[4], unsigned a0, unsigned a1, unsigned a2,
+                                          unsigned a3, unsigned b0, unsigned b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// A whole decode product on the rotated loads: C (16 x n, fp32) = A (16 x k) W^T, a CTA of 16
+// rows of W and WARPS warps, each a 512-byte span at a time; per span and group of 8 rows, 16
+// MMAs m16n8k16 over the fragments (slot 2c + j of MMA (s, h) is k 32s + 8c + 4h + j, + 2 for
+// slot 2c + 8 + j: lane (g, c) reads A[g][32s + 8c..+7] once for both h), then the warps' sums
+// added through shared memory. K a multiple of 256, n of 16: a probe, not the template.
+template <int WARPS>
+__global__ void __launch_bounds__(WARPS * 32, 1)
+    decode_rows(const unsigned short* w, const unsigned short* a, int n, int k, float* c_out) {
+  __shared__ float sums[WARPS][16][16];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, spans = k / 256;
+  const int g = lane / 4, c = lane % 4;
+  const long long row0 = static_cast<long long>(blockIdx.x) * 16;
+  float acc[2][4] = {};
+  for (int s = warp; s < spans; s += WARPS) {
+    uint4 v[16];
+    load_rotated(v, w, row0, k, s, lane);
+#pragma unroll
+    for (int group = 0; group < 2; ++group) {  // one group's fragments live at a time
+      unsigned d[8][4];
+      rotated_to_fragments(d, v, 8 * group, lane);
+#pragma unroll
+      for (int q = 0; q < 8; ++q) {  // A's rows g and g + 8 (the second group's from L1)
+        const int kk = s * 256 + 32 * q + 8 * c;
+        const uint4 lo = *reinterpret_cast<const uint4*>(a + static_cast<long long>(g) * k + kk);
+        const uint4 hi =
+            *reinterpret_cast<const uint4*>(a + static_cast<long long>(g + 8) * k + kk);
+        mma_16816(acc[group], lo.x, hi.x, lo.y, hi.y, d[q][0], d[q][1]);
+        mma_16816(acc[group], lo.z, hi.z, lo.w, hi.w, d[q][2], d[q][3]);
+      }
+    }
+  }
+#pragma unroll
+  for (int group = 0; group < 2; ++group) {  // C[token][row]: acc = (g, 2c..), (g + 8, 2c..)
+    sums[warp][g][8 * group + 2 * c] = acc[group][0];
+    sums[warp][g][8 * group + 2 * c + 1] = acc[group][1];
+    sums[warp][g + 8][8 * group + 2 * c] = acc[group][2];
+    sums[warp][g + 8][8 * group + 2 * c + 1] = acc[group][3];
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < 256; i += WARPS * 32) {
+    float total = 0;
+    for (int j = 0; j < WARPS; ++j) total += sums[j][i / 16][i % 16];
+    if (row0 + i % 16 < n) c_out[static_cast<long long>(i / 16) * n + row0 + i % 16] = total;
+  }
+}
+
+// decode_rows' reference: C[t][r] = sum over k of A[t][k] W[r][k], one thread each, in fp32.
+__global__ void decode_reference(const unsigned short* w, const unsigned short* a, int n, int k,
+                                 float* c_out) {
+  const long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= 16ll * n) return;
+  const int t = static_cast<int>(i / n), r = static_cast<int>(i % n);
+  float total = 0;
+  for (int j = 0; j < k; ++j)
+    total += __uint_as_float(static_cast<unsigned>(a[static_cast<long long>(t) * k + j]) << 16) *
+             __uint_as_float(static_cast<unsigned>(w[static_cast<long long>(r) * k + j]) << 16);
+  c_out[i] = total;
+}
+
+// Values in [-1, 1) as bf16 from a hash of the index (fresh for each seed).
+__global__ void fill_bf16(unsigned short* x, long long count, unsigned seed) {
+  for (long long i = blockIdx.x * 256ll + threadIdx.x; i < count; i += 256ll * gridDim.x) {
+    unsigned h = static_cast<unsigned>(i) * 2654435761u ^ seed;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    const float value = static_cast<float>(h >> 8) / 8388608.0f - 1.0f;
+    x[i] = static_cast<unsigned short>(__float_as_uint(value) >> 16);
+  }
 }
 
 template <int COLS, int WARPS, int U>
@@ -422,6 +517,9 @@ int main(int argc, char** argv) {
   unsigned short* a16 = nullptr;  // A's 16 rows of the widest K (L2-resident after the first read)
   CHECK(cudaMalloc(&a16, 16 * 14336 * 2));
   CHECK(cudaMemset(a16, 1, 16 * 14336 * 2));
+  float *c_ts = nullptr, *c_ref = nullptr;  // decode_rows' C (16 x n) and its reference
+  CHECK(cudaMalloc(&c_ts, 16 * 14336 * sizeof(float)));
+  CHECK(cudaMalloc(&c_ref, 16 * 14336 * sizeof(float)));
 
   // The copy rate of a 1 GB copy kernel, timed as a graph of one launch (the graphs' floor).
   double copy_gbs = 0;
@@ -543,6 +641,38 @@ int main(int argc, char** argv) {
            [&](W x) { rotated<16, true><<<n / 16, 512, 0, stream>>>(x, k, out); });
     report("rotated 16c 8w 512B xpose",
            [&](W x) { rotated<8, true><<<n / 16, 256, 0, stream>>>(x, k, out); });
+    {
+      // A whole decode product on them, checked against a plain fp32 loop on random inputs
+      // (the other copies keep their memset bytes: only the timing reads them).
+      fill_bf16<<<1024, 256, 0, stream>>>(w, static_cast<long long>(n) * k, 4901u + n + k);
+      fill_bf16<<<64, 256, 0, stream>>>(a16, 16ll * k, 4902u + k);
+      const int reference_blocks = (16 * n + 255) / 256;
+      decode_reference<<<reference_blocks, 256, 0, stream>>>(w, a16, n, k, c_ref);
+      for (const int warps : {16, 8}) {
+        CHECK(cudaMemsetAsync(c_ts, 0xff, 16ull * n * sizeof(float), stream));  // NaN
+        if (warps == 16)
+          decode_rows<16><<<n / 16, 512, 0, stream>>>(w, a16, n, k, c_ts);
+        else
+          decode_rows<8><<<n / 16, 256, 0, stream>>>(w, a16, n, k, c_ts);
+        CHECK(cudaStreamSynchronize(stream));
+        CHECK(cudaGetLastError());
+        std::vector<float> got(16ull * n), want(16ull * n);
+        CHECK(cudaMemcpy(got.data(), c_ts, got.size() * sizeof(float), cudaMemcpyDeviceToHost));
+        CHECK(cudaMemcpy(want.data(), c_ref, want.size() * sizeof(float), cudaMemcpyDeviceToHost));
+        double worst = 0, scale = 0;
+        for (size_t i = 0; i < got.size(); ++i) {
+          scale = std::max(scale, static_cast<double>(std::fabs(want[i])));
+          const double diff = std::fabs(static_cast<double>(got[i]) - want[i]);
+          worst = std::isnan(got[i]) ? INFINITY : std::max(worst, diff);
+        }
+        printf("  decode rows 16c %dw: max error %.2e of %.2e (%s)\n", warps, worst, scale,
+               worst <= 1e-3 * scale ? "ok" : "WRONG");
+      }
+    }
+    report("decode rows 16c 16w",
+           [&](W x) { decode_rows<16><<<n / 16, 512, 0, stream>>>(x, a16, n, k, c_ts); });
+    report("decode rows 16c 8w",
+           [&](W x) { decode_rows<8><<<n / 16, 256, 0, stream>>>(x, a16, n, k, c_ts); });
     report("pattern 8c 8w 512B U2",
            [&](W x) { pattern<8, 8, 32, 2><<<n / 8, 256, 0, stream>>>(x, k, out); });
     report("pattern 32c 8w 128B U2",
