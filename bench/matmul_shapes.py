@@ -61,9 +61,8 @@ def draw_shapes(count, seed, narrow_n=False, within=None):
             m, n, k = log_uniform(m_lo, m_hi), log_uniform(n_lo, n_hi), log_uniform(k_lo, k_hi)
         else:
             m = log_uniform(1, 8192) if rng.random() < 0.8 else rng.choice([1, 2, 7, 16, 33])
-            n_hi = k_hi = 16384
-            n, k = log_uniform(1, 64) if narrow_n else log_uniform(64, n_hi), log_uniform(64, k_hi)
-            n_hi = 64 if narrow_n else n_hi
+            n_hi, k_hi = (64 if narrow_n else 16384), 16384
+            n, k = log_uniform(1 if narrow_n else 64, n_hi), log_uniform(64, k_hi)
         if rng.random() < 0.5:
             n = round_up(n, n_hi)
         if rng.random() < 0.5:
