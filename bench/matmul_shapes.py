@@ -183,9 +183,11 @@ def main():
     p.add_argument("--count", type=int, default=44, help="draws (those past 2.2e11 M*N*K are dropped)")
     p.add_argument("--seed", type=int, default=15)
     kind = p.add_mutually_exclusive_group()
-    kind.add_argument("--narrow-n", action="store_true", help="draw N in 1..64 instead of 64..16384")
+    kind.add_argument("--narrow-n", action="store_true",
+                      help="draw N in 1..64 instead of 64..16384")
     kind.add_argument("--few-columns", action="store_true",
-                      help="draw many rows of A times 1-4 columns of B instead (a matrix times a vector)")
+                      help="draw many rows of A times 1-4 columns of B instead "
+                           "(a matrix times a vector)")
     kind.add_argument("--within", metavar="M_LO-M_HIxN_LO-N_HIxK_LO-K_HI",
                       help="draw M, N and K log-uniform in these ranges (a rule's domain)")
     p.add_argument("--shapes", help="MxNxK:LAYOUT,... to time instead of drawing shapes")

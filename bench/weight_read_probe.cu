@@ -104,8 +104,8 @@ __global__ void __launch_bounds__(WARPS * 32)
 
 // Lane L's load i of a warp's 512-byte span reads row 8 (i / 8) + ((i + L / 4) & 7) of the
 // CTA's 16, its 16 bytes (chunk L): each load 8 rows of 64 bytes, every 8 loads those rows' 512.
-__device__ __forceinline__ void load_rotated(uint4 (&v)[16], const unsigned short* w, long long row0,
-                                             int k, int span, int lane) {
+__device__ __forceinline__ void load_rotated(uint4 (&v)[16], const unsigned short* w,
+                                             long long row0, int k, int span, int lane) {
 #pragma unroll
   for (int i = 0; i < 16; ++i)
     v[i] = load_streamed(w + (row0 + (i & 8) + ((i + lane / 4) & 7)) * k + span * 256 + lane * 8);
