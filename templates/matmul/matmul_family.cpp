@@ -2493,7 +2493,7 @@ class MatmulFamily final : public Family {
       const int columns = static_cast<int>(s.as_read().b_columns ? narrow_width(s.n) : 64);
       for (const int rows : {64, 128}) tiles.push_back(WgmmaTile{rows, columns, 1, 4}.on(config));
     }
-    const int n_rows = s.n <= 64 ? 64 : s.n <= 128 ? 128 : 192;  // N's side, 64 a consumer
+    const int n_rows = static_cast<int>(ceil_div(s.n, 64) * 64);  // N's side, 64 a consumer
     for (const int width : {64, 80, 88, 96, 104, 112}) {
       Config tile = WgmmaTile{n_rows, width, n_rows / 64, 4}.on(config);
       tile.values["swap_ab"] = 1;
