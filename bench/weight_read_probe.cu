@@ -20,10 +20,13 @@
 //   rotated W [xpose]: as pattern 16c W 512B, but lane L's load i reads row (i + L / 4) & 7 of
 //                 its group of 8: each load 8 rows of 64 bytes, every 8 loads their 512 bytes
 //                 (the pieces a decode MMA wants, in whole-row order); xpose: then handed out
-//                 as MMA fragments by shuffles and a rotation (added in session 49, not yet run).
+//                 as MMA fragments by shuffles and a rotation (session 49; measured in v73).
 //   decode rows W: a whole M = 16 decode product on those loads and fragments (16 MMAs a group
 //                 of 8 rows a span, A from L1/L2, the warps' sums through shared memory),
-//                 checked against an fp32 loop on random inputs first (session 49, not yet run).
+//                 checked against an fp32 loop on random inputs first (session 49; v73).
+//   decode window C W U [-parts]: a whole M = 16 product on window's access, A's fragments
+//                 from L1, the warps' sums once a group; parts taken away to time the rest
+//                 (session 50: 1.8-2.0x the floor, A's loads alone 5 us of it: v73).
 //   bulk rows C CHUNK S W: a CTA of C rows takes K in chunks of CHUNK bytes a row, one bulk
 //                 copy a row's chunk from a producer warp into rows padded by 16 bytes, read by
 //                 W warps with ldmatrix, stage by stage on full and empty barriers (no CTA-wide
@@ -217,6 +220,96 @@ __global__ void __launch_bounds__(WARPS * 32, 1)
     float total = 0;
     for (int j = 0; j < WARPS; ++j) total += sums[j][i / 16][i % 16];
     if (row0 + i % 16 < n) c_out[static_cast<long long>(i / 16) * n + row0 + i % 16] = total;
+  }
+}
+
+// A whole decode product on window's access (v33: 1.20x the floor as graphs alone): a persistent
+// grid whose CTAs take groups of COLS rows of W in order, each warp the same U chunks of 32 k
+// of every group (chunk warp + WARPS u, and further rounds past U WARPS chunks), each lane's
+// 16 bytes its own B fragment for two MMAs (the decode template's permutation of k: no data
+// exchanged), A's fragments from L1. The next step's loads are issued before the MMAs of the
+// one in hand (two register sets, unrolled by two), so a CTA keeps one to two steps of W in
+// flight; the warps' sums meet in shared memory once a group (one CTA barrier). K a multiple
+// of 32, n of COLS: a probe, not the template. CUT takes parts away to time the rest (wrong
+// results): 1 A's loads (W's fragments stand in), 2 the warps' sums (once at the end), 4 the
+// MMAs (the loads folded).
+template <int COLS, int WARPS, int U, int CUT = 0>
+__global__ void __launch_bounds__(WARPS * 32, 16 / WARPS)
+    decode_window(const unsigned short* w, const unsigned short* a, int n, int k, float* c_out) {
+  constexpr int T = COLS / 8;
+  __shared__ float sums[2][WARPS][T][128];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, q = lane % 4;
+  const int chunks = k / 32, rounds = (chunks + U * WARPS - 1) / (U * WARPS);
+  const int groups = n / COLS;
+  const int mine = groups > static_cast<int>(blockIdx.x)
+                       ? (groups - 1 - static_cast<int>(blockIdx.x)) / gridDim.x + 1
+                       : 0;
+  const int steps = mine * rounds;
+  auto load = [&](int step, uint4 (&v)[U][T]) {
+    const int group = blockIdx.x + (step / rounds) * gridDim.x, round = step % rounds;
+    const long long row = static_cast<long long>(group) * COLS + g;
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int t = 0; t < T; ++t) {
+        const int c = (round * U + u) * WARPS + warp;
+        v[u][t] = c < chunks ? load_streamed(w + (row + 8 * t) * k + c * 32 + q * 8)
+                             : make_uint4(0, 0, 0, 0);
+      }
+  };
+  float acc[T][4] = {};
+  int parity = 0;
+  auto multiply = [&](int step, const uint4 (&v)[U][T]) {
+    const int group = blockIdx.x + (step / rounds) * gridDim.x, round = step % rounds;
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int c = (round * U + u) * WARPS + warp;
+      if (c < chunks) {
+        uint4 lo = v[u][0], hi = v[u][T - 1];
+        if (!(CUT & 1)) {
+          lo = *reinterpret_cast<const uint4*>(a + static_cast<long long>(g) * k + c * 32 + q * 8);
+          hi = *reinterpret_cast<const uint4*>(a + static_cast<long long>(g + 8) * k + c * 32 +
+                                               q * 8);
+        }
+#pragma unroll
+        for (int t = 0; t < T; ++t) {
+          if (CUT & 4) {
+            acc[t][0] += __uint_as_float(fold(v[u][t]) ^ lo.x ^ hi.y);
+          } else {
+            mma_16816(acc[t], lo.x, hi.x, lo.y, hi.y, v[u][t].x, v[u][t].y);
+            mma_16816(acc[t], lo.z, hi.z, lo.w, hi.w, v[u][t].z, v[u][t].w);
+          }
+        }
+      }
+    }
+    if (round != rounds - 1) return;
+    if ((CUT & 2) && step + rounds < steps) return;
+#pragma unroll
+    for (int t = 0; t < T; ++t) {  // C[token][row]: (g, 2q..), (g + 8, 2q..)
+      sums[parity][warp][t][g * 8 + 2 * q] = acc[t][0];
+      sums[parity][warp][t][g * 8 + 2 * q + 1] = acc[t][1];
+      sums[parity][warp][t][(g + 8) * 8 + 2 * q] = acc[t][2];
+      sums[parity][warp][t][(g + 8) * 8 + 2 * q + 1] = acc[t][3];
+      acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0;
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < T * 128; i += WARPS * 32) {
+      const int t = i / 128, e = i % 128;
+      float total = 0;
+#pragma unroll
+      for (int j = 0; j < WARPS; ++j) total += sums[parity][j][t][e];
+      c_out[static_cast<long long>(e / 8) * n + group * COLS + t * 8 + e % 8] = total;
+    }
+    parity ^= 1;
+  };
+  uint4 even[U][T], odd[U][T];
+  if (steps > 0) load(0, even);
+  for (int step = 0; step < steps; step += 2) {
+    if (step + 1 < steps) load(step + 1, odd);
+    multiply(step, even);
+    if (step + 1 >= steps) break;
+    if (step + 2 < steps) load(step + 2, even);
+    multiply(step + 1, odd);
   }
 }
 
@@ -641,6 +734,24 @@ int main(int argc, char** argv) {
            [&](W x) { rotated<16, true><<<n / 16, 512, 0, stream>>>(x, k, out); });
     report("rotated 16c 8w 512B xpose",
            [&](W x) { rotated<8, true><<<n / 16, 256, 0, stream>>>(x, k, out); });
+    const char* const decode_names[] = {
+        "decode rows 16c 16w",      "decode rows 16c 8w",      "decode window 8c 16w U8",
+        "decode window 8c 8w U8 x2", "decode window 16c 16w U4", "window 8c 16w U8 -A",
+        "window 8c 16w U8 -sums",   "window 8c 16w U8 -A -sums", "window 8c 16w U8 -A -mma",
+        "window 8c 16w U8 -all"};
+    constexpr int checked_variants = 5;
+    auto launch_decode = [&](int variant, W x) {
+      if (variant == 0) decode_rows<16><<<n / 16, 512, 0, stream>>>(x, a16, n, k, c_ts);
+      if (variant == 1) decode_rows<8><<<n / 16, 256, 0, stream>>>(x, a16, n, k, c_ts);
+      if (variant == 2) decode_window<8, 16, 8><<<sms, 512, 0, stream>>>(x, a16, n, k, c_ts);
+      if (variant == 3) decode_window<8, 8, 8><<<2 * sms, 256, 0, stream>>>(x, a16, n, k, c_ts);
+      if (variant == 4) decode_window<16, 16, 4><<<sms, 512, 0, stream>>>(x, a16, n, k, c_ts);
+      if (variant == 5) decode_window<8, 16, 8, 1><<<sms, 512, 0, stream>>>(x, a16, n, k, c_ts);
+      if (variant == 6) decode_window<8, 16, 8, 2><<<sms, 512, 0, stream>>>(x, a16, n, k, c_ts);
+      if (variant == 7) decode_window<8, 16, 8, 3><<<sms, 512, 0, stream>>>(x, a16, n, k, c_ts);
+      if (variant == 8) decode_window<8, 16, 8, 5><<<sms, 512, 0, stream>>>(x, a16, n, k, c_ts);
+      if (variant == 9) decode_window<8, 16, 8, 7><<<sms, 512, 0, stream>>>(x, a16, n, k, c_ts);
+    };
     {
       // A whole decode product on them, checked against a plain fp32 loop on random inputs
       // (the other copies keep their memset bytes: only the timing reads them).
@@ -648,12 +759,9 @@ int main(int argc, char** argv) {
       fill_bf16<<<64, 256, 0, stream>>>(a16, 16ll * k, 4902u + k);
       const int reference_blocks = (16 * n + 255) / 256;
       decode_reference<<<reference_blocks, 256, 0, stream>>>(w, a16, n, k, c_ref);
-      for (const int warps : {16, 8}) {
+      for (int variant = 0; variant < checked_variants; ++variant) {
         CHECK(cudaMemsetAsync(c_ts, 0xff, 16ull * n * sizeof(float), stream));  // NaN
-        if (warps == 16)
-          decode_rows<16><<<n / 16, 512, 0, stream>>>(w, a16, n, k, c_ts);
-        else
-          decode_rows<8><<<n / 16, 256, 0, stream>>>(w, a16, n, k, c_ts);
+        launch_decode(variant, w);
         CHECK(cudaStreamSynchronize(stream));
         CHECK(cudaGetLastError());
         std::vector<float> got(16ull * n), want(16ull * n);
@@ -665,14 +773,12 @@ int main(int argc, char** argv) {
           const double diff = std::fabs(static_cast<double>(got[i]) - want[i]);
           worst = std::isnan(got[i]) ? INFINITY : std::max(worst, diff);
         }
-        printf("  decode rows 16c %dw: max error %.2e of %.2e (%s)\n", warps, worst, scale,
+        printf("  %s: max error %.2e of %.2e (%s)\n", decode_names[variant], worst, scale,
                worst <= 1e-3 * scale ? "ok" : "WRONG");
       }
     }
-    report("decode rows 16c 16w",
-           [&](W x) { decode_rows<16><<<n / 16, 512, 0, stream>>>(x, a16, n, k, c_ts); });
-    report("decode rows 16c 8w",
-           [&](W x) { decode_rows<8><<<n / 16, 256, 0, stream>>>(x, a16, n, k, c_ts); });
+    for (int variant = 0; variant < 10; ++variant)
+      report(decode_names[variant], [&](W x) { launch_decode(variant, x); });
     report("pattern 8c 8w 512B U2",
            [&](W x) { pattern<8, 8, 32, 2><<<n / 8, 256, 0, stream>>>(x, k, out); });
     report("pattern 32c 8w 128B U2",

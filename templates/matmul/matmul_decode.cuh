@@ -3,8 +3,9 @@
 // the H100 it starts ~2 us sooner than the wgmma template's swap_ab and streams ~10% slower
 // (docs/perf/matmul.md v7): it wins on small weights.
 // Rows off 16 bytes, which TMA cannot read, are read in place too: the same 16 bytes of a lane
-// in VEC-element loads (8, 4 or 2 bytes, or one element: the widest that divides K), one
-// element at a time where a call's strides are off them.
+// in VEC-element loads (8 or 4 bytes: the widest that divides K), one element at a time where a
+// call's strides are off them; rows of an odd K (VEC 1) from the aligned 16 bytes at or before
+// a lane's 8 elements and the 16 after, shifted into place (RowPieces).
 //
 // fragments: a lane's 16 bytes of a weight row (8 k) are its B fragment for two k16 MMAs, read
 //            as a permutation of K: in MMA j of a 32-k chunk, lane q's fragment k 2q+{0,1} is
@@ -64,24 +65,79 @@ __device__ __forceinline__ unsigned word(const uint4& v, int i) {
 }
 
 // The 8 elements at `src` of a row off 16 bytes, `valid` of them inside K, zeros past them:
-// loads of VEC (< 8) elements where `wide` (the call's strides on them), else one at a time.
+// loads of VEC (2 or 4) elements where `wide` (the call's strides on them), else one at a time.
+// (Rows of an odd K: RowPieces. Narrow loads keep more bytes in flight a register than its
+// realigned pieces, which a K of 2 or 4 past 8 would also take: 0.79-0.96x, docs v73.)
 template <int VEC, int KIND>
 __device__ __forceinline__ uint4 load_8_elements(const half_bits* src, int valid, bool wide) {
-  static_assert(VEC < 8, "16-byte pieces: load_16_or_zero");
-  constexpr int LOAD = VEC < 2 ? 2 : VEC;  // elements a call of load_columns
+  static_assert(VEC == 2 || VEC == 4, "16-byte pieces: load_16_or_zero; an odd K: RowPieces");
   unsigned words[4];
 #pragma unroll
-  for (int i = 0; i < 8; i += LOAD) {
-    typename RowElement<KIND>::template Columns<LOAD> part;
-    const int inside = max(0, min(LOAD, valid - i));
-    if (VEC >= 2 && wide)
-      load_columns<LOAD, true, KIND>(src + i, inside, part);
+  for (int i = 0; i < 8; i += VEC) {
+    typename RowElement<KIND>::template Columns<VEC> part;
+    const int inside = max(0, min(VEC, valid - i));
+    if (wide)
+      load_columns<VEC, true, KIND>(src + i, inside, part);
     else
-      load_columns<LOAD, false, KIND>(src + i, inside, part);
+      load_columns<VEC, false, KIND>(src + i, inside, part);
 #pragma unroll
-    for (int w = 0; w < LOAD / 2; ++w) words[i / 2 + w] = part.words[w];
+    for (int w = 0; w < VEC / 2; ++w) words[i / 2 + w] = part.words[w];
   }
   return make_uint4(words[0], words[1], words[2], words[3]);
+}
+
+// A lane's 8 elements of a row of odd K (VEC 1), read from the aligned 16 bytes at or before them
+// and the 16 after. A quad of lanes reads one row's 64 bytes, so each lane loads its own aligned
+// piece and takes the next from the lane after it (realign); the quad's last lane loads that one
+// itself. Loads and realignment are apart so that the next loads are issued before the pieces
+// in hand are used.
+struct RowPieces {
+  uint4 own, after;  // `after`: the quad's last lane only
+};
+
+// The pieces for the 8 elements at `src` (on any 2-byte boundary), `remaining` of the row's
+// elements from src on (<= 0: src is at or past the row's end): a lane loads its piece while
+// the piece holds bytes of the row that it or the lane before needs.
+template <bool STREAMED>
+__device__ __forceinline__ RowPieces load_row_pieces(const half_bits* src, int remaining) {
+  const unsigned long long address = reinterpret_cast<unsigned long long>(src);
+  const int shift = static_cast<int>(address & 15);  // bytes, even
+  const half_bits* const piece = reinterpret_cast<const half_bits*>(address - shift);
+  const bool quad_last = threadIdx.x % 4 == 3;
+  return {load_16_or_zero<STREAMED>(piece, 2 * remaining + shift > 0),
+          load_16_or_zero<STREAMED>(piece + 8, quad_last && 2 * min(remaining, 8) + shift > 16)};
+}
+
+// The 8 elements from the pieces, `shift` bytes into the first (src's offset from 16 bytes),
+// zeros past the row's end. Every lane of the warp calls it (the pieces pass by shuffles).
+__device__ __forceinline__ uint4 realign(const RowPieces& pieces, int shift, int remaining) {
+  const bool quad_last = threadIdx.x % 4 == 3;
+  const uint4& own = pieces.own;
+  const unsigned next[4] = {__shfl_down_sync(0xffffffffu, own.x, 1),
+                            __shfl_down_sync(0xffffffffu, own.y, 1),
+                            __shfl_down_sync(0xffffffffu, own.z, 1),
+                            __shfl_down_sync(0xffffffffu, own.w, 1)};
+  const unsigned bytes[8] = {own.x,
+                             own.y,
+                             own.z,
+                             own.w,
+                             quad_last ? pieces.after.x : next[0],
+                             quad_last ? pieces.after.y : next[1],
+                             quad_last ? pieces.after.z : next[2],
+                             quad_last ? pieces.after.w : next[3]};
+  // Down by `shift` bytes: whole words by selects (2, then 1), then a half-word by byte_perm;
+  // then the half-words past the row's end cleared.
+  unsigned by_two[6], by_one[5], out[4];
+#pragma unroll
+  for (int j = 0; j < 6; ++j) by_two[j] = shift & 8 ? bytes[j + 2] : bytes[j];
+#pragma unroll
+  for (int j = 0; j < 5; ++j) by_one[j] = shift & 4 ? by_two[j + 1] : by_two[j];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    out[i] = shift & 2 ? __byte_perm(by_one[i], by_one[i + 1], 0x5432) : by_one[i];
+    out[i] &= (2 * i < remaining ? 0xffffu : 0u) | (2 * i + 1 < remaining ? 0xffff0000u : 0u);
+  }
+  return make_uint4(out[0], out[1], out[2], out[3]);
 }
 
 template <int ROWS, int COLS, int WARPS, int UNROLL, int VEC, int IN_KIND, int OUT_KIND, int EPI,
@@ -118,7 +174,7 @@ __global__ void __launch_bounds__(WARPS * 32) matmul_decode(const MatmulDecodePa
   // C's column pairs go as one store where C's rows, batches and base keep them aligned.
   const bool paired_store = ((p.ldc | p.stride_c) & 1) == 0 &&
                             reinterpret_cast<unsigned long long>(p.c) % (OUT_KIND == kF32 ? 8 : 4) == 0;
-  // Loads narrower than 16 bytes go one element at a time where a call's strides are off them.
+  // Loads of 2 or 4 elements go one element at a time where a call's strides are off them.
   const bool wide = VEC == 8 || strides_on(p, VEC);
 
   for (int batch = blockIdx.z; batch < p.batch; batch += gridDim.z) {
@@ -157,6 +213,19 @@ __global__ void __launch_bounds__(WARPS * 32) matmul_decode(const MatmulDecodePa
     // of the group in hand, so a warp's loads stay in flight while it multiplies (with one
     // buffer, ptxas interleaved each load with the MMA that waits on it).
     uint4 w[2][UNROLL][LOADS], x[2][UNROLL][SPAN][HALVES];
+    // VEC 1: the loaded pieces instead, realigned into w and x as they are multiplied, by each
+    // row's shift (its offset from 16 bytes, the same at every chunk: 64 bytes apart).
+    constexpr int RAW = VEC == 1 ? 1 : 0;
+    RowPieces w_raw[2][UNROLL][RAW * TILES_N + 1 - RAW], x_raw[2][UNROLL][RAW * HALVES + 1 - RAW];
+    int w_shift[TILES_N], a_shift[HALVES];
+#pragma unroll
+    for (int t = 0; t < TILES_N; ++t)
+      w_shift[t] = static_cast<int>(reinterpret_cast<unsigned long long>(w_row[t]) & 15);
+#pragma unroll
+    for (int h = 0; h < HALVES; ++h)
+      a_shift[h] = static_cast<int>(reinterpret_cast<unsigned long long>(a_row[h]) & 15);
+    // The row's elements from the lane's 8 k of chunk c on (none past the CTA's chunks).
+    auto remaining_at = [&](int c) { return c < last ? p.k - (c * 32 + quad * 8) : -16; };
     auto load_group = [&](int buffer, int c0) {
 #pragma unroll
       for (int u = 0; u < UNROLL; ++u) {
@@ -176,10 +245,20 @@ __global__ void __launch_bounds__(WARPS * 32) matmul_decode(const MatmulDecodePa
               x[buffer][u][j][h] =
                   load_16_or_zero<false>(a_row[h] + k + j * 32, a_k_inside && a_inside[h]);
           }
+        } else if constexpr (VEC == 1) {
+          // One chunk a span (64-byte rows); nothing of rows past the matrix's.
+          const long long k = static_cast<long long>(c) * 32;
+          const int remaining = remaining_at(c);
+#pragma unroll
+          for (int t = 0; t < TILES_N; ++t)
+            w_raw[buffer][u][t] = load_row_pieces<true>(w_row[t] + k, w_inside[t] ? remaining : -16);
+#pragma unroll
+          for (int h = 0; h < HALVES; ++h)
+            x_raw[buffer][u][h] = load_row_pieces<false>(a_row[h] + k, a_inside[h] ? remaining : -16);
         } else {
           // One chunk a span (64-byte rows). The lane's 8 k of chunk c inside K.
           const long long k = static_cast<long long>(c) * 32;
-          const int valid = c < last ? max(0, min(8, p.k - (c * 32 + quad * 8))) : 0;
+          const int valid = max(0, min(8, remaining_at(c)));
 #pragma unroll
           for (int t = 0; t < TILES_N; ++t)
             w[buffer][u][t] = load_8_elements<VEC, IN_KIND>(w_row[t] + k, w_inside[t] ? valid : 0, wide);
@@ -200,7 +279,19 @@ __global__ void __launch_bounds__(WARPS * 32) matmul_decode(const MatmulDecodePa
         return w[buffer][u][t];
       }
     };
-    auto multiply_group = [&](int buffer) {
+    auto multiply_group = [&](int buffer, int c0) {
+      if constexpr (VEC == 1) {
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+          const int remaining = remaining_at(c0 + u * WARPS);
+#pragma unroll
+          for (int t = 0; t < TILES_N; ++t)
+            w[buffer][u][t] = realign(w_raw[buffer][u][t], w_shift[t], remaining);
+#pragma unroll
+          for (int h = 0; h < HALVES; ++h)
+            x[buffer][u][0][h] = realign(x_raw[buffer][u][h], a_shift[h], remaining);
+        }
+      }
       if constexpr (STAGED) {
         __syncwarp();  // the previous group's fragments are read
 #pragma unroll
@@ -243,10 +334,10 @@ __global__ void __launch_bounds__(WARPS * 32) matmul_decode(const MatmulDecodePa
     load_group(0, first + warp);
     for (int c0 = first + warp; c0 < last; c0 += 2 * kGroup) {
       load_group(1, c0 + kGroup);
-      multiply_group(0);
+      multiply_group(0, c0);
       if (c0 + kGroup >= last) break;
       load_group(0, c0 + 2 * kGroup);
-      multiply_group(1);
+      multiply_group(1, c0 + kGroup);
     }
     // With split_k, splitk_reduce may start now (it waits for the partials this grid writes).
     allow_next_launch();

@@ -951,19 +951,19 @@ class MatmulFamily final : public Family {
     // 0.0173 against 0.0186 ms, 14336x4096 0.0479 against 0.0442).
     // On Hopper also where the weight's rows are off 16 bytes, whatever its size, read in place
     // where padding it would take three passes over it (K past the gathering tiles' short
-    // rows), except rows of an odd K under more than 8 rows of A: loaded an element at a time,
-    // they ran 0.79-0.95x the padded swap_ab on 8 of 12 such shapes (9x1458x6433, 16x4624x933),
-    // where even K ran 1.7-2.5x (16x8192x4094, 8x8968x6564; docs/perf/matmul.md v28). (Off
-    // Hopper unmeasured: such rows take the mma.sync paths.)
+    // rows): an even K ran 1.7-2.5x the padded swap_ab (16x8192x4094, 8x8968x6564; v28). Rows
+    // of an odd K, realigned from 16-byte loads one chunk a group (116 registers: two CTAs an
+    // SM), ran 1.09-1.44x the padded swap_ab at 9-16 rows of A over 12 shapes and 1.07-1.31x
+    // the element-at-a-time loads they replace up to 8 (docs/perf/matmul.md v73). (Off Hopper
+    // unmeasured: such rows take the mma.sync paths.)
     const bool hopper = device.arch() == "sm_90a";
-    const bool rows_in_place =
-        hopper && !s.aligned() && s.k > kMaxGatheredK && (s.row_vector() >= 2 || s.m <= 8);
+    const bool rows_in_place = hopper && !s.aligned() && s.k > kMaxGatheredK;
     if (s.m <= (hopper ? 16 : 32) && (s.aligned() || rows_in_place) &&
         (!hopper || rows_in_place || s.batch * s.n * s.k * s.in_bytes <= (64ll << 20))) {
       // (8 columns where N has no more: 1x8x4096 0.0075 ms against swap_ab's 0.0093, v29.)
       const int columns = s.n <= 8 ? 8 : 16;
-      Config decode{{{"variant", kDecode}, {"block_n", columns}, {"warps", 8}, {"unroll", 2},
-                     {"split_k", 1}, {"row_bytes", 64}}};
+      Config decode{{{"variant", kDecode}, {"block_n", columns}, {"warps", 8},
+                     {"unroll", s.row_vector() == 1 ? 1 : 2}, {"split_k", 1}, {"row_bytes", 64}}};
       for (int split : {8, 4, 2}) {
         Config split_decode = decode;
         split_decode.values["split_k"] = split;

@@ -370,9 +370,8 @@ TEST(MatmulWgmmaTest, TheDefaultFillsWithSmallerTilesWhereKIsTooShortToSplit) {
   // One or two rows times a row-major B off 16 bytes: gathered up to K 336, gemv_kn from 352.
   EXPECT_EQ(matmul().default_config(matmul_problem(2, 15973, 336), hopper).at("variant"), 0);
   EXPECT_EQ(matmul().default_config(matmul_problem(2, 7982, 440), hopper).at("variant"), 4);
-  // Past K 512 the decode template reads them in place, unless an odd K under more than 8
-  // rows: the wgmma tiles' padding copy.
-  EXPECT_EQ(matmul().default_config(testing::x_times_w_t({16, 4093, 4093}), hopper).at("variant"), 1);
+  // Past K 512 the decode template reads them in place (an odd K too, realigned).
+  EXPECT_EQ(matmul().default_config(testing::x_times_w_t({16, 4093, 4093}), hopper).at("variant"), 2);
   EXPECT_EQ(matmul().default_config(testing::x_times_w_t({16, 4094, 4094}), hopper).at("variant"), 2);
   // K from 2048 splits, as far as the slices' k blocks save more than their partials cost
   // (K-heavy: 16 tiles in 8 slices of 2048; 2 tiles in 16 slices; 8 tiles of 91x1002 in 8
@@ -2859,7 +2858,13 @@ TEST(MatmulDecodeTest, IsForFewRowsTimesAColumnMajorWeight) {
   EXPECT_EQ(matmul().default_config(x_times_w_t({16, 14336, 4100}), hopper).at("variant"), 2);
   EXPECT_EQ(matmul().default_config(x_times_w_t({5, 8192, 4095}), hopper).at("variant"), 2);
   EXPECT_EQ(matmul().default_config(x_times_w_t({16, 8192, 4094}), hopper).at("variant"), 2);
-  EXPECT_EQ(matmul().default_config(x_times_w_t({9, 1458, 6433}), hopper).at("variant"), 1);  // odd K
+  // An odd K: realigned pieces, one chunk a group (two CTAs an SM in the registers).
+  const Config odd_k = matmul().default_config(x_times_w_t({9, 1458, 6433}), hopper);
+  EXPECT_EQ(odd_k.at("variant"), 2);
+  EXPECT_EQ(odd_k.at("unroll"), 1);
+  EXPECT_EQ(matmul().kernel_expressions(odd_k, x_times_w_t({9, 1458, 6433}))[0],
+            "tilesmith::matmul_decode<16,16,8,1,1,1,1,0,64>");
+  EXPECT_EQ(matmul().default_config(x_times_w_t({16, 8192, 4094}), hopper).at("unroll"), 2);
   EXPECT_EQ(matmul().default_config(x_times_w_t({16, 11516, 156}), hopper).at("variant"), 0);
   EXPECT_EQ(matmul().default_config(x_times_w_t({16, 4096, 4100}), ampere).at("variant"), 0);
   // Rows on 16 bytes are read in whole 128-byte lines, one span a group, where two CTAs an SM

@@ -804,13 +804,18 @@ TEST_F(GpuMatmul, DecodeKernelMatchesTheReference) {
       {x_times_w_t({1, 1, 8}, DType::bf16, DType::f32), {decode_config(8, 4, 1), decode_config(8, 4, 1, 1, 512)}},
       {x_times_w_t({8, 4096, 14336}, DType::bf16, DType::bf16, {{"act", "relu"}}),
        {decode_config(16, 8, 2), decode_config(16, 8, 1, 1, 128), decode_config(16, 8, 1, 1, 256)}},
-      // Rows off 16 bytes, read in place: a lane's 16 bytes in loads of 8, 4 or 2 bytes; K off
-      // the 32-k chunks, split over CTAs, N odd, the epilogue, batches.
+      // Rows off 16 bytes, read in place (realigned from 16-byte loads); K off the 32-k chunks,
+      // split over CTAs, N odd, the epilogue, batches.
       {x_times_w_t({16, 1000, 1036}, DType::bf16, DType::bf16), {decode_config(16, 8, 2), decode_config(32, 4, 1, 2)}},
       {x_times_w_t({7, 1001, 1030}, DType::f16, DType::f32, {{"act", "gelu"}, {"bias", "1"}}),
        {decode_config(16, 8, 2), decode_config(32, 4, 2, 2)}},
       {x_times_w_t({2, 13, 77, 1001}, DType::bf16, DType::bf16, {{"residual", "1"}}),
        {decode_config(16, 4, 2), decode_config(8, 8, 1)}},
+      // 17-32 rows of A (two m16 tiles) over rows of odd K, the epilogue, K in two slices; 16
+      // rows, K one past the chunks, in four.
+      {x_times_w_t({31, 515, 2053}, DType::bf16, DType::bf16, {{"act", "relu"}, {"bias", "1"}}),
+       {decode_config(16, 8, 2), decode_config(32, 4, 1, 2)}},
+      {x_times_w_t({16, 300, 4097}, DType::f16, DType::f16), {decode_config(16, 8, 2, 4)}},
   };
   // Odd output widths with aligned K (N = 100, 33, 7, 1) run on every template: the wgmma
   // template's swap_ab and plain tiles too where this is Hopper.
@@ -823,7 +828,7 @@ TEST_F(GpuMatmul, DecodeKernelMatchesTheReference) {
     ASSERT_NO_FATAL_FAILURE(verify_configs(c.problem, c.configs, {31, 32}));
     checked += static_cast<int>(c.configs.size());
   }
-  EXPECT_EQ(checked, hopper ? 48 : 33);
+  EXPECT_EQ(checked, hopper ? 54 : 36);
 }
 
 // The gemv template (variant 3, any sm_80+ GPU): 1 to 4 rows of A against a column-major
@@ -1118,6 +1123,14 @@ TEST_F(GpuMatmul, StridedAndSharedBatchesMatchTheReference) {
        {301, 264 * 301 + 3, 5, 264 * 5 + 1, 0, 0, 3, 300 * 3 + 1},
        false,
        {testing::gemv_kn_config(4, 4, 8), testing::gemv_kn_config(2, 4, 4, 2)}},
+      // Decode over rows of an odd K an odd number of elements apart (each row's 16-byte
+      // pieces realigned by its own shift), B's view starting 6 bytes past 16; batches, SiLU,
+      // K split.
+      {{"matmul", DType::bf16, DType::bf16, {2, 24, 200, 1031}, {{"b", "col"}, {"act", "silu"}}},
+       {1033, 24 * 1033 + 3, 1033, 200 * 1033 + 5, 0, 0, 203, 24 * 203 + 1},
+       false,  // an odd K puts the rows off 16 bytes already
+       with_decode({mma}),
+       3},
       // A row-major weight off 16 bytes read in row phases, its view starting off 16 bytes too
       // (each phase's map starts on the boundary before its first row): rows of 305 elements
       // (8 phases), of 302 (4; N 300 alone would give 2), and of 304 (one phase, shifted);
