@@ -117,10 +117,7 @@ __device__ __forceinline__ uint4 realign(const RowPieces& pieces, int shift, int
                             __shfl_down_sync(0xffffffffu, own.y, 1),
                             __shfl_down_sync(0xffffffffu, own.z, 1),
                             __shfl_down_sync(0xffffffffu, own.w, 1)};
-  const unsigned bytes[8] = {own.x,
-                             own.y,
-                             own.z,
-                             own.w,
+  const unsigned bytes[8] = {own.x, own.y, own.z, own.w,
                              quad_last ? pieces.after.x : next[0],
                              quad_last ? pieces.after.y : next[1],
                              quad_last ? pieces.after.z : next[2],
@@ -251,10 +248,12 @@ __global__ void __launch_bounds__(WARPS * 32) matmul_decode(const MatmulDecodePa
           const int remaining = remaining_at(c);
 #pragma unroll
           for (int t = 0; t < TILES_N; ++t)
-            w_raw[buffer][u][t] = load_row_pieces<true>(w_row[t] + k, w_inside[t] ? remaining : -16);
+            w_raw[buffer][u][t] =
+                load_row_pieces<true>(w_row[t] + k, w_inside[t] ? remaining : -16);
 #pragma unroll
           for (int h = 0; h < HALVES; ++h)
-            x_raw[buffer][u][h] = load_row_pieces<false>(a_row[h] + k, a_inside[h] ? remaining : -16);
+            x_raw[buffer][u][h] =
+                load_row_pieces<false>(a_row[h] + k, a_inside[h] ? remaining : -16);
         } else {
           // One chunk a span (64-byte rows). The lane's 8 k of chunk c inside K.
           const long long k = static_cast<long long>(c) * 32;
