@@ -364,6 +364,9 @@ constexpr int kClusteredCtasOn132Sms = 120;
 // Up to this K, a few rows needing padding are gathered where they lie instead (see
 // default_config).
 constexpr long long kMaxGatheredK = 512;
+// Up to this many bytes of weight, 17-32 rows of A over rows off 16 bytes are read in place by
+// the decode template too (see default_config).
+constexpr long long kMaxInPlaceWeight32Rows = 2ll << 20;
 // From this K up to kMaxGatheredK, one or two rows times a row-major B off 16 bytes take
 // gemv_kn instead (default_config). On the H200, K 360-472: 1.20-1.59x the gathering tiles
 // over 8 shapes; K 64-336: 0.98x over 13 (2x15973x336 f16 0.88x, 2x16291x208 0.89x); 11 fresh
@@ -957,8 +960,13 @@ class MatmulFamily final : public Family {
     // the element-at-a-time loads they replace up to 8 (docs/perf/matmul.md v73). (Off Hopper
     // unmeasured: such rows take the mma.sync paths.)
     const bool hopper = device.arch() == "sm_90a";
+    // 17-32 rows (two m16 tiles) in place only over small weights, where the padding copies'
+    // launches cost more than the MMAs of the second tile: 1.26-1.39x over the padded swap_ab
+    // under 2 MB (18x1096x650, 17x288x2202, 25x808x1089), 0.70-0.96x past 3.5 MB (v73).
     const bool rows_in_place = hopper && !s.aligned() && s.k > kMaxGatheredK;
-    if (s.m <= (hopper ? 16 : 32) && (s.aligned() || rows_in_place) &&
+    const bool small_weight = s.batch * s.n * s.k * s.in_bytes <= kMaxInPlaceWeight32Rows;
+    if (s.m <= (hopper && !(rows_in_place && small_weight) ? 16 : 32) &&
+        (s.aligned() || rows_in_place) &&
         (!hopper || rows_in_place || s.batch * s.n * s.k * s.in_bytes <= (64ll << 20))) {
       // (8 columns where N has no more: 1x8x4096 0.0075 ms against swap_ab's 0.0093, v29.)
       const int columns = s.n <= 8 ? 8 : 16;

@@ -2865,6 +2865,12 @@ TEST(MatmulDecodeTest, IsForFewRowsTimesAColumnMajorWeight) {
   EXPECT_EQ(matmul().kernel_expressions(odd_k, x_times_w_t({9, 1458, 6433}))[0],
             "tilesmith::matmul_decode<16,16,8,1,1,1,1,0,64>");
   EXPECT_EQ(matmul().default_config(x_times_w_t({16, 8192, 4094}), hopper).at("unroll"), 2);
+  // 17-32 rows in place over a weight of up to 2 MB; past it the padded swap_ab.
+  EXPECT_EQ(matmul().default_config(x_times_w_t({25, 808, 1089}), hopper).at("variant"), 2);
+  EXPECT_EQ(matmul().default_config(x_times_w_t({24, 1024, 1020}), hopper).at("variant"), 2);
+  EXPECT_EQ(matmul().default_config(x_times_w_t({24, 1024, 1028}), hopper).at("variant"), 1);
+  EXPECT_EQ(matmul().default_config(x_times_w_t({31, 2512, 13492}), hopper).at("variant"), 1);
+  EXPECT_EQ(matmul().default_config(x_times_w_t({33, 808, 1089}), hopper).at("variant"), 1);
   EXPECT_EQ(matmul().default_config(x_times_w_t({16, 11516, 156}), hopper).at("variant"), 0);
   EXPECT_EQ(matmul().default_config(x_times_w_t({16, 4096, 4100}), ampere).at("variant"), 0);
   // Rows on 16 bytes are read in whole 128-byte lines, one span a group, where two CTAs an SM

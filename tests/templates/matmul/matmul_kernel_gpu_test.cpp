@@ -471,6 +471,11 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
       problem(bf16, bf16, {13, 5001, 3000}, {{"b", "col"}, {"bias", "1"}, {"act", "gelu"}}),
       problem(f16, f32, {9, 8192, 1032}, {{"b", "col"}, {"residual", "1"}}),
       problem(bf16, bf16, {11, 9001, 2000}, {{"b", "col"}, {"act", "silu"}}),  // 64-byte pieces
+      // (v73) Rows off 16 bytes read in place: an odd K realigned (9-16 rows, K split); 17-32
+      // rows over a small weight (4-byte loads; an odd K in a batch, the epilogue).
+      problem(bf16, bf16, {12, 3001, 4097}, {{"b", "col"}, {"bias", "1"}, {"act", "gelu"}}),
+      problem(f16, f32, {22, 858, 908}, {{"b", "col"}, {"residual", "1"}}),
+      problem(bf16, bf16, {2, 25, 600, 1089}, {{"b", "col"}, {"act", "silu"}}),
       // (v64) M in one 128-row tile over wide weights: pairs along N (the epilogue, fp32 C, a
       // batch); 65-112 rows in swapped tiles of M's width over more than a wave (N ragged).
       problem(f16, f32, {120, 17000, 1500}, {{"bias", "1"}, {"residual", "1"}}),
