@@ -66,8 +66,8 @@ __device__ __forceinline__ unsigned word(const uint4& v, int i) {
 
 // The 8 elements at `src` of a row off 16 bytes, `valid` of them inside K, zeros past them:
 // loads of VEC (2 or 4) elements where `wide` (the call's strides on them), else one at a time.
-// (Rows of an odd K: RowPieces. Narrow loads keep more bytes in flight a register than its
-// realigned pieces, which a K of 2 or 4 past 8 would also take: 0.79-0.96x, docs v73.)
+// (Rows of an odd K: RowPieces. Realigned pieces hold two 16-byte loads a lane in registers;
+// over a K off 8 by 2 or 4 they ran 0.79-1.01x these loads: docs/perf/matmul.md v73.)
 template <int VEC, int KIND>
 __device__ __forceinline__ uint4 load_8_elements(const half_bits* src, int valid, bool wide) {
   static_assert(VEC == 2 || VEC == 4, "16-byte pieces: load_16_or_zero; an odd K: RowPieces");
@@ -211,7 +211,8 @@ __global__ void __launch_bounds__(WARPS * 32) matmul_decode(const MatmulDecodePa
     // buffer, ptxas interleaved each load with the MMA that waits on it).
     uint4 w[2][UNROLL][LOADS], x[2][UNROLL][SPAN][HALVES];
     // VEC 1: the loaded pieces instead, realigned into w and x as they are multiplied, by each
-    // row's shift (its offset from 16 bytes, the same at every chunk: 64 bytes apart).
+    // row's shift (its offset from 16 bytes, the same at every chunk: 64 bytes apart). Other
+    // VECs keep one unused slot (no zero-length arrays).
     constexpr int RAW = VEC == 1 ? 1 : 0;
     RowPieces w_raw[2][UNROLL][RAW * TILES_N + 1 - RAW], x_raw[2][UNROLL][RAW * HALVES + 1 - RAW];
     int w_shift[TILES_N], a_shift[HALVES];

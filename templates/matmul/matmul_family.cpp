@@ -962,7 +962,8 @@ class MatmulFamily final : public Family {
     const bool hopper = device.arch() == "sm_90a";
     // 17-32 rows (two m16 tiles) in place only over small weights, where the padding copies'
     // launches cost more than the MMAs of the second tile: 1.26-1.39x over the padded swap_ab
-    // under 2 MB (18x1096x650, 17x288x2202, 25x808x1089), 0.70-0.96x past 3.5 MB (v73).
+    // under 2 MB (18x1096x650, 17x288x2202, 25x808x1089), 0.70-0.96x past 3.5 MB in 8-warp
+    // CTAs; fresh draws under 2 MB 1.16x over 54 (v73).
     const bool rows_in_place = hopper && !s.aligned() && s.k > kMaxGatheredK;
     const bool small_weight = s.batch * s.n * s.k * s.in_bytes <= kMaxInPlaceWeight32Rows;
     if (s.m <= (hopper && !(rows_in_place && small_weight) ? 16 : 32) &&
