@@ -90,7 +90,10 @@ __device__ __forceinline__ uint4 load_8_elements(const half_bits* src, int valid
 // and the 16 after. A quad of lanes reads one row's 64 bytes, so each lane loads its own aligned
 // piece and takes the next from the lane after it (realign); the quad's last lane loads that one
 // itself. Loads and realignment are apart so that the next loads are issued before the pieces
-// in hand are used.
+// in hand are used. A piece may hold bytes just before a row's first element or past its last,
+// never outside the 16-byte blocks that hold them (no unmapped page: a piece is read only where
+// it holds bytes of the row); compute-sanitizer's memcheck may report such reads at the first or
+// last row of an allocation.
 struct RowPieces {
   uint4 own, after;  // `after`: the quad's last lane only
 };
