@@ -212,7 +212,10 @@ __global__ void __launch_bounds__(WARPS * 32) matmul_decode(const MatmulDecodePa
     // Two register buffers of UNROLL spans: the next group's loads are issued before the MMAs
     // of the group in hand, so a warp's loads stay in flight while it multiplies (with one
     // buffer, ptxas interleaved each load with the MMA that waits on it).
-    uint4 w[2][UNROLL][LOADS], x[2][UNROLL][SPAN][HALVES];
+    // (Zeroed where declared: with VEC 1 they are written only by the realignment inside
+    // multiply_group, which NVRTC cannot follow, warning #549-D; every element is written
+    // before it is read, so the zeros cost no instruction.)
+    uint4 w[2][UNROLL][LOADS] = {}, x[2][UNROLL][SPAN][HALVES] = {};
     // VEC 1: the loaded pieces instead, realigned into w and x as they are multiplied, by each
     // row's shift (its offset from 16 bytes, the same at every chunk: 64 bytes apart). Other
     // VECs keep one unused slot (no zero-length arrays).

@@ -139,6 +139,24 @@ TEST(MatmulDefaults, OfOneSwappedTileHoldingNCompileCleanly) {
   testing::expect_clean_defaults(matmul(), problems, {"sm_90a"});
 }
 
+// Rows off 16 bytes read in place by the decode template (v73): an odd K realigned from
+// 16-byte pieces (8 and 16 rows of A, K split, the epilogue), and 17-32 rows over a small
+// weight (8- and 4-byte loads, an odd K), with each output type.
+TEST(MatmulDefaults, OfDecodeOverRowsOff16BytesCompileCleanly) {
+  using enum DType;
+  const std::vector<Problem> problems = {
+      Problem{"matmul", bf16, bf16, {7, 5003, 2001}, {{"b", "col"}}},
+      Problem{"matmul", f16, f32, {16, 4093, 4093}, {{"b", "col"}, {"bias", "1"}, {"act", "gelu"}}},
+      Problem{"matmul", bf16, bf16, {13, 300, 11849}, {{"b", "col"}, {"residual", "1"}}},
+      Problem{"matmul", bf16, f16, {22, 456, 780}, {{"b", "col"}, {"act", "silu"}}},
+      Problem{"matmul", f16, f16, {18, 1096, 650}, {{"b", "col"}}},
+      Problem{"matmul", bf16, bf16, {2, 25, 500, 1001}, {{"b", "col"}, {"act", "relu"}}}};
+  const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
+  for (const Problem& problem : problems)
+    EXPECT_EQ(matmul().default_config(problem, hopper).at("variant"), 2) << problem.key();
+  testing::expect_clean_defaults(matmul(), problems, {"sm_90a"});
+}
+
 TEST(CompileToPtxTest, WgmmaVariantUsesWgmmaTmaAndMbarriers) {
   Problem problem = matmul_problem(4096, 4096, 4096);
   std::string ptx = compile_to_ptx(
