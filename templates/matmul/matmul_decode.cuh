@@ -219,8 +219,8 @@ __global__ void __launch_bounds__(WARPS * 32) matmul_decode(const MatmulDecodePa
     // VEC 1: the loaded pieces instead, realigned into w and x as they are multiplied, by each
     // row's shift (its offset from 16 bytes, the same at every chunk: 64 bytes apart). Other
     // VECs keep one unused slot (no zero-length arrays).
-    constexpr int RAW = VEC == 1 ? 1 : 0;
-    RowPieces w_raw[2][UNROLL][RAW * TILES_N + 1 - RAW], x_raw[2][UNROLL][RAW * HALVES + 1 - RAW];
+    constexpr bool RAW = VEC == 1;
+    RowPieces w_raw[2][UNROLL][RAW ? TILES_N : 1], x_raw[2][UNROLL][RAW ? HALVES : 1];
     int w_shift[TILES_N], a_shift[HALVES];
 #pragma unroll
     for (int t = 0; t < TILES_N; ++t)

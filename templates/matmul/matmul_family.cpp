@@ -965,10 +965,11 @@ class MatmulFamily final : public Family {
     // under 2 MB (18x1096x650, 17x288x2202, 25x808x1089), 0.70-0.96x past 3.5 MB in 8-warp
     // CTAs; fresh draws under 2 MB 1.16x over 54 (v73).
     const bool rows_in_place = hopper && !s.aligned() && s.k > kMaxGatheredK;
-    const bool small_weight = s.batch * s.n * s.k * s.in_bytes <= kMaxInPlaceWeight32Rows;
+    const long long weight_bytes = s.batch * s.n * s.k * s.in_bytes;
+    const bool small_weight = weight_bytes <= kMaxInPlaceWeight32Rows;
     if (s.m <= (hopper && !(rows_in_place && small_weight) ? 16 : 32) &&
         (s.aligned() || rows_in_place) &&
-        (!hopper || rows_in_place || s.batch * s.n * s.k * s.in_bytes <= (64ll << 20))) {
+        (!hopper || rows_in_place || weight_bytes <= (64ll << 20))) {
       // (8 columns where N has no more: 1x8x4096 0.0075 ms against swap_ab's 0.0093, v29.)
       const int columns = s.n <= 8 ? 8 : 16;
       Config decode{{{"variant", kDecode}, {"block_n", columns}, {"warps", 8},
