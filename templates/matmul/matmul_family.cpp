@@ -965,19 +965,26 @@ class MatmulFamily final : public Family {
     // under 2 MB (18x1096x650, 17x288x2202, 25x808x1089), 0.70-0.96x past 3.5 MB in 8-warp
     // CTAs; fresh draws under 2 MB 1.16x over 54 (v73).
     const bool rows_in_place = hopper && !s.aligned() && s.k > kMaxGatheredK;
+    // UNMEASURED AS A RULE (branch next/decode-32-rows-4-warps, docs v73 section 3): past 2 MB,
+    // 4-warp CTAs (three an SM at 168 registers), K split to fill them; the tuned winners of
+    // three such shapes ran 1.28-1.53x the padded swap_ab.
     const long long weight_bytes = s.batch * s.n * s.k * s.in_bytes;
     const bool small_weight = weight_bytes <= kMaxInPlaceWeight32Rows;
-    if (s.m <= (hopper && !(rows_in_place && small_weight) ? 16 : 32) &&
-        (s.aligned() || rows_in_place) &&
+    const bool wide_rows_in_place = hopper && rows_in_place && s.m > 16 && !small_weight;
+    if (s.m <= (hopper && !rows_in_place ? 16 : 32) && (s.aligned() || rows_in_place) &&
         (!hopper || rows_in_place || weight_bytes <= (64ll << 20))) {
       // (8 columns where N has no more: 1x8x4096 0.0075 ms against swap_ab's 0.0093, v29.)
       const int columns = s.n <= 8 ? 8 : 16;
-      Config decode{{{"variant", kDecode}, {"block_n", columns}, {"warps", 8},
-                     {"unroll", s.row_vector() == 1 ? 1 : 2}, {"split_k", 1}, {"row_bytes", 64}}};
+      Config decode{{{"variant", kDecode}, {"block_n", columns},
+                     {"warps", wide_rows_in_place ? 4 : 8},
+                     {"unroll", s.row_vector() == 1 || (wide_rows_in_place && s.row_vector() == 2)
+                                    ? 1 : 2},
+                     {"split_k", 1}, {"row_bytes", 64}}};
+      const long long ctas_per_sm = wide_rows_in_place ? 3 : 2;
       for (int split : {8, 4, 2}) {
         Config split_decode = decode;
         split_decode.values["split_k"] = split;
-        if (s.batch * ceil_div(s.n, columns) * split <= 2ll * device.sm_count &&
+        if (s.batch * ceil_div(s.n, columns) * split <= ctas_per_sm * device.sm_count &&
             s.k >= kMinDecodeSliceK * split && !reject(split_decode, problem, device)) {
           decode = split_decode;
           break;

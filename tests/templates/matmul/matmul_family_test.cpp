@@ -2865,11 +2865,13 @@ TEST(MatmulDecodeTest, IsForFewRowsTimesAColumnMajorWeight) {
   EXPECT_EQ(matmul().kernel_expressions(odd_k, x_times_w_t({9, 1458, 6433}))[0],
             "tilesmith::matmul_decode<16,16,8,1,1,1,1,0,64>");
   EXPECT_EQ(matmul().default_config(x_times_w_t({16, 8192, 4094}), hopper).at("unroll"), 2);
-  // 17-32 rows in place over a weight of up to 2 MB; past it the padded swap_ab.
+  // 17-32 rows in place: 8-warp CTAs over a weight of up to 2 MB, 4-warp ones past it (three
+  // an SM), K split to fill them.
   EXPECT_EQ(matmul().default_config(x_times_w_t({25, 808, 1089}), hopper).at("variant"), 2);
-  EXPECT_EQ(matmul().default_config(x_times_w_t({24, 1024, 1020}), hopper).at("variant"), 2);
-  EXPECT_EQ(matmul().default_config(x_times_w_t({24, 1024, 1028}), hopper).at("variant"), 1);
-  EXPECT_EQ(matmul().default_config(x_times_w_t({31, 2512, 13492}), hopper).at("variant"), 1);
+  EXPECT_EQ(matmul().default_config(x_times_w_t({24, 1024, 1020}), hopper).at("warps"), 8);
+  EXPECT_EQ(matmul().default_config(x_times_w_t({24, 1024, 1028}), hopper).at("warps"), 4);
+  const Config wide = matmul().default_config(x_times_w_t({31, 2512, 13492}), hopper);
+  EXPECT_EQ(wide.text(), "block_n=16,row_bytes=64,split_k=2,unroll=2,variant=2,warps=4");
   EXPECT_EQ(matmul().default_config(x_times_w_t({33, 808, 1089}), hopper).at("variant"), 1);
   EXPECT_EQ(matmul().default_config(x_times_w_t({16, 11516, 156}), hopper).at("variant"), 0);
   EXPECT_EQ(matmul().default_config(x_times_w_t({16, 4096, 4100}), ampere).at("variant"), 0);
