@@ -39,27 +39,6 @@
 
 namespace tilesmith {
 
-// 16 bytes from global memory into registers; zeros where !valid (nothing is read). W is read
-// once: `streamed` keeps it out of L1, which A's rows (read by every CTA) keep using. Coherent
-// loads, not ld.global.nc: see load_input (tile_primitives.cuh).
-template <bool STREAMED>
-__device__ __forceinline__ uint4 load_16_or_zero(const half_bits* src, bool valid) {
-  uint4 v;
-  if (STREAMED)
-    asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n"
-        " mov.b32 %0, 0;\n mov.b32 %1, 0;\n mov.b32 %2, 0;\n mov.b32 %3, 0;\n"
-        " @p ld.global.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n}\n"
-        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-        : "l"(src), "r"(static_cast<int>(valid)));
-  else
-    asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n"
-        " mov.b32 %0, 0;\n mov.b32 %1, 0;\n mov.b32 %2, 0;\n mov.b32 %3, 0;\n"
-        " @p ld.global.v4.u32 {%0, %1, %2, %3}, [%4];\n}\n"
-        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-        : "l"(src), "r"(static_cast<int>(valid)));
-  return v;
-}
-
 __device__ __forceinline__ unsigned word(const uint4& v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
@@ -84,60 +63,6 @@ __device__ __forceinline__ uint4 load_8_elements(const half_bits* src, int valid
     for (int w = 0; w < VEC / 2; ++w) words[i / 2 + w] = part.words[w];
   }
   return make_uint4(words[0], words[1], words[2], words[3]);
-}
-
-// A lane's 8 elements of a row of odd K (VEC 1), read from the aligned 16 bytes at or before them
-// and the 16 after. A quad of lanes reads one row's 64 bytes, so each lane loads its own aligned
-// piece and takes the next from the lane after it (realign); the quad's last lane loads that one
-// itself. Loads and realignment are apart so that the next loads are issued before the pieces
-// in hand are used. A piece may hold bytes just before a row's first element or past its last,
-// never outside the 16-byte blocks that hold them (no unmapped page: a piece is read only where
-// it holds bytes of the row); compute-sanitizer's memcheck may report such reads at the first or
-// last row of an allocation.
-struct RowPieces {
-  uint4 own, after;  // `after`: the quad's last lane only
-};
-
-// The pieces for the 8 elements at `src` (on any 2-byte boundary), `remaining` of the row's
-// elements from src on (<= 0: src is at or past the row's end): a lane loads its piece while
-// the piece holds bytes of the row that it or the lane before needs.
-template <bool STREAMED>
-__device__ __forceinline__ RowPieces load_row_pieces(const half_bits* src, int remaining) {
-  const unsigned long long address = reinterpret_cast<unsigned long long>(src);
-  const int shift = static_cast<int>(address & 15);  // bytes, even
-  const half_bits* const piece = reinterpret_cast<const half_bits*>(address - shift);
-  const bool quad_last = threadIdx.x % 4 == 3;
-  return {load_16_or_zero<STREAMED>(piece, 2 * remaining + shift > 0),
-          load_16_or_zero<STREAMED>(piece + 8, quad_last && 2 * min(remaining, 8) + shift > 16)};
-}
-
-// The 8 elements from the pieces, `shift` bytes into the first (src's offset from 16 bytes),
-// zeros past the row's end. Every lane of the warp calls it (the pieces pass by shuffles).
-__device__ __forceinline__ uint4 realign(const RowPieces& pieces, int shift, int remaining) {
-  const bool quad_last = threadIdx.x % 4 == 3;
-  const uint4& own = pieces.own;
-  const unsigned next[4] = {__shfl_down_sync(0xffffffffu, own.x, 1),
-                            __shfl_down_sync(0xffffffffu, own.y, 1),
-                            __shfl_down_sync(0xffffffffu, own.z, 1),
-                            __shfl_down_sync(0xffffffffu, own.w, 1)};
-  const unsigned bytes[8] = {own.x, own.y, own.z, own.w,
-                             quad_last ? pieces.after.x : next[0],
-                             quad_last ? pieces.after.y : next[1],
-                             quad_last ? pieces.after.z : next[2],
-                             quad_last ? pieces.after.w : next[3]};
-  // Down by `shift` bytes: whole words by selects (2, then 1), then a half-word by byte_perm;
-  // then the half-words past the row's end cleared.
-  unsigned by_two[6], by_one[5], out[4];
-#pragma unroll
-  for (int j = 0; j < 6; ++j) by_two[j] = shift & 8 ? bytes[j + 2] : bytes[j];
-#pragma unroll
-  for (int j = 0; j < 5; ++j) by_one[j] = shift & 4 ? by_two[j + 1] : by_two[j];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    out[i] = shift & 2 ? __byte_perm(by_one[i], by_one[i + 1], 0x5432) : by_one[i];
-    out[i] &= (2 * i < remaining ? 0xffffu : 0u) | (2 * i + 1 < remaining ? 0xffff0000u : 0u);
-  }
-  return make_uint4(out[0], out[1], out[2], out[3]);
 }
 
 template <int ROWS, int COLS, int WARPS, int UNROLL, int VEC, int IN_KIND, int OUT_KIND, int EPI,
@@ -256,11 +181,11 @@ __global__ void __launch_bounds__(WARPS * 32) matmul_decode(const MatmulDecodePa
 #pragma unroll
           for (int t = 0; t < TILES_N; ++t)
             w_raw[buffer][u][t] =
-                load_row_pieces<true>(w_row[t] + k, w_inside[t] ? remaining : -16);
+                load_row_pieces<4, true>(w_row[t] + k, w_inside[t] ? remaining : -16);
 #pragma unroll
           for (int h = 0; h < HALVES; ++h)
             x_raw[buffer][u][h] =
-                load_row_pieces<false>(a_row[h] + k, a_inside[h] ? remaining : -16);
+                load_row_pieces<4, false>(a_row[h] + k, a_inside[h] ? remaining : -16);
         } else {
           // One chunk a span (64-byte rows). The lane's 8 k of chunk c inside K.
           const long long k = static_cast<long long>(c) * 32;
@@ -292,10 +217,10 @@ __global__ void __launch_bounds__(WARPS * 32) matmul_decode(const MatmulDecodePa
           const int remaining = remaining_at(c0 + u * WARPS);
 #pragma unroll
           for (int t = 0; t < TILES_N; ++t)
-            w[buffer][u][t] = realign(w_raw[buffer][u][t], w_shift[t], remaining);
+            w[buffer][u][t] = realign<4>(w_raw[buffer][u][t], w_shift[t], remaining);
 #pragma unroll
           for (int h = 0; h < HALVES; ++h)
-            x[buffer][u][0][h] = realign(x_raw[buffer][u][h], a_shift[h], remaining);
+            x[buffer][u][0][h] = realign<4>(x_raw[buffer][u][h], a_shift[h], remaining);
         }
       }
       if constexpr (STAGED) {

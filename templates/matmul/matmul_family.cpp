@@ -1063,8 +1063,12 @@ class MatmulFamily final : public Family {
     }
     if (s.m <= 8 && (s.m <= 2 || s.k >= 1024) && !s.b_columns &&
         s.b_row_length() % s.per_16_bytes()) {
-      int vector = static_cast<int>(s.per_16_bytes());
-      while (vector > 1 && (s.n % vector || GemvKnConfig::rows(s.m) * vector > 64 || 32 * vector >= 2 * s.n))
+      // An odd N: 16-byte vectors, read as realigned pieces (UNMEASURED AS A RULE: branch
+      // next/gemv-kn-realigned); N off 8 by 2 or 4: the widest loads that divide it.
+      const int widest = static_cast<int>(s.per_16_bytes());
+      int vector = widest;
+      while (vector > 1 && ((s.n % vector && s.n % 2 == 0) ||
+                            GemvKnConfig::rows(s.m) * vector > 64 || 32 * vector >= 2 * s.n))
         vector /= 2;
       Config gemv_kn{{{"variant", kGemvKn}, {"vector", vector}, {"warps", 8}, {"unroll", 8},
                       {"split_k", 1}}};
@@ -1935,8 +1939,9 @@ class MatmulFamily final : public Family {
     if (c.vector > s.per_16_bytes()) return "at most 16 bytes a load: vector <= 16 / element bytes";
     if (c.warps < 1 || c.unroll < 1 || c.split_k < 1) return "warps, unroll and split_k must be positive";
     // Wide loads need B's rows on `vector` elements: where N is off them, every call would
-    // take the element-by-element loads.
-    if (s.n % c.vector) return "N is not a multiple of vector: its rows allow no wide loads";
+    // take the element-by-element loads (16-byte vectors: the realigned pieces).
+    if (s.n % c.vector && c.vector * s.in_bytes != 16)
+      return "N is not a multiple of vector: its rows allow no wide loads";
     if (c.vector > 1 && c.columns() >= 2 * s.n) return "a CTA's columns past twice N only read zeros";
     if (c.threads() > device.max_threads_per_block) return "too many threads";
     if (GemvKnConfig::rows(s.m) * c.vector > 64) return "more than 64 sums a thread: rows x vector";

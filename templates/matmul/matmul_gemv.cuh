@@ -26,7 +26,6 @@
 #pragma once
 
 #include "common/tile_primitives.cuh"
-#include "matmul/matmul_decode.cuh"
 #include "matmul/matmul_epilogue.cuh"
 #include "matmul/matmul_params.h"
 #include "matmul/matmul_row_loads.cuh"

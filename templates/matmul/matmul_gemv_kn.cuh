@@ -6,7 +6,8 @@
 // product's pass (1x8490x12975: 0.52x cuBLAS, docs/perf/matmul.md v23). Here each thread walks
 // K down VEC adjacent columns of B, so a warp reads 32 x VEC contiguous elements of a row at a
 // time, loaded VEC at a time (up to 16 bytes) where B's base, rows and batches allow it at run
-// time, else one element at a time. 16-bit or fp32 inputs (fp32 multiplied in fp32: the FMAs
+// time, else one element at a time, or, where VEC is 16 bytes, as the aligned 16-byte pieces
+// around them realigned over the warp's 32 lanes (RowPieces: an odd N). 16-bit or fp32 inputs (fp32 multiplied in fp32: the FMAs
 // are on CUDA cores either way).
 //
 // per thread: VEC columns; UNROLL rows of B (k, WARPS apart) loaded before their products;
@@ -40,23 +41,39 @@ struct GemvKn {
   using T = typename Element::type;
   static_assert(VEC * sizeof(T) <= 16, "at most 16 bytes a load");
 
-  // The slice's products into `sum`; VECTOR: B's loads VEC elements wide. Each round, a warp's
-  // UNROLL rows of B are loaded first, then the round's rows of A staged while they are in
-  // flight, so the two latencies overlap.
-  template <bool VECTOR>
+  // How B's rows are read: VEC elements a load, one at a time, or realigned 16-byte pieces.
+  enum Loads { kWide, kElements, kRealigned };
+  static constexpr bool kSixteenBytes = VEC * sizeof(T) == 16;
+
+  // The slice's products into `sum`. Each round, a warp's UNROLL rows of B are loaded first,
+  // then the round's rows of A staged while they are in flight, so the two latencies overlap
+  // (kRealigned: the pieces realigned after it).
+  template <Loads LOADS>
   __device__ static void run(const MatmulParams& p, int batch, int col, long long k_begin,
                              long long k_end, float (&a_tile)[kChunk][ROWS], float (&sum)[ROWS][VEC]) {
+    static_assert(LOADS != kRealigned || kSixteenBytes, "realigned pieces are 16 bytes");
+    constexpr int HALVES = sizeof(T) / 2;  // 16-bit units an element
     const int warp = threadIdx.x / 32;
     const int valid = col < p.n ? min(VEC, p.n - col) : 0;
-    const T* b = static_cast<const T*>(p.b) + batch * p.stride_b + (valid ? col : 0);
+    // kRealigned: every lane at its own column, inside the row or not (the pieces' shifts).
+    const T* b = static_cast<const T*>(p.b) + batch * p.stride_b +
+                 (valid || LOADS == kRealigned ? col : 0);
     const T* a = static_cast<const T*>(p.a) + batch * p.stride_a;
     for (long long k0 = k_begin; k0 < k_end; k0 += kChunk) {
       const int rows_k = static_cast<int>(min(static_cast<long long>(kChunk), k_end - k0));
       typename Element::template Columns<VEC> w[UNROLL];
+      RowPieces pieces[LOADS == kRealigned ? UNROLL : 1];
+      // kRealigned: the row's 16-bit units from the lane's column on (-16: no row of the round).
+      auto remaining = [&](int kk) { return kk < rows_k ? (p.n - col) * HALVES : -16; };
 #pragma unroll
       for (int u = 0; u < UNROLL; ++u) {
         const int kk = warp + u * WARPS;
-        load_columns<VEC, VECTOR, IN_KIND>(b + (k0 + kk) * p.ldb, kk < rows_k ? valid : 0, w[u]);
+        if constexpr (LOADS == kRealigned)
+          pieces[u] = load_row_pieces<32, true>(
+              reinterpret_cast<const half_bits*>(b + (k0 + kk) * p.ldb), remaining(kk));
+        else
+          load_columns<VEC, LOADS == kWide, IN_KIND>(b + (k0 + kk) * p.ldb, kk < rows_k ? valid : 0,
+                                                     w[u]);
       }
       __syncthreads();  // the previous round's readers of a_tile are done
       for (int i = threadIdx.x; i < kChunk * ROWS; i += WARPS * 32) {
@@ -65,6 +82,22 @@ struct GemvKn {
         a_tile[kk][r] = r < p.m && kk < rows_k ? Element::value(a[at]) : 0.f;
       }
       __syncthreads();
+      if constexpr (LOADS == kRealigned) {
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+          const int kk = warp + u * WARPS;
+          const auto at = reinterpret_cast<unsigned long long>(b + (k0 + kk) * p.ldb);
+          const uint4 v = realign<32>(pieces[u], static_cast<int>(at & 15), remaining(kk));
+          const unsigned words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            if constexpr (IN_KIND == kF32)
+              w[u].values[i] = __uint_as_float(words[i]);
+            else
+              w[u].words[i] = words[i];
+          }
+        }
+      }
 #pragma unroll
       for (int u = 0; u < UNROLL; ++u)
 #pragma unroll
@@ -98,15 +131,19 @@ __global__ void __launch_bounds__(WARPS * 32) matmul_gemv_kn(const MatmulDecodeP
 #pragma unroll
     for (int e = 0; e < VEC; ++e) sum[r][e] = 0.f;
   // The wide loads need B's base, rows and batches on VEC elements, which a call may break (a
-  // view starting at an odd column): then element by element.
+  // view starting at an odd column, an odd N): then 16-byte pieces realigned where VEC is 16
+  // bytes, else element by element.
   constexpr unsigned long long kBytes = sizeof(typename Kernel::T);
   const unsigned long long offsets = reinterpret_cast<unsigned long long>(p.b) |
                                      static_cast<unsigned long long>(p.ldb) * kBytes |
                                      static_cast<unsigned long long>(p.stride_b) * kBytes;
+  const int col = col0 + lane * VEC;
   if (VEC > 1 && offsets % (VEC * kBytes) == 0)
-    Kernel::template run<true>(p, batch, col0 + lane * VEC, k_begin, k_end, a_tile, sum);
+    Kernel::template run<Kernel::kWide>(p, batch, col, k_begin, k_end, a_tile, sum);
+  else if constexpr (Kernel::kSixteenBytes)
+    Kernel::template run<Kernel::kRealigned>(p, batch, col, k_begin, k_end, a_tile, sum);
   else
-    Kernel::template run<false>(p, batch, col0 + lane * VEC, k_begin, k_end, a_tile, sum);
+    Kernel::template run<Kernel::kElements>(p, batch, col, k_begin, k_end, a_tile, sum);
   // With split_k, splitk_reduce may start now (it waits for the partials this grid writes).
   allow_next_launch();
   // The warps' sums of each row, added through shared memory; thread i < 32 x VEC finishes

@@ -3141,7 +3141,11 @@ TEST(MatmulGemvKnTest, IsForAFewRowsTimesARowMajorB) {
             "split_k=4,unroll=8,variant=4,vector=2,warps=8");
   EXPECT_EQ(matmul().default_config(matmul_problem(8, 1506, 11128), ampere).text(),
             "split_k=32,unroll=8,variant=4,vector=2,warps=8");
-  EXPECT_EQ(matmul().default_config(matmul_problem(8, 4093, 4093), hopper).at("vector"), 1);
+  // An odd N: 16-byte vectors, realigned pieces (branch next/gemv-kn-realigned, unmeasured).
+  EXPECT_EQ(matmul().default_config(matmul_problem(8, 4093, 4093), hopper).at("vector"), 8);
+  EXPECT_EQ(matmul().reject(testing::gemv_kn_config(8, 8, 8), matmul_problem(8, 4093, 4093), hopper),
+            std::nullopt);
+  EXPECT_TRUE(matmul().reject(testing::gemv_kn_config(4, 8, 8), matmul_problem(8, 4093, 4093), hopper));
   // Rows on 16 bytes (the wgmma template streams B by TMA), 10 rows (its FMAs cost more than
   // the copy), or a short K over many columns (the gathering tiles): not this template.
   EXPECT_NE(matmul().default_config(matmul_problem(1, 8496, 12975), hopper).at("variant"), 4);

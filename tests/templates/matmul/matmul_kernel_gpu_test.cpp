@@ -935,6 +935,12 @@ TEST_F(GpuMatmul, GemvKnKernelMatchesTheReference) {
       {{"matmul", DType::bf16, DType::f16, {32, 37, 65}, {{"a", "col"}}}, {gemv_kn_config(1, 4, 16)}},
       {matmul(DType::bf16, DType::f32, 1, 1, 8), {gemv_kn_config(1, 4, 4)}},
       {{"matmul", DType::bf16, DType::bf16, {16, 4093, 4093}, {{"act", "relu"}}}, {gemv_kn_config(1, 8, 8, 8)}},
+      // An odd N in 16-byte vectors: the aligned pieces around each lane's 8 columns realigned
+      // over the warp (16-bit: 8 columns, fp32: 4), a column-major A, K split, the epilogue.
+      {matmul(DType::bf16, DType::bf16, 8, 4093, 4093), {gemv_kn_config(8, 8, 8, 8), gemv_kn_config(8, 4, 4)}},
+      {{"matmul", DType::f16, DType::f32, {2, 7, 1001, 1030}, {{"a", "col"}, {"act", "gelu"}, {"bias", "1"}}},
+       {gemv_kn_config(8, 8, 8, 2)}},
+      {matmul(DType::f32, DType::f32, 2, 721, 1999), {gemv_kn_config(4, 8, 8, 4)}},
       // fp32 in (multiplied in fp32): N odd, on 8 bytes and on 16, fp32 and 16-bit C.
       {matmul(DType::f32, DType::f32, 1, 721, 1999), {gemv_kn_config(1, 8, 8, 4)}},
       {{"matmul", DType::f32, DType::bf16, {2, 7, 1002, 1030}, {{"a", "col"}, {"act", "gelu"}, {"bias", "1"}}},
@@ -955,7 +961,7 @@ TEST_F(GpuMatmul, GemvKnKernelMatchesTheReference) {
     ASSERT_NO_FATAL_FAILURE(verify_configs(c.problem, c.configs, {51, 52}));
     checked += static_cast<int>(c.configs.size());
   }
-  EXPECT_EQ(checked, 22);
+  EXPECT_EQ(checked, 26);
 }
 
 // A batch of stored matrices inside a larger buffer, as a view of a bigger tensor gives them:
