@@ -147,8 +147,11 @@ Problem make_problem(const ProblemArgs& args, const std::string& shape) {
   std::string options;
   for (const std::string& option : args.options) options += (options.empty() ? "" : ",") + option;
   problem.options = parse_options(options);
-  find_family(problem.op).validate(problem);
-  return problem;
+  const Family& family = find_family(problem.op);
+  family.validate(problem);
+  // As a call of packed tensors (the tuner's) runs it: the problem the runtime looks up for
+  // such calls (matmul: a one-row operand's layout folded).
+  return family.problem_for_call(std::move(problem), CallScalars{});
 }
 
 LocalGpu local_gpu(int ordinal) {

@@ -254,7 +254,7 @@ struct MatmulStrides {
       auto fail = [&](const std::string& why) {
         throw InvalidArgument("matmul: " + std::string(name) + "'s " + why);
       };
-      if (given_ld != 0) {
+      if (given_ld != 0 && rows > 1) {  // one row: no stride to take (problem_for_call)
         if (given_ld < row_length || given_ld > (1ll << 31) - 1)
           fail("row stride " + std::to_string(given_ld) + " is outside " +
                std::to_string(row_length) + " (its row length) .. 2^31-1");
@@ -965,9 +965,9 @@ class MatmulFamily final : public Family {
     // under 2 MB (18x1096x650, 17x288x2202, 25x808x1089), 0.70-0.96x past 3.5 MB in 8-warp
     // CTAs; fresh draws under 2 MB 1.16x over 54 (v73).
     const bool rows_in_place = hopper && !s.aligned() && s.k > kMaxGatheredK;
-    // UNMEASURED AS A RULE (branch next/decode-32-rows-4-warps, docs v73 section 3): past 2 MB,
-    // 4-warp CTAs (three an SM at 168 registers), K split to fill them; the tuned winners of
-    // three such shapes ran 1.28-1.53x the padded swap_ab.
+    // Past 2 MB they take 4-warp CTAs (three an SM at 168 registers), K split while three an
+    // SM hold them, as the tuner's winners there did: fresh draws 1.089x over 34 bf16, 1.113x
+    // over 35 f16 against the padded swap_ab (0.84-1.33x; docs/perf/matmul.md v74).
     const long long weight_bytes = s.batch * s.n * s.k * s.in_bytes;
     const bool small_weight = weight_bytes <= kMaxInPlaceWeight32Rows;
     const bool wide_rows_in_place = hopper && rows_in_place && s.m > 16 && !small_weight;
@@ -1063,11 +1063,14 @@ class MatmulFamily final : public Family {
     }
     if (s.m <= 8 && (s.m <= 2 || s.k >= 1024) && !s.b_columns &&
         s.b_row_length() % s.per_16_bytes()) {
-      // An odd N: 16-byte vectors, read as realigned pieces (UNMEASURED AS A RULE: branch
-      // next/gemv-kn-realigned); N off 8 by 2 or 4: the widest loads that divide it.
-      const int widest = static_cast<int>(s.per_16_bytes());
-      int vector = widest;
-      while (vector > 1 && ((s.n % vector && s.n % 2 == 0) ||
+      // An odd N in 16-byte vectors, each lane's piece realigned from its neighbours', where
+      // that won against loads of an element: up to 4 rows of A, and past them over a weight of
+      // 64M elements or more (16-bit; fresh draws 1.199x over 31 bf16, 1.142x over 31 f16, 1x
+      // 8387x13281 cr 1.41x; from 5 rows under 64M 0.72-1.05x, 8x533x15650 0.72x: v74). N off
+      // 8 by 2 or 4: the widest loads that divide it.
+      const bool realigned = s.n % 2 && !s.tf32() && (s.m <= 4 || s.batch * s.n * s.k >= (64ll << 20));
+      int vector = static_cast<int>(s.per_16_bytes());
+      while (vector > 1 && ((s.n % vector && !realigned) ||
                             GemvKnConfig::rows(s.m) * vector > 64 || 32 * vector >= 2 * s.n))
         vector /= 2;
       Config gemv_kn{{{"variant", kGemvKn}, {"vector", vector}, {"warps", 8}, {"unroll", 8},
@@ -1441,15 +1444,24 @@ class MatmulFamily final : public Family {
                             " has unaligned rows already: leave out aligned=0");
   }
 
-  // Strides off 16-byte boundaries need the kernels that gather rows, which an aligned shape
-  // would not get: such a call runs as the problem with aligned=0.
+  // A call runs as the problem whose kernels fit its strides. An operand stored as k rows of
+  // one element (a column-major A of one row, a row-major B of one column), packed, holds the
+  // bytes of its other layout's single row, which TMA and the row readers take whole where k
+  // rows of 2 bytes were gathered or padded first: the call runs as that layout (1x6624x512 cr
+  // 0.43x cuBLAS; docs/perf/matmul.md v74). Strides off 16-byte boundaries need the kernels
+  // that gather rows, which an aligned shape would not get: such a call runs with aligned=0.
   Problem problem_for_call(Problem problem, const CallScalars& scalars) const override {
+    const MatmulShape given(problem);
+    if (given.m == 1 && given.a_columns && scalars.row_strides[0] <= 1) problem.options.erase("a");
+    if (given.n == 1 && !given.b_columns && scalars.row_strides[1] <= 1) problem.options["b"] = "col";
     const MatmulShape s(problem);
     if (!s.rows_aligned() || s.strides_unaligned) return problem;
-    // A and B first (tensors() order), then the bias (no strides), residual and C.
+    // A and B first (tensors() order), then the bias (no strides), residual and C. A matrix of
+    // one row has no row stride to align.
     const std::size_t checked = s.output_strides_matter() ? CallScalars::kMaxTensors : 2;
+    const auto rows = [&](std::size_t i) { return i == 0 ? s.a_rows() : i == 1 ? s.b_rows() : s.m; };
     for (std::size_t i = 0; i < checked; ++i)
-      if (scalars.row_strides[i] % s.per_16_bytes() ||
+      if ((rows(i) > 1 ? scalars.row_strides[i] : 0) % s.per_16_bytes() ||
           scalars.batch_strides[i].value_or(0) % s.per_16_bytes()) {
         problem.options["aligned"] = "0";
         break;

@@ -185,6 +185,23 @@ TEST_F(CliSource, PtxTargetsTheAskedArchitectureAndUsesTensorCores) {
   EXPECT_TRUE(contains(tf32.out, "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"));
 }
 
+// The CLI takes a problem as a call of packed tensors runs it: a column-major A of one row is
+// the row-major one, so a sweep stores the winner the runtime looks up for such calls.
+TEST_F(CliSource, AnOperandOfOneStoredRowIsTheProblemOfItsOtherLayout) {
+  const std::vector<std::string> base = {"source", "--op", "matmul", "--dtype", "bf16", "--shape",
+                                         "1x6624x512", "--arch", "sm_90a"};
+  CliRun column = run([&] {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), {"--option", "a=col"});
+    return args;
+  }());
+  CliRun row = run(base);
+  ASSERT_EQ(column.status, 0) << column.err;
+  ASSERT_EQ(row.status, 0) << row.err;
+  EXPECT_EQ(column.out.rfind("// tilesmith source: matmul bf16->bf16 1x6624x512 for sm_90a", 0), 0u);
+  EXPECT_EQ(column.out, row.out);
+}
+
 TEST_F(CliSource, RejectsBadConfigsShapesAndTypesNamingTheProblem) {
   const std::vector<std::string> base = {"source", "--op", "matmul", "--arch", "sm_80"};
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {

@@ -1732,6 +1732,38 @@ TEST(MatmulStridesTest, OddStridesRunAsTheProblemWithAlignedZero) {
   EXPECT_EQ(params.stride_c, 64 * 64 + 1);
 }
 
+// An operand stored as k rows of one element (a column-major A of one row, a row-major B of
+// one column) holds, packed, its other layout's single row: the call runs as that layout, whose
+// rows TMA and the row readers take whole. A view whose elements lie apart keeps its layout.
+TEST(MatmulStridesTest, AnOperandOfOneStoredRowRunsAsItsOtherLayout) {
+  const DeviceTarget hopper = DeviceTarget::assumed_for_arch("sm_90a");
+  const Problem one_row{"matmul", DType::bf16, DType::bf16, {2, 1, 6624, 512}, {{"a", "col"}}};
+  const std::vector<std::uint64_t> addresses = {0x10000, 0x20000, 0x30000};
+  for (const CallScalars& packed : {CallScalars{}, strides_of({{1, 512}})}) {
+    const Problem call = matmul().problem_for_call(one_row, packed);
+    EXPECT_EQ(call.key(), "matmul bf16->bf16 2x1x6624x512");
+    // A's row stride (1, packed in its column-major form) is no row stride of its single row.
+    const Config config = matmul().default_config(call, hopper);
+    EXPECT_NO_THROW(matmul().plan(config, call, hopper, addresses, 0x100000, packed))
+        << config.text();
+  }
+  EXPECT_EQ(matmul().problem_for_call(one_row, strides_of({{8, std::nullopt}})).option("a"), "col");
+  // Batches off 16 bytes still ask for the gathering kernels.
+  EXPECT_EQ(matmul().problem_for_call(one_row, strides_of({{1, 513}})).options,
+            (ProblemOptions{{"aligned", "0"}}));
+  const Problem one_column{"matmul", DType::f16, DType::f32, {300, 1, 520}, {{"bias", "1"}}};
+  EXPECT_EQ(matmul().problem_for_call(one_column, {}).option("b"), "col");
+  EXPECT_EQ(matmul().problem_for_call(one_column, strides_of({{0, std::nullopt}, {1, std::nullopt}}))
+                .option("b"),
+            "col");
+  EXPECT_EQ(matmul().problem_for_call(one_column, strides_of({{0, std::nullopt}, {16, std::nullopt}}))
+                .option("b"),
+            "");
+  // Already in the layout of one row: unchanged.
+  const Problem x_w_t{"matmul", DType::bf16, DType::bf16, {1, 4096, 4096}, {{"b", "col"}}};
+  EXPECT_EQ(matmul().problem_for_call(x_w_t, {}), x_w_t);
+}
+
 // x @ W^T with an odd N (an LM head over a 50257-word vocabulary): A's and W's rows hold K, a
 // multiple of 8, so the problem is aligned whatever C's strides are; every kernel checks C at
 // run time with column-major B. With row-major B an odd C stride still needs aligned=0.
@@ -3141,8 +3173,15 @@ TEST(MatmulGemvKnTest, IsForAFewRowsTimesARowMajorB) {
             "split_k=4,unroll=8,variant=4,vector=2,warps=8");
   EXPECT_EQ(matmul().default_config(matmul_problem(8, 1506, 11128), ampere).text(),
             "split_k=32,unroll=8,variant=4,vector=2,warps=8");
-  // An odd N: 16-byte vectors, realigned pieces (branch next/gemv-kn-realigned, unmeasured).
-  EXPECT_EQ(matmul().default_config(matmul_problem(8, 4093, 4093), hopper).at("vector"), 8);
+  // An odd N: 16-byte vectors, realigned pieces, up to 4 rows of A and past them over 64M
+  // elements of weight; elsewhere, and in fp32, loads of an element.
+  EXPECT_EQ(matmul().default_config(matmul_problem(4, 4093, 4093), hopper).at("vector"), 8);
+  EXPECT_EQ(matmul().default_config(matmul_problem(8, 4093, 4093), hopper).at("vector"), 1);
+  EXPECT_EQ(matmul().default_config(matmul_problem(8, 9001, 8191), hopper).at("vector"), 8);
+  EXPECT_EQ(matmul()
+                .default_config(matmul_problem(2, 4093, 4093, DType::f32, DType::f32), hopper)
+                .at("vector"),
+            1);
   EXPECT_EQ(matmul().reject(testing::gemv_kn_config(8, 8, 8), matmul_problem(8, 4093, 4093), hopper),
             std::nullopt);
   EXPECT_TRUE(matmul().reject(testing::gemv_kn_config(4, 8, 8), matmul_problem(8, 4093, 4093), hopper));

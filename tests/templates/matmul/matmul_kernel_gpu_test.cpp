@@ -1134,6 +1134,17 @@ TEST_F(GpuMatmul, StridedAndSharedBatchesMatchTheReference) {
        {301, 264 * 301 + 3, 5, 264 * 5 + 1, 0, 0, 3, 300 * 3 + 1},
        false,
        {testing::gemv_kn_config(4, 4, 8), testing::gemv_kn_config(2, 4, 4, 2)}},
+      // Operands stored as k rows of one element, packed: the call runs as their other
+      // layout's single row (A row-major, read by TMA and gemv_kn; B column-major, the
+      // weight of C^T = B^T A^T's gemv), the one-element row strides given ignored.
+      {{"matmul", DType::bf16, DType::bf16, {2, 1, 304, 520}, {{"a", "col"}, {"bias", "1"}}},
+       {1, 528, 304, 0, 0, 0, 304, 312},
+       false,
+       wgmma({testing::wgmma_config(64, 16, 8, 1, 1, 1, 1, 1, 0, 1), testing::gemv_kn_config(8, 4, 8)})},
+      {{"matmul", DType::f16, DType::f16, {2, 300, 1, 520}, {{"act", "relu"}}},
+       {528, 300 * 528 + 8, 1, 520, 0, 0, 1, 304},
+       false,
+       {mma, testing::gemv_config(2, 4, 2), testing::gemv_config(1, 4, 4)}},
       // Decode over rows of an odd K an odd number of elements apart (each row's 16-byte
       // pieces realigned by its own shift), B's view starting 6 bytes past 16; batches, SiLU,
       // K split.
@@ -1192,9 +1203,10 @@ TEST_F(GpuMatmul, StridedAndSharedBatchesMatchTheReference) {
     const std::vector<TensorSpec> specs = family_.tensors(problem);
     const long long batch = problem.shape[0], m = problem.shape[1], n = problem.shape[2],
                     k = problem.shape[3];
-    const bool a_col = problem.option("a") == "col", b_col = problem.option("b") == "col";
+    // The views in the layouts the call gave (problem_for_call may fold a one-row operand's),
+    // filled from the bench's random inputs; a shared view from batch 0.
+    const bool a_col = packed.option("a") == "col", b_col = packed.option("b") == "col";
     const DType in = problem.dtype, out = problem.out_dtype;
-    // The views, filled from the bench's random inputs; a shared view from batch 0.
     std::vector<StridedMatrices> views;
     views.reserve(4);
     views.emplace_back(in, batch, a_col ? k : m, a_col ? m : k, t.lda, t.stride_a, 8);
