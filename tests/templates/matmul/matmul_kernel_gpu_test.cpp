@@ -2,12 +2,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <stdexcept>
 #include <cmath>
 #include <cstring>
 #include <map>
 #include <random>
 #include <set>
+#include <stdexcept>
 
 #include "generator/compiled_kernel.hpp"
 #include "support/matmul_configs.hpp"
