@@ -895,6 +895,22 @@ class MatmulFamily final : public Family {
     const MatmulShape r = row_reader_shape(s, kGemvRows);
     const bool gemv_rows = (r.c_transposed && r.m <= kGemvRows) || (s.m == 1 && s.a_columns) ||
                            (s.aligned() ? s.m <= 2 : s.m <= 4 && s.k > kMaxGatheredK);
+    // A matrix of fewer rows than that (under two CTAs an SM) times a few columns, 16-bit:
+    // still gemv, a row a CTA up to 128 rows, else two, on the fewest warps whose lanes take
+    // K's chunks in one pass (else 16, each thread as many chunks as passes), where the tiles
+    // ran 1.5-2.2x slower (484x1x430 rc 0.0109 ms against gemv's 0.0051-0.0061, 64x1x4096
+    // 0.0097 against 0.0049; docs/perf/matmul.md v75).
+    const bool few_rows_times_columns = r.c_transposed && r.m <= kGemvRows && !r.tf32() &&
+                                        r.batch * ceil_div(r.n, 2) < 2ll * device.sm_count;
+    if (gemv_rows && few_rows_times_columns) {
+      const long long chunks = ceil_div(s.k, static_cast<long long>(r.row_vector()));
+      int warps = 2;
+      while (warps < 16 && 32ll * warps < chunks) warps *= 2;
+      const long long passes = ceil_div(chunks, 32ll * warps);
+      const Config gemv{{{"variant", kGemv}, {"block_n", r.n <= 128 ? 1 : 2}, {"warps", warps},
+                         {"unroll", passes >= 4 ? 4 : passes >= 2 ? 2 : 1}}};
+      if (!reject(gemv, problem, device)) return gemv;
+    }
     if (gemv_rows && r.batch * ceil_div(r.n, 2) >= 2ll * device.sm_count) {
       const int vector = r.row_vector();
       const long long load_bytes = vector * r.in_bytes;

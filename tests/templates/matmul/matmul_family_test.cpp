@@ -3102,7 +3102,10 @@ TEST(MatmulGemvTest, IsForAFewRowsTimesAColumnMajorWeight) {
   // One column-major row of A (a vector) at any K.
   EXPECT_EQ(matmul().default_config(x_times_w_t({1, 8000, 512}, DType::bf16, DType::bf16, {{"a", "col"}}), hopper).text(),
             "block_n=4,unroll=1,variant=3,warps=2");
-  EXPECT_EQ(matmul().default_config(matmul_problem(400, 1, 4096), hopper).at("variant"), 1);
+  // Under two CTAs an SM: gemv still, one weight row a CTA or two (v75; the tiles before).
+  // (B's column as stored, rows of one element, is read in narrower chunks: two passes.)
+  EXPECT_EQ(matmul().default_config(matmul_problem(400, 1, 4096), hopper).text(),
+            "block_n=2,unroll=2,variant=3,warps=16");
   // fp32 (multiplied in fp32), 16-byte loads: four weight rows a CTA, one chunk; for one row the
   // fewest warps that take K in one pass (768, 1200 and 512 columns), else 8; 4 for two rows.
   // 8-byte and narrower loads as 16-bit's.
@@ -3191,6 +3194,23 @@ TEST(MatmulGemvKnTest, IsForAFewRowsTimesARowMajorB) {
   EXPECT_NE(matmul().default_config(matmul_problem(10, 8490, 12975), hopper).at("variant"), 4);
   EXPECT_EQ(matmul().default_config(matmul_problem(2, 12945, 272), hopper).at("variant"), 0);
 
+  // A matrix of fewer rows than two CTAs an SM (2 rows a CTA) times a few columns: gemv,
+  // a row a CTA up to 128 rows, the fewest warps whose lanes take K's chunks in one pass
+  // (else 16 and a chunk a pass); from 528 rows the gemv rules of the full grid; fp32 not.
+  auto x_w_t = [](std::int64_t m, std::int64_t n, std::int64_t k, DType in = DType::bf16) {
+    return Problem{"matmul", in, in, {m, n, k}, {{"b", "col"}}};
+  };
+  EXPECT_EQ(matmul().default_config(x_w_t(64, 1, 4096), hopper).text(),
+            "block_n=1,unroll=1,variant=3,warps=16");
+  EXPECT_EQ(matmul().default_config(x_w_t(484, 1, 430), hopper).text(),
+            "block_n=2,unroll=1,variant=3,warps=8");
+  EXPECT_EQ(matmul().default_config(x_w_t(173, 3, 1645), hopper).text(),
+            "block_n=2,unroll=4,variant=3,warps=16");
+  EXPECT_EQ(matmul().default_config(x_w_t(122, 1, 208), hopper).text(),
+            "block_n=1,unroll=1,variant=3,warps=2");
+  EXPECT_EQ(matmul().default_config(x_w_t(600, 1, 4096), hopper).at("warps"), 16);  // v30's
+  EXPECT_NE(matmul().default_config(x_w_t(300, 1, 1000, DType::f32), hopper).text(),
+            "block_n=2,unroll=1,variant=3,warps=4");
   // Past 32 rows of A, C^T = B^T A^T: a column-major A is the row-major weight, N <= 32 of
   // B's columns (either layout) the rows; the partials are laid out as C for the reduce.
   auto a_col = [](std::int64_t m, std::int64_t n, std::int64_t k) {

@@ -465,6 +465,12 @@ TEST_F(GpuMatmul, TheDefaultMatchesTheReferenceOnAnyShape) {
       // One or two rows against a column-major weight: gemv (K short for 16 warps: fewer).
       problem(bf16, bf16, {1, 4096, 4096}, xwt),
       problem(f16, bf16, {2, 2, 3000, 1000}, {{"b", "col"}, {"residual", "1"}}),
+      // (v75) A matrix of fewer rows than two CTAs an SM times a few columns: gemv on C^T, a
+      // row a CTA (16 warps for K's chunks) or two (K in four passes, an odd K; the epilogue;
+      // a K off 16 bytes).
+      problem(bf16, bf16, {64, 1, 4096}, xwt),
+      problem(f16, f32, {173, 3, 1645}, {{"b", "col"}, {"bias", "1"}, {"act", "gelu"}}),
+      problem(bf16, bf16, {484, 1, 430}, {{"b", "col"}, {"residual", "1"}}),
       // Decode: a few rows against a column-major weight, K split where columns are few.
       problem(bf16, bf16, {1, 64, 4096}, xwt), problem(f16, f32, {5, 1000, 520}, xwt),
       problem(bf16, bf16, {16, 2000, 14336}, {{"b", "col"}, {"act", "silu"}}),
