@@ -364,6 +364,8 @@ constexpr int kClusteredCtasOn132Sms = 120;
 // Up to this K, a few rows needing padding are gathered where they lie instead (see
 // default_config).
 constexpr long long kMaxGatheredK = 512;
+// Up to this K, up to 16 such rows are gathered however few CTAs the tiles give.
+constexpr long long kMaxFewCtasGatheredK = 256;
 // Up to this many bytes of weight, 17-32 rows of A over rows off 16 bytes are read in place by
 // the decode template too (see default_config).
 constexpr long long kMaxInPlaceWeight32Rows = 2ll << 20;
@@ -1036,14 +1038,19 @@ class MatmulFamily final : public Family {
     // two rows times a row-major B off 16 bytes from K kMinGemvKnGatheredK: gemv_kn below reads
     // B in place with loads as wide as N allows, where the tiles gather it an element at a time
     // (1x6155x456 cr 0.0113 ms against 0.0170; docs/perf/matmul.md v71). 16-bit inputs, as
-    // measured (fp32's tiles there read both operands transposed first: unmeasured).
+    // measured (fp32's tiles there read both operands transposed first: unmeasured). Taken
+    // where the 64-column tiles fill half the SMs, and for up to 16 rows at K <= 256 however
+    // few they are: there the padding copies' launches cost more than the few CTAs' whole K
+    // (fresh draws 1.40x bf16, 1.36x f16 over 30 each, 0.94-2.14x; past K 256 0.59-1.08x,
+    // 2x88x501 cr 0.59x; docs/perf/matmul.md v75).
     const bool kn_reads_b = s.m <= 2 && !s.tf32() && !s.b_columns &&
                             s.b_row_length() % s.per_16_bytes() && s.k >= kMinGemvKnGatheredK;
     if (hopper && !s.aligned() && s.m <= 32 && s.k <= kMaxGatheredK && !kn_reads_b) {
       const Config gathered{{{"variant", kMmaSync}, {"block_m", s.m <= 16 ? 16 : 32},
                              {"block_n", 64}, {"block_k", 64}, {"warps_m", 1}, {"warps_n", 4},
                              {"stages", 4}, {"group_m", 1}}};
-      if (2 * s.batch * ceil_div(s.n, 64) >= device.sm_count && !reject(gathered, problem, device))
+      if ((2 * s.batch * ceil_div(s.n, 64) >= device.sm_count || (s.m <= 16 && s.k <= kMaxFewCtasGatheredK)) &&
+          !reject(gathered, problem, device))
         return gathered;
     }
     // Up to 8 rows times a row-major B whose rows TMA cannot read (N * bytes off 16: an odd N),

@@ -367,6 +367,14 @@ TEST(MatmulWgmmaTest, TheDefaultFillsWithSmallerTilesWhereKIsTooShortToSplit) {
   EXPECT_EQ(gathered.at("block_m"), 16);
   EXPECT_EQ(matmul().reject(gathered, short_k, hopper), std::nullopt);
   EXPECT_EQ(matmul().default_config(testing::x_times_w_t({32, 8696, 87}), hopper).at("block_m"), 32);
+  // Where the tiles fill under half the SMs: up to 16 rows at K <= 256 still (the padding's
+  // launches cost more), past K 256 or 16 rows not.
+  EXPECT_EQ(matmul().default_config(testing::x_times_w_t({5, 1152, 114}), hopper).text(),
+            gathered.text());
+  EXPECT_EQ(matmul().default_config(matmul_problem(10, 121, 231), hopper).text(), gathered.text());
+  EXPECT_NE(matmul().default_config(testing::x_times_w_t({11, 2380, 385}), hopper).at("variant"), 0);
+  EXPECT_NE(matmul().default_config(testing::x_times_w_t({20, 1000, 230}), hopper).text(),
+            gathered.text());
   // One or two rows times a row-major B off 16 bytes: gathered up to K 336, gemv_kn from 352.
   EXPECT_EQ(matmul().default_config(matmul_problem(2, 15973, 336), hopper).at("variant"), 0);
   EXPECT_EQ(matmul().default_config(matmul_problem(2, 7982, 440), hopper).at("variant"), 4);
