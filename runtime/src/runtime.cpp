@@ -436,13 +436,17 @@ bool strides_off_16_bytes(const MatmulArgs& args) {
   return all % 8 != 0;
 }
 
+// Whether A's and B's rows are more than an element apart: an operand stored as rows of one
+// element runs as one row of its other layout only when they are not (problem_for_call), so a
+// packed call and a strided view of the same shape resolve to different problems.
 DispatchKey matmul_key(const Family& family, const MatmulArgs& args) {
   const std::int64_t options = static_cast<std::int64_t>(args.a_layout) |
                                static_cast<std::int64_t>(args.b_layout) << 1 |
                                static_cast<std::int64_t>(args.activation) << 2 |
                                std::int64_t{args.bias != nullptr} << 4 |
                                std::int64_t{args.residual != nullptr} << 5 |
-                               std::int64_t{strides_off_16_bytes(args)} << 6;
+                               std::int64_t{strides_off_16_bytes(args)} << 6 |
+                               std::int64_t{args.lda > 1} << 7 | std::int64_t{args.ldb > 1} << 8;
   return {&family, args.dtype, args.out_dtype.value_or(args.dtype),
           {args.batch, args.m, args.n, args.k}, options};
 }

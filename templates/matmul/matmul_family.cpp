@@ -1049,7 +1049,8 @@ class MatmulFamily final : public Family {
       const Config gathered{{{"variant", kMmaSync}, {"block_m", s.m <= 16 ? 16 : 32},
                              {"block_n", 64}, {"block_k", 64}, {"warps_m", 1}, {"warps_n", 4},
                              {"stages", 4}, {"group_m", 1}}};
-      if ((2 * s.batch * ceil_div(s.n, 64) >= device.sm_count || (s.m <= 16 && s.k <= kMaxFewCtasGatheredK)) &&
+      const bool fill_half = 2 * s.batch * ceil_div(s.n, 64) >= device.sm_count;
+      if ((fill_half || (s.m <= 16 && s.k <= kMaxFewCtasGatheredK)) &&
           !reject(gathered, problem, device))
         return gathered;
     }
@@ -1091,7 +1092,8 @@ class MatmulFamily final : public Family {
       // 64M elements or more (16-bit; fresh draws 1.199x over 31 bf16, 1.142x over 31 f16, 1x
       // 8387x13281 cr 1.41x; from 5 rows under 64M 0.72-1.05x, 8x533x15650 0.72x: v74). N off
       // 8 by 2 or 4: the widest loads that divide it.
-      const bool realigned = s.n % 2 && !s.tf32() && (s.m <= 4 || s.batch * s.n * s.k >= (64ll << 20));
+      const bool realigned =
+          s.n % 2 && !s.tf32() && (s.m <= 4 || s.batch * s.n * s.k >= (64ll << 20));
       int vector = static_cast<int>(s.per_16_bytes());
       while (vector > 1 && ((s.n % vector && !realigned) ||
                             GemvKnConfig::rows(s.m) * vector > 64 || 32 * vector >= 2 * s.n))
@@ -1475,14 +1477,18 @@ class MatmulFamily final : public Family {
   // that gather rows, which an aligned shape would not get: such a call runs with aligned=0.
   Problem problem_for_call(Problem problem, const CallScalars& scalars) const override {
     const MatmulShape given(problem);
-    if (given.m == 1 && given.a_columns && scalars.row_strides[0] <= 1) problem.options.erase("a");
-    if (given.n == 1 && !given.b_columns && scalars.row_strides[1] <= 1) problem.options["b"] = "col";
+    if (given.m == 1 && given.a_columns && scalars.row_strides[0] <= 1)
+      problem.options.erase("a");
+    if (given.n == 1 && !given.b_columns && scalars.row_strides[1] <= 1)
+      problem.options["b"] = "col";
     const MatmulShape s(problem);
     if (!s.rows_aligned() || s.strides_unaligned) return problem;
     // A and B first (tensors() order), then the bias (no strides), residual and C. A matrix of
     // one row has no row stride to align.
     const std::size_t checked = s.output_strides_matter() ? CallScalars::kMaxTensors : 2;
-    const auto rows = [&](std::size_t i) { return i == 0 ? s.a_rows() : i == 1 ? s.b_rows() : s.m; };
+    const auto rows = [&](std::size_t i) {
+      return i == 0 ? s.a_rows() : i == 1 ? s.b_rows() : s.m;
+    };
     for (std::size_t i = 0; i < checked; ++i)
       if ((rows(i) > 1 ? scalars.row_strides[i] : 0) % s.per_16_bytes() ||
           scalars.batch_strides[i].value_or(0) % s.per_16_bytes()) {

@@ -7,8 +7,8 @@
 // K down VEC adjacent columns of B, so a warp reads 32 x VEC contiguous elements of a row at a
 // time, loaded VEC at a time (up to 16 bytes) where B's base, rows and batches allow it at run
 // time, else one element at a time, or, where VEC is 16 bytes, as the aligned 16-byte pieces
-// around them realigned over the warp's 32 lanes (RowPieces: an odd N). 16-bit or fp32 inputs (fp32 multiplied in fp32: the FMAs
-// are on CUDA cores either way).
+// around them realigned over the warp's 32 lanes (RowPieces: an odd N). 16-bit or fp32 inputs
+// (fp32 multiplied in fp32: the FMAs are on CUDA cores either way).
 //
 // per thread: VEC columns; UNROLL rows of B (k, WARPS apart) loaded before their products;
 //             ROWS x VEC fp32 sums, A's values read from shared memory (a broadcast).

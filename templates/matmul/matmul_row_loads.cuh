@@ -35,10 +35,10 @@ __device__ __forceinline__ uint4 load_16_or_zero(const half_bits* src, bool vali
 // one row's contiguous 16 x RUN bytes, so each lane loads its own aligned piece and takes the
 // next from the lane after it (realign); the run's last lane loads that one itself. Loads and
 // realignment are apart so that a kernel can issue its next loads before it realigns the pieces
-// in hand. Counts of elements are of 16-bit ones (twice an fp32 row's). A piece may hold bytes just before a row's first element or past its last,
-// never outside the 16-byte blocks that hold them (no unmapped page: a piece is read only where
-// it holds bytes of the row); compute-sanitizer's memcheck may report such reads at the first or
-// last row of an allocation.
+// in hand. Counts of elements are of 16-bit ones (twice an fp32 row's). A piece may hold bytes
+// just before a row's first element or past its last, never outside the 16-byte blocks that hold
+// them (no unmapped page: a piece is read only where it holds bytes of the row);
+// compute-sanitizer's memcheck may report such reads at the first or last row of an allocation.
 struct RowPieces {
   uint4 own, after;  // `after`: the run's last lane only
 };

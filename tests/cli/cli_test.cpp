@@ -198,7 +198,8 @@ TEST_F(CliSource, AnOperandOfOneStoredRowIsTheProblemOfItsOtherLayout) {
   CliRun row = run(base);
   ASSERT_EQ(column.status, 0) << column.err;
   ASSERT_EQ(row.status, 0) << row.err;
-  EXPECT_EQ(column.out.rfind("// tilesmith source: matmul bf16->bf16 1x6624x512 for sm_90a", 0), 0u);
+  EXPECT_EQ(column.out.rfind("// tilesmith source: matmul bf16->bf16 1x6624x512 for sm_90a", 0),
+            0u);
   EXPECT_EQ(column.out, row.out);
 }
 

@@ -137,6 +137,38 @@ TEST(GpuRuntime, LayoutsBatchesAndEpiloguesMatchTheReference) {
   }
 }
 
+// A column-major A of one row, packed, runs as the row-major problem (its one stored column is
+// that row); a strided view of such a column (rows 8 elements apart) keeps its layout: both
+// calls of one shape, each right, the second not served by the first's entry.
+TEST(GpuRuntime, AnOperandOfOneRowRunsAsItsOtherLayoutOnlyWhenPacked) {
+  TILESMITH_REQUIRE_GPU();
+  TempDir dir;
+  Runtime runtime({.database = dir.file("runtime.db")});
+  const Problem problem{"matmul", DType::bf16, DType::bf16, {1, 300, 520}, {{"a", "col"}}};
+  tuner::Workbench bench(find_family("matmul"), problem, driver::describe_device(0));
+  bench.refresh_inputs(83);
+  MatmulArgs args = args_for(bench, problem);
+  runtime.matmul(args);
+  TILESMITH_CU(driver::api().cuCtxSynchronize(), "running the packed call");
+  tuner::Verification result = bench.check_output();
+  EXPECT_TRUE(result.passed) << "packed: " << result.detail;
+  // The same A, each element 8 apart (a column of a k x 8 matrix), 0xff (NaN) between.
+  std::vector<std::uint16_t> column(520), strided(520 * 8, 0xffff);
+  TILESMITH_CU(driver::api().cuMemcpyDtoH(column.data(), bench.tensor_addresses()[0], 520 * 2),
+               "reading A");
+  for (std::size_t i = 0; i < column.size(); ++i) strided[i * 8] = column[i];
+  driver::DeviceBuffer view(strided.size() * 2, "A's strided view");
+  TILESMITH_CU(driver::api().cuMemcpyHtoD(view.address(), strided.data(), strided.size() * 2),
+               "writing A's strided view");
+  args.a = reinterpret_cast<const void*>(view.address());
+  args.lda = 8;
+  bench.refresh_inputs(83);  // the same inputs again, C poisoned
+  runtime.matmul(args);
+  TILESMITH_CU(driver::api().cuCtxSynchronize(), "running the strided call");
+  result = bench.check_output();
+  EXPECT_TRUE(result.passed) << "strided: " << result.detail;
+}
+
 TEST(GpuRuntime, WarmDatabaseNeedsNoCompiler) {
   TILESMITH_REQUIRE_GPU();
   TempDir dir;

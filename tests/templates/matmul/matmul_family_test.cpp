@@ -372,7 +372,8 @@ TEST(MatmulWgmmaTest, TheDefaultFillsWithSmallerTilesWhereKIsTooShortToSplit) {
   EXPECT_EQ(matmul().default_config(testing::x_times_w_t({5, 1152, 114}), hopper).text(),
             gathered.text());
   EXPECT_EQ(matmul().default_config(matmul_problem(10, 121, 231), hopper).text(), gathered.text());
-  EXPECT_NE(matmul().default_config(testing::x_times_w_t({11, 2380, 385}), hopper).at("variant"), 0);
+  EXPECT_NE(matmul().default_config(testing::x_times_w_t({11, 2380, 385}), hopper).at("variant"),
+            0);
   EXPECT_NE(matmul().default_config(testing::x_times_w_t({20, 1000, 230}), hopper).text(),
             gathered.text());
   // One or two rows times a row-major B off 16 bytes: gathered up to K 336, gemv_kn from 352.
@@ -1761,12 +1762,12 @@ TEST(MatmulStridesTest, AnOperandOfOneStoredRowRunsAsItsOtherLayout) {
             (ProblemOptions{{"aligned", "0"}}));
   const Problem one_column{"matmul", DType::f16, DType::f32, {300, 1, 520}, {{"bias", "1"}}};
   EXPECT_EQ(matmul().problem_for_call(one_column, {}).option("b"), "col");
-  EXPECT_EQ(matmul().problem_for_call(one_column, strides_of({{0, std::nullopt}, {1, std::nullopt}}))
-                .option("b"),
-            "col");
-  EXPECT_EQ(matmul().problem_for_call(one_column, strides_of({{0, std::nullopt}, {16, std::nullopt}}))
-                .option("b"),
-            "");
+  const auto b_of = [&](std::int64_t ldb) {
+    return matmul().problem_for_call(one_column, strides_of({{0, std::nullopt}, {ldb, std::nullopt}}))
+        .option("b");
+  };
+  EXPECT_EQ(b_of(1), "col");
+  EXPECT_EQ(b_of(16), "");
   // Already in the layout of one row: unchanged.
   const Problem x_w_t{"matmul", DType::bf16, DType::bf16, {1, 4096, 4096}, {{"b", "col"}}};
   EXPECT_EQ(matmul().problem_for_call(x_w_t, {}), x_w_t);

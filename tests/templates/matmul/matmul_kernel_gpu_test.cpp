@@ -1006,7 +1006,8 @@ struct StridedMatrices {
   // The view's elements as doubles, packed, and how many elements outside it changed.
   std::vector<double> download(DType dtype, std::size_t& changed_outside) {
     // (An f16 output read as bf16 bits would compare garbage: the cases use bf16 or f32.)
-    if (dtype == DType::f16) throw std::logic_error("StridedMatrices reads bf16 and f32 outputs only");
+    if (dtype == DType::f16)
+      throw std::logic_error("StridedMatrices reads bf16 and f32 outputs only");
     std::vector<unsigned char> now(image.size());
     TILESMITH_CU(driver::api().cuMemcpyDtoH(now.data(), buffer.address(), now.size()),
                  "downloading strided matrices");
@@ -1151,7 +1152,8 @@ TEST_F(GpuMatmul, StridedAndSharedBatchesMatchTheReference) {
       {{"matmul", DType::bf16, DType::bf16, {2, 1, 304, 520}, {{"a", "col"}, {"bias", "1"}}},
        {1, 528, 304, 0, 0, 0, 304, 312},
        false,
-       wgmma({testing::wgmma_config(64, 16, 8, 1, 1, 1, 1, 1, 0, 1), testing::gemv_kn_config(8, 4, 8)})},
+       wgmma({testing::wgmma_config(64, 16, 8, 1, 1, 1, 1, 1, 0, 1),
+              testing::gemv_kn_config(8, 4, 8)})},
       {{"matmul", DType::f16, DType::f32, {2, 300, 1, 520}, {{"act", "relu"}}},
        {528, 300 * 528 + 8, 1, 520, 0, 0, 1, 304},
        false,
