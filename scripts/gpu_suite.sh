@@ -9,6 +9,7 @@
 #   SUITE_STEPS="tests suite" SUITE_ARGS="--part 1/3 --tune-budget 15s" scripts/gpu_suite.sh
 #   SUITE_STEPS="rows" ROWS_ARGS="--dtypes f32 --fused=" scripts/gpu_suite.sh
 #   SUITE_STEPS="shapes" SHAPES_ARGS="--count 60 --seed 16" scripts/gpu_suite.sh
+#   SUITE_STEPS="shapes winners" WINNERS_ARGS="--worst 8 --dtype bf16" scripts/gpu_suite.sh
 #   TEST_FILTER='GpuRow*' SUITE_STEPS=tests scripts/gpu_suite.sh
 #   SUITE_STEPS="attention" ATTENTION_ARGS="--cases b4h16s4096d128 --tune-budget 20s" scripts/gpu_suite.sh
 #   SUITE_STEPS="attention_backward" ATTENTION_BACKWARD_ARGS="--cases b4h16s4096d128" scripts/gpu_suite.sh
@@ -35,6 +36,9 @@ ATTENTION_BACKWARD_ARGS=${ATTENTION_BACKWARD_ARGS:-"--tune-budget 8s"}
 SUITE_ARGS=${SUITE_ARGS:-"--tune-budget 15s --deadline 500"}
 # The untuned default over random shapes beside cuBLAS (bench/matmul_shapes.py; ~1 s a shape).
 SHAPES_ARGS=${SHAPES_ARGS:-"--count 44 --seed 15"}
+# The shapes step's worst rows tuned briefly, each winner timed beside the default
+# (bench/winners_vs_default.py; ~15-20 s a shape).
+WINNERS_ARGS=${WINNERS_ARGS:-"--worst 6 --budget 10s"}
 export TILESMITH_DB=${TILESMITH_DB:-$OUT/tilesmith.db}
 export PYTHONUNBUFFERED=1
 # Budgets per tuned shape ("N" candidates or "Ns" seconds; "all" = exhaustive). A budgeted
@@ -134,6 +138,20 @@ if has_step shapes; then
   python3 bench/matmul_shapes.py --lib "$BUILD/libtilesmith.so" $SHAPES_ARGS \
     --json "$OUT/shapes.json" > "$OUT/shapes.log" 2>&1
   summary+=("shapes exit status: $?, $(tail -n 1 "$OUT/shapes.log" | cut -c1-160)")
+fi
+
+if has_step winners; then
+  # The shapes step's worst rows, each tuned briefly: whether the space holds a faster kernel
+  # than the default there, and which (bench/winners_vs_default.py; run after "shapes").
+  echo "== winners (a short tune of the shapes step's worst rows, beside the default)"
+  if [[ -f "$OUT/shapes.json" ]]; then
+    # shellcheck disable=SC2086
+    python3 bench/winners_vs_default.py --from-json "$OUT/shapes.json" --tilesmith "$BUILD/tilesmith" \
+      $WINNERS_ARGS > "$OUT/winners.log" 2>&1
+    summary+=("winners exit status: $?, $(tail -n 1 "$OUT/winners.log" | cut -c1-160)")
+  else
+    summary+=("winners: skipped (no shapes.json: run the shapes step first)")
+  fi
 fi
 
 if has_step rows; then
