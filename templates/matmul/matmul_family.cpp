@@ -238,6 +238,18 @@ struct MatmulStrides {
             s.m * s.k,        s.k * s.n,        s.m * s.n,    s.m * s.n};
   }
 
+  // The row stride a stored matrix of `rows` rows of `row_length` elements is read with, from
+  // the call's (0: packed). A matrix of one row has none: the given stride only spaces its
+  // batches where their own stride is unset (`batches_by_rows`; never closer than a row), so a
+  // one-row operand that problem_for_call folded into its other layout, given a stride of one
+  // element, reads packed.
+  static long long row_stride(long long given_ld, long long row_length, long long rows,
+                              bool batches_by_rows) {
+    if (given_ld == 0) return row_length;
+    if (rows > 1) return given_ld;
+    return batches_by_rows ? std::max(given_ld, row_length) : row_length;
+  }
+
   // The call's strides (CallScalars, tensors() order: A, B, [bias], [residual], C), checked:
   // rows no shorter than the matrix's and below 2^31, C's batches never overlapping, and,
   // unless the problem says aligned=0, every stride a multiple of 16 bytes (the shape's kernels
@@ -254,12 +266,10 @@ struct MatmulStrides {
       auto fail = [&](const std::string& why) {
         throw InvalidArgument("matmul: " + std::string(name) + "'s " + why);
       };
-      if (given_ld != 0 && rows > 1) {  // one row: no stride to take (problem_for_call)
-        if (given_ld < row_length || given_ld > (1ll << 31) - 1)
-          fail("row stride " + std::to_string(given_ld) + " is outside " +
-               std::to_string(row_length) + " (its row length) .. 2^31-1");
-        ld = given_ld;
-      }
+      if (given_ld != 0 && rows > 1 && (given_ld < row_length || given_ld > (1ll << 31) - 1))
+        fail("row stride " + std::to_string(given_ld) + " is outside " +
+             std::to_string(row_length) + " (its row length) .. 2^31-1");
+      ld = row_stride(given_ld, row_length, rows, s.batch > 1 && !given_stride);
       stride = given_stride.value_or(rows * ld);
       // Inputs may share or overlap batches (0: one matrix for all); C's must be apart.
       const long long apart = written && s.batch > 1 ? (rows - 1) * ld + row_length : 0;
@@ -1483,14 +1493,18 @@ class MatmulFamily final : public Family {
       problem.options["b"] = "col";
     const MatmulShape s(problem);
     if (!s.rows_aligned() || s.strides_unaligned) return problem;
-    // A and B first (tensors() order), then the bias (no strides), residual and C. A matrix of
-    // one row has no row stride to align.
+    // A and B first (tensors() order), then the bias (no strides), residual and C, each as
+    // MatmulStrides reads it (a matrix of one row has no row stride to align).
     const std::size_t checked = s.output_strides_matter() ? CallScalars::kMaxTensors : 2;
-    const auto rows = [&](std::size_t i) {
-      return i == 0 ? s.a_rows() : i == 1 ? s.b_rows() : s.m;
+    const long long row_lengths[] = {s.a_row_length(), s.b_row_length(), s.n};
+    const long long row_counts[] = {s.a_rows(), s.b_rows(), s.m};
+    const auto row_stride = [&](std::size_t i) {
+      const std::size_t j = std::min<std::size_t>(i, 2);
+      return MatmulStrides::row_stride(scalars.row_strides[i], row_lengths[j], row_counts[j],
+                                       s.batch > 1 && !scalars.batch_strides[i]);
     };
     for (std::size_t i = 0; i < checked; ++i)
-      if ((rows(i) > 1 ? scalars.row_strides[i] : 0) % s.per_16_bytes() ||
+      if (row_stride(i) % s.per_16_bytes() ||
           scalars.batch_strides[i].value_or(0) % s.per_16_bytes()) {
         problem.options["aligned"] = "0";
         break;

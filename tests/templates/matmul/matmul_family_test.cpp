@@ -1773,6 +1773,33 @@ TEST(MatmulStridesTest, AnOperandOfOneStoredRowRunsAsItsOtherLayout) {
   EXPECT_EQ(matmul().problem_for_call(x_w_t, {}), x_w_t);
 }
 
+// A matrix of one row has no row stride: a given one only spaces its batches where their own
+// stride is unset (as it did before such operands were folded), never closer than a row.
+TEST(MatmulStridesTest, AOneRowMatrixsStrideOnlySpacesItsBatches) {
+  const DeviceTarget ampere = DeviceTarget::assumed_for_arch("sm_80");
+  const Problem problem{"matmul", DType::bf16, DType::bf16, {3, 1, 64, 128}, {}};
+  const std::vector<std::uint64_t> addresses = {0x1000, 0x2000, 0x3000};
+  auto params_of = [&](const CallScalars& scalars) {
+    const LaunchPlan plan =
+        matmul().plan(tile_config(64, 64, 32, 2, 2, 2), problem, ampere, addresses, 0, scalars);
+    MatmulParams params;
+    std::memcpy(&params, plan.steps[0].args.bytes.data(), sizeof params);
+    return params;
+  };
+  const std::optional<std::int64_t> unset;
+  MatmulParams params = params_of(strides_of({{136, unset}, {0, unset}, {72, unset}}));
+  EXPECT_EQ(params.stride_a, 136);  // A's batches a given row stride apart
+  EXPECT_EQ(params.stride_c, 72);
+  params = params_of(strides_of({{136, 400}, {0, std::nullopt}, {8, 200}}));  // C's 8 < 64: no row
+  EXPECT_EQ(params.stride_a, 400);
+  EXPECT_EQ(params.stride_c, 200);
+  // Batches spaced off 16 bytes by a one-row stride ask for aligned=0; one batch does not.
+  const CallScalars odd_c = strides_of({{0, unset}, {0, unset}, {67, unset}});
+  EXPECT_EQ(matmul().problem_for_call(problem, odd_c).option("aligned"), "0");
+  const Problem one{"matmul", DType::bf16, DType::bf16, {1, 64, 128}, {}};
+  EXPECT_EQ(matmul().problem_for_call(one, odd_c), one);
+}
+
 // x @ W^T with an odd N (an LM head over a 50257-word vocabulary): A's and W's rows hold K, a
 // multiple of 8, so the problem is aligned whatever C's strides are; every kernel checks C at
 // run time with column-major B. With row-major B an odd C stride still needs aligned=0.
