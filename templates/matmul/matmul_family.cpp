@@ -266,9 +266,11 @@ struct MatmulStrides {
       auto fail = [&](const std::string& why) {
         throw InvalidArgument("matmul: " + std::string(name) + "'s " + why);
       };
-      if (given_ld != 0 && rows > 1 && (given_ld < row_length || given_ld > (1ll << 31) - 1))
-        fail("row stride " + std::to_string(given_ld) + " is outside " +
-             std::to_string(row_length) + " (its row length) .. 2^31-1");
+      // (A matrix of one row takes any positive stride: row_stride.)
+      const long long least = rows > 1 ? row_length : 1;
+      if (given_ld != 0 && (given_ld < least || given_ld > (1ll << 31) - 1))
+        fail("row stride " + std::to_string(given_ld) + " is outside " + std::to_string(least) +
+             (rows > 1 ? " (its row length)" : "") + " .. 2^31-1");
       ld = row_stride(given_ld, row_length, rows, s.batch > 1 && !given_stride);
       stride = given_stride.value_or(rows * ld);
       // Inputs may share or overlap batches (0: one matrix for all); C's must be apart.
@@ -1487,9 +1489,10 @@ class MatmulFamily final : public Family {
   // that gather rows, which an aligned shape would not get: such a call runs with aligned=0.
   Problem problem_for_call(Problem problem, const CallScalars& scalars) const override {
     const MatmulShape given(problem);
-    if (given.m == 1 && given.a_columns && scalars.row_strides[0] <= 1)
+    const auto packed = [](std::int64_t stride) { return stride == 0 || stride == 1; };
+    if (given.m == 1 && given.a_columns && packed(scalars.row_strides[0]))
       problem.options.erase("a");
-    if (given.n == 1 && !given.b_columns && scalars.row_strides[1] <= 1)
+    if (given.n == 1 && !given.b_columns && packed(scalars.row_strides[1]))
       problem.options["b"] = "col";
     const MatmulShape s(problem);
     if (!s.rows_aligned() || s.strides_unaligned) return problem;

@@ -1798,6 +1798,16 @@ TEST(MatmulStridesTest, AOneRowMatrixsStrideOnlySpacesItsBatches) {
   EXPECT_EQ(matmul().problem_for_call(problem, odd_c).option("aligned"), "0");
   const Problem one{"matmul", DType::bf16, DType::bf16, {1, 64, 128}, {}};
   EXPECT_EQ(matmul().problem_for_call(one, odd_c), one);
+  // A negative stride is an error still, one row or not, and folds nothing.
+  for (const CallScalars& negative :
+       {strides_of({{-8, unset}}), strides_of({{0, unset}, {0, unset}, {-1, unset}})}) {
+    const std::string message = error_message_of([&] {
+      matmul().plan(tile_config(64, 64, 32, 2, 2, 2), problem, ampere, addresses, 0, negative);
+    });
+    EXPECT_NE(message.find("row stride -"), std::string::npos) << message;
+  }
+  const Problem column_a{"matmul", DType::bf16, DType::bf16, {1, 64, 128}, {{"a", "col"}}};
+  EXPECT_EQ(matmul().problem_for_call(column_a, strides_of({{-1, unset}})).option("a"), "col");
 }
 
 // x @ W^T with an odd N (an LM head over a 50257-word vocabulary): A's and W's rows hold K, a
