@@ -379,7 +379,7 @@ constexpr long long kMaxGatheredK = 512;
 // Up to this K, up to 16 such rows are gathered however few CTAs the tiles give.
 constexpr long long kMaxFewCtasGatheredK = 256;
 // Up to this many bytes of weight, 17-32 rows of A over rows off 16 bytes are read in place by
-// the decode template too (see default_config).
+// 8-warp decode CTAs, past it by 4-warp ones (see default_config).
 constexpr long long kMaxInPlaceWeight32Rows = 2ll << 20;
 // From this K up to kMaxGatheredK, one or two rows times a row-major B off 16 bytes take
 // gemv_kn instead (default_config). On the H200, K 360-472: 1.20-1.59x the gathering tiles
@@ -914,9 +914,8 @@ class MatmulFamily final : public Family {
     // K's chunks in one pass (else 16, each thread as many chunks as passes), where the tiles
     // ran 1.5-2.2x slower (484x1x430 rc 0.0109 ms against gemv's 0.0051-0.0061, 64x1x4096
     // 0.0097 against 0.0049; docs/perf/matmul.md v75).
-    const bool few_rows_times_columns = r.c_transposed && r.m <= kGemvRows && !r.tf32() &&
-                                        r.batch * ceil_div(r.n, 2) < 2ll * device.sm_count;
-    if (gemv_rows && few_rows_times_columns) {
+    const bool full_grid = r.batch * ceil_div(r.n, 2) >= 2ll * device.sm_count;
+    if (r.c_transposed && r.m <= kGemvRows && !r.tf32() && !full_grid) {
       const long long chunks = ceil_div(s.k, static_cast<long long>(r.row_vector()));
       int warps = 2;
       while (warps < 16 && 32ll * warps < chunks) warps *= 2;
@@ -925,7 +924,7 @@ class MatmulFamily final : public Family {
                          {"unroll", passes >= 4 ? 4 : passes >= 2 ? 2 : 1}}};
       if (!reject(gemv, problem, device)) return gemv;
     }
-    if (gemv_rows && r.batch * ceil_div(r.n, 2) >= 2ll * device.sm_count) {
+    if (gemv_rows && full_grid) {
       const int vector = r.row_vector();
       const long long load_bytes = vector * r.in_bytes;
       if (r.m == 1 && (load_bytes == 8 || (load_bytes <= 4 && s.k <= 1024)))
@@ -990,10 +989,10 @@ class MatmulFamily final : public Family {
     // the element-at-a-time loads they replace up to 8 (docs/perf/matmul.md v73). (Off Hopper
     // unmeasured: such rows take the mma.sync paths.)
     const bool hopper = device.arch() == "sm_90a";
-    // 17-32 rows (two m16 tiles) in place only over small weights, where the padding copies'
-    // launches cost more than the MMAs of the second tile: 1.26-1.39x over the padded swap_ab
-    // under 2 MB (18x1096x650, 17x288x2202, 25x808x1089), 0.70-0.96x past 3.5 MB in 8-warp
-    // CTAs; fresh draws under 2 MB 1.16x over 54 (v73).
+    // 17-32 rows (two m16 tiles) in place too: in 8-warp CTAs over weights up to 2 MB, where
+    // the padding copies' launches cost more than the MMAs of the second tile: 1.26-1.39x over
+    // the padded swap_ab (18x1096x650, 17x288x2202, 25x808x1089), fresh draws 1.16x over 54;
+    // past 3.5 MB such CTAs ran 0.70-0.96x (v73).
     const bool rows_in_place = hopper && !s.aligned() && s.k > kMaxGatheredK;
     // Past 2 MB they take 4-warp CTAs (three an SM at 168 registers), K split while three an
     // SM hold them, as the tuner's winners there did: fresh draws 1.089x over 34 bf16, 1.113x
